@@ -1,0 +1,22 @@
+/* cli.h - shared pieces of the deftsim command line program (not part of the library). */
+#ifndef DEFTSIM_CLI_H
+#define DEFTSIM_CLI_H
+
+#include "deftsim_error.h"
+
+/* Each subcommand: argv[0] is the subcommand name; returns the process exit code
+ * (0 ok, 2 usage or input error, 1 runtime failure). */
+typedef int (*deftsim_cli_fn)(int argc, char **argv);
+
+int deftsim_cmd_config(int argc, char **argv);
+int deftsim_cmd_models(int argc, char **argv);
+int deftsim_cmd_trace(int argc, char **argv);
+
+/* Prints "deftsim: <message>" for st's recorded message to stderr and returns the exit code. */
+int deftsim_cli_fail(deftsim_status st);
+
+/* Prints "deftsim <cmd>: <message>\nTry 'deftsim <cmd> --help'." and returns 2. */
+int deftsim_cli_usage_error(const char *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,108 @@
+/* main.c - the deftsim command: git-style subcommands.
+ *
+ * Exit codes: 0 success, 2 usage or input error, 1 runtime failure. Data goes to stdout or
+ * files, messages to stderr. */
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <gsl/gsl_errno.h>
+
+#include "cli.h"
+
+typedef struct {
+    const char *name;
+    deftsim_cli_fn fn;
+    const char *summary;
+} cli_command;
+
+static const cli_command commands[] = {
+    {"models", deftsim_cmd_models, "list the built-in model tables"},
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: deftsim [--version] [--help] <command> [<args>]\n"
+            "\n"
+            "deftsim simulates how gradient sparsifiers (DEFT, Top-k, DGC, gTop-k, CLT-k) scale\n"
+            "with the number of workers. Commands:\n\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "\nRun 'deftsim <command> --help' for a command's options.\n");
+}
+
+int deftsim_cli_fail(deftsim_status st)
+{
+    const char *msg = deftsim_error_message();
+    fprintf(stderr, "deftsim: %s error: %s\n", deftsim_status_name(st),
+            msg[0] ? msg : "(no message)");
+    return deftsim_status_exit_code(st);
+}
+
+int deftsim_cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "deftsim %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nTry 'deftsim %s --help'.\n", cmd);
+    return 2;
+}
+
+/* GSL's default handler aborts the process; deftsim records the error instead and lets the
+ * caller's status checks report it. */
+static void gsl_handler(const char *reason, const char *file, int line, int gsl_errno)
+{
+    deftsim_error_set(DEFTSIM_E_RUNTIME, "GSL: %s (%s:%d, code %d)", reason, file, line,
+                      gsl_errno);
+}
+
+int main(int argc, char **argv)
+{
+    gsl_set_error_handler(gsl_handler);
+
+    static const struct option opts[] = {
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
+    };
+    int c;
+    /* '+' stops at the first non-option: the subcommand and its own options. */
+    while ((c = getopt_long(argc, argv, "+hV", opts, NULL)) != -1) {
+        switch (c) {
+        case 'h': usage(stdout); return 0;
+        case 'V': printf("deftsim %s (commit %s)\n", DEFTSIM_VERSION, DEFTSIM_GIT_COMMIT); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind >= argc) {
+        usage(stderr);
+        return 2;
+    }
+    const char *name = argv[optind];
+    if (strcmp(name, "help") == 0) {
+        if (optind + 1 < argc) {
+            char *hargv[] = {argv[optind + 1], "--help", NULL};
+            for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+                if (strcmp(commands[i].name, hargv[0]) == 0) {
+                    optind = 1;
+                    return commands[i].fn(2, hargv);
+                }
+        }
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        if (strcmp(commands[i].name, name) == 0) {
+            int sub_argc = argc - optind;
+            char **sub_argv = argv + optind;
+            optind = 1; /* reset getopt for the subcommand */
+            return commands[i].fn(sub_argc, sub_argv);
+        }
+    }
+    fprintf(stderr, "deftsim: '%s' is not a deftsim command. See 'deftsim --help'.\n", name);
+    return 2;
+}

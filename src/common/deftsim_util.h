@@ -1,0 +1,43 @@
+/* deftsim_util.h - small helpers shared by every folder: clocks, atomic files, directories,
+ * overflow-checked parsing. */
+#ifndef DEFTSIM_UTIL_H
+#define DEFTSIM_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "deftsim_error.h"
+
+/* Monotonic wall clock in seconds. */
+double deftsim_now(void);
+
+/* Creates a directory and its parents (like mkdir -p). */
+deftsim_status deftsim_mkdir_p(const char *path);
+
+/* Atomic file writer: writes go to "<path>.tmp.<pid>" which commit() flushes, fsyncs and
+ * renames over path, so a reader never sees a half-written file. abort() removes the temp
+ * file. Both free the handle. */
+typedef struct deftsim_afile deftsim_afile;
+deftsim_status deftsim_afile_open(deftsim_afile **out, const char *path);
+FILE *deftsim_afile_stream(deftsim_afile *af);
+deftsim_status deftsim_afile_commit(deftsim_afile *af);
+void deftsim_afile_abort(deftsim_afile *af);
+
+/* Writes len bytes to path atomically. */
+deftsim_status deftsim_write_file_atomic(const char *path, const void *data, size_t len);
+
+/* Reads a whole file into a NUL-terminated malloc'd buffer. */
+deftsim_status deftsim_read_file(const char *path, char **data, size_t *len);
+
+/* Strict number parsing: the whole string must be a number in range; no overflow.
+ * Return 0 on success, -1 otherwise (no message recorded). */
+int deftsim_parse_i64(const char *s, int64_t *out);
+int deftsim_parse_u64(const char *s, uint64_t *out);
+int deftsim_parse_double(const char *s, double *out);
+
+/* Checked size arithmetic: return 0 on success, -1 on overflow. */
+int deftsim_mul_size(size_t a, size_t b, size_t *out);
+int deftsim_add_size(size_t a, size_t b, size_t *out);
+
+#endif

@@ -1,0 +1,199 @@
+/* util.c - clocks, atomic files, directories, strict parsing. */
+#include "deftsim_util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+double deftsim_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+deftsim_status deftsim_mkdir_p(const char *path)
+{
+    char buf[4096];
+    size_t len = strlen(path);
+    if (len == 0 || len >= sizeof buf)
+        return deftsim_error_set(DEFTSIM_E_INPUT, "%s: invalid directory path", path);
+    memcpy(buf, path, len + 1);
+    for (size_t i = 1; i <= len; i++) {
+        if (buf[i] == '/' || buf[i] == '\0') {
+            char c = buf[i];
+            buf[i] = '\0';
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+                return deftsim_error_set(DEFTSIM_E_IO, "%s: cannot create directory: %s", buf,
+                                         strerror(errno));
+            buf[i] = c;
+        }
+    }
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return deftsim_error_set(DEFTSIM_E_IO, "%s: not a directory", path);
+    return DEFTSIM_OK;
+}
+
+struct deftsim_afile {
+    FILE *f;
+    char *path;
+    char *tmp;
+};
+
+deftsim_status deftsim_afile_open(deftsim_afile **out, const char *path)
+{
+    *out = NULL;
+    deftsim_afile *af = calloc(1, sizeof *af);
+    size_t n = strlen(path) + 64;
+    if (!af) return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", path);
+    af->path = strdup(path);
+    af->tmp = malloc(n);
+    if (!af->path || !af->tmp) {
+        free(af->path); free(af->tmp); free(af);
+        return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", path);
+    }
+    snprintf(af->tmp, n, "%s.tmp.%ld", path, (long)getpid());
+    af->f = fopen(af->tmp, "wb");
+    if (!af->f) {
+        deftsim_status st = deftsim_error_set(DEFTSIM_E_IO, "%s: cannot write: %s", path,
+                                              strerror(errno));
+        free(af->path); free(af->tmp); free(af);
+        return st;
+    }
+    *out = af;
+    return DEFTSIM_OK;
+}
+
+FILE *deftsim_afile_stream(deftsim_afile *af) { return af->f; }
+
+static void afile_free(deftsim_afile *af)
+{
+    free(af->path);
+    free(af->tmp);
+    free(af);
+}
+
+deftsim_status deftsim_afile_commit(deftsim_afile *af)
+{
+    deftsim_status st = DEFTSIM_OK;
+    int failed = ferror(af->f) || fflush(af->f) != 0;
+    int err = errno;
+    if (!failed && fsync(fileno(af->f)) != 0) { failed = 1; err = errno; }
+    if (fclose(af->f) != 0 && !failed) { failed = 1; err = errno; }
+    if (failed) {
+        st = deftsim_error_set(DEFTSIM_E_IO, "%s: write failed: %s", af->path,
+                               err ? strerror(err) : "stream error");
+        unlink(af->tmp);
+    } else if (rename(af->tmp, af->path) != 0) {
+        st = deftsim_error_set(DEFTSIM_E_IO, "%s: cannot rename into place: %s", af->path,
+                               strerror(errno));
+        unlink(af->tmp);
+    }
+    afile_free(af);
+    return st;
+}
+
+void deftsim_afile_abort(deftsim_afile *af)
+{
+    if (!af) return;
+    fclose(af->f);
+    unlink(af->tmp);
+    afile_free(af);
+}
+
+deftsim_status deftsim_write_file_atomic(const char *path, const void *data, size_t len)
+{
+    deftsim_afile *af;
+    deftsim_status st = deftsim_afile_open(&af, path);
+    if (st) return st;
+    if (len && fwrite(data, 1, len, af->f) != len) {
+        int err = errno;
+        deftsim_afile_abort(af);
+        return deftsim_error_set(DEFTSIM_E_IO, "%s: write failed: %s", path, strerror(err));
+    }
+    return deftsim_afile_commit(af);
+}
+
+deftsim_status deftsim_read_file(const char *path, char **data, size_t *len)
+{
+    *data = NULL;
+    if (len) *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return deftsim_error_set(DEFTSIM_E_INPUT, "%s: cannot open: %s", path, strerror(errno));
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (n < cap) break;
+        char *nb = realloc(buf, 2 * cap + 1);
+        if (!nb) { free(buf); buf = NULL; break; }
+        buf = nb;
+        cap *= 2;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (!buf) return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", path);
+    if (bad) {
+        free(buf);
+        return deftsim_error_set(DEFTSIM_E_IO, "%s: read error", path);
+    }
+    buf[n] = '\0';
+    *data = buf;
+    if (len) *len = n;
+    return DEFTSIM_OK;
+}
+
+int deftsim_parse_i64(const char *s, int64_t *out)
+{
+    if (!s || !*s) return -1;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end != '\0') return -1;
+    *out = (int64_t)v;
+    return 0;
+}
+
+int deftsim_parse_u64(const char *s, uint64_t *out)
+{
+    if (!s || !*s || *s == '-') return -1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end != '\0') return -1;
+    *out = (uint64_t)v;
+    return 0;
+}
+
+int deftsim_parse_double(const char *s, double *out)
+{
+    if (!s || !*s) return -1;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end != '\0' || !isfinite(v)) return -1;
+    *out = v;
+    return 0;
+}
+
+int deftsim_mul_size(size_t a, size_t b, size_t *out)
+{
+    if (a && b > SIZE_MAX / a) return -1;
+    *out = a * b;
+    return 0;
+}
+
+int deftsim_add_size(size_t a, size_t b, size_t *out)
+{
+    if (b > SIZE_MAX - a) return -1;
+    *out = a + b;
+    return 0;
+}
