@@ -1,0 +1,202 @@
+/* deft_plan.c - DEFT's fragments, k allocation and bin packing. */
+#include "deftsim_deft.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+deftsim_status deftsim_deft_fragments(const deftsim_model *m, uint32_t P, deftsim_fragment **out,
+                                      size_t *nfrag)
+{
+    *out = NULL;
+    *nfrag = 0;
+    if (P == 0) return deftsim_error_set(DEFTSIM_E_INPUT, "DEFT: worker count must be >= 1");
+    if ((uint64_t)P > m->numel)
+        return deftsim_error_set(DEFTSIM_E_INPUT,
+                                 "DEFT: %u workers exceed the %llu elements of model '%s'", P,
+                                 (unsigned long long)m->numel, m->name);
+    /* numel > n / P in exact arithmetic: numel * P > n (no overflow: numel, n < 2^48). */
+    size_t count = 0;
+    for (size_t i = 0; i < m->nlayers; i++)
+        count += (m->layers[i].numel * P > m->numel) ? P : 1;
+    deftsim_fragment *f = malloc(count * sizeof *f);
+    if (!f) return deftsim_error_set(DEFTSIM_E_NOMEM, "DEFT: out of memory for %zu fragments", count);
+    size_t j = 0;
+    for (size_t i = 0; i < m->nlayers; i++) {
+        const deftsim_layer *L = &m->layers[i];
+        if (L->numel * P > m->numel) {
+            uint64_t base = L->numel / P, extra = L->numel % P, off = L->offset;
+            for (uint32_t p = 0; p < P; p++) {
+                uint64_t sz = base + (p < extra ? 1 : 0);
+                f[j++] = (deftsim_fragment){off, sz, (uint32_t)i};
+                off += sz;
+            }
+        } else {
+            f[j++] = (deftsim_fragment){L->offset, L->numel, (uint32_t)i};
+        }
+    }
+    *out = f;
+    *nfrag = count;
+    return DEFTSIM_OK;
+}
+
+/* qsort has no context argument in C11; the sort keys are copied next to the ids instead. */
+typedef struct {
+    double key;
+    size_t id;
+} keyed;
+
+static int cmp_desc_key_then_id(const void *a, const void *b)
+{
+    const keyed *x = a, *y = b;
+    if (x->key > y->key) return -1;
+    if (x->key < y->key) return 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+static keyed *sorted_desc(const double *keys, size_t n)
+{
+    keyed *t = malloc((n ? n : 1) * sizeof *t);
+    if (!t) return NULL;
+    for (size_t i = 0; i < n; i++) t[i] = (keyed){keys[i], i};
+    qsort(t, n, sizeof *t, cmp_desc_key_then_id);
+    return t;
+}
+
+uint64_t deftsim_deft_allocate_k(const deftsim_fragment *frags, size_t nfrag, const double *norms,
+                                 uint64_t k, uint64_t *kj, size_t *order)
+{
+    keyed *t = sorted_desc(norms, nfrag);
+    if (t) {
+        for (size_t i = 0; i < nfrag; i++) order[i] = t[i].id;
+        free(t);
+    } else {
+        /* Out of memory for the sort keys: an insertion sort in place keeps the result exact. */
+        for (size_t i = 0; i < nfrag; i++) {
+            size_t v = order[i] = i, p = i;
+            while (p > 0 && (norms[order[p - 1]] < norms[v])) { order[p] = order[p - 1]; p--; }
+            order[p] = v;
+        }
+    }
+    double remain_norm = 0;
+    for (size_t i = 0; i < nfrag; i++) remain_norm += norms[i];
+    int64_t remain_k = (int64_t)k;
+    uint64_t total = 0;
+    for (size_t i = 0; i < nfrag; i++) {
+        size_t j = order[i];
+        double nj = norms[j];
+        int64_t tau = 0;
+        if (remain_norm > 0) {
+            double q = floor((double)remain_k * nj / remain_norm);
+            tau = q > 9e18 ? INT64_MAX : (q < -9e18 ? INT64_MIN : (int64_t)q);
+        }
+        uint64_t size = frags[j].size;
+        uint64_t v;
+        if (tau > 0 && size < (uint64_t)tau) v = size;
+        else v = tau > 1 ? (uint64_t)tau : 1;
+        kj[j] = v;
+        total += v;
+        remain_k -= (int64_t)v;
+        remain_norm -= nj;
+    }
+    return total;
+}
+
+double deftsim_deft_cost(uint64_t size, uint64_t kj)
+{
+    return kj > 1 ? (double)size * log2((double)kj) : (double)size;
+}
+
+void deftsim_deft_packing_free(deftsim_deft_packing *p)
+{
+    if (!p) return;
+    free(p->bin_start);
+    free(p->frag_ids);
+    free(p->bin_cost);
+    free(p->bin_k);
+    free(p->common_ids);
+    memset(p, 0, sizeof *p);
+}
+
+/* Min-heap of bins ordered by (load, bin index): the least-loaded bin, first on ties. */
+static int bin_less(const double *load, uint32_t a, uint32_t b)
+{
+    return load[a] < load[b] || (load[a] == load[b] && a < b);
+}
+
+static void heap_down(uint32_t *h, uint32_t n, const double *load, uint32_t i)
+{
+    for (;;) {
+        uint32_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && bin_less(load, h[l], h[m])) m = l;
+        if (r < n && bin_less(load, h[r], h[m])) m = r;
+        if (m == i) return;
+        uint32_t tmp = h[i]; h[i] = h[m]; h[m] = tmp;
+        i = m;
+    }
+}
+
+deftsim_status deftsim_deft_pack(const deftsim_fragment *frags, size_t nfrag, const uint64_t *kj,
+                                 uint32_t P, deftsim_deft_packing *out)
+{
+    memset(out, 0, sizeof *out);
+    if (P == 0) return deftsim_error_set(DEFTSIM_E_INPUT, "DEFT: worker count must be >= 1");
+    size_t nf = nfrag ? nfrag : 1;
+    double *cost = malloc(nf * sizeof *cost);
+    uint32_t *bin_of = malloc(nf * sizeof *bin_of);
+    uint32_t *heap = malloc(P * sizeof *heap);
+    out->nbins = P;
+    out->nfrag = nfrag;
+    out->bin_start = calloc((size_t)P + 1, sizeof *out->bin_start);
+    out->frag_ids = malloc(nf * sizeof *out->frag_ids);
+    out->bin_cost = calloc(P, sizeof *out->bin_cost);
+    out->bin_k = calloc(P, sizeof *out->bin_k);
+    out->common_ids = malloc(nf * sizeof *out->common_ids);
+    keyed *t = NULL;
+    if (!cost || !bin_of || !heap || !out->bin_start || !out->frag_ids || !out->bin_cost ||
+        !out->bin_k || !out->common_ids)
+        goto nomem;
+    /* Common fragments are not packed; their cost key is -1 so they sort last. */
+    for (size_t j = 0; j < nfrag; j++)
+        cost[j] = kj[j] >= frags[j].size ? -1.0 : deftsim_deft_cost(frags[j].size, kj[j]);
+    if (!(t = sorted_desc(cost, nfrag))) goto nomem;
+    for (uint32_t b = 0; b < P; b++) heap[b] = b; /* all loads 0: index order is a valid heap */
+    size_t npacked = 0;
+    for (size_t i = 0; i < nfrag; i++) {
+        size_t j = t[i].id;
+        if (cost[j] < 0) {
+            bin_of[j] = UINT32_MAX;
+            continue;
+        }
+        uint32_t b = heap[0];
+        bin_of[j] = b;
+        out->bin_cost[b] += cost[j];
+        out->bin_k[b] += kj[j];
+        out->bin_start[b + 1]++;
+        npacked++;
+        heap_down(heap, P, out->bin_cost, 0);
+    }
+    for (uint32_t b = 0; b < P; b++) out->bin_start[b + 1] += out->bin_start[b];
+    /* Lay the fragments out by bin, keeping the order in which they were packed. */
+    uint32_t *fill = heap; /* reuse as per-bin cursor */
+    for (uint32_t b = 0; b < P; b++) fill[b] = out->bin_start[b];
+    for (size_t i = 0; i < nfrag; i++) {
+        size_t j = t[i].id;
+        if (bin_of[j] != UINT32_MAX) out->frag_ids[fill[bin_of[j]]++] = (uint32_t)j;
+    }
+    for (size_t j = 0; j < nfrag; j++)
+        if (bin_of[j] == UINT32_MAX) out->common_ids[out->ncommon++] = (uint32_t)j;
+    (void)npacked;
+    free(t);
+    free(cost);
+    free(bin_of);
+    free(heap);
+    return DEFTSIM_OK;
+nomem:
+    free(t);
+    free(cost);
+    free(bin_of);
+    free(heap);
+    deftsim_deft_packing_free(out);
+    return deftsim_error_set(DEFTSIM_E_NOMEM, "DEFT: out of memory packing %zu fragments", nfrag);
+}
