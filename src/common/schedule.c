@@ -1,0 +1,197 @@
+/* schedule.c - building schedules and the reference traffic of each step. */
+#include "deftsim_schedule.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void deftsim_schedule_init(deftsim_schedule *s, uint32_t P)
+{
+    memset(s, 0, sizeof *s);
+    s->P = P;
+}
+
+static void step_free(deftsim_step *st)
+{
+    free(st->seconds);
+    free(st->bytes);
+    free(st->peer);
+}
+
+void deftsim_schedule_reset(deftsim_schedule *s, uint32_t P)
+{
+    for (size_t i = 0; i < s->nsteps; i++) step_free(&s->steps[i]);
+    s->nsteps = 0;
+    s->P = P;
+}
+
+void deftsim_schedule_free(deftsim_schedule *s)
+{
+    deftsim_schedule_reset(s, s->P);
+    free(s->steps);
+    memset(s, 0, sizeof *s);
+}
+
+deftsim_step *deftsim_schedule_add(deftsim_schedule *s, deftsim_step_kind kind, const char *name)
+{
+    if (s->nsteps == s->cap) {
+        size_t nc = s->cap ? 2 * s->cap : 16;
+        deftsim_step *ns = realloc(s->steps, nc * sizeof *ns);
+        if (!ns) {
+            deftsim_error_set(DEFTSIM_E_NOMEM, "schedule: out of memory");
+            return NULL;
+        }
+        s->steps = ns;
+        s->cap = nc;
+    }
+    deftsim_step *st = &s->steps[s->nsteps];
+    memset(st, 0, sizeof *st);
+    st->kind = kind;
+    snprintf(st->name, sizeof st->name, "%s", name);
+    size_t P = s->P ? s->P : 1;
+    if (kind == DEFTSIM_STEP_COMPUTE) {
+        st->seconds = calloc(P, sizeof *st->seconds);
+        if (!st->seconds) goto nomem;
+    } else {
+        st->bytes = calloc(P, sizeof *st->bytes);
+        if (!st->bytes) goto nomem;
+        if (kind == DEFTSIM_STEP_SENDRECV) {
+            st->peer = malloc(P * sizeof *st->peer);
+            if (!st->peer) goto nomem;
+            for (size_t r = 0; r < P; r++) st->peer[r] = DEFTSIM_NO_PEER;
+        }
+    }
+    s->nsteps++;
+    return st;
+nomem:
+    step_free(st);
+    deftsim_error_set(DEFTSIM_E_NOMEM, "schedule: out of memory");
+    return NULL;
+}
+
+const char *deftsim_step_kind_name(deftsim_step_kind k)
+{
+    switch (k) {
+    case DEFTSIM_STEP_COMPUTE: return "compute";
+    case DEFTSIM_STEP_ALLGATHER: return "allgather";
+    case DEFTSIM_STEP_ALLREDUCE: return "allreduce";
+    case DEFTSIM_STEP_BCAST: return "bcast";
+    case DEFTSIM_STEP_SENDRECV: return "sendrecv";
+    }
+    return "unknown";
+}
+
+void deftsim_step_traffic(const deftsim_step *st, uint32_t P, uint32_t elem_bytes,
+                          uint64_t *sent, uint64_t *recv)
+{
+    if (P <= 1 && st->kind != DEFTSIM_STEP_SENDRECV) return;
+    switch (st->kind) {
+    case DEFTSIM_STEP_COMPUTE:
+        return;
+    case DEFTSIM_STEP_ALLGATHER: {
+        /* Ring: rank r forwards every block but the one of rank r+1 and receives every block
+         * but its own. */
+        uint64_t total = 0;
+        for (uint32_t r = 0; r < P; r++) total += st->bytes[r];
+        for (uint32_t r = 0; r < P; r++) {
+            sent[r] += total - st->bytes[(r + 1) % P];
+            recv[r] += total - st->bytes[r];
+        }
+        return;
+    }
+    case DEFTSIM_STEP_ALLREDUCE: {
+        /* Ring reduce-scatter then ring allgather over P chunks of near-equal element counts
+         * (chunk c: nelem/P elements, one more for c < nelem % P). In the reduce-scatter
+         * rank r sends every chunk but r+1 and receives every chunk but r; it then owns chunk
+         * r+1, and in the allgather sends every chunk but r+2 and receives every chunk but
+         * r+1 (indices mod P). */
+        uint64_t nbytes = st->bytes[0];
+        uint64_t eb = elem_bytes ? elem_bytes : 1;
+        uint64_t nelem = nbytes / eb;
+#define CHUNK(c) ((nelem / P + ((uint64_t)(c) < nelem % P)) * eb)
+        for (uint32_t r = 0; r < P; r++) {
+            sent[r] += (nbytes - CHUNK((r + 1) % P)) + (nbytes - CHUNK((r + 2) % P));
+            recv[r] += (nbytes - CHUNK(r)) + (nbytes - CHUNK((r + 1) % P));
+        }
+#undef CHUNK
+        return;
+    }
+    case DEFTSIM_STEP_BCAST: {
+        /* Binomial tree on ranks relative to the root: v > 0 receives once (from v minus its
+         * lowest set bit) and sends to v + m for every power of two m below that bit; the
+         * root sends to every power of two below P. */
+        uint64_t nb = st->bytes[st->root];
+        for (uint32_t v = 0; v < P; v++) {
+            uint32_t r = (v + st->root) % P;
+            if (v) recv[r] += nb;
+            uint64_t low = v ? (uint64_t)(v & (~v + 1)) : (uint64_t)P;
+            for (uint64_t m = 1; m < low && v + m < P; m <<= 1) sent[r] += nb;
+        }
+        return;
+    }
+    case DEFTSIM_STEP_SENDRECV: return "sendrecv";
+    }
+    return "unknown";
+}
+
+void deftsim_step_traffic(const deftsim_step *st, uint32_t P, uint32_t elem_bytes,
+                          uint64_t *sent, uint64_t *recv)
+{
+    if (P <= 1 && st->kind != DEFTSIM_STEP_SENDRECV) return;
+    switch (st->kind) {
+    case DEFTSIM_STEP_COMPUTE:
+        return;
+    case DEFTSIM_STEP_ALLGATHER: {
+        /* Ring: rank r forwards every block but the one of rank r+1 and receives every block
+         * but its own. */
+        uint64_t total = 0;
+        for (uint32_t r = 0; r < P; r++) total += st->bytes[r];
+        for (uint32_t r = 0; r < P; r++) {
+            sent[r] += total - st->bytes[(r + 1) % P];
+            recv[r] += total - st->bytes[r];
+        }
+        return;
+    }
+    case DEFTSIM_STEP_ALLREDUCE: {
+        /* Ring reduce-scatter then ring allgather over P chunks of near-equal element
+         * counts: each rank sends and receives every chunk but one in each phase. */
+        uint64_t nbytes = st->bytes[0];
+        uint64_t eb = elem_bytes ? elem_bytes : 1;
+        uint64_t nelem = nbytes / eb;
+        for (uint32_t r = 0; r < P; r++) {
+            /* reduce-scatter: rank r ends owning chunk (r+1) % P and never sends it;
+             * allgather: it never sends chunk (r+2) % P... by symmetry each phase moves the
+             * vector minus one chunk; chunk c has nelem/P (+1 for c < nelem%P) elements. */
+            uint64_t c1 = (r + 1) % P, c2 = r;
+            uint64_t s1 = (nelem / P + (c1 < nelem % P)) * eb;
+            uint64_t s2 = (nelem / P + (c2 < nelem % P)) * eb;
+            sent[r] += (nbytes - s1) + (nbytes - s2);
+            recv[r] += (nbytes - s2) + (nbytes - s1);
+        }
+        return;
+    }
+    case DEFTSIM_STEP_BCAST: {
+        /* Binomial tree rooted at root: relative rank v receives once from v - 2^j (its
+         * highest set bit) and sends to v + 2^i for every 2^i below its lowest... the
+         * standard MPICH shape: v sends to v + mask for masks below its lowest set bit. */
+        uint64_t nb = st->bytes[st->root];
+        for (uint32_t v = 0; v < P; v++) {
+            uint32_t r = (v + st->root) % P;
+            if (v) recv[r] += nb;
+            uint32_t lim = v ? (v & (~v + 1)) : 0; /* lowest set bit; 0 for the root */
+            for (uint64_t mask = 1; mask < P; mask <<= 1) {
+                if (v && mask >= lim) break;
+                if (v + mask < P) sent[r] += nb;
+            }
+        }
+        return;
+    }
+    case DEFTSIM_STEP_SENDRECV:
+        for (uint32_t r = 0; r < P; r++) {
+            if (st->peer[r] == DEFTSIM_NO_PEER || st->peer[r] >= P) continue;
+            sent[r] += st->bytes[r];
+            recv[st->peer[r]] += st->bytes[r];
+        }
+        return;
+    }
+}
