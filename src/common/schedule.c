@@ -129,63 +129,6 @@ void deftsim_step_traffic(const deftsim_step *st, uint32_t P, uint32_t elem_byte
         }
         return;
     }
-    case DEFTSIM_STEP_SENDRECV: return "sendrecv";
-    }
-    return "unknown";
-}
-
-void deftsim_step_traffic(const deftsim_step *st, uint32_t P, uint32_t elem_bytes,
-                          uint64_t *sent, uint64_t *recv)
-{
-    if (P <= 1 && st->kind != DEFTSIM_STEP_SENDRECV) return;
-    switch (st->kind) {
-    case DEFTSIM_STEP_COMPUTE:
-        return;
-    case DEFTSIM_STEP_ALLGATHER: {
-        /* Ring: rank r forwards every block but the one of rank r+1 and receives every block
-         * but its own. */
-        uint64_t total = 0;
-        for (uint32_t r = 0; r < P; r++) total += st->bytes[r];
-        for (uint32_t r = 0; r < P; r++) {
-            sent[r] += total - st->bytes[(r + 1) % P];
-            recv[r] += total - st->bytes[r];
-        }
-        return;
-    }
-    case DEFTSIM_STEP_ALLREDUCE: {
-        /* Ring reduce-scatter then ring allgather over P chunks of near-equal element
-         * counts: each rank sends and receives every chunk but one in each phase. */
-        uint64_t nbytes = st->bytes[0];
-        uint64_t eb = elem_bytes ? elem_bytes : 1;
-        uint64_t nelem = nbytes / eb;
-        for (uint32_t r = 0; r < P; r++) {
-            /* reduce-scatter: rank r ends owning chunk (r+1) % P and never sends it;
-             * allgather: it never sends chunk (r+2) % P... by symmetry each phase moves the
-             * vector minus one chunk; chunk c has nelem/P (+1 for c < nelem%P) elements. */
-            uint64_t c1 = (r + 1) % P, c2 = r;
-            uint64_t s1 = (nelem / P + (c1 < nelem % P)) * eb;
-            uint64_t s2 = (nelem / P + (c2 < nelem % P)) * eb;
-            sent[r] += (nbytes - s1) + (nbytes - s2);
-            recv[r] += (nbytes - s2) + (nbytes - s1);
-        }
-        return;
-    }
-    case DEFTSIM_STEP_BCAST: {
-        /* Binomial tree rooted at root: relative rank v receives once from v - 2^j (its
-         * highest set bit) and sends to v + 2^i for every 2^i below its lowest... the
-         * standard MPICH shape: v sends to v + mask for masks below its lowest set bit. */
-        uint64_t nb = st->bytes[st->root];
-        for (uint32_t v = 0; v < P; v++) {
-            uint32_t r = (v + st->root) % P;
-            if (v) recv[r] += nb;
-            uint32_t lim = v ? (v & (~v + 1)) : 0; /* lowest set bit; 0 for the root */
-            for (uint64_t mask = 1; mask < P; mask <<= 1) {
-                if (v && mask >= lim) break;
-                if (v + mask < P) sent[r] += nb;
-            }
-        }
-        return;
-    }
     case DEFTSIM_STEP_SENDRECV:
         for (uint32_t r = 0; r < P; r++) {
             if (st->peer[r] == DEFTSIM_NO_PEER || st->peer[r] >= P) continue;
