@@ -1,0 +1,201 @@
+/* deftsim_config.h - scenario files: one INI file describes one experiment.
+ *
+ * A scenario names the gradient source, the sparsifiers and densities, the worker counts, the
+ * device, the output folder and the seed. Every key of every section is described by one row
+ * of a schema table in config.c (type, range, default), so adding a key (the [network] keys,
+ * for instance) is one row there plus one typed field here.
+ *
+ * Loading is strict: an unknown section or key, a duplicate key, a value of the wrong type or
+ * out of range is an error whose message names where the value came from and the key:
+ *
+ *     scenarios/x.ini:12: [sparsify] densities: 1.5 is outside (0, 1]
+ *     --set sparsify.densities: 1.5 is outside (0, 1]
+ *     scenarios/x.ini: [gradients] model: missing (required when source = synthetic)
+ *
+ * File syntax (inih): `[section]` headers, `key = value` lines, comment lines starting with
+ * '#' or ';', and inline comments after " ;" (a ';' preceded by whitespace; '#' starts a
+ * comment only at the start of a line). A line holds at most DEFTSIM_CONFIG_MAX_LINE
+ * characters; every value must fit on one line, so any configuration can be printed and read
+ * back. Keys outside a section, text after a section's ']', a section given twice and
+ * indented continuation lines are errors. Relative paths are relative to the working
+ * directory deftsim runs in, not to the scenario file.
+ *
+ * Lists are comma-separated. Integer lists (worker counts) also take ranges:
+ *     a..b       doubling: a, 2a, 4a, ... b; b must be a times a power of two
+ *                (2..1024 = the powers of two from 2 to 1024)
+ *     a..b:s     arithmetic: a, a+s, a+2s, ... b; b - a must be a multiple of s
+ * and come out sorted ascending with duplicates merged (`2..64, 48` is fine).
+ */
+#ifndef DEFTSIM_CONFIG_H
+#define DEFTSIM_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <jansson.h>
+
+#include "deftsim_error.h"
+
+/* Longest line (without its newline) a scenario file may hold: inih's line buffer. */
+#define DEFTSIM_CONFIG_MAX_LINE 198
+
+/* Most values an integer or double list may expand to. */
+#define DEFTSIM_LIST_MAX 4096
+
+/* Largest worker count a scenario may ask for. */
+#define DEFTSIM_WORKERS_MAX (1 << 20)
+
+typedef enum {
+    DEFTSIM_METHOD_DEFT,
+    DEFTSIM_METHOD_TOPK,    /* the DEFT paper's baseline: allgather indices, allreduce values */
+    DEFTSIM_METHOD_TOPK_AG, /* classic sparse allgather of (index, value) pairs */
+    DEFTSIM_METHOD_CLTK,
+    DEFTSIM_METHOD_GTOPK,
+    DEFTSIM_METHOD_DGC,
+    DEFTSIM_METHOD_DENSE,
+    DEFTSIM_METHOD_COUNT
+} deftsim_method;
+
+typedef enum { DEFTSIM_SOURCE_SYNTHETIC, DEFTSIM_SOURCE_TRACE } deftsim_source;
+
+/* spec: the formats of spec/sparsifiers.md; reference: DEFT's int64 indices and gTop-k's
+ * 16-byte float64 (index, value) pairs, as the authors' code sends them. */
+typedef enum { DEFTSIM_WIRE_SPEC, DEFTSIM_WIRE_REFERENCE } deftsim_wire;
+
+typedef enum {
+    DEFTSIM_FEEDBACK_FULL,    /* every worker keeps its residual */
+    DEFTSIM_FEEDBACK_NONE,    /* residuals dropped: what was not sent is lost */
+    DEFTSIM_FEEDBACK_SAMPLED  /* residuals tracked for sampled_workers workers only */
+} deftsim_feedback;
+
+typedef enum { DEFTSIM_CLTK_CHARGE_LEADER, DEFTSIM_CLTK_CHARGE_ALL } deftsim_cltk_charge;
+
+typedef enum { DEFTSIM_DEVICE_CPU, DEFTSIM_DEVICE_CUDA } deftsim_device_kind;
+
+struct deftsim_config_origin; /* private: where each key got its value, for messages */
+
+/* A fully resolved configuration: every field holds a value (defaults filled in). Strings are
+ * malloc'd and owned by the config; optional strings are NULL when unset. */
+typedef struct deftsim_config {
+    struct {
+        char *name;         /* default: the file's basename without ".ini" */
+        uint64_t seed;      /* 0 .. 2^63-1 (JSON manifests carry it as a signed integer) */
+        char *output;       /* default: results/<name> */
+        int iterations;     /* gradient iterations to run */
+    } scenario;
+    struct {
+        deftsim_source source;
+        char *model;        /* built-in name or CSV path; set exactly when source = synthetic */
+        char *trace;        /* trace directory; set exactly when source = trace */
+    } gradients;
+    struct {
+        double scale_decades, signal, tail, drift;
+    } synthetic;
+    struct {
+        deftsim_method *methods;  /* in the order given, no duplicates */
+        size_t nmethods;
+        double *densities;        /* in (0, 1], in the order given, no duplicates */
+        size_t ndensities;
+        int index_bytes;          /* 4 or 8 */
+        int value_bytes;          /* 4 or 2 */
+        deftsim_wire wire;
+        deftsim_feedback error_feedback;
+        int sampled_workers;      /* used with error_feedback = sampled */
+        deftsim_cltk_charge cltk_charge;
+        double cltk_beta;         /* ScaleCom's low-pass filter; 0 = off */
+    } sparsify;
+    struct {
+        int64_t *counts;          /* sorted ascending, unique, each in [1, DEFTSIM_WORKERS_MAX] */
+        size_t ncounts;
+    } workers;
+    struct {
+        deftsim_device_kind kind;
+        int threads;
+    } device;
+    struct {
+        double memory_budget;     /* fraction of physical RAM the engine may use */
+    } engine;
+    /* [network] has no keys yet. */
+
+    char *path;                   /* the scenario file, or NULL when built in code */
+    struct deftsim_config_origin *origin;
+} deftsim_config;
+
+/* Reads a scenario file, applies the "section.key=value" overrides in order (a later one
+ * wins), fills in defaults and runs deftsim_config_check(). */
+deftsim_status deftsim_config_load(const char *path, const char *const *overrides,
+                                   size_t noverrides, deftsim_config **out);
+
+/* Parses scenario text from memory; origin names it in messages (used as the file name and
+ * for the default scenario name). Same checks as deftsim_config_load. */
+deftsim_status deftsim_config_parse(const char *text, const char *origin,
+                                    const char *const *overrides, size_t noverrides,
+                                    deftsim_config **out);
+
+/* Every key at its default, scenario.name = name ("scenario" if NULL). The gradient model is
+ * unset, so deftsim_config_check() fails until one is set. */
+deftsim_status deftsim_config_default(const char *name, deftsim_config **out);
+
+/* Sets one key from "section.key=value", validated as in a file; errors name
+ * "--set section.key". Changing scenario.name also moves an output left at its default.
+ * Cross-field rules are not checked here: call deftsim_config_check() after the last one. */
+deftsim_status deftsim_config_apply_override(deftsim_config *cfg, const char *assignment);
+
+/* Cross-field rules: the source's key is set and the other source's key is not; for a
+ * synthetic source the model table loads (a built-in, or the CSV file is read and parsed) and
+ * every worker count is at most its number of parameters. */
+deftsim_status deftsim_config_check(const deftsim_config *cfg);
+
+/* Writes every key as INI that deftsim_config_parse() reads back into an equal config. */
+deftsim_status deftsim_config_to_ini(const deftsim_config *cfg, FILE *f);
+
+/* {"section": {"key": value, ...}, ...} with typed values (numbers, strings, arrays, null for
+ * an unset optional string). Returns a new reference, or NULL with a message on failure. */
+json_t *deftsim_config_to_json(const deftsim_config *cfg);
+
+/* Deep copy. */
+deftsim_status deftsim_config_clone(const deftsim_config *cfg, deftsim_config **out);
+
+/* 1 when both configs hold the same values (where they came from does not matter). */
+int deftsim_config_equal(const deftsim_config *a, const deftsim_config *b);
+
+void deftsim_config_free(deftsim_config *cfg);
+
+/* The schema, for help texts and tests: one entry per key, in file order. */
+typedef struct {
+    const char *section;
+    const char *key;
+    const char *type;     /* e.g. "int in [1, 1000000]", "list of: deft, topk, ..." */
+    const char *dflt;     /* the default as INI text ("" = unset); NULL when derived */
+    const char *doc;      /* one line */
+} deftsim_config_keyinfo;
+
+size_t deftsim_config_key_count(void);
+const deftsim_config_keyinfo *deftsim_config_key(size_t i); /* NULL past the end */
+
+/* Section names in file order ("scenario", ..., "network"). */
+size_t deftsim_config_section_count(void);
+const char *deftsim_config_section_name(size_t i);
+
+/* Stable names ("deft", "topk-ag", ...) and their inverse (0 on success, -1 if unknown). */
+const char *deftsim_method_name(deftsim_method m);
+int deftsim_method_from_name(const char *name, deftsim_method *out);
+const char *deftsim_source_name(deftsim_source s);
+const char *deftsim_wire_name(deftsim_wire w);
+const char *deftsim_feedback_name(deftsim_feedback f);
+const char *deftsim_cltk_charge_name(deftsim_cltk_charge c);
+const char *deftsim_device_kind_name(deftsim_device_kind k);
+
+/* Parses an integer list with ranges (syntax above) into a malloc'd array, sorted ascending
+ * with duplicates merged; every value must lie in [min, max] and the list may hold at most
+ * DEFTSIM_LIST_MAX values. On failure records a message without location, such as
+ * "'0' is outside [1, 1048576]", for the caller to wrap. */
+deftsim_status deftsim_parse_int_list(const char *text, int64_t min, int64_t max,
+                                      int64_t **values, size_t *count);
+
+/* Writes a sorted list back in the same syntax, runs of three or more turned into ranges
+ * ("2..64", "10..40:10"). Returns the length it needed (snprintf-like). */
+size_t deftsim_format_int_list(const int64_t *values, size_t count, char *buf, size_t cap);
+
+#endif
