@@ -137,15 +137,15 @@ static const keydef keys[] = {
      .type = T_OPTPATH, .off = F(gradients.trace)},
 
     {KEY("synthetic", "scale_decades", "number >= 0", "3",
-         "decades spanned by the per-layer gradient scales"),
+         "spread of the layers' log10 gradient scales"),
      .type = T_DOUBLE, .off = F(synthetic.scale_decades), .lo = 0, .flags = HI_INF},
     {KEY("synthetic", "signal", "number in [0, 1]", "0.5",
-         "share of a gradient common to all workers"),
+         "fraction of the gradient variance shared by all workers"),
      .type = T_DOUBLE, .off = F(synthetic.signal), .lo = 0, .hi = 1},
     {KEY("synthetic", "tail", "0 (Gaussian) or a number > 2", "4",
          "Student-t degrees of freedom of the element distribution"),
      .type = T_DOUBLE, .off = F(synthetic.tail), .check = check_tail},
-    {KEY("synthetic", "drift", "number >= 0", "0.05", "change of the signal between iterations"),
+    {KEY("synthetic", "drift", "number >= 0", "0.05", "largest per-iteration change of a layer's log10 scale"),
      .type = T_DOUBLE, .off = F(synthetic.drift), .lo = 0, .flags = HI_INF},
 
     {KEY("sparsify", "methods", "list of: deft, topk, topk-ag, cltk, gtopk, dgc, dense",
@@ -1049,9 +1049,10 @@ deftsim_status deftsim_config_parse(const char *text, const char *origin,
         char name[4096];
         default_name(origin, name, sizeof name);
         if ((st = set_value(cfg, &keys[kn], name))) {
-            char w[512];
+            char w[512], why[512];
             where(cfg, kn, w, sizeof w);
-            st = deftsim_error_wrap(st, "%s (from the file's name; set it in the file)", w);
+            snprintf(why, sizeof why, "%s", deftsim_error_message());
+            st = deftsim_error_set(st, "%s: %s (from the file's name; set it in the file)", w, why);
             goto fail;
         }
     }

@@ -1,0 +1,161 @@
+/* test_cli.c - `deftsim config` end to end: exit codes, what goes to stdout and stderr. */
+#include <criterion/criterion.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "deftsim_config.h"
+#include "deftsim_util.h"
+
+typedef struct {
+    int rc;
+    char *out, *err;
+} run_result;
+
+static char *slurp_fd(int fd)
+{
+    FILE *f = fdopen(fd, "r");
+    cr_assert(f);
+    rewind(f);
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    size_t got;
+    while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += got;
+        if (cap - n < 2) buf = realloc(buf, cap *= 2);
+    }
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+/* Runs $DEFTSIM_EXE with args (NULL-terminated) in the source tree's folder rel. */
+static run_result run_in(const char *rel, const char *const *args)
+{
+    const char *exe = getenv("DEFTSIM_EXE"), *root = getenv("DEFTSIM_SOURCE_ROOT");
+    cr_assert(exe && root, "DEFTSIM_EXE and DEFTSIM_SOURCE_ROOT must be set (meson test does)");
+    char out_t[] = "/tmp/deftsim-cli-out-XXXXXX", err_t[] = "/tmp/deftsim-cli-err-XXXXXX";
+    int out = mkstemp(out_t), err = mkstemp(err_t);
+    cr_assert(out >= 0 && err >= 0);
+    unlink(out_t);
+    unlink(err_t);
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s/%s", root, rel);
+        if (chdir(dir) != 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) _exit(126);
+        const char *argv[32] = {exe};
+        for (size_t i = 0; args[i] && i < 30; i++) argv[i + 1] = args[i];
+        execv(exe, (char *const *)argv);
+        _exit(127);
+    }
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status), "deftsim did not exit normally (status 0x%x)", status);
+    run_result r = {WEXITSTATUS(status), slurp_fd(out), slurp_fd(err)};
+    return r;
+}
+
+#define RUN(rel, ...) run_in(rel, (const char *const[]){__VA_ARGS__, NULL})
+
+static void done(run_result *r)
+{
+    free(r->out);
+    free(r->err);
+}
+
+Test(cli_config, prints_a_config_that_reads_back)
+{
+    run_result r = RUN(".", "config", "scenarios/example.ini");
+    cr_assert_eq(r.rc, 0, "stderr: %s", r.err);
+    cr_expect_str_empty(r.err);
+    deftsim_config *printed, *loaded;
+    cr_assert_eq(deftsim_config_parse(r.out, "stdout", NULL, 0, &printed), DEFTSIM_OK, "%s\n%s",
+                 deftsim_error_message(), r.out);
+    cr_assert_eq(chdir(getenv("DEFTSIM_SOURCE_ROOT")), 0);
+    cr_assert_eq(deftsim_config_load("scenarios/example.ini", NULL, 0, &loaded), DEFTSIM_OK);
+    cr_expect(deftsim_config_equal(printed, loaded));
+    deftsim_config_free(printed);
+    deftsim_config_free(loaded);
+    done(&r);
+}
+
+Test(cli_config, json_and_options_after_the_scenario)
+{
+    run_result r = RUN(".", "config", "scenarios/example.ini", "--json", "--set", "workers.counts=2..8",
+                       "-s", "device.threads=4");
+    cr_assert_eq(r.rc, 0, "stderr: %s", r.err);
+    json_error_t e;
+    json_t *j = json_loads(r.out, 0, &e);
+    cr_assert(j, "stdout is not JSON: %s\n%s", e.text, r.out);
+    cr_expect_eq(json_array_size(json_object_get(json_object_get(j, "workers"), "counts")), 3);
+    cr_expect_eq(json_integer_value(json_object_get(json_object_get(j, "device"), "threads")), 4);
+    json_decref(j);
+    done(&r);
+}
+
+Test(cli_config, bad_file_exits_2_with_the_message)
+{
+    run_result r = RUN("tests/config/bad", "config", "density_too_large.ini");
+    cr_expect_eq(r.rc, 2);
+    cr_expect_str_empty(r.out);
+    cr_expect_str_eq(r.err, "deftsim: input error: density_too_large.ini:4: [sparsify] densities: "
+                            "1.5 is outside (0, 1]\n");
+    done(&r);
+    r = RUN("tests/config/bad", "config", "no-such-file.ini");
+    cr_expect_eq(r.rc, 2);
+    cr_expect(strstr(r.err, "no-such-file.ini: cannot open"), "%s", r.err);
+    done(&r);
+}
+
+Test(cli_config, bad_override_exits_2)
+{
+    run_result r = RUN(".", "config", "--set", "sparsify.densities=2", "scenarios/example.ini");
+    cr_expect_eq(r.rc, 2);
+    cr_expect_str_eq(r.err, "deftsim: input error: --set sparsify.densities: 2 is outside (0, 1]\n");
+    done(&r);
+    r = RUN(".", "config", "scenarios/example.ini", "--set", "nodot=1");
+    cr_expect_eq(r.rc, 2);
+    cr_expect_str_eq(r.err, "deftsim: usage error: --set nodot: no section (expected section.key=value)\n");
+    done(&r);
+}
+
+Test(cli_config, usage)
+{
+    run_result r = RUN(".", "config");
+    cr_expect_eq(r.rc, 2);
+    cr_expect(strstr(r.err, "missing SCENARIO"), "%s", r.err);
+    done(&r);
+    r = RUN(".", "config", "a.ini", "b.ini");
+    cr_expect_eq(r.rc, 2);
+    done(&r);
+    r = RUN(".", "config", "--frobnicate", "scenarios/example.ini");
+    cr_expect_eq(r.rc, 2);
+    done(&r);
+    r = RUN(".", "config", "--help");
+    cr_expect_eq(r.rc, 0);
+    cr_expect(strstr(r.out, "usage: deftsim config"), "%s", r.out);
+    done(&r);
+    r = RUN(".", "help", "config");
+    cr_expect_eq(r.rc, 0);
+    cr_expect(strstr(r.out, "usage: deftsim config"), "%s", r.out);
+    done(&r);
+}
+
+Test(cli_config, keys_lists_the_schema)
+{
+    run_result r = RUN(".", "config", "--keys");
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    for (size_t i = 0; i < deftsim_config_key_count(); i++) {
+        const deftsim_config_keyinfo *k = deftsim_config_key(i);
+        char name[96];
+        snprintf(name, sizeof name, "\n%s.%s ", k->section, k->key);
+        cr_expect(strstr(r.out, name), "--keys lacks %s", name + 1);
+    }
+    done(&r);
+}

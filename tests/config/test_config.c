@@ -1,0 +1,691 @@
+/* test_config.c - scenario files: good files, every kind of bad file with its exact message,
+ * overrides, printing and reading back, JSON, integer lists. */
+#include <criterion/criterion.h>
+
+#include <dirent.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "deftsim_config.h"
+#include "deftsim_util.h"
+
+static void chdir_source(const char *rel)
+{
+    const char *root = getenv("DEFTSIM_SOURCE_ROOT");
+    cr_assert(root, "DEFTSIM_SOURCE_ROOT is not set (run the tests through meson test)");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", root, rel);
+    cr_assert_eq(chdir(path), 0, "cannot enter %s", path);
+}
+
+static deftsim_config *load_ok(const char *path, const char *const *ov, size_t nov)
+{
+    deftsim_config *cfg = NULL;
+    deftsim_status st = deftsim_config_load(path, ov, nov, &cfg);
+    cr_assert_eq(st, DEFTSIM_OK, "%s: %s", path, deftsim_error_message());
+    return cfg;
+}
+
+static deftsim_config *parse_ok(const char *text, const char *origin)
+{
+    deftsim_config *cfg = NULL;
+    deftsim_status st = deftsim_config_parse(text, origin, NULL, 0, &cfg);
+    cr_assert_eq(st, DEFTSIM_OK, "%s: %s", origin, deftsim_error_message());
+    return cfg;
+}
+
+/* The text of a failed parse's message. */
+static const char *parse_fails(const char *text, const char *origin)
+{
+    deftsim_config *cfg = NULL;
+    deftsim_status st = deftsim_config_parse(text, origin, NULL, 0, &cfg);
+    cr_assert_neq(st, DEFTSIM_OK, "%s: parsed, expected an error", origin);
+    cr_assert_null(cfg);
+    return deftsim_error_message();
+}
+
+static char *to_ini(const deftsim_config *cfg)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert(f);
+    cr_assert_eq(deftsim_config_to_ini(cfg, f), DEFTSIM_OK, "%s", deftsim_error_message());
+    fclose(f);
+    return buf;
+}
+
+static const int64_t pow2_2_64[] = {2, 4, 8, 16, 32, 64};
+
+/* ---- good files ------------------------------------------------------------------------- */
+
+Test(config_good, example_file)
+{
+    chdir_source(".");
+    deftsim_config *c = load_ok("scenarios/example.ini", NULL, 0);
+    cr_expect_str_eq(c->scenario.name, "example");
+    cr_expect_eq(c->scenario.seed, 1);
+    cr_expect_str_eq(c->scenario.output, "results/example");
+    cr_expect_eq(c->scenario.iterations, 3);
+    cr_expect_eq(c->gradients.source, DEFTSIM_SOURCE_SYNTHETIC);
+    cr_expect_str_eq(c->gradients.model, "resnet18_cifar10");
+    cr_expect_null(c->gradients.trace);
+    cr_expect_eq(c->synthetic.scale_decades, 3);
+    cr_expect_eq(c->synthetic.signal, 0.5);
+    cr_expect_eq(c->synthetic.tail, 4);
+    cr_expect_eq(c->synthetic.drift, 0.05);
+    cr_assert_eq(c->sparsify.nmethods, DEFTSIM_METHOD_COUNT);
+    for (size_t i = 0; i < DEFTSIM_METHOD_COUNT; i++) cr_expect_eq(c->sparsify.methods[i], (deftsim_method)i);
+    cr_assert_eq(c->sparsify.ndensities, 2);
+    cr_expect_eq(c->sparsify.densities[0], 0.01);
+    cr_expect_eq(c->sparsify.densities[1], 0.001);
+    cr_expect_eq(c->sparsify.index_bytes, 4);
+    cr_expect_eq(c->sparsify.value_bytes, 4);
+    cr_expect_eq(c->sparsify.wire, DEFTSIM_WIRE_SPEC);
+    cr_expect_eq(c->sparsify.error_feedback, DEFTSIM_FEEDBACK_FULL);
+    cr_expect_eq(c->sparsify.sampled_workers, 8);
+    cr_expect_eq(c->sparsify.cltk_charge, DEFTSIM_CLTK_CHARGE_LEADER);
+    cr_expect_eq(c->sparsify.cltk_beta, 0);
+    cr_assert_eq(c->workers.ncounts, 6);
+    cr_expect_arr_eq(c->workers.counts, pow2_2_64, sizeof pow2_2_64);
+    cr_expect_eq(c->device.kind, DEFTSIM_DEVICE_CPU);
+    cr_expect_eq(c->device.threads, 1);
+    cr_expect_eq(c->engine.memory_budget, 0.8);
+    cr_expect_str_eq(c->path, "scenarios/example.ini");
+    deftsim_config_free(c);
+}
+
+/* The example must stay the reference: every key of the schema is written out (not only
+ * commented) in its own section. */
+Test(config_good, example_documents_every_key)
+{
+    chdir_source(".");
+    char *text;
+    cr_assert_eq(deftsim_read_file("scenarios/example.ini", &text, NULL), DEFTSIM_OK);
+    for (size_t s = 0; s < deftsim_config_section_count(); s++) {
+        char header[64];
+        snprintf(header, sizeof header, "\n[%s]\n", deftsim_config_section_name(s));
+        cr_expect(strstr(text, header), "example.ini lacks %s", header + 1);
+    }
+    for (size_t i = 0; i < deftsim_config_key_count(); i++) {
+        const deftsim_config_keyinfo *k = deftsim_config_key(i);
+        char header[64], line[96];
+        snprintf(header, sizeof header, "\n[%s]\n", k->section);
+        snprintf(line, sizeof line, "\n%s =", k->key);
+        const char *sec = strstr(text, header);
+        cr_assert(sec);
+        const char *next = strstr(sec + 1, "\n[");
+        const char *at = strstr(sec, line);
+        cr_expect(at && (!next || at < next), "example.ini: [%s] %s is not set in its section",
+                  k->section, k->key);
+        cr_expect(k->type && k->type[0] && k->doc && k->doc[0], "%s.%s: no type or doc", k->section,
+                  k->key);
+    }
+    free(text);
+}
+
+Test(config_good, minimal_file_is_all_defaults)
+{
+    chdir_source("tests/config/good");
+    deftsim_config *c = load_ok("minimal.ini", NULL, 0), *d;
+    cr_assert_eq(deftsim_config_default("minimal", &d), DEFTSIM_OK);
+    cr_assert_eq(deftsim_config_apply_override(d, "gradients.model=resnet18_cifar10"), DEFTSIM_OK);
+    cr_expect(deftsim_config_equal(c, d));
+    deftsim_config_free(c);
+    deftsim_config_free(d);
+}
+
+Test(config_good, defaults)
+{
+    deftsim_config *c;
+    cr_assert_eq(deftsim_config_default(NULL, &c), DEFTSIM_OK, "%s", deftsim_error_message());
+    cr_expect_str_eq(c->scenario.name, "scenario");
+    cr_expect_str_eq(c->scenario.output, "results/scenario");
+    cr_expect_eq(c->scenario.seed, 1);
+    cr_expect_eq(c->scenario.iterations, 3);
+    cr_expect_eq(c->gradients.source, DEFTSIM_SOURCE_SYNTHETIC);
+    cr_expect_null(c->gradients.model);
+    cr_expect_null(c->gradients.trace);
+    cr_expect_eq(c->synthetic.scale_decades, 3);
+    cr_expect_eq(c->synthetic.signal, 0.5);
+    cr_expect_eq(c->synthetic.tail, 4);
+    cr_expect_eq(c->synthetic.drift, 0.05);
+    cr_expect_eq(c->sparsify.nmethods, 7);
+    cr_expect_eq(c->sparsify.methods[6], DEFTSIM_METHOD_DENSE);
+    cr_assert_eq(c->sparsify.ndensities, 1);
+    cr_expect_eq(c->sparsify.densities[0], 0.01);
+    cr_expect_eq(c->sparsify.index_bytes, 4);
+    cr_expect_eq(c->sparsify.value_bytes, 4);
+    cr_expect_eq(c->sparsify.wire, DEFTSIM_WIRE_SPEC);
+    cr_expect_eq(c->sparsify.error_feedback, DEFTSIM_FEEDBACK_FULL);
+    cr_expect_eq(c->sparsify.sampled_workers, 8);
+    cr_expect_eq(c->sparsify.cltk_charge, DEFTSIM_CLTK_CHARGE_LEADER);
+    cr_expect_eq(c->sparsify.cltk_beta, 0);
+    cr_assert_eq(c->workers.ncounts, 6);
+    cr_expect_arr_eq(c->workers.counts, pow2_2_64, sizeof pow2_2_64);
+    cr_expect_eq(c->device.kind, DEFTSIM_DEVICE_CPU);
+    cr_expect_eq(c->device.threads, 1);
+    cr_expect_eq(c->engine.memory_budget, 0.8);
+    cr_expect_null(c->path);
+    /* No model yet: a default config is not runnable. */
+    cr_expect_eq(deftsim_config_check(c), DEFTSIM_E_INPUT);
+    cr_expect_str_eq(deftsim_error_message(),
+                     "[gradients] model: missing (required when source = synthetic)");
+    cr_expect_eq(deftsim_config_apply_override(c, "gradients.model=vgg16_cifar10"), DEFTSIM_OK);
+    cr_expect_eq(deftsim_config_check(c), DEFTSIM_OK, "%s", deftsim_error_message());
+    deftsim_config_free(c);
+
+    cr_expect_eq(deftsim_config_default("a/b", &c), DEFTSIM_E_INPUT);
+    cr_expect_str_eq(deftsim_error_message(), "[scenario] name: 'a/b' contains '/'");
+}
+
+Test(config_good, trace_source)
+{
+    chdir_source("tests/config/good");
+    deftsim_config *c = load_ok("trace.ini", NULL, 0);
+    static const int64_t want[] = {2, 4, 8, 12, 16, 20, 24, 28, 32, 48};
+    cr_expect_eq(c->gradients.source, DEFTSIM_SOURCE_TRACE);
+    cr_expect_str_eq(c->gradients.trace, "traces/resnet18-run1");
+    cr_expect_null(c->gradients.model);
+    cr_assert_eq(c->workers.ncounts, 10);
+    cr_expect_arr_eq(c->workers.counts, want, sizeof want);
+    deftsim_config_free(c);
+}
+
+/* BOM, CRLF, '#' and ';' comments, inline comments, indentation, "key: value", spaces in a
+ * name, a key-less section. */
+Test(config_good, odd_syntax)
+{
+    chdir_source("tests/config/good");
+    deftsim_config *c = load_ok("odd_syntax.ini", NULL, 0);
+    cr_expect_str_eq(c->scenario.name, "odd syntax");
+    cr_expect_str_eq(c->scenario.output, "results/odd syntax");
+    cr_expect_eq(c->scenario.seed, 42);
+    cr_expect_str_eq(c->gradients.model, "../bad/tiny.csv");
+    cr_assert_eq(c->sparsify.nmethods, 2);
+    cr_expect_eq(c->sparsify.methods[0], DEFTSIM_METHOD_DENSE);
+    cr_expect_eq(c->sparsify.methods[1], DEFTSIM_METHOD_DEFT);
+    cr_assert_eq(c->sparsify.ndensities, 3);
+    cr_expect_eq(c->sparsify.densities[0], 0.001);
+    cr_expect_eq(c->sparsify.densities[1], 0.5);
+    cr_expect_eq(c->sparsify.densities[2], 1.0);
+    cr_assert_eq(c->workers.ncounts, 3);
+    cr_expect_eq(c->workers.counts[2], 3);
+    deftsim_config_free(c);
+}
+
+Test(config_good, name_from_file_name)
+{
+    const char *text = "[gradients]\nmodel = resnet18_cifar10\n";
+    deftsim_config *c = parse_ok(text, "runs/sub/my-run.ini");
+    cr_expect_str_eq(c->scenario.name, "my-run");
+    cr_expect_str_eq(c->scenario.output, "results/my-run");
+    deftsim_config_free(c);
+    c = parse_ok(text, "sweep.conf");
+    cr_expect_str_eq(c->scenario.name, "sweep.conf");
+    deftsim_config_free(c);
+
+    /* A file name that cannot be a name is fine when the file names the scenario. */
+    char longname[160];
+    memset(longname, 'x', 120);
+    strcpy(longname + 120, ".ini");
+    c = parse_ok("[scenario]\nname = short\n[gradients]\nmodel = resnet18_cifar10\n", longname);
+    cr_expect_str_eq(c->scenario.name, "short");
+    cr_expect_str_eq(c->scenario.output, "results/short");
+    deftsim_config_free(c);
+    char want[512];
+    snprintf(want, sizeof want,
+             "%s: [scenario] name: 'xxxxxxxxxxxxxxxxxxxx...' is longer than 100 characters "
+             "(from the file's name; set it in the file)", longname);
+    cr_expect_str_eq(parse_fails(text, longname), want);
+}
+
+Test(config_good, output_follows_name_until_set)
+{
+    deftsim_config *c = parse_ok("[scenario]\nname = a\n[gradients]\nmodel = gpt2_small\n", "x.ini");
+    cr_expect_str_eq(c->scenario.output, "results/a");
+    cr_assert_eq(deftsim_config_apply_override(c, "scenario.name=b"), DEFTSIM_OK);
+    cr_expect_str_eq(c->scenario.output, "results/b");
+    cr_assert_eq(deftsim_config_apply_override(c, "scenario.output=/tmp/out"), DEFTSIM_OK);
+    cr_assert_eq(deftsim_config_apply_override(c, "scenario.name=c"), DEFTSIM_OK);
+    cr_expect_str_eq(c->scenario.output, "/tmp/out");
+    deftsim_config_free(c);
+
+    c = parse_ok("[scenario]\noutput = elsewhere\n[gradients]\nmodel = gpt2_small\n", "x.ini");
+    cr_assert_eq(deftsim_config_apply_override(c, "scenario.name=d"), DEFTSIM_OK);
+    cr_expect_str_eq(c->scenario.output, "elsewhere");
+    deftsim_config_free(c);
+}
+
+/* ---- bad files: tests/config/bad/NAME.ini fails with exactly NAME.expect ---------------- */
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+Test(config_bad, every_file_fails_with_its_message)
+{
+    chdir_source("tests/config/bad");
+    DIR *d = opendir(".");
+    cr_assert(d);
+    char *names[256];
+    size_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t l = strlen(e->d_name);
+        if (l > 4 && strcmp(e->d_name + l - 4, ".ini") == 0) {
+            cr_assert(n < 256);
+            names[n++] = strdup(e->d_name);
+        }
+    }
+    closedir(d);
+    qsort(names, n, sizeof *names, by_name);
+    /* The cases named in the issue, and more: a vanished folder must not pass silently. */
+    cr_assert_geq(n, 45, "only %zu bad files", n);
+    for (size_t i = 0; i < n; i++) {
+        char expect_path[300];
+        snprintf(expect_path, sizeof expect_path, "%.*s.expect", (int)(strlen(names[i]) - 4), names[i]);
+        char *want;
+        size_t wl;
+        cr_assert_eq(deftsim_read_file(expect_path, &want, &wl), DEFTSIM_OK, "%s", deftsim_error_message());
+        while (wl && (want[wl - 1] == '\n' || want[wl - 1] == '\r')) want[--wl] = '\0';
+        deftsim_config *cfg = NULL;
+        deftsim_status st = deftsim_config_load(names[i], NULL, 0, &cfg);
+        cr_expect_eq(st, DEFTSIM_E_INPUT, "%s: status %s, expected input (%s)", names[i],
+                     deftsim_status_name(st), deftsim_error_message());
+        cr_expect_null(cfg);
+        if (st == DEFTSIM_E_INPUT)
+            cr_expect_str_eq(deftsim_error_message(), want, "%s:\n  got  %s\n  want %s", names[i],
+                             deftsim_error_message(), want);
+        deftsim_config_free(cfg);
+        free(want);
+        free(names[i]);
+    }
+}
+
+Test(config_bad, nul_byte_and_missing_file)
+{
+    chdir_source("tests/config/bad");
+    deftsim_config *cfg;
+    cr_expect_eq(deftsim_config_load("does-not-exist.ini", NULL, 0, &cfg), DEFTSIM_E_INPUT);
+    cr_expect_str_eq(deftsim_error_message(), "does-not-exist.ini: cannot open: No such file or directory");
+    char tmpl[] = "/tmp/deftsim-config-XXXXXX";
+    int fd = mkstemp(tmpl);
+    cr_assert(fd >= 0);
+    cr_assert_eq(write(fd, "[scenario]\n\0seed = 1\n", 21), 21);
+    close(fd);
+    cr_expect_eq(deftsim_config_load(tmpl, NULL, 0, &cfg), DEFTSIM_E_INPUT);
+    char want[128];
+    snprintf(want, sizeof want, "%s: contains a NUL byte", tmpl);
+    cr_expect_str_eq(deftsim_error_message(), want);
+    unlink(tmpl);
+}
+
+/* ---- overrides -------------------------------------------------------------------------- */
+
+Test(config_override, good)
+{
+    chdir_source("tests/config/good");
+    const char *ov[] = {"sparsify.densities = 0.1, 0.2", " workers.counts=4 ", "workers.counts=8..16",
+                        "device.kind=cuda", "scenario.seed=18"};
+    deftsim_config *c = load_ok("minimal.ini", ov, 5);
+    cr_assert_eq(c->sparsify.ndensities, 2);
+    cr_expect_eq(c->sparsify.densities[1], 0.2);
+    cr_assert_eq(c->workers.ncounts, 2, "a later override replaces an earlier one");
+    cr_expect_eq(c->workers.counts[0], 8);
+    cr_expect_eq(c->workers.counts[1], 16);
+    cr_expect_eq(c->device.kind, DEFTSIM_DEVICE_CUDA);
+    cr_expect_eq(c->scenario.seed, 18);
+    deftsim_config_free(c);
+
+    /* Switching the source needs the other source's key removed: an empty value unsets it. */
+    const char *ov2[] = {"gradients.source=trace", "gradients.trace=/data/t1", "gradients.model="};
+    c = load_ok("minimal.ini", ov2, 3);
+    cr_expect_eq(c->gradients.source, DEFTSIM_SOURCE_TRACE);
+    cr_expect_str_eq(c->gradients.trace, "/data/t1");
+    cr_expect_null(c->gradients.model);
+    deftsim_config_free(c);
+}
+
+Test(config_override, bad)
+{
+    char long_path[260], long_list[400];
+    strcpy(long_path, "scenario.output=");
+    memset(long_path + 16, 'p', 200);
+    long_path[216] = '\0';
+    size_t o = (size_t)snprintf(long_list, sizeof long_list, "workers.counts=");
+    for (int i = 0; i < 40; i++) o += (size_t)snprintf(long_list + o, sizeof long_list - o, "%s%d", i ? "," : "", 1000 + 7 * i * i);
+    const struct { const char *set; deftsim_status st; const char *msg; } cases[] = {
+        {"sparsify.densities0.1", DEFTSIM_E_USAGE, "--set sparsify.densities0.1: expected section.key=value"},
+        {"densities=0.1", DEFTSIM_E_USAGE, "--set densities: no section (expected section.key=value)"},
+        {"=0.1", DEFTSIM_E_USAGE, "--set : no section (expected section.key=value)"},
+        {"sparsify.density=0.1", DEFTSIM_E_USAGE,
+         "--set sparsify.density: unknown key (keys: methods, densities, index_bytes, value_bytes, "
+         "wire, error_feedback, sampled_workers, cltk_charge, cltk_beta)"},
+        {"sparsifier.densities=0.1", DEFTSIM_E_USAGE,
+         "--set sparsifier.densities: unknown section (sections: scenario, gradients, synthetic, "
+         "sparsify, workers, device, engine, network)"},
+        {"network.latency=1us", DEFTSIM_E_USAGE, "--set network.latency: unknown key (the section has no keys yet)"},
+        {"sparsify.densities=1.5", DEFTSIM_E_INPUT, "--set sparsify.densities: 1.5 is outside (0, 1]"},
+        {"sparsify.densities=", DEFTSIM_E_INPUT, "--set sparsify.densities: empty list"},
+        {"workers.counts=2..1000", DEFTSIM_E_INPUT,
+         "--set workers.counts: '2..1000': 1000 is not 2 times a power of two (a..b doubles from a "
+         "to b; a..b:step counts in steps)"},
+        {"device.kind=tpu", DEFTSIM_E_INPUT, "--set device.kind: 'tpu' is not one of cpu, cuda"},
+        {"scenario.name=a ;b", DEFTSIM_E_INPUT,
+         "--set scenario.name: 'a ;b' contains ' ;', which a scenario file reads as a comment"},
+        {"scenario.name=tab\there", DEFTSIM_E_INPUT, "--set scenario.name: 'tab\there' contains a control character"},
+        {long_path, DEFTSIM_E_INPUT,
+         "--set scenario.output: value too long: 'output = ...' would need 209 characters, more "
+         "than the 198 a scenario file's line holds"},
+        {long_list, DEFTSIM_E_INPUT,
+         "--set workers.counts: value too long: 'counts = ...' would need 251 characters, more "
+         "than the 198 a scenario file's line holds"},
+    };
+    deftsim_config *c, *before;
+    cr_assert_eq(deftsim_config_default("t", &c), DEFTSIM_OK);
+    cr_assert_eq(deftsim_config_clone(c, &before), DEFTSIM_OK);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        deftsim_status st = deftsim_config_apply_override(c, cases[i].set);
+        cr_expect_eq(st, cases[i].st, "%s: status %s", cases[i].set, deftsim_status_name(st));
+        cr_expect_str_eq(deftsim_error_message(), cases[i].msg, "%s:\n  got  %s\n  want %s",
+                         cases[i].set, deftsim_error_message(), cases[i].msg);
+        cr_expect(deftsim_config_equal(c, before), "%s: a failed override changed the config", cases[i].set);
+    }
+    deftsim_config_free(c);
+    deftsim_config_free(before);
+}
+
+/* Cross-field errors name the override that caused them. */
+Test(config_override, cross_field_errors_name_the_override)
+{
+    chdir_source("tests/config/good");
+    deftsim_config *c;
+    const char *ov[] = {"gradients.model=../bad/tiny.csv", "workers.counts=8, 51"};
+    cr_expect_eq(deftsim_config_load("minimal.ini", ov, 2, &c), DEFTSIM_E_INPUT);
+    cr_expect_str_eq(deftsim_error_message(),
+                     "--set workers.counts: 51 workers exceed the 50 parameters of model tiny");
+    const char *ov2[] = {"gradients.source=trace"};
+    cr_expect_eq(deftsim_config_load("minimal.ini", ov2, 1, &c), DEFTSIM_E_INPUT);
+    cr_expect_str_eq(deftsim_error_message(),
+                     "minimal.ini:1: [gradients] trace: missing (required when source = trace)");
+    const char *ov3[] = {"gradients.model=nope"};
+    cr_expect_eq(deftsim_config_load("minimal.ini", ov3, 1, &c), DEFTSIM_E_INPUT);
+    cr_expect_str_eq(deftsim_error_message(),
+                     "--set gradients.model: unknown model 'nope' (see 'deftsim models', or give a CSV path)");
+    const char *ov4[] = {"sparsify.index_bytes=16"};
+    cr_expect_eq(deftsim_config_load("minimal.ini", ov4, 1, &c), DEFTSIM_E_INPUT);
+    cr_expect_str_eq(deftsim_error_message(), "--set sparsify.index_bytes: 16 is not one of 4, 8");
+}
+
+/* ---- printing and reading back ---------------------------------------------------------- */
+
+static void round_trip(deftsim_config *c, const char *what)
+{
+    char *text = to_ini(c);
+    deftsim_config *back = NULL;
+    deftsim_status st = deftsim_config_parse(text, "printed.ini", NULL, 0, &back);
+    cr_assert_eq(st, DEFTSIM_OK, "%s: printed config does not parse: %s\n%s", what,
+                 deftsim_error_message(), text);
+    cr_expect(deftsim_config_equal(c, back), "%s: read back differs\n%s", what, text);
+    char *again = to_ini(back);
+    cr_expect_str_eq(again, text, "%s: printing is not stable", what);
+    free(text);
+    free(again);
+    deftsim_config_free(back);
+}
+
+Test(config_print, ini_round_trip)
+{
+    chdir_source("tests/config/good");
+    const char *files[] = {"minimal.ini", "trace.ini", "odd_syntax.ini", "../../../scenarios/example.ini"};
+    for (size_t i = 0; i < 4; i++) {
+        deftsim_config *c = load_ok(files[i], NULL, 0);
+        round_trip(c, files[i]);
+        deftsim_config_free(c);
+    }
+    const char *ov[] = {
+        "scenario.name=with spaces; and a semicolon",
+        "scenario.seed=9223372036854775807",
+        "scenario.iterations=1000000",
+        "synthetic.tail=0",
+        "synthetic.signal=1",
+        "synthetic.scale_decades=12.75",
+        "synthetic.drift=0",
+        "sparsify.methods=dense, gtopk, topk-ag",
+        "sparsify.densities=0.3333333333333333, 1e-7, 0.1, 1, 2.2250738585072014e-308",
+        "sparsify.index_bytes=8",
+        "sparsify.value_bytes=2",
+        "sparsify.wire=reference",
+        "sparsify.error_feedback=sampled",
+        "sparsify.sampled_workers=1048576",
+        "sparsify.cltk_charge=all",
+        "sparsify.cltk_beta=0.1",
+        "workers.counts=1..3:1, 5, 7, 96, 1024..1048576, 1000..1100:25",
+        "device.kind=cuda",
+        "device.threads=1024",
+        "engine.memory_budget=0.1",
+    };
+    deftsim_config *c = load_ok("minimal.ini", ov, sizeof ov / sizeof ov[0]);
+    round_trip(c, "every key changed");
+    deftsim_config_free(c);
+}
+
+Test(config_print, ini_text)
+{
+    chdir_source("tests/config/good");
+    deftsim_config *c = load_ok("trace.ini", NULL, 0);
+    char *text = to_ini(c);
+    cr_expect(strstr(text, "\n[gradients]\nsource = trace\nmodel =\ntrace = traces/resnet18-run1\n"), "%s", text);
+    cr_expect(strstr(text, "\n[workers]\ncounts = 2..8, 12..32:4, 48\n"), "%s", text);
+    cr_expect(strstr(text, "\n[sparsify]\nmethods = deft, topk, topk-ag, cltk, gtopk, dgc, dense\n"
+                           "densities = 0.01\n"), "%s", text);
+    cr_expect(strstr(text, "\n[network]\n"), "%s", text);
+    free(text);
+    deftsim_config_free(c);
+}
+
+Test(config_print, json)
+{
+    chdir_source(".");
+    deftsim_config *c = load_ok("scenarios/example.ini", NULL, 0);
+    json_t *j = deftsim_config_to_json(c);
+    cr_assert(j, "%s", deftsim_error_message());
+    cr_expect_eq(json_object_size(j), deftsim_config_section_count());
+    for (size_t i = 0; i < deftsim_config_key_count(); i++) {
+        const deftsim_config_keyinfo *k = deftsim_config_key(i);
+        cr_expect(json_object_get(json_object_get(j, k->section), k->key), "JSON lacks %s.%s",
+                  k->section, k->key);
+    }
+    json_t *sc = json_object_get(j, "scenario"), *gr = json_object_get(j, "gradients");
+    json_t *sp = json_object_get(j, "sparsify"), *wk = json_object_get(j, "workers");
+    cr_expect_str_eq(json_string_value(json_object_get(sc, "name")), "example");
+    cr_expect(json_is_integer(json_object_get(sc, "seed")));
+    cr_expect_eq(json_integer_value(json_object_get(sc, "seed")), 1);
+    cr_expect_eq(json_integer_value(json_object_get(sc, "iterations")), 3);
+    cr_expect_str_eq(json_string_value(json_object_get(gr, "source")), "synthetic");
+    cr_expect(json_is_null(json_object_get(gr, "trace")));
+    json_t *m = json_object_get(sp, "methods");
+    cr_assert(json_is_array(m));
+    cr_expect_eq(json_array_size(m), 7);
+    cr_expect_str_eq(json_string_value(json_array_get(m, 2)), "topk-ag");
+    json_t *d = json_object_get(sp, "densities");
+    cr_assert_eq(json_array_size(d), 2);
+    cr_expect(json_is_real(json_array_get(d, 0)));
+    cr_expect_eq(json_real_value(json_array_get(d, 1)), 0.001);
+    cr_expect_eq(json_integer_value(json_object_get(sp, "index_bytes")), 4);
+    cr_expect_str_eq(json_string_value(json_object_get(sp, "wire")), "spec");
+    json_t *w = json_object_get(wk, "counts");
+    cr_assert_eq(json_array_size(w), 6);
+    cr_expect_eq(json_integer_value(json_array_get(w, 5)), 64);
+    cr_expect_eq(json_real_value(json_object_get(json_object_get(j, "engine"), "memory_budget")), 0.8);
+    cr_expect_eq(json_object_size(json_object_get(j, "network")), 0);
+
+    /* A dump read back by jansson keeps every double exactly. */
+    char *dump = json_dumps(j, 0);
+    json_t *back = json_loads(dump, 0, NULL);
+    cr_expect(json_equal(j, back), "%s", dump);
+    free(dump);
+    json_decref(back);
+    json_decref(j);
+    deftsim_config_free(c);
+}
+
+Test(config_print, clone_and_equal)
+{
+    chdir_source(".");
+    deftsim_config *c = load_ok("scenarios/example.ini", NULL, 0), *k;
+    cr_assert_eq(deftsim_config_clone(c, &k), DEFTSIM_OK);
+    cr_expect(deftsim_config_equal(c, k));
+    cr_expect_str_eq(k->path, c->path);
+    cr_expect_neq(k->sparsify.densities, c->sparsify.densities);
+    cr_assert_eq(deftsim_config_apply_override(k, "sparsify.densities=0.01, 0.002"), DEFTSIM_OK);
+    cr_expect_not(deftsim_config_equal(c, k));
+    deftsim_config_free(k);
+    deftsim_config_free(c);
+}
+
+/* ---- names and schema ------------------------------------------------------------------- */
+
+Test(config_names, methods)
+{
+    static const char *want[] = {"deft", "topk", "topk-ag", "cltk", "gtopk", "dgc", "dense"};
+    for (int i = 0; i < DEFTSIM_METHOD_COUNT; i++) {
+        cr_expect_str_eq(deftsim_method_name((deftsim_method)i), want[i]);
+        deftsim_method m;
+        cr_expect_eq(deftsim_method_from_name(want[i], &m), 0);
+        cr_expect_eq(m, (deftsim_method)i);
+    }
+    deftsim_method m;
+    cr_expect_eq(deftsim_method_from_name("TopK", &m), -1);
+    cr_expect_str_eq(deftsim_method_name(DEFTSIM_METHOD_COUNT), "?");
+    cr_expect_str_eq(deftsim_source_name(DEFTSIM_SOURCE_TRACE), "trace");
+    cr_expect_str_eq(deftsim_wire_name(DEFTSIM_WIRE_REFERENCE), "reference");
+    cr_expect_str_eq(deftsim_feedback_name(DEFTSIM_FEEDBACK_SAMPLED), "sampled");
+    cr_expect_str_eq(deftsim_cltk_charge_name(DEFTSIM_CLTK_CHARGE_ALL), "all");
+    cr_expect_str_eq(deftsim_device_kind_name(DEFTSIM_DEVICE_CUDA), "cuda");
+}
+
+Test(config_names, schema)
+{
+    cr_expect_eq(deftsim_config_section_count(), 8);
+    cr_expect_str_eq(deftsim_config_section_name(7), "network");
+    cr_expect_null(deftsim_config_section_name(8));
+    cr_expect_eq(deftsim_config_key_count(), 24);
+    cr_expect_null(deftsim_config_key(deftsim_config_key_count()));
+    /* Keys come grouped by section, in section order. */
+    size_t s = 0;
+    for (size_t i = 0; i < deftsim_config_key_count(); i++) {
+        const deftsim_config_keyinfo *k = deftsim_config_key(i);
+        while (s < deftsim_config_section_count() && strcmp(deftsim_config_section_name(s), k->section)) s++;
+        cr_expect_lt(s, deftsim_config_section_count(), "%s.%s out of section order", k->section, k->key);
+    }
+}
+
+/* ---- integer lists ---------------------------------------------------------------------- */
+
+static void list_is(const char *text, const int64_t *want, size_t n)
+{
+    int64_t *v;
+    size_t got;
+    deftsim_status st = deftsim_parse_int_list(text, 1, 1 << 20, &v, &got);
+    cr_assert_eq(st, DEFTSIM_OK, "'%s': %s", text, deftsim_error_message());
+    cr_expect_eq(got, n, "'%s': %zu values, want %zu", text, got, n);
+    for (size_t i = 0; i < n && i < got; i++)
+        cr_expect_eq(v[i], want[i], "'%s'[%zu] = %lld, want %lld", text, i, (long long)v[i], (long long)want[i]);
+    free(v);
+}
+
+Test(config_lists, parse)
+{
+    list_is("2..64", pow2_2_64, 6);
+    list_is("64, 2..32", pow2_2_64, 6);
+    list_is(" 2 , 4,8 ,16..64 ,32", pow2_2_64, 6);
+    list_is("2..64, 2..64", pow2_2_64, 6);
+    list_is("2..64:62", (const int64_t[]){2, 64}, 2);
+    list_is("1..10:3", (const int64_t[]){1, 4, 7, 10}, 4);
+    list_is("7..7", (const int64_t[]){7}, 1);
+    list_is("3..96", (const int64_t[]){3, 6, 12, 24, 48, 96}, 6);
+    list_is("5", (const int64_t[]){5}, 1);
+    int64_t *v;
+    size_t n;
+    cr_expect_eq(deftsim_parse_int_list("-4..-1:1, 0", -10, 10, &v, &n), DEFTSIM_OK);
+    cr_expect_eq(n, 5);
+    cr_expect_eq(v[0], -4);
+    free(v);
+    cr_expect_eq(deftsim_parse_int_list("1..1048576:1", 1, 1 << 20, &v, &n), DEFTSIM_E_INPUT);
+    cr_expect_str_eq(deftsim_error_message(), "more than 4096 values");
+    cr_expect_eq(deftsim_parse_int_list("1..4096:1", 1, 1 << 20, &v, &n), DEFTSIM_OK);
+    cr_expect_eq(n, 4096);
+    free(v);
+    cr_expect_eq(deftsim_parse_int_list("0..8", 0, 10, &v, &n), DEFTSIM_E_INPUT);
+    cr_expect_str_eq(deftsim_error_message(), "'0..8': a doubling range must start at 1 or more");
+    cr_expect_eq(deftsim_parse_int_list("+4", 0, 10, &v, &n), DEFTSIM_E_INPUT);
+    cr_expect_str_eq(deftsim_error_message(), "'+4' is not an integer");
+    cr_expect_eq(deftsim_parse_int_list("99999999999999999999", 0, 10, &v, &n), DEFTSIM_E_INPUT);
+    cr_expect_str_eq(deftsim_error_message(), "'99999999999999999999' is not an integer");
+    cr_expect_eq(deftsim_parse_int_list("1..8:-1", 0, 10, &v, &n), DEFTSIM_E_INPUT);
+    cr_expect_str_eq(deftsim_error_message(), "'1..8:-1': step must be positive");
+    cr_expect_eq(deftsim_parse_int_list(" ", 0, 10, &v, &n), DEFTSIM_E_INPUT);
+    cr_expect_str_eq(deftsim_error_message(), "empty list");
+    cr_expect_eq(deftsim_parse_int_list("1,", 0, 10, &v, &n), DEFTSIM_E_INPUT);
+    cr_expect_str_eq(deftsim_error_message(), "empty item in list '1,'");
+    cr_expect_null(v);
+}
+
+static void format_is(const int64_t *v, size_t n, const char *want)
+{
+    char buf[256];
+    size_t len = deftsim_format_int_list(v, n, buf, sizeof buf);
+    cr_expect_str_eq(buf, want);
+    cr_expect_eq(len, strlen(want));
+    /* snprintf-like: the length needed, even when the buffer is too small. */
+    char small[4];
+    cr_expect_eq(deftsim_format_int_list(v, n, small, sizeof small), len);
+    cr_expect_eq(deftsim_format_int_list(v, n, NULL, 0), len);
+}
+
+Test(config_lists, format)
+{
+    format_is(pow2_2_64, 6, "2..64");
+    format_is((const int64_t[]){1, 2, 3}, 3, "1..3:1");
+    format_is((const int64_t[]){1, 5}, 2, "1, 5");
+    format_is((const int64_t[]){2, 4}, 2, "2, 4");
+    format_is((const int64_t[]){3, 6, 12, 100, 200, 300, 301}, 7, "3..12, 100..300:100, 301");
+    format_is(NULL, 0, "");
+}
+
+/* Random sorted lists print to text that parses back to the same list. */
+Test(config_lists, format_parse_round_trip)
+{
+    uint64_t seed = 20240611, x = seed;
+    for (int round = 0; round < 2000; round++) {
+        int64_t v[64];
+        size_t n = 0;
+        int64_t cur = 0;
+        size_t len = 1 + (size_t)(round % 40);
+        for (size_t i = 0; i < len; i++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            unsigned r = (unsigned)(x >> 33);
+            /* Mix doubling steps, constant steps and jumps so that every run kind appears. */
+            int64_t next = r % 3 == 0 ? (cur ? 2 * cur : 1) : r % 3 == 1 ? cur + 4 : cur + 1 + (int64_t)(r % 97);
+            if (next > (1 << 20)) break;
+            v[n++] = cur = next;
+        }
+        char text[2048];
+        cr_assert_lt(deftsim_format_int_list(v, n, text, sizeof text), sizeof text);
+        if (n == 0) continue;
+        int64_t *back;
+        size_t nb;
+        cr_assert_eq(deftsim_parse_int_list(text, 1, 1 << 20, &back, &nb), DEFTSIM_OK,
+                     "seed %llu round %d: '%s': %s", (unsigned long long)seed, round, text,
+                     deftsim_error_message());
+        cr_expect_eq(nb, n, "seed %llu round %d: '%s'", (unsigned long long)seed, round, text);
+        cr_expect_arr_eq(back, v, n * sizeof *v, "seed %llu round %d: '%s'", (unsigned long long)seed, round, text);
+        free(back);
+    }
+}
