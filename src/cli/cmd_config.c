@@ -25,14 +25,10 @@ static void usage(FILE *out)
 
 static void print_keys(void)
 {
-    printf("%-28s %-40s %s\n", "key", "type", "default");
     for (size_t i = 0; i < deftsim_config_key_count(); i++) {
         const deftsim_config_keyinfo *k = deftsim_config_key(i);
-        char name[64];
-        snprintf(name, sizeof name, "%s.%s", k->section, k->key);
-        printf("%-28s %-40s %s\n", name, k->type,
-               !k->dflt ? "(derived)" : k->dflt[0] ? k->dflt : "(unset)");
-        printf("%-28s   %s\n", "", k->doc);
+        printf("%s.%s = %s\n    %s; %s\n", k->section, k->key,
+               !k->dflt ? "(derived)" : k->dflt[0] ? k->dflt : "(unset)", k->type, k->doc);
     }
 }
 

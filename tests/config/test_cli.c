@@ -151,11 +151,15 @@ Test(cli_config, keys_lists_the_schema)
 {
     run_result r = RUN(".", "config", "--keys");
     cr_assert_eq(r.rc, 0, "%s", r.err);
+    char *text = malloc(strlen(r.out) + 2);
+    sprintf(text, "\n%s", r.out);
     for (size_t i = 0; i < deftsim_config_key_count(); i++) {
         const deftsim_config_keyinfo *k = deftsim_config_key(i);
-        char name[96];
-        snprintf(name, sizeof name, "\n%s.%s ", k->section, k->key);
-        cr_expect(strstr(r.out, name), "--keys lacks %s", name + 1);
+        char line[256];
+        snprintf(line, sizeof line, "\n%s.%s = %s\n", k->section, k->key,
+                 !k->dflt ? "(derived)" : k->dflt[0] ? k->dflt : "(unset)");
+        cr_expect(strstr(text, line), "--keys lacks %s", line + 1);
     }
+    free(text);
     done(&r);
 }
