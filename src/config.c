@@ -145,7 +145,7 @@ static const keydef keys[] = {
     {KEY("synthetic", "tail", "0 (Gaussian) or a number > 2", "4",
          "Student-t degrees of freedom of the element distribution"),
      .type = T_DOUBLE, .off = F(synthetic.tail), .check = check_tail},
-    {KEY("synthetic", "drift", "number >= 0", "0.05", "largest per-iteration change of a layer's log10 scale"),
+    {KEY("synthetic", "drift", "number >= 0", "0.01", "largest per-iteration change of a layer's log10 scale"),
      .type = T_DOUBLE, .off = F(synthetic.drift), .lo = 0, .flags = HI_INF},
 
     {KEY("sparsify", "methods", "list of: deft, topk, topk-ag, cltk, gtopk, dgc, dense",

@@ -89,7 +89,7 @@ int main(int argc, char **argv)
             char *hargv[] = {argv[optind + 1], "--help", NULL};
             for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
                 if (strcmp(commands[i].name, hargv[0]) == 0) {
-                    optind = 1;
+                    optind = 0;
                     return commands[i].fn(2, hargv);
                 }
         }
@@ -100,7 +100,7 @@ int main(int argc, char **argv)
         if (strcmp(commands[i].name, name) == 0) {
             int sub_argc = argc - optind;
             char **sub_argv = argv + optind;
-            optind = 1; /* reset getopt for the subcommand */
+            optind = 0; /* reset getopt for the subcommand */
             return commands[i].fn(sub_argc, sub_argv);
         }
     }

@@ -76,7 +76,7 @@ Test(config_good, example_file)
     cr_expect_eq(c->synthetic.scale_decades, 3);
     cr_expect_eq(c->synthetic.signal, 0.5);
     cr_expect_eq(c->synthetic.tail, 4);
-    cr_expect_eq(c->synthetic.drift, 0.05);
+    cr_expect_eq(c->synthetic.drift, 0.01);
     cr_assert_eq(c->sparsify.nmethods, DEFTSIM_METHOD_COUNT);
     for (size_t i = 0; i < DEFTSIM_METHOD_COUNT; i++) cr_expect_eq(c->sparsify.methods[i], (deftsim_method)i);
     cr_assert_eq(c->sparsify.ndensities, 2);
@@ -152,7 +152,7 @@ Test(config_good, defaults)
     cr_expect_eq(c->synthetic.scale_decades, 3);
     cr_expect_eq(c->synthetic.signal, 0.5);
     cr_expect_eq(c->synthetic.tail, 4);
-    cr_expect_eq(c->synthetic.drift, 0.05);
+    cr_expect_eq(c->synthetic.drift, 0.01);
     cr_expect_eq(c->sparsify.nmethods, 7);
     cr_expect_eq(c->sparsify.methods[6], DEFTSIM_METHOD_DENSE);
     cr_assert_eq(c->sparsify.ndensities, 1);
