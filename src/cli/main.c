@@ -20,6 +20,7 @@ typedef struct {
 static const cli_command commands[] = {
     {"config", deftsim_cmd_config, "print the fully resolved configuration of a scenario"},
     {"models", deftsim_cmd_models, "list the built-in model tables"},
+    {"trace", deftsim_cmd_trace, "gradient traces: info, gen"},
 };
 
 static void usage(FILE *out)

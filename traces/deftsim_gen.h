@@ -1,0 +1,247 @@
+/* deftsim_gen.h - synthetic per-worker gradients, regenerated on demand.
+ *
+ * Worker w's gradient at iteration t, element i of layer L (docs/GENERATOR.md has the model):
+ *
+ *     g[t][w][i] = s_L(t) * ( a * S[t][i] + b * N[t][w][i] )
+ *
+ * with S shared by all workers (the "signal"), N private to each worker, both unit-variance
+ * Student-t values, a^2 = signal and b^2 = 1 - signal, and s_L(t) the layer's scale: spread over
+ * scale_decades orders of magnitude across layers, shifted for 1-D tensors, drifting slowly
+ * with t. Every random bit comes from Philox-4x32-10 keyed by the seed and addressed by
+ * (element block, stream, worker, iteration), so any slice of any gradient can be computed
+ * alone, in any order, on any thread, with the same bits (deftsim_gen_fill).
+ *
+ * The element arithmetic below is plain IEEE single precision (+ - * / and sqrt, no libm, no
+ * fused multiply-add): a port that evaluates the same operations in the same order, such as a
+ * CUDA kernel built with -fmad=false, reproduces the bytes. */
+#ifndef DEFTSIM_GEN_H
+#define DEFTSIM_GEN_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "deftsim_error.h"
+#include "deftsim_model.h"
+#include "deftsim_philox.h"
+
+/* Generator parameters. deftsim_gen_params_default() fills the documented defaults; scenario
+ * files set them in a [synthetic] section under the same names. */
+typedef struct {
+    uint64_t seed;        /* Philox key; default 1 */
+    double scale_decades; /* spread of the layers' log10 scales, >= 0; default 3 */
+    double signal;        /* fraction of the variance shared by all workers, in [0, 1]; default 0.5 */
+    double tail;          /* Student-t degrees of freedom, > 2; 0 means Gaussian; default 4 */
+    double drift;         /* largest per-iteration change of a layer's log scale, >= 0; default 0.01 */
+    double bias_shift;    /* log10 offset of 1-D tensors' scales (biases, norms); default 1 */
+} deftsim_gen_params;
+
+#define DEFTSIM_GEN_DEFAULT_SEED 1
+#define DEFTSIM_GEN_DEFAULT_SCALE_DECADES 3.0
+#define DEFTSIM_GEN_DEFAULT_SIGNAL 0.5
+#define DEFTSIM_GEN_DEFAULT_TAIL 4.0
+#define DEFTSIM_GEN_DEFAULT_DRIFT 0.01
+#define DEFTSIM_GEN_DEFAULT_BIAS_SHIFT 1.0
+
+/* Iterations are addressed by one 32-bit Philox counter word. */
+#define DEFTSIM_GEN_MAX_ITERATION 0xFFFFFFFFull
+/* Layer scales move between knots this many iterations apart. */
+#define DEFTSIM_GEN_DRIFT_PERIOD 64u
+
+void deftsim_gen_params_default(deftsim_gen_params *p);
+
+/* DEFTSIM_E_INPUT naming the offending field ("synthetic.tail: ...") if a value is out of range
+ * or not finite. */
+deftsim_status deftsim_gen_params_check(const deftsim_gen_params *p);
+
+typedef struct deftsim_gen deftsim_gen;
+
+/* A generator for model m (copied) with parameters p (checked). */
+deftsim_status deftsim_gen_new(const deftsim_model *m, const deftsim_gen_params *p,
+                               deftsim_gen **out);
+void deftsim_gen_free(deftsim_gen *g);
+
+const deftsim_model *deftsim_gen_model(const deftsim_gen *g);
+const deftsim_gen_params *deftsim_gen_get_params(const deftsim_gen *g);
+
+/* Layer L's scale s_L(t): the standard deviation of its elements at iteration t. */
+float deftsim_gen_layer_scale(const deftsim_gen *g, size_t layer, uint64_t iteration);
+
+/* Writes elements [offset, offset + count) of worker's gradient at iteration into out. The
+ * result does not depend on how a gradient is cut into calls. Thread-safe (g is read only).
+ * DEFTSIM_E_INPUT if the range exceeds the model or iteration > DEFTSIM_GEN_MAX_ITERATION. */
+deftsim_status deftsim_gen_fill(const deftsim_gen *g, uint64_t iteration, uint32_t worker,
+                                uint64_t offset, uint64_t count, float *out);
+
+/* The same slice for workers first_worker .. first_worker + nworkers - 1 at once, worker
+ * first_worker + k into out[k]: the same bits as nworkers calls of deftsim_gen_fill, but the
+ * shared signal is computed once for all of them, which nearly halves the cost per worker. */
+deftsim_status deftsim_gen_fill_workers(const deftsim_gen *g, uint64_t iteration,
+                                        uint32_t first_worker, uint32_t nworkers, uint64_t offset,
+                                        uint64_t count, float *const *out);
+
+/* Fill kernels: the generator starts with the fastest one this CPU runs ("avx2", "vector",
+ * "reference"); all return the same bits. deftsim_gen_use_kernel selects one by name (for
+ * tests and benchmarks; not thread-safe against concurrent fills of the same generator). */
+size_t deftsim_gen_kernel_count(void);
+const char *deftsim_gen_kernel_name(size_t i);
+const char *deftsim_gen_kernel(const deftsim_gen *g);
+deftsim_status deftsim_gen_use_kernel(deftsim_gen *g, const char *name);
+
+/* Writes a trace of `iterations` iterations (ids 0 .. iterations-1) for `workers` workers into
+ * dir (traces/FORMAT.md); the manifest's provenance records the parameters. */
+deftsim_status deftsim_gen_write_trace(const deftsim_gen *g, const char *dir, uint32_t workers,
+                                       uint64_t iterations);
+
+/* ---- Element arithmetic, shared with ports (static inline, no libc) ----------------------- */
+
+/* Philox streams: the top byte of counter word 1. */
+#define DEFTSIM_GEN_STREAM_NOISE 1u
+#define DEFTSIM_GEN_STREAM_SIGNAL 2u
+#define DEFTSIM_GEN_STREAM_LAYER 3u
+#define DEFTSIM_GEN_STREAM_DRIFT 4u
+
+/* Per-generator constants of the element arithmetic, computed once on the host
+ * (deftsim_gen_new) so that every port starts from the same floats. */
+typedef struct {
+    uint32_t key[2];   /* seed, low word first */
+    float nu;          /* Student-t degrees of freedom (unused when gauss) */
+    float inv_nu;      /* (float)(1.0 / nu) */
+    int gauss;         /* tail == 0 */
+    float w_signal;    /* sqrt(signal) * sqrt((nu - 2) / nu) */
+    float w_noise;     /* sqrt(1 - signal) * sqrt((nu - 2) / nu) */
+} deftsim_gen_consts;
+
+/* IEEE sqrt is correctly rounded everywhere; a port may substitute its own spelling. */
+#ifndef DEFTSIM_GEN_SQRTF
+#define DEFTSIM_GEN_SQRTF(x) __builtin_sqrtf(x)
+#endif
+
+static inline uint32_t deftsim_gen_f2u(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static inline float deftsim_gen_u2f(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* ln(u) for u = (2 * (w >> 9) + 1) * 2^-24, a uniform value in (0, 1) that is exact in float.
+ * Splits u into 2^e * m with m in [sqrt(1/2), sqrt(2)) and sums the atanh series of
+ * s = (m - 1) / (m + 1) (|s| < 0.172: five terms reach float precision). */
+static inline float deftsim_gen_ln_u(uint32_t w)
+{
+    float x = (float)(int32_t)(((w >> 9) << 1) | 1u); /* exact odd integer in [1, 2^24) */
+    uint32_t bits = deftsim_gen_f2u(x);
+    int32_t e = (int32_t)(bits >> 23) - 127 - 24;
+    float m = deftsim_gen_u2f((bits & 0x007FFFFFu) | 0x3F800000u);
+    int32_t big = m > 1.41421356f;
+    m = big ? m * 0.5f : m;
+    e += big;
+    float s = (m - 1.0f) / (m + 1.0f);
+    float s2 = s * s;
+    float p = s2 * (0.333333333f + s2 * (0.2f + s2 * (0.142857143f + s2 * 0.111111111f)));
+    float ln_m = 2.0f * s + 2.0f * s * p;
+    return (float)e * 0.693147181f + ln_m;
+}
+
+/* expm1(y) for y in [0, 17]: y = k ln2 + r with |r| <= ln2/2 (two-part ln2 so that r is
+ * exact enough), e^r - 1 by its Taylor polynomial, then 2^k (e^r - 1) + (2^k - 1). Both parts
+ * are exact or nearly so for k <= 24, and k = 0 returns the polynomial itself, so small y
+ * keep full relative precision. */
+static inline float deftsim_gen_expm1(float y)
+{
+    int32_t k = (int32_t)(y * 1.44269504f + 0.5f);
+    float kf = (float)k;
+    float r = (y - kf * 0.693145752f) - kf * 1.42860677e-06f;
+    float p = r * (1.0f + r * (0.5f + r * (0.166666667f + r * (0.0416666667f +
+                  r * (0.00833333333f + r * (0.00138888889f + r * (0.000198412698f +
+                  r * 2.48015873e-05f)))))));
+    float two_k = deftsim_gen_u2f((uint32_t)(k + 127) << 23);
+    return two_k * p + (two_k - 1.0f);
+}
+
+/* Two unit-free Student-t values from two words, by Bailey's polar method without rejection
+ * (Math. Comp. 62, 1994): with W and A uniform, R^2 = nu (W^(-2/nu) - 1) and (R cos 2piA,
+ * R sin 2piA) are each t(nu); as nu -> infinity R^2 -> -2 ln W, the Box-Muller transform.
+ * The two values are uncorrelated but share R. Word wr drives the radius, wa the angle; the
+ * angle's top two bits pick a quadrant and the rest a uniform point in (-pi/4, pi/4), where
+ * short Taylor polynomials reach float precision (a constant rotation of every angle by pi/4
+ * leaves the distribution unchanged). */
+static inline void deftsim_gen_pair(const deftsim_gen_consts *c, uint32_t wr, uint32_t wa,
+                                    float *x, float *y)
+{
+    float lw = -2.0f * deftsim_gen_ln_u(wr); /* -2 ln W, in (0, 33.3] */
+    float r2 = c->gauss ? lw : c->nu * deftsim_gen_expm1(lw * c->inv_nu);
+    float r = DEFTSIM_GEN_SQRTF(r2);
+
+    uint32_t q = wa >> 30;
+    float t = (float)(int32_t)((((wa >> 7) & 0x007FFFFFu) << 1) | 1u) * 5.96046448e-08f;
+    float a = (t - 0.5f) * 1.57079633f;
+    float a2 = a * a;
+    float sn = a + a * a2 * (-0.166666667f + a2 * (0.00833333333f + a2 * (-0.000198412698f +
+                   a2 * 2.75573192e-06f)));
+    float cs = 1.0f + a2 * (-0.5f + a2 * (0.0416666667f + a2 * (-0.00138888889f +
+                  a2 * 2.48015873e-05f)));
+    /* Rotate (cs, sn) by q quarter turns: swap on odd q, then flip signs through the sign bit
+     * (q = 1: (-sn, cs), 2: (-cs, -sn), 3: (sn, -cs)). */
+    uint32_t odd = q & 1u;
+    float u = odd ? sn : cs;
+    float v = odd ? cs : sn;
+    u = deftsim_gen_u2f(deftsim_gen_f2u(u) ^ (((q + 1u) & 2u) << 30));
+    v = deftsim_gen_u2f(deftsim_gen_f2u(v) ^ ((q & 2u) << 30));
+    *x = r * u;
+    *y = r * v;
+}
+
+/* Element layout. Elements come in groups of 32; group g of one stream takes the 8 Philox calls
+ * with call index 8g + lane (lane 0..7) and gives element 32g + 8*word + lane the word-th
+ * output word of call (8g + lane). Words 0 and 1 form one Bailey pair (radius, angle): the
+ * cosine value goes to word 0's element, the sine value to word 1's; words 2 and 3 likewise.
+ * So eight consecutive elements come from eight independent calls (a vector lane each), and
+ * the two values that share a radius lie 8 elements apart. The call index is addressed by
+ * counter words 0 and 1 (its top byte holds the stream), word 2 is the worker (0 for the
+ * shared signal) and word 3 the iteration. */
+#define DEFTSIM_GEN_GROUP 32u
+#define DEFTSIM_GEN_LANES 8u
+
+static inline void deftsim_gen_words(const deftsim_gen_consts *c, uint64_t call, uint32_t stream,
+                                     uint32_t worker, uint32_t iteration, uint32_t w[4])
+{
+    deftsim_philox4x32_10_words((uint32_t)call, (uint32_t)(call >> 32) | (stream << 24), worker,
+                                iteration, c->key[0], c->key[1], w);
+}
+
+/* Element `index` of one stream, unit-free (before weights and layer scale). */
+static inline float deftsim_gen_stream_value(const deftsim_gen_consts *c, uint64_t index,
+                                             uint32_t stream, uint32_t worker, uint32_t iteration)
+{
+    uint32_t w[4];
+    uint32_t j = (uint32_t)(index % DEFTSIM_GEN_GROUP);
+    uint32_t word = j / DEFTSIM_GEN_LANES, lane = j % DEFTSIM_GEN_LANES;
+    uint64_t call = (index / DEFTSIM_GEN_GROUP) * DEFTSIM_GEN_LANES + lane;
+    deftsim_gen_words(c, call, stream, worker, iteration, w);
+    float x, y;
+    uint32_t first = word & 2u;
+    deftsim_gen_pair(c, w[first], w[first + 1], &x, &y);
+    return (word & 1u) ? y : x;
+}
+
+/* Reference for one element: (w_signal * S + w_noise * N) * layer_scale, in that order.
+ * deftsim_gen_fill returns the same bits. */
+static inline float deftsim_gen_element(const deftsim_gen_consts *c, uint64_t index,
+                                        uint32_t worker, uint32_t iteration, float layer_scale)
+{
+    float s = deftsim_gen_stream_value(c, index, DEFTSIM_GEN_STREAM_SIGNAL, 0, iteration);
+    float n = deftsim_gen_stream_value(c, index, DEFTSIM_GEN_STREAM_NOISE, worker, iteration);
+    return (c->w_signal * s + c->w_noise * n) * layer_scale;
+}
+
+/* The constants of a generator, for ports and for checking fill against the reference. */
+const deftsim_gen_consts *deftsim_gen_get_consts(const deftsim_gen *g);
+
+#endif

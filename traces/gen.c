@@ -1,0 +1,373 @@
+/* gen.c - the synthetic gradient generator (docs/GENERATOR.md). */
+#include "deftsim_gen.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "deftsim_trace.h"
+#include "deftsim_util.h"
+
+typedef void (*groups_fn)(const deftsim_gen_consts *, uint64_t, uint64_t, uint32_t, uint32_t,
+                          uint32_t, float, float *const *, uint64_t);
+
+struct deftsim_gen {
+    groups_fn groups;     /* the vector kernel in use */
+    const char *kernel;   /* its name */
+    deftsim_model *model;
+    deftsim_gen_params params;
+    deftsim_gen_consts c;
+    double *log2_scale; /* per layer, the centre of its drift */
+};
+
+/* ---- The fill kernel ----------------------------------------------------------------------
+ * One group (32 elements) per step: the 8 Philox calls of each stream run as 8 vector lanes,
+ * and each of the two Bailey pairs is evaluated on 8 lanes at once (gen_kernel.inc, written
+ * with GCC/Clang vector extensions). It is compiled for the baseline instruction set and, on
+ * x86-64 with GCC, once more for AVX2, chosen at run time. Every copy performs, per element,
+ * the operations of deftsim_gen_element in the same order (no fused multiply-add:
+ * -ffp-contract=off), so all return the reference's bits. */
+#if defined(__GNUC__)
+
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
+
+typedef uint32_t vu32 __attribute__((vector_size(32)));
+typedef int32_t vi32 __attribute__((vector_size(32)));
+typedef uint64_t vu64 __attribute__((vector_size(32)));
+typedef float vf32 __attribute__((vector_size(32)));
+typedef uint32_t vu32h __attribute__((vector_size(16)));
+typedef float vf32h __attribute__((vector_size(16)));
+
+#define VINLINE static inline __attribute__((always_inline))
+
+#define KSFX base
+#include "gen_kernel.inc"
+#undef KSFX
+
+#if defined(__x86_64__) && !defined(__clang__)
+#define DEFTSIM_GEN_HAVE_AVX2 1
+#pragma GCC push_options
+#pragma GCC target("avx2")
+#define KSFX avx2
+#define GEN_KERNEL_AVX2 1
+#include "gen_kernel.inc"
+#undef GEN_KERNEL_AVX2
+#undef KSFX
+#pragma GCC pop_options
+#endif
+
+#endif
+
+static void groups_reference(const deftsim_gen_consts *c, uint64_t g0, uint64_t ngroups,
+                             uint32_t worker0, uint32_t nworkers, uint32_t iteration, float scale,
+                             float *const *out, uint64_t at)
+{
+    for (uint32_t w = 0; w < nworkers; w++)
+        for (uint64_t i = 0; i < ngroups * DEFTSIM_GEN_GROUP; i++)
+            out[w][at + i] = deftsim_gen_element(c, g0 * DEFTSIM_GEN_GROUP + i, worker0 + w,
+                                                 iteration, scale);
+}
+
+/* Kernels by preference; the first one the CPU runs is the default. */
+static const struct {
+    const char *name;
+    groups_fn fn;
+} kernels[] = {
+#ifdef DEFTSIM_GEN_HAVE_AVX2
+    {"avx2", groups_avx2},
+#endif
+#if defined(__GNUC__)
+    {"vector", groups_base},
+#endif
+    {"reference", groups_reference},
+};
+
+static int kernel_runs_here(const char *name)
+{
+#ifdef DEFTSIM_GEN_HAVE_AVX2
+    if (strcmp(name, "avx2") == 0) return __builtin_cpu_supports("avx2");
+#endif
+    (void)name;
+    return 1;
+}
+
+deftsim_status deftsim_gen_use_kernel(deftsim_gen *g, const char *name)
+{
+    for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++) {
+        if (strcmp(kernels[i].name, name) == 0) {
+            if (!kernel_runs_here(name))
+                return deftsim_error_set(DEFTSIM_E_UNSUPPORTED,
+                                         "generator: kernel '%s' needs an instruction set this "
+                                         "CPU lacks", name);
+            g->groups = kernels[i].fn;
+            g->kernel = kernels[i].name;
+            return DEFTSIM_OK;
+        }
+    }
+    return deftsim_error_set(DEFTSIM_E_INPUT, "generator: unknown kernel '%s'", name);
+}
+
+const char *deftsim_gen_kernel(const deftsim_gen *g) { return g->kernel; }
+
+size_t deftsim_gen_kernel_count(void) { return sizeof kernels / sizeof kernels[0]; }
+
+const char *deftsim_gen_kernel_name(size_t i)
+{
+    return i < sizeof kernels / sizeof kernels[0] ? kernels[i].name : NULL;
+}
+
+void deftsim_gen_params_default(deftsim_gen_params *p)
+{
+    p->seed = DEFTSIM_GEN_DEFAULT_SEED;
+    p->scale_decades = DEFTSIM_GEN_DEFAULT_SCALE_DECADES;
+    p->signal = DEFTSIM_GEN_DEFAULT_SIGNAL;
+    p->tail = DEFTSIM_GEN_DEFAULT_TAIL;
+    p->drift = DEFTSIM_GEN_DEFAULT_DRIFT;
+    p->bias_shift = DEFTSIM_GEN_DEFAULT_BIAS_SHIFT;
+}
+
+deftsim_status deftsim_gen_params_check(const deftsim_gen_params *p)
+{
+    /* The bounds keep every layer scale and every intermediate of the element arithmetic far
+     * inside float range (scales between about 1e-30 and 1e+8). */
+    if (!isfinite(p->scale_decades) || p->scale_decades < 0 || p->scale_decades > 24)
+        return deftsim_error_set(DEFTSIM_E_INPUT,
+                                 "synthetic.scale_decades: %g is outside [0, 24]", p->scale_decades);
+    if (!isfinite(p->signal) || p->signal < 0 || p->signal > 1)
+        return deftsim_error_set(DEFTSIM_E_INPUT, "synthetic.signal: %g is outside [0, 1]",
+                                 p->signal);
+    if (!isfinite(p->tail) || (p->tail != 0 && p->tail <= 2) || p->tail > 1e6)
+        return deftsim_error_set(DEFTSIM_E_INPUT,
+                                 "synthetic.tail: %g must be 0 (Gaussian) or in (2, 1e6] "
+                                 "(Student-t degrees of freedom; the variance needs more than 2)",
+                                 p->tail);
+    if (!isfinite(p->drift) || p->drift < 0 || p->drift > 0.1)
+        return deftsim_error_set(DEFTSIM_E_INPUT, "synthetic.drift: %g is outside [0, 0.1]",
+                                 p->drift);
+    if (!isfinite(p->bias_shift) || fabs(p->bias_shift) > 6)
+        return deftsim_error_set(DEFTSIM_E_INPUT, "synthetic.bias_shift: %g is outside [-6, 6]",
+                                 p->bias_shift);
+    return DEFTSIM_OK;
+}
+
+/* 2^x in double with nothing but IEEE arithmetic, so the layer scales are the same bits on
+ * every platform (libm's exp differs between implementations in the last place). */
+static double exp2_exact(double x)
+{
+    double k = floor(x);
+    double f = (x - k) * 0.69314718055994530942; /* in [0, ln 2) */
+    double term = 1.0, sum = 1.0;
+    for (int i = 1; i <= 16; i++) {
+        term *= f / i;
+        sum += term;
+    }
+    return ldexp(sum, (int)k);
+}
+
+static double layer_uniform(const deftsim_gen_consts *c, uint32_t stream, uint64_t layer,
+                            uint64_t knot)
+{
+    uint32_t w[4];
+    deftsim_philox4x32_10_words((uint32_t)layer, (uint32_t)(layer >> 32) | (stream << 24),
+                                (uint32_t)knot, (uint32_t)(knot >> 32), c->key[0], c->key[1], w);
+    return deftsim_philox_u01_double(w[0], w[1]);
+}
+
+deftsim_status deftsim_gen_new(const deftsim_model *m, const deftsim_gen_params *p,
+                               deftsim_gen **out)
+{
+    *out = NULL;
+    deftsim_status st = deftsim_gen_params_check(p);
+    if (st) return st;
+    deftsim_gen *g = calloc(1, sizeof *g);
+    if (!g) return deftsim_error_set(DEFTSIM_E_NOMEM, "generator: out of memory");
+    g->params = *p;
+    if ((st = deftsim_model_clone(m, &g->model))) {
+        free(g);
+        return st;
+    }
+    g->log2_scale = calloc(m->nlayers ? m->nlayers : 1, sizeof *g->log2_scale);
+    if (!g->log2_scale) {
+        deftsim_gen_free(g);
+        return deftsim_error_set(DEFTSIM_E_NOMEM, "generator: out of memory");
+    }
+
+    deftsim_gen_consts *c = &g->c;
+    c->key[0] = (uint32_t)p->seed;
+    c->key[1] = (uint32_t)(p->seed >> 32);
+    c->gauss = p->tail == 0;
+    double nu = c->gauss ? 0 : p->tail;
+    double norm = c->gauss ? 1.0 : sqrt((nu - 2.0) / nu); /* t(nu) has variance nu/(nu-2) */
+    c->nu = (float)nu;
+    c->inv_nu = c->gauss ? 0.0f : (float)(1.0 / nu);
+    c->w_signal = (float)(sqrt(p->signal) * norm);
+    c->w_noise = (float)(sqrt(1.0 - p->signal) * norm);
+
+    /* Scales 10^-2 .. 10^-(2 + decades) for weights: the size of per-element gradients of
+     * trained CNNs. Only ratios matter to a sparsifier; the absolute level keeps values in a
+     * familiar range. */
+    for (size_t L = 0; L < m->nlayers; L++) {
+        double u = layer_uniform(c, DEFTSIM_GEN_STREAM_LAYER, L, 0);
+        double log10s = -2.0 - p->scale_decades * u + (m->layers[L].ndim == 1 ? p->bias_shift : 0);
+        g->log2_scale[L] = log10s * 3.32192809488736234787;
+    }
+    for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++) {
+        if (kernel_runs_here(kernels[i].name)) {
+            g->groups = kernels[i].fn;
+            g->kernel = kernels[i].name;
+            break;
+        }
+    }
+    *out = g;
+    return DEFTSIM_OK;
+}
+
+void deftsim_gen_free(deftsim_gen *g)
+{
+    if (!g) return;
+    deftsim_model_free(g->model);
+    free(g->log2_scale);
+    free(g);
+}
+
+const deftsim_model *deftsim_gen_model(const deftsim_gen *g) { return g->model; }
+const deftsim_gen_params *deftsim_gen_get_params(const deftsim_gen *g) { return &g->params; }
+const deftsim_gen_consts *deftsim_gen_get_consts(const deftsim_gen *g) { return &g->c; }
+
+/* The drift is a piecewise-linear path through knots DEFTSIM_GEN_DRIFT_PERIOD iterations
+ * apart with knot values uniform in [-1/2, 1/2] * period: the log scale's slope between knots
+ * is the difference of two such values over the period, so it never exceeds `drift` per
+ * iteration, and the scale stays within a factor e^(drift * period / 2) of its centre.
+ * Evaluating it costs two Philox calls, whatever the iteration. */
+float deftsim_gen_layer_scale(const deftsim_gen *g, size_t layer, uint64_t iteration)
+{
+    const uint64_t K = DEFTSIM_GEN_DRIFT_PERIOD;
+    double log2s = g->log2_scale[layer];
+    if (g->params.drift > 0) {
+        uint64_t j = iteration / K;
+        double f = (double)(iteration % K) / (double)K;
+        double a0 = layer_uniform(&g->c, DEFTSIM_GEN_STREAM_DRIFT, layer, j) - 0.5;
+        double a1 = layer_uniform(&g->c, DEFTSIM_GEN_STREAM_DRIFT, layer, j + 1) - 0.5;
+        double d = (double)K * ((1.0 - f) * a0 + f * a1);
+        log2s += g->params.drift * d * 1.44269504088896340736;
+    }
+    return (float)exp2_exact(log2s);
+}
+
+/* Elements [a, b) of one layer (one scale) for nworkers workers, into out[k] + (a - base):
+ * whole groups by the vector kernel, a ragged head and tail by the scalar reference. */
+static void fill_span(groups_fn groups, const deftsim_gen_consts *c, uint32_t iteration,
+                      uint32_t worker0, uint32_t nworkers, uint64_t a, uint64_t b, float scale,
+                      float *const *out, uint64_t base)
+{
+    const uint64_t G = DEFTSIM_GEN_GROUP;
+    uint64_t ga = (a + G - 1) / G, gb = b / G;
+    uint64_t head_end = ga < gb ? ga * G : b;
+    for (uint32_t w = 0; w < nworkers; w++)
+        for (uint64_t i = a; i < head_end; i++)
+            out[w][i - base] = deftsim_gen_element(c, i, worker0 + w, iteration, scale);
+    if (ga >= gb) return;
+    groups(c, ga, gb - ga, worker0, nworkers, iteration, scale, out, ga * G - base);
+    for (uint32_t w = 0; w < nworkers; w++)
+        for (uint64_t i = gb * G; i < b; i++)
+            out[w][i - base] = deftsim_gen_element(c, i, worker0 + w, iteration, scale);
+}
+
+deftsim_status deftsim_gen_fill_workers(const deftsim_gen *g, uint64_t iteration,
+                                        uint32_t first_worker, uint32_t nworkers, uint64_t offset,
+                                        uint64_t count, float *const *out)
+{
+    const deftsim_model *m = g->model;
+    if (offset > m->numel || count > m->numel - offset)
+        return deftsim_error_set(DEFTSIM_E_INPUT,
+                                 "generator: elements [%llu, %llu + %llu) lie outside model '%s' "
+                                 "(%llu elements)",
+                                 (unsigned long long)offset, (unsigned long long)offset,
+                                 (unsigned long long)count, m->name, (unsigned long long)m->numel);
+    if (iteration > DEFTSIM_GEN_MAX_ITERATION)
+        return deftsim_error_set(DEFTSIM_E_INPUT, "generator: iteration %llu exceeds %llu",
+                                 (unsigned long long)iteration, DEFTSIM_GEN_MAX_ITERATION);
+    if (nworkers > UINT32_MAX - first_worker)
+        return deftsim_error_set(DEFTSIM_E_INPUT, "generator: workers %u + %u exceed 2^32",
+                                 first_worker, nworkers);
+    if (count == 0 || nworkers == 0) return DEFTSIM_OK;
+    /* The last layer whose offset is <= offset. */
+    size_t lo = 0, hi = m->nlayers;
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (m->layers[mid].offset <= offset) lo = mid;
+        else hi = mid;
+    }
+    uint64_t end = offset + count, a = offset;
+    for (size_t L = lo; L < m->nlayers && a < end; L++) {
+        const deftsim_layer *ly = &m->layers[L];
+        uint64_t lend = ly->offset + ly->numel;
+        if (lend <= a) continue;
+        uint64_t b = lend < end ? lend : end;
+        float scale = deftsim_gen_layer_scale(g, L, iteration);
+        fill_span(g->groups, &g->c, (uint32_t)iteration, first_worker, nworkers, a, b, scale, out,
+                  offset);
+        a = b;
+    }
+    return DEFTSIM_OK;
+}
+
+deftsim_status deftsim_gen_fill(const deftsim_gen *g, uint64_t iteration, uint32_t worker,
+                                uint64_t offset, uint64_t count, float *out)
+{
+    return deftsim_gen_fill_workers(g, iteration, worker, 1, offset, count, &out);
+}
+
+/* ---- Writing a trace ---------------------------------------------------------------------- */
+
+typedef struct {
+    const deftsim_gen *g;
+    uint64_t iteration;
+} fill_ctx;
+
+static deftsim_status fill_cb(void *ctx, uint32_t worker, uint64_t offset, uint64_t count,
+                              float *out)
+{
+    const fill_ctx *fc = ctx;
+    return deftsim_gen_fill(fc->g, fc->iteration, worker, offset, count, out);
+}
+
+deftsim_status deftsim_gen_write_trace(const deftsim_gen *g, const char *dir, uint32_t workers,
+                                       uint64_t iterations)
+{
+    if (iterations == 0 || iterations - 1 > DEFTSIM_GEN_MAX_ITERATION)
+        return deftsim_error_set(DEFTSIM_E_INPUT, "generator: iterations must be in [1, 2^32]");
+    const deftsim_gen_params *p = &g->params;
+    json_t *prov = json_pack("{s:s, s:s, s:I, s:{s:f, s:f, s:f, s:f, s:f}}",
+                             "recorder", "deftsim " DEFTSIM_VERSION " (commit " DEFTSIM_GIT_COMMIT ")",
+                             "method", "synthetic: deftsim trace gen (docs/GENERATOR.md)",
+                             "seed", (json_int_t)0,
+                             "synthetic", "scale_decades", p->scale_decades, "signal", p->signal,
+                             "tail", p->tail, "drift", p->drift, "bias_shift", p->bias_shift);
+    if (!prov) return deftsim_error_set(DEFTSIM_E_NOMEM, "generator: out of memory");
+    /* JSON integers are signed 64-bit: larger seeds are written as decimal strings. */
+    json_t *seed = p->seed <= (uint64_t)INT64_MAX ? json_integer((json_int_t)p->seed) : NULL;
+    if (!seed) {
+        char buf[32];
+        snprintf(buf, sizeof buf, "%llu", (unsigned long long)p->seed);
+        seed = json_string(buf);
+    }
+    if (!seed || json_object_set_new(prov, "seed", seed)) {
+        json_decref(prov);
+        return deftsim_error_set(DEFTSIM_E_NOMEM, "generator: out of memory");
+    }
+    deftsim_trace_writer *w;
+    deftsim_status st = deftsim_trace_writer_open(dir, g->model, workers, prov, &w);
+    json_decref(prov);
+    if (st) return st;
+    for (uint64_t t = 0; t < iterations; t++) {
+        fill_ctx fc = {g, t};
+        if ((st = deftsim_trace_writer_put_fill(w, t, fill_cb, &fc))) {
+            deftsim_trace_writer_discard(w);
+            return st;
+        }
+    }
+    return deftsim_trace_writer_close(w);
+}
