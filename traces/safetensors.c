@@ -225,9 +225,10 @@ static deftsim_status parse_header(deftsim_st_file *f)
                                  "file?)", p);
     json_error_t err;
     f->header = json_loadb(text, (size_t)n, JSON_REJECT_DUPLICATES, &err);
+    /* jansson's position counts the bytes consumed, the offending one included. */
     if (!f->header)
         return deftsim_error_set(DEFTSIM_E_INPUT, "%s: byte %" PRIu64 ": header JSON: %s", p,
-                                 8 + (uint64_t)(err.position > 0 ? err.position : 0), err.text);
+                                 8 + (uint64_t)(err.position > 0 ? err.position - 1 : 0), err.text);
     if (!json_is_object(f->header))
         return deftsim_error_set(DEFTSIM_E_INPUT, "%s: byte 8: header is not a JSON object", p);
 

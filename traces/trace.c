@@ -412,8 +412,8 @@ deftsim_status deftsim_trace_open(const char *dir, deftsim_trace **out)
             st = deftsim_error_set(DEFTSIM_E_INPUT, "%s: cannot open: %s (not a trace directory?)",
                                    mpath, strerror(errno));
         else
-            st = deftsim_error_set(DEFTSIM_E_INPUT, "%s:%d:%d (byte %d): JSON: %s", mpath,
-                                   err.line, err.column, err.position, err.text);
+            st = deftsim_error_set(DEFTSIM_E_INPUT, "%s:%d:%d: JSON: %s", mpath, err.line,
+                                   err.column, err.text);
         free(mpath);
         deftsim_trace_close(t);
         return st;

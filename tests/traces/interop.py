@@ -1,0 +1,378 @@
+#!/usr/bin/env python3
+"""Interoperability of deftsim traces with the official safetensors package, both ways, and an
+independent NumPy re-implementation of the synthetic generator (docs/GENERATOR.md) that must
+reproduce deftsim's bytes exactly.
+
+Run by `meson test` (suite fast) with DEFTSIM_EXE set. Needs numpy and safetensors: a missing
+package is a failure, not a skip, because CI installs both.
+"""
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+try:
+    import numpy as np
+    from safetensors.numpy import load_file, save_file
+    from safetensors import safe_open
+except ImportError as e:  # CI installs both: their absence is an error
+    sys.exit(f"interop: FAIL: {e} (pip install numpy safetensors)")
+
+EXE = os.environ.get("DEFTSIM_EXE")
+if not EXE:
+    sys.exit("interop: FAIL: DEFTSIM_EXE is not set (run through meson test)")
+
+# Odd sizes: layers start and end inside the generator's 32-element groups.
+MODEL_CSV = """index,name,shape,numel
+0,conv.weight,5x3x3x3,135
+1,conv.bias,5,5
+2,fc.weight,37x11,407
+3,fc.bias,37,37
+4,out.weight,3x100,300
+"""
+SHAPES = [(5, 3, 3, 3), (5,), (37, 11), (37,), (3, 100)]
+NAMES = ["conv.weight", "conv.bias", "fc.weight", "fc.bias", "out.weight"]
+NUMEL = sum(math.prod(s) for s in SHAPES)
+
+failures = 0
+
+
+def check(cond, what):
+    global failures
+    if not cond:
+        failures += 1
+        print(f"FAIL: {what}", flush=True)
+
+
+def run(*args, expect=0):
+    r = subprocess.run([EXE, *args], capture_output=True, text=True)
+    if r.returncode != expect:
+        raise SystemExit(f"interop: FAIL: deftsim {' '.join(args)} exited {r.returncode}, "
+                         f"expected {expect}\nstdout: {r.stdout}\nstderr: {r.stderr}")
+    return r
+
+
+def dump(trace, iteration, worker):
+    out = run("trace", "dump", trace, "--iteration", str(iteration), "--worker", str(worker)).stdout
+    return np.array([float(v) for v in out.split()], dtype=np.float32)
+
+
+# ---- An independent generator (the spec in docs/GENERATOR.md, in NumPy) -------------------
+
+M0, M1, W0, W1 = 0xD2511F53, 0xCD9E8D57, 0x9E3779B9, 0xBB67AE85
+MASK = 0xFFFFFFFF
+f32 = np.float32
+
+
+def philox(c0, c1, c2, c3, k0, k1):
+    """Philox-4x32-10 on uint64 arrays holding 32-bit words."""
+    x = [np.asarray(c, dtype=np.uint64) & MASK for c in (c0, c1, c2, c3)]
+    for r in range(10):
+        if r:
+            k0, k1 = (k0 + W0) & MASK, (k1 + W1) & MASK
+        p0 = x[0] * np.uint64(M0)
+        p1 = x[2] * np.uint64(M1)
+        x = [((p1 >> np.uint64(32)) ^ x[1] ^ np.uint64(k0)) & np.uint64(MASK),
+             p1 & np.uint64(MASK),
+             ((p0 >> np.uint64(32)) ^ x[3] ^ np.uint64(k1)) & np.uint64(MASK),
+             p0 & np.uint64(MASK)]
+    return [v.astype(np.uint32) for v in x]
+
+
+def check_philox():
+    kat = [((0, 0, 0, 0), (0, 0), (0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8)),
+           ((MASK,) * 4, (MASK, MASK), (0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd)),
+           ((0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344), (0xa4093822, 0x299f31d0),
+            (0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1))]
+    for ctr, key, want in kat:
+        got = tuple(int(v) for v in philox(*ctr, *key))
+        check(got == want, f"numpy Philox known answer {ctr}: {got}")
+
+
+def as_f32(bits):
+    return np.asarray(bits, dtype=np.uint32).view(np.float32)
+
+
+def as_u32(x):
+    return np.asarray(x, dtype=np.float32).view(np.uint32)
+
+
+def ln_u(w):
+    x = (((w >> 9) << 1) | 1).astype(np.int32).astype(np.float32)
+    bits = as_u32(x)
+    e = (bits >> 23).astype(np.int32) - 127 - 24
+    m = as_f32((bits & 0x007FFFFF) | 0x3F800000)
+    big = m > f32(1.41421356)
+    m = np.where(big, m * f32(0.5), m)
+    e = e + big.astype(np.int32)
+    s = (m - f32(1)) / (m + f32(1))
+    s2 = s * s
+    p = s2 * (f32(0.333333333) + s2 * (f32(0.2) + s2 * (f32(0.142857143) + s2 * f32(0.111111111))))
+    ln_m = f32(2) * s + f32(2) * s * p
+    return e.astype(np.float32) * f32(0.693147181) + ln_m
+
+
+def expm1(y):
+    k = (y * f32(1.44269504) + f32(0.5)).astype(np.int32)
+    kf = k.astype(np.float32)
+    r = (y - kf * f32(0.693145752)) - kf * f32(1.42860677e-06)
+    p = r * (f32(1) + r * (f32(0.5) + r * (f32(0.166666667) + r * (f32(0.0416666667) +
+             r * (f32(0.00833333333) + r * (f32(0.00138888889) + r * (f32(0.000198412698) +
+             r * f32(2.48015873e-05))))))))
+    two_k = as_f32(((k + 127).astype(np.uint32)) << 23)
+    return two_k * p + (two_k - f32(1))
+
+
+def pair(wr, wa, nu, inv_nu, gauss):
+    lw = f32(-2) * ln_u(wr)
+    r2 = lw if gauss else nu * expm1(lw * inv_nu)
+    r = np.sqrt(r2)
+    q = wa >> 30
+    t = ((((wa >> 7) & 0x007FFFFF) << 1) | 1).astype(np.int32).astype(np.float32) * f32(5.96046448e-08)
+    a = (t - f32(0.5)) * f32(1.57079633)
+    a2 = a * a
+    sn = a + a * a2 * (f32(-0.166666667) + a2 * (f32(0.00833333333) + a2 * (f32(-0.000198412698) +
+                                                                          a2 * f32(2.75573192e-06))))
+    cs = f32(1) + a2 * (f32(-0.5) + a2 * (f32(0.0416666667) + a2 * (f32(-0.00138888889) +
+                                                                  a2 * f32(2.48015873e-05))))
+    odd = (q & 1) == 1
+    u = np.where(odd, sn, cs)
+    v = np.where(odd, cs, sn)
+    u = as_f32(as_u32(u) ^ ((((q + 1) & 2) << 30).astype(np.uint32)))
+    v = as_f32(as_u32(v) ^ (((q & 2) << 30).astype(np.uint32)))
+    return r * u, r * v
+
+
+def stream(idx, stream_id, worker, iteration, key, consts):
+    """Unit values of one stream at element indices idx (uint64 array)."""
+    j = idx % 32
+    word, lane = j // 8, j % 8
+    call = (idx // 32) * 8 + lane
+    w = philox(call & MASK, (call >> np.uint64(32)) | np.uint64(stream_id << 24), worker, iteration,
+               *key)
+    w = np.stack(w)  # 4 x n
+    first = (word & 2).astype(np.int64)
+    cols = np.arange(idx.size)
+    x, y = pair(w[first, cols], w[first + 1, cols], *consts)
+    return np.where((word & 1) == 1, y, x)
+
+
+def u01(hi, lo):
+    return float((int(hi) << 21) ^ (int(lo) >> 11)) * (1.0 / 9007199254740992.0)
+
+
+def exp2_exact(x):
+    k = math.floor(x)
+    f = (x - k) * 0.69314718055994530942
+    term, s = 1.0, 1.0
+    for i in range(1, 17):
+        term *= f / i
+        s += term
+    return math.ldexp(s, int(k))
+
+
+def layer_uniform(key, stream_id, layer, knot):
+    w = philox(layer & MASK, (layer >> 32) | (stream_id << 24), knot & MASK, knot >> 32, *key)
+    return u01(w[0], w[1])
+
+
+def reference_gradient(seed, params, iteration, worker):
+    key = (seed & MASK, seed >> 32)
+    tail, signal = params["tail"], params["signal"]
+    gauss = tail == 0
+    norm = 1.0 if gauss else math.sqrt((tail - 2.0) / tail)
+    consts = (f32(tail), f32(0.0 if gauss else 1.0 / tail), gauss)
+    w_s, w_n = f32(math.sqrt(signal) * norm), f32(math.sqrt(1.0 - signal) * norm)
+    idx = np.arange(NUMEL, dtype=np.uint64)
+    s = stream(idx, 2, 0, iteration, key, consts)
+    n = stream(idx, 1, worker, iteration, key, consts)
+    unit = w_s * s + w_n * n
+    out = np.empty(NUMEL, dtype=np.float32)
+    at, K = 0, 64
+    for L, shape in enumerate(SHAPES):
+        u = layer_uniform(key, 3, L, 0)
+        log10s = -2.0 - params["scale_decades"] * u + (params["bias_shift"] if len(shape) == 1 else 0)
+        log2s = log10s * 3.32192809488736234787
+        if params["drift"] > 0:
+            j, f = iteration // K, (iteration % K) / K
+            a0 = layer_uniform(key, 4, L, j) - 0.5
+            a1 = layer_uniform(key, 4, L, j + 1) - 0.5
+            d = K * ((1.0 - f) * a0 + f * a1)
+            log2s += params["drift"] * d * 1.44269504088896340736
+        scale = f32(exp2_exact(log2s))
+        nel = math.prod(shape)
+        out[at:at + nel] = unit[at:at + nel] * scale
+        at += nel
+    return out
+
+
+# ---- Direction 1: deftsim writes, the safetensors package reads -----------------------------
+
+def deftsim_to_python(tmp):
+    model = os.path.join(tmp, "small.csv")
+    with open(model, "w") as f:
+        f.write(MODEL_CSV)
+    seed = (1 << 40) + 12345  # exercises both key words
+    cases = [
+        ("default", [], dict(scale_decades=3.0, signal=0.5, tail=4.0, drift=0.01, bias_shift=1.0)),
+        ("gauss", ["--tail", "0", "--signal", "0.2", "--scale-decades", "5", "--drift", "0.05",
+                   "--bias-shift", "-0.5"],
+         dict(scale_decades=5.0, signal=0.2, tail=0.0, drift=0.05, bias_shift=-0.5)),
+    ]
+    for name, extra, params in cases:
+        trace = os.path.join(tmp, f"gen-{name}")
+        P, T = 3, 2
+        run("trace", "gen", "--model", model, "--workers", str(P), "--iterations", str(T),
+            "--seed", str(seed), "-o", trace, *extra)
+        with open(os.path.join(trace, "manifest.json")) as f:
+            man = json.load(f)
+        check(man["format"] == "deftsim-trace" and man["format_version"] == 1, "manifest format")
+        check(man["workers"] == P and man["iterations"] == list(range(T)), "manifest workers/ids")
+        check(man["dtype"] == "float32" and man["model"]["numel"] == NUMEL, "manifest dtype/numel")
+        check([L["name"] for L in man["model"]["layers"]] == NAMES, "manifest layer names")
+        check([tuple(L["shape"]) for L in man["model"]["layers"]] == SHAPES, "manifest shapes")
+        prov = man["provenance"]
+        check(prov["seed"] == seed and "recorder" in prov and "method" in prov, "provenance")
+        check(prov["synthetic"]["tail"] == params["tail"], "provenance records the parameters")
+        for it in range(T):
+            path = os.path.join(trace, f"iter_{it:06d}.safetensors")
+            tensors = load_file(path)
+            check(sorted(tensors) == [f"worker.{w:04d}" for w in range(P)], f"{path}: tensor names")
+            with safe_open(path, framework="numpy") as f:
+                meta = f.metadata()
+            check(meta.get("iteration") == str(it) and meta.get("format") == "deftsim-trace",
+                  f"{path}: metadata {meta}")
+            with open(path, "rb") as f:
+                n = int.from_bytes(f.read(8), "little")
+            check((8 + n) % 8 == 0, f"{path}: buffer aligned to 8")
+            for w in range(P):
+                t = tensors[f"worker.{w:04d}"]
+                check(t.dtype == np.float32 and t.shape == (NUMEL,), f"{path}: worker {w} shape")
+                d = dump(trace, it, w)
+                check(np.array_equal(t.view(np.uint32), d.view(np.uint32)),
+                      f"{name}: iteration {it} worker {w}: package and deftsim dump differ")
+                ref = reference_gradient(seed, params, it, w)
+                bad = np.nonzero(ref.view(np.uint32) != t.view(np.uint32))[0]
+                check(bad.size == 0, f"{name}: iteration {it} worker {w}: the NumPy generator "
+                      f"differs at {bad.size} elements, first {bad[:5]}: "
+                      f"{ref[bad[:3]] if bad.size else ''} vs {t[bad[:3]] if bad.size else ''}")
+        # The format promises the same bytes for the same seed, other bytes for another.
+        again = os.path.join(tmp, f"gen-{name}-again")
+        run("trace", "gen", "--model", model, "--workers", str(P), "--iterations", "1",
+            "--seed", str(seed), "-o", again, *extra)
+        other = os.path.join(tmp, f"gen-{name}-other")
+        run("trace", "gen", "--model", model, "--workers", str(P), "--iterations", "1",
+            "--seed", str(seed + 1), "-o", other, *extra)
+        a = open(os.path.join(trace, "iter_000000.safetensors"), "rb").read()
+        b = open(os.path.join(again, "iter_000000.safetensors"), "rb").read()
+        c = open(os.path.join(other, "iter_000000.safetensors"), "rb").read()
+        check(a == b, f"{name}: same seed, same bytes")
+        check(a[-NUMEL * 4:] != c[-NUMEL * 4:], f"{name}: another seed, other bytes")
+
+
+# ---- Direction 2: the safetensors package writes, deftsim reads -----------------------------
+
+def python_to_deftsim(tmp):
+    trace = os.path.join(tmp, "from-python")
+    os.makedirs(trace)
+    P, ids = 3, [3, 10]
+    rng = np.random.default_rng(20240601)
+    grads = {}
+    for it in ids:
+        tensors = {}
+        for w in range(P):
+            g = (rng.standard_normal(NUMEL) * 10.0 ** rng.uniform(-4, 0)).astype(np.float32)
+            tensors[f"worker.{w:04d}"] = g
+        grads[it] = tensors
+    grads[10]["worker.0001"][140] = np.nan  # fc.weight, element 0 of the layer
+    grads[10]["worker.0001"][600] = np.inf
+    grads[3]["worker.0002"][883] = -np.inf  # out.weight, element 299: the last element
+    for it in ids:
+        save_file(grads[it], os.path.join(trace, f"iter_{it:06d}.safetensors"),
+                  metadata={"iteration": str(it), "recorded_by": "interop.py"})
+    manifest = {
+        "format": "deftsim-trace", "format_version": 1,
+        "model": {"name": "small", "numel": NUMEL,
+                  "layers": [{"name": n, "shape": list(s)} for n, s in zip(NAMES, SHAPES)]},
+        "workers": P, "dtype": "float32", "iterations": ids,
+        "provenance": {"recorder": "tests/traces/interop.py", "method": "numpy standard normal",
+                       "seed": 20240601},
+    }
+    with open(os.path.join(trace, "manifest.json"), "w") as f:
+        json.dump(manifest, f)
+
+    info = json.loads(run("trace", "info", trace, "--json").stdout)
+    check(info["workers"] == P and info["iterations"] == ids, "info: workers and ids")
+    check(info["model"]["numel"] == NUMEL, "info: numel")
+    offsets = np.cumsum([0] + [math.prod(s) for s in SHAPES])
+    for L, layer in enumerate(info["layers"]):
+        norms, nonfinite = [], 0
+        for it in ids:
+            for w in range(P):
+                x = grads[it][f"worker.{w:04d}"][offsets[L]:offsets[L + 1]].astype(np.float64)
+                fin = np.isfinite(x)
+                nonfinite += int((~fin).sum())
+                norms.append(math.sqrt(float(np.sum(x[fin] ** 2))))
+        norms.sort()
+        med = (norms[2] + norms[3]) / 2
+        for key, want in (("norm_min", norms[0]), ("norm_median", med), ("norm_max", norms[-1])):
+            check(math.isclose(layer[key], want, rel_tol=1e-9), f"info: layer {L} {key} "
+                  f"{layer[key]} vs numpy {want}")
+        check(layer["nonfinite"] == nonfinite, f"info: layer {L} non-finite count")
+    want_nf = [{"iteration": 3, "worker": 2, "count": 1}, {"iteration": 10, "worker": 1, "count": 2}]
+    check(info["nonfinite"] == want_nf, f"info: non-finite per iteration and worker {info['nonfinite']}")
+
+    for it in ids:
+        for w in range(P):
+            d = dump(trace, it, w)
+            g = grads[it][f"worker.{w:04d}"]
+            check(np.array_equal(d.view(np.uint32), g.view(np.uint32)) or
+                  np.array_equal(d, g, equal_nan=True), f"dump of iteration {it} worker {w}")
+
+    r = run("trace", "check", trace, expect=2)
+    for frag in ("iter_000003.safetensors", "tensor 'worker.0002'", "layer 'out.weight' (layer 4)",
+                 "element 299 of the layer", "gradient element 883", "-Inf"):
+        check(frag in r.stderr, f"check message lacks {frag!r}: {r.stderr}")
+
+    # A file the package wrote with the wrong length is reported with the tensor's name.
+    bad = os.path.join(tmp, "bad-shape")
+    shutil.copytree(trace, bad)
+    save_file({f"worker.{w:04d}": np.zeros(NUMEL - 1, dtype=np.float32) for w in range(P)},
+              os.path.join(bad, "iter_000010.safetensors"))
+    r = run("trace", "info", bad, expect=2)
+    check("iter_000010.safetensors" in r.stderr and "worker.0000" in r.stderr and
+          f"needs [{NUMEL}]" in r.stderr, f"bad shape message: {r.stderr}")
+
+
+def cli_errors(tmp):
+    r = run("trace", "info", os.path.join(tmp, "nowhere"), expect=2)
+    check("manifest.json" in r.stderr, f"missing trace: {r.stderr}")
+    run("trace", "gen", "--model", "resnet18_cifar10", "--workers", "2", expect=2)
+    run("trace", "gen", "--model", "resnet18_cifar10", "--workers", "2", "--iterations", "1",
+        "--seed", "x", "-o", os.path.join(tmp, "x"), expect=2)
+    r = run("trace", "gen", "--model", "resnet18_cifar10", "--workers", "2", "--iterations", "1",
+            "--seed", "1", "--tail", "1.5", "-o", os.path.join(tmp, "x"), expect=2)
+    check("synthetic.tail" in r.stderr, f"tail message: {r.stderr}")
+    run("trace", "frobnicate", expect=2)
+    check("info" in run("trace", "--help").stdout, "trace --help")
+
+
+def main():
+    check_philox()
+    tmp = tempfile.mkdtemp(prefix="deftsim-interop-")
+    try:
+        deftsim_to_python(tmp)
+        python_to_deftsim(tmp)
+        cli_errors(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if failures:
+        sys.exit(f"interop: {failures} check(s) failed")
+    print("interop: all checks passed")
+
+
+if __name__ == "__main__":
+    main()
