@@ -21,10 +21,10 @@ struct deftsim_gen {
 };
 
 /* ---- The fill kernel ----------------------------------------------------------------------
- * One group (32 elements) per step: the 8 Philox calls of each stream run as 8 vector lanes,
- * and each of the two Bailey pairs is evaluated on 8 lanes at once (gen_kernel.inc, written
- * with GCC/Clang vector extensions). It is compiled for the baseline instruction set and, on
- * x86-64 with GCC, once more for AVX2, chosen at run time. Every copy performs, per element,
+ * One group (32 elements) per step: the 8 Philox calls of each stream run as vector lanes,
+ * and the Bailey pairs are evaluated on all lanes at once (gen_kernel.inc, written with
+ * GCC/Clang vector extensions). It is compiled with 4-lane vectors for the baseline
+ * instruction set and, on x86-64 with GCC, with 8-lane vectors for AVX2, chosen at run time. Every copy performs, per element,
  * the operations of deftsim_gen_element in the same order (no fused multiply-add:
  * -ffp-contract=off), so all return the reference's bits. */
 #if defined(__GNUC__)
@@ -33,17 +33,12 @@ struct deftsim_gen {
 #include <immintrin.h>
 #endif
 
-typedef uint32_t vu32 __attribute__((vector_size(32)));
-typedef int32_t vi32 __attribute__((vector_size(32)));
-typedef uint64_t vu64 __attribute__((vector_size(32)));
-typedef float vf32 __attribute__((vector_size(32)));
-typedef uint32_t vu32h __attribute__((vector_size(16)));
-typedef float vf32h __attribute__((vector_size(16)));
-
 #define VINLINE static inline __attribute__((always_inline))
 
 #define KSFX base
+#define KVB 16
 #include "gen_kernel.inc"
+#undef KVB
 #undef KSFX
 
 #if defined(__x86_64__) && !defined(__clang__)
@@ -51,9 +46,11 @@ typedef float vf32h __attribute__((vector_size(16)));
 #pragma GCC push_options
 #pragma GCC target("avx2")
 #define KSFX avx2
+#define KVB 32
 #define GEN_KERNEL_AVX2 1
 #include "gen_kernel.inc"
 #undef GEN_KERNEL_AVX2
+#undef KVB
 #undef KSFX
 #pragma GCC pop_options
 #endif
