@@ -347,6 +347,39 @@ def python_to_deftsim(tmp):
           f"needs [{NUMEL}]" in r.stderr, f"bad shape message: {r.stderr}")
 
 
+# ---- The PyTorch recorder's writer (needs no torch) ------------------------------------------
+
+def recorder_writer(tmp):
+    import importlib.util
+    root = os.environ.get("DEFTSIM_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), "..", ".."))
+    spec = importlib.util.spec_from_file_location("record_pytorch",
+                                                  os.path.join(root, "traces", "record_pytorch.py"))
+    rec = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rec)
+    trace = os.path.join(tmp, "recorded")
+    layers = [("emb.weight", (7, 3)), ("temperature", ()), ("head.bias", (4,))]
+    prov = {"recorder": "interop.py", "method": "TraceWriter of record_pytorch.py", "seed": None}
+    w = rec.TraceWriter(trace, "toy", layers, 2, prov)
+    rng = np.random.default_rng(7)
+    data = {it: [rng.standard_normal(26).astype(np.float32) for _ in range(2)] for it in (2, 4)}
+    for it, g in data.items():
+        w.put(it, g)
+    w.close()
+    info = json.loads(run("trace", "info", trace, "--json").stdout)
+    check(info["model"]["numel"] == 26 and info["iterations"] == [2, 4], "recorder: manifest")
+    check([L["shape"] for L in info["layers"]] == [[7, 3], [1], [4]], "recorder: scalar as [1]")
+    check(info["provenance"]["seed"] is None, "recorder: seed null")
+    for it, g in data.items():
+        for k in range(2):
+            check(np.array_equal(dump(trace, it, k), g[k]), f"recorder: iteration {it} worker {k}")
+    try:
+        w2 = rec.TraceWriter(os.path.join(tmp, "rec2"), "toy", layers, 2, prov)
+        w2.put(1, [np.zeros(25, np.float32)] * 2)
+        check(False, "recorder: a short gradient must be refused")
+    except ValueError:
+        pass
+
+
 def cli_errors(tmp):
     r = run("trace", "info", os.path.join(tmp, "nowhere"), expect=2)
     check("manifest.json" in r.stderr, f"missing trace: {r.stderr}")
@@ -366,6 +399,7 @@ def main():
     try:
         deftsim_to_python(tmp)
         python_to_deftsim(tmp)
+        recorder_writer(tmp)
         cli_errors(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
