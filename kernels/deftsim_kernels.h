@@ -1,0 +1,205 @@
+/* deftsim_kernels.h - the data-parallel operations the sparsifiers need, behind one API.
+ *
+ * A context (deftsim_kctx) names a backend ("cpu" now; "cuda" plugs into the same table later)
+ * and a thread count. Every operation takes the context first; callers never see which
+ * backend runs it. Unsupported operations return DEFTSIM_E_UNSUPPORTED (ask with
+ * deftsim_k_supports() first).
+ *
+ * Contracts shared by every operation:
+ *
+ * - Kernels never allocate. An operation that needs working memory has a *_scratch() query
+ *   that reports the bytes to pass in; any alignment is accepted. The query depends on the
+ *   context (its thread count and flags), so query with the context you will run on.
+ * - Indices are deftsim_kidx (uint32_t): inputs have at most DEFTSIM_KIDX_MAX_N elements.
+ *   Half the memory traffic of 64-bit indices, and the largest model table (about 140 M
+ *   elements) fits with room to spare.
+ * - Output index order is unspecified unless an operation says otherwise. Compare results as
+ *   sets.
+ * - Magnitude ranking (top-k, thresholds, merges): |x| orders values, -0 == +0, +-Inf ranks
+ *   above every finite value. NaN ranks below every number, zero included: it is selected
+ *   only when k exceeds the number of non-NaN elements, and it never passes a threshold.
+ *   Equal magnitudes at a boundary are resolved by index: the lower index wins. So every
+ *   top-k result is one exact, deterministic set.
+ * - Arithmetic (norms, scatter-add, merge sums) follows IEEE: NaN and Inf propagate.
+ * - Every operation counts the NaNs among the float values it inspects and reports the count
+ *   in the context's record (deftsim_kctx_last()).
+ * - Buffers live in memory the backend addresses: host memory for "cpu"; the "cuda" backend
+ *   documents its own (device) convention.
+ * - Operations on one context must not run concurrently; use one context per caller thread.
+ */
+#ifndef DEFTSIM_KERNELS_H
+#define DEFTSIM_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "deftsim_error.h"
+
+typedef uint32_t deftsim_kidx;
+#define DEFTSIM_KIDX_MAX_N ((size_t)UINT32_MAX)
+
+typedef struct deftsim_kctx deftsim_kctx;
+
+/* One fragment of a segmented operation: elements [offset, offset + len) of x, of which the
+ * top k are wanted (k is ignored by the norm operation). */
+typedef struct {
+    size_t offset;
+    size_t len;
+    size_t k;
+} deftsim_kseg;
+
+/* The operations, for deftsim_k_supports() and the record of what ran. */
+typedef enum {
+    DEFTSIM_KOP_ABSMAX = 0,
+    DEFTSIM_KOP_TOPK,
+    DEFTSIM_KOP_SEGTOPK,
+    DEFTSIM_KOP_SEG_NORMS,
+    DEFTSIM_KOP_FILTER_GE,
+    DEFTSIM_KOP_COUNT_GE,
+    DEFTSIM_KOP_SAMPLE_STRIDED,
+    DEFTSIM_KOP_SAMPLE_RANDOM,
+    DEFTSIM_KOP_GATHER,
+    DEFTSIM_KOP_ZERO_AT,
+    DEFTSIM_KOP_SCATTER_ADD,
+    DEFTSIM_KOP_UNION,
+    DEFTSIM_KOP_MERGE_TOPK,
+    DEFTSIM_KOP_COUNT
+} deftsim_kop;
+
+/* Stable name of an operation ("topk", "segtopk", ...). */
+const char *deftsim_kop_name(deftsim_kop op);
+
+/* Context flags. The defaults choose the fastest path; the others exist so that tests and
+ * benchmarks can force and check every path. */
+enum {
+    /* Top-k: skip the sampled threshold and run the radix-select fallback directly. */
+    DEFTSIM_KFLAG_FORCE_FALLBACK = 1u << 0,
+    /* Top-k: use the sampled-threshold path even for inputs small enough for the in-cache
+     * path. */
+    DEFTSIM_KFLAG_FORCE_SAMPLING = 1u << 1,
+    /* CPU: use the portable C loops even where a vector instruction set is available. */
+    DEFTSIM_KFLAG_GENERIC = 1u << 2,
+};
+
+/* What the last operation on a context ran with: kept with a timing so that it says which
+ * threads and paths produced it. */
+typedef struct {
+    deftsim_kop op;
+    const char *backend;    /* "cpu" */
+    const char *isa;        /* CPU: "avx2" or "generic" */
+    unsigned threads;       /* threads the operation actually used (1 for small inputs) */
+    size_t fallbacks;       /* top-k: inputs or fragments where the sampled threshold missed
+                               (or FORCE_FALLBACK) and the radix select ran */
+    size_t candidates;      /* top-k: elements gathered above the threshold, summed */
+    size_t nan_count;       /* NaNs among the values the operation inspected */
+} deftsim_kstats;
+
+/* ---- Backends and contexts ------------------------------------------------------------ */
+
+size_t deftsim_kernels_backend_count(void);
+const char *deftsim_kernels_backend_name(size_t i);
+/* 1 if the backend is compiled in and usable on this machine (for "cuda": a device exists). */
+int deftsim_kernels_backend_available(const char *name);
+
+/* Creates a context on backend `name`. threads: 1 is the single-thread mode; 0 means every
+ * online CPU; at most 256. The backend starts its worker threads here, once, so operations
+ * never create threads. */
+deftsim_status deftsim_kctx_new(deftsim_kctx **out, const char *name, unsigned threads);
+void deftsim_kctx_free(deftsim_kctx *ctx);
+
+const char *deftsim_kctx_backend(const deftsim_kctx *ctx);
+unsigned deftsim_kctx_threads(const deftsim_kctx *ctx);
+void deftsim_kctx_set_flags(deftsim_kctx *ctx, unsigned flags);
+unsigned deftsim_kctx_flags(const deftsim_kctx *ctx);
+
+/* The record of the last operation run on ctx (zeroed before each operation). */
+void deftsim_kctx_last(const deftsim_kctx *ctx, deftsim_kstats *out);
+
+/* 1 if ctx's backend implements op. */
+int deftsim_k_supports(const deftsim_kctx *ctx, deftsim_kop op);
+
+/* ---- Operations ----------------------------------------------------------------------- */
+
+/* Largest magnitude of x[0..n) (0 when n == 0 or every element is NaN; NaN skipped). One
+ * streaming read: the benchmark's memory floor. */
+deftsim_status deftsim_k_absmax(deftsim_kctx *ctx, const float *x, size_t n, float *out);
+
+/* Exact top-k by magnitude: writes exactly k distinct indices to idx_out[0..k), the k
+ * elements that rank highest under the ranking rules above. k <= n. */
+deftsim_status deftsim_k_topk_scratch(const deftsim_kctx *ctx, size_t n, size_t k,
+                                      size_t *bytes);
+deftsim_status deftsim_k_topk(deftsim_kctx *ctx, const float *x, size_t n, size_t k,
+                              deftsim_kidx *idx_out, void *scratch, size_t scratch_bytes);
+
+/* Segmented top-k: for every fragment j, the top segs[j].k elements of
+ * x[offset, offset + len), as absolute indices into x. Fragment j's indices occupy
+ * idx_out[K_j .. K_j + k_j) with K_j = k_0 + ... + k_{j-1}, so the output holds sum(k_j)
+ * entries in fragment order (order within a fragment unspecified). Fragments may come in any
+ * order and may overlap; each needs k_j <= len_j and must lie within x[0..n). */
+deftsim_status deftsim_k_segtopk_scratch(const deftsim_kctx *ctx, const deftsim_kseg *segs,
+                                         size_t nseg, size_t *bytes);
+deftsim_status deftsim_k_segtopk(deftsim_kctx *ctx, const float *x, size_t n,
+                                 const deftsim_kseg *segs, size_t nseg, deftsim_kidx *idx_out,
+                                 void *scratch, size_t scratch_bytes);
+
+/* L2 norm of every fragment in one call, accumulated in double: norms_out[j] =
+ * sqrt(sum of x[i]^2 over fragment j). The summation order is fixed (blocks of 4096
+ * elements, eight lanes each), so results are bit-identical for every thread count and
+ * instruction set. NaN or Inf propagate. */
+deftsim_status deftsim_k_seg_norms_scratch(const deftsim_kctx *ctx, const deftsim_kseg *segs,
+                                           size_t nseg, size_t *bytes);
+deftsim_status deftsim_k_seg_norms(deftsim_kctx *ctx, const float *x, size_t n,
+                                   const deftsim_kseg *segs, size_t nseg, double *norms_out,
+                                   void *scratch, size_t scratch_bytes);
+
+/* Threshold filter: *count receives the number of i with |x[i]| >= t (NaN never matches;
+ * t <= 0 matches every non-NaN element; t must not be NaN). min(*count, cap) of those indices
+ * are written to idx_out; when *count > cap, which ones is unspecified. */
+deftsim_status deftsim_k_filter_ge(deftsim_kctx *ctx, const float *x, size_t n, float t,
+                                   deftsim_kidx *idx_out, size_t cap, size_t *count);
+/* Count-only variant. */
+deftsim_status deftsim_k_count_ge(deftsim_kctx *ctx, const float *x, size_t n, float t,
+                                  size_t *count);
+
+/* Strided sampling: out_abs[i] = |x[start + i * stride]| for i < count; every position must
+ * lie within x[0..n) and stride >= 1. */
+deftsim_status deftsim_k_sample_strided(deftsim_kctx *ctx, const float *x, size_t n,
+                                        size_t start, size_t stride, size_t count,
+                                        float *out_abs);
+/* Random sampling with replacement: out_abs[i] = |x[j_i]|, j_i uniform on [0, n), a pure
+ * function of (seed, i): the same seed gives the same samples on every backend and thread
+ * count. n >= 1 unless count == 0. */
+deftsim_status deftsim_k_sample_random(deftsim_kctx *ctx, const float *x, size_t n,
+                                       size_t count, uint64_t seed, float *out_abs);
+
+/* vals_out[i] = x[idx[i]] for i < m; every index must be < n. */
+deftsim_status deftsim_k_gather(deftsim_kctx *ctx, const float *x, size_t n,
+                                const deftsim_kidx *idx, size_t m, float *vals_out);
+/* x[idx[i]] = 0 for i < m (the residual update); duplicates allowed. */
+deftsim_status deftsim_k_zero_at(deftsim_kctx *ctx, float *x, size_t n, const deftsim_kidx *idx,
+                                 size_t m);
+/* dst[idx[i]] += vals[i] for i < m; duplicate indices accumulate in list order, so the
+ * result is the same for every thread count. */
+deftsim_status deftsim_k_scatter_add(deftsim_kctx *ctx, float *dst, size_t n,
+                                     const deftsim_kidx *idx, const float *vals, size_t m);
+
+/* Sorted union of index lists over the universe [0, n) (Top-k's build-up): the distinct
+ * indices of lists[0..nlists) (each sorted or not, duplicates allowed) in ascending order.
+ * *count receives the size of the union; the min(*count, cap) smallest are written. */
+deftsim_status deftsim_k_union_scratch(const deftsim_kctx *ctx, size_t n, size_t *bytes);
+deftsim_status deftsim_k_union(deftsim_kctx *ctx, size_t n, const deftsim_kidx *const *lists,
+                               const size_t *lens, size_t nlists, deftsim_kidx *out, size_t cap,
+                               size_t *count, void *scratch, size_t scratch_bytes);
+
+/* gTop-k's merge: the (index, value) sets a and b are combined, values at equal indices
+ * summed (a's entries first, then b's, in list order), and the min(k, distinct indices)
+ * entries of largest |sum| are written to out_idx/out_val (*out_n receives how many), under
+ * the ranking rules above. */
+deftsim_status deftsim_k_merge_topk_scratch(const deftsim_kctx *ctx, size_t na, size_t nb,
+                                            size_t *bytes);
+deftsim_status deftsim_k_merge_topk(deftsim_kctx *ctx, const deftsim_kidx *ia, const float *va,
+                                    size_t na, const deftsim_kidx *ib, const float *vb,
+                                    size_t nb, size_t k, deftsim_kidx *out_idx, float *out_val,
+                                    size_t *out_n, void *scratch, size_t scratch_bytes);
+
+#endif
