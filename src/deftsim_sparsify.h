@@ -5,12 +5,27 @@
  * timed per phase (leader work charged to the leader); the communication it needs comes out
  * as a plain schedule (src/common/deftsim_schedule.h); the aggregated sparse gradient every
  * worker ends with comes out as sorted indices and values; each accumulator is turned into the
- * worker's new residual in place (error feedback).
+ * worker's new residual in place (error feedback). docs/SPARSIFIERS.md describes every method,
+ * its phases, its wire format and its byte formulas.
  *
  * Accumulators reach the sparsifier through a provider so that a bounded-memory engine can
- * regenerate them instead of keeping P copies: get(w) returns worker w's accumulator, which
- * the sparsifier may modify (the residual update) and which stays valid until the next get()
- * call when the provider says `persistent == 0`. */
+ * regenerate them instead of keeping P copies. The protocol of one step:
+ *
+ *  - The sparsifier visits the workers in passes (a selection pass, then a gather/residual
+ *    pass; DEFT and CLT-k visit the leader first). get(w) may be called several times for the
+ *    same worker within one step; until the worker is released it must return the iteration's
+ *    accumulator with the same contents (the sparsifier does not write to it before its last
+ *    visit).
+ *  - On its last visit the sparsifier writes the new residual into the accumulator and then
+ *    calls release(w) (when non-NULL): exactly once per worker and step, in ascending w. After
+ *    release(w) the sparsifier does not touch worker w again in this step. A provider that
+ *    keeps residuals elsewhere copies them out in release().
+ *  - persistent == 1: every get(w) returns the same memory during the iteration, so all P
+ *    accumulators are valid at once. persistent == 0: only the pointer of the latest get() is
+ *    valid. The sparsifier works the same way with both.
+ *  - grad(w) (optional) returns worker w's gradient g_w of this iteration; only CLT-k's
+ *    low-pass filter (cltk_beta > 0) needs it, always right after get(w); both pointers stay
+ *    valid until the next get(). */
 #ifndef DEFTSIM_SPARSIFY_H
 #define DEFTSIM_SPARSIFY_H
 
@@ -26,12 +41,18 @@
 #define DEFTSIM_MAX_PHASES 12
 
 typedef struct {
-    /* Worker w's accumulator for this iteration (n floats). */
+    /* Worker w's accumulator for this iteration (n floats); NULL reports a failure (with the
+     * error message recorded by the provider). */
     float *(*get)(void *ctx, uint32_t w);
     void *ctx;
     /* 1: every get(w) returns the same memory during the iteration, so updates persist and
      * all P accumulators are valid at once. 0: at most one at a time is valid. */
     int persistent;
+    /* Optional: the sparsifier is done with worker w; its accumulator now holds the new
+     * residual. A non-OK status aborts the step and is returned. */
+    deftsim_status (*release)(void *ctx, uint32_t w);
+    /* Optional: worker w's gradient g_w (n floats), for CLT-k with cltk_beta > 0. */
+    const float *(*grad)(void *ctx, uint32_t w);
 } deftsim_acc_provider;
 
 typedef struct {
@@ -41,9 +62,11 @@ typedef struct {
     const deftsim_model *model;
     uint32_t index_bytes;       /* wire width of an index: 4 or 8 */
     uint32_t value_bytes;       /* wire width of a value: 4 or 2 */
-    deftsim_wire wire;          /* spec, or the references' own formats */
+    deftsim_wire wire;          /* spec, or the references' own formats (int64 indices, fp32
+                                   values, 8-byte counts, gTop-k's 16-byte pairs) */
     deftsim_cltk_charge cltk_charge;
-    double cltk_beta;
+    double cltk_beta;           /* ScaleCom's low-pass filter on the residual, in [0, 1];
+                                   0 = off (plain error feedback) */
     uint64_t seed;              /* DGC's random sampling offsets */
     deftsim_kctx *kctx;         /* the kernel backend and its threads */
 } deftsim_sparsifier_params;
@@ -51,39 +74,81 @@ typedef struct {
 /* What one iteration produced. Arrays are owned by the sparsifier and valid until its next
  * step. */
 typedef struct {
+    deftsim_method method;
     uint32_t P;
-    uint64_t k;                  /* the target k */
-    /* Per worker and phase: measured seconds (phase names in phase_name[]). */
+    uint64_t n;                  /* gradient elements */
+    uint64_t k;                  /* the target k = max(1, floor(density * n)) */
+    uint32_t leader;             /* DEFT and CLT-k: worker t mod P; 0 for the others */
+    /* Wire widths the byte counts use (the wire option applied). value_wire_bytes is also the
+     * element size of every ALLREDUCE step (deftsim_step_traffic's elem_bytes). */
+    uint32_t index_wire_bytes, value_wire_bytes;
+    /* Per worker and phase: measured seconds (phase names in phase_name[]). A phase that a
+     * method runs several times (gTop-k's merges) holds the sum; the schedule's COMPUTE steps
+     * carry each occurrence. phase_selection[i] is 1 for the phases that decide what is sent
+     * (norms, allocate, pack, select, sample, filter, merge): their sum is the selection time
+     * of the load-imbalance metric; 0 for the data movement around the collectives (union,
+     * gather, sum, residual). */
     size_t nphases;
     const char *phase_name[DEFTSIM_MAX_PHASES];
+    unsigned char phase_selection[DEFTSIM_MAX_PHASES];
     double *phase_seconds;       /* P * nphases, worker-major */
-    double *cost;                /* P: selection cost model (DEFT's size*log2 k; others n*log2 k) */
-    uint64_t *local_count;       /* P: elements each worker selected */
+    double *cost;                /* P: selection cost model (docs/SPARSIFIERS.md) */
+    uint64_t *local_count;       /* P: elements each worker's own selection picked */
+    uint64_t common_count;       /* elements in the aggregate that nobody selected: DEFT's
+                                    common fragments, DGC's dense tensors, all of dense */
     uint64_t *bytes_sent;        /* P: under the reference collectives (ring, binomial) */
     uint64_t *bytes_recv;        /* P */
-    uint64_t kj_total;           /* DEFT: the actual sum of k_j (can drift from k) */
-    /* The aggregate every worker applies: values = sum / P at sorted indices. */
+    uint64_t kj_total;           /* DEFT: the leader's actual sum of k_j (can drift from k) */
+    /* The aggregate every worker applies: values = (sum over workers, in float, in worker
+     * order) / P at ascending indices. */
     uint64_t nnz;                /* |U| */
+    double buildup;              /* nnz / k */
+    double density_actual;       /* nnz / n */
     const deftsim_kidx *agg_index;
     const float *agg_value;
-    double lost_mass;            /* gTop-k: sum of |value| dropped at intermediate merges */
+    /* Mass taken out of the accumulators without reaching the aggregate, so that, summed over
+     * every element and worker, residuals + P * aggregate + lost_mass = accumulators.
+     * gTop-k: the (signed) values dropped at intermediate merges whose index still reaches the
+     * final set through another subtree; CLT-k with cltk_beta > 0: what the low-pass filter
+     * removes. 0 for the others. lost_abs_mass sums the magnitudes of the same terms and
+     * lost_entries counts them (gTop-k: dropped entries; CLT-k: 0). */
+    double lost_mass;
+    double lost_abs_mass;
+    uint64_t lost_entries;
     deftsim_schedule schedule;
 } deftsim_step_result;
 
 typedef struct deftsim_sparsifier deftsim_sparsifier;
 
+/* Checks the parameters, plans every buffer (kernel scratch included) and allocates it, so that
+ * steps allocate nothing on their hot paths. */
 deftsim_status deftsim_sparsifier_new(const deftsim_sparsifier_params *p, deftsim_sparsifier **out);
 void deftsim_sparsifier_free(deftsim_sparsifier *s);
 
-/* Runs iteration t. */
+/* Runs iteration t (t counts from 0; DEFT's and CLT-k's leader is t mod P). After a failed
+ * step the accumulators and the sparsifier's state are undefined: free it. */
 deftsim_status deftsim_sparsifier_step(deftsim_sparsifier *s, uint64_t t,
                                        const deftsim_acc_provider *acc, deftsim_step_result **res);
 
-/* Worker w's selected indices of the last step (sorted ascending), for --dump and tests. */
-deftsim_status deftsim_sparsifier_selection(const deftsim_sparsifier *s, uint32_t w,
+/* Worker w's selected indices of the last step (sorted ascending on first request), for --dump
+ * and tests: the picks of its own selection (local_count[w] of them), not the common part. */
+deftsim_status deftsim_sparsifier_selection(deftsim_sparsifier *s, uint32_t w,
                                             const deftsim_kidx **idx, uint64_t *count);
 
-/* Bytes a sparsifier holds for P workers (scratch, plans), excluding accumulators. */
+/* DGC's sampling geometry of one tensor, fixed at creation (docs/SPARSIFIERS.md): samples =
+ * max(ceil(numel * 0.01), ceil(2 / d)) taken every `stride` elements, the stride starting at
+ * ceil(numel / samples / 32) * 32 + 1 and lowered by 8 until numel / stride reaches that count
+ * (samples then = numel / stride); numel <= ceil(2 / d): every element (all = 1, stride 1).
+ * top_samples = ceil(samples * d) sets the threshold; target = ceil(numel * d). */
+typedef struct {
+    uint64_t numel, samples, stride, top_samples, target;
+    int all;
+} deftsim_dgc_geometry;
+
+void deftsim_dgc_geometry_of(uint64_t numel, double density, deftsim_dgc_geometry *out);
+
+/* Bytes a sparsifier holds for P workers (scratch, plans, results), excluding accumulators.
+ * Kernel scratch is included when p->kctx is set. 0 when the parameters are invalid. */
 uint64_t deftsim_sparsifier_memory(const deftsim_sparsifier_params *p);
 
 #endif

@@ -1,0 +1,148 @@
+/* sp_cltk.c - CLT-k, cyclic local top-k (ScaleCom, arXiv 2104.11125).
+ *
+ * The leader t mod P runs top-k on its accumulator and broadcasts the k indices; every worker
+ * allreduces its own values there and zeroes them. The selection is charged to the leader (the
+ * design); cltk_charge = all makes every worker run its own top-k too, timed and discarded, as
+ * the DEFT authors' CLTKReducer does.
+ *
+ * cltk_beta > 0 turns on ScaleCom's low-pass filter on the residual,
+ *     m <- (1 - beta) m + beta (m + g - C(m + g)),
+ * where m + g is the accumulator and C keeps its values at the broadcast indices. Written in the
+ * accumulator: new = acc - (1 - beta) g - beta C(acc). The filter deliberately drops
+ * (1 - beta) (g - C(acc)) per worker, which the step reports as lost mass. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sp_internal.h"
+
+typedef struct {
+    deftsim_kidx *discard;  /* charge = all: the other workers' own top-k */
+    float *vals;            /* one worker's values at the k indices */
+    size_t ph_select, ph_gather, ph_residual;
+} cltk_state;
+
+static deftsim_status cltk_init(deftsim_sparsifier *s)
+{
+    deftsim_status st;
+    cltk_state *d = sp_priv(s, sizeof *d);
+    if (!d) return DEFTSIM_E_NOMEM;
+    if ((st = sp_plan_common(s, s->k, s->k)) ||
+        (st = sp_alloc_n(s, &d->vals, s->k, sizeof *d->vals, "values")) ||
+        (st = sp_scratch_topk(s, (size_t)s->n, (size_t)s->k)))
+        return st;
+    if (s->p.cltk_charge == DEFTSIM_CLTK_CHARGE_ALL &&
+        (st = sp_alloc_n(s, &d->discard, s->k, sizeof *d->discard, "indices")))
+        return st;
+    d->ph_select = sp_phase(s, "select", 1);
+    d->ph_gather = sp_phase(s, "gather", 0);
+    d->ph_residual = sp_phase(s, "residual", 0);
+    return DEFTSIM_OK;
+}
+
+/* ScaleCom's filter on one worker's accumulator; v holds its values at idx (the timed part). */
+static void low_pass(const deftsim_sparsifier *s, float *acc, const float *g,
+                     const deftsim_kidx *idx, const float *v, size_t k)
+{
+    const size_t n = (size_t)s->n;
+    const float beta = (float)s->p.cltk_beta, keep = 1.0f - beta;
+    for (size_t i = 0; i < n; i++) acc[i] -= keep * g[i];
+    for (size_t j = 0; j < k; j++) acc[idx[j]] -= beta * v[j];
+}
+
+/* The mass the filter removes from one worker (signed and absolute), outside the timing. */
+static void low_pass_loss(const deftsim_sparsifier *s, const float *g, const deftsim_kidx *idx,
+                          const float *v, size_t k, double *lost, double *lost_abs)
+{
+    const size_t n = (size_t)s->n;
+    const double keep = 1.0 - s->p.cltk_beta;
+    double sg = 0, sa = 0;
+    for (size_t i = 0; i < n; i++) {
+        sg += g[i];
+        sa += fabs((double)g[i]);
+    }
+    /* Dropped per element: keep * (g - C(acc)); C is nonzero only at the k indices. */
+    for (size_t j = 0; j < k; j++) {
+        double gi = g[idx[j]];
+        sg -= v[j];
+        sa += fabs(gi - (double)v[j]) - fabs(gi);
+    }
+    *lost += keep * sg;
+    *lost_abs += keep * sa;
+}
+
+static deftsim_status cltk_step(deftsim_sparsifier *s, uint64_t t, const deftsim_acc_provider *a)
+{
+    cltk_state *d = s->priv;
+    deftsim_step_result *r = &s->res;
+    deftsim_status st;
+    const uint32_t P = s->P;
+    const size_t n = (size_t)s->n, k = (size_t)s->k;
+    const uint32_t lead = (uint32_t)(t % P);
+    const int all = s->p.cltk_charge == DEFTSIM_CLTK_CHARGE_ALL;
+    const int filter = s->p.cltk_beta > 0;
+    float *acc;
+    r->leader = lead;
+    if (filter && !a->grad)
+        return deftsim_error_set(DEFTSIM_E_USAGE,
+                                 "cltk: cltk_beta > 0 needs the provider's grad() callback");
+
+    size_t c_select = sp_compute(s, d->ph_select);
+    if (c_select == SIZE_MAX) return DEFTSIM_E_NOMEM;
+    if (P > 1) {
+        deftsim_step *b = sp_collective(s, DEFTSIM_STEP_BCAST, "indices");
+        if (!b) return DEFTSIM_E_NOMEM;
+        b->root = lead;
+        b->bytes[lead] = s->k * s->si;
+    }
+    size_t c_gather = sp_compute(s, d->ph_gather);
+    if (c_gather == SIZE_MAX) return DEFTSIM_E_NOMEM;
+    if (P > 1) {
+        deftsim_step *c = sp_collective(s, DEFTSIM_STEP_ALLREDUCE, "values");
+        if (!c) return DEFTSIM_E_NOMEM;
+        for (uint32_t w = 0; w < P; w++) c->bytes[w] = s->k * s->sv;
+    }
+    size_t c_res = sp_compute(s, d->ph_residual);
+    if (c_res == SIZE_MAX) return DEFTSIM_E_NOMEM;
+
+    if ((st = sp_get(a, lead, &acc))) return st;
+    SP_TIMED(s, c_select, d->ph_select, lead,
+             deftsim_k_topk(s->kc, acc, n, k, s->sel, s->scratch, s->scratch_bytes));
+    s->sel_start[lead] = 0;
+    r->local_count[lead] = s->k;
+    r->cost[lead] = sp_topk_cost(s->n, s->k);
+    /* The aggregate's support: the leader's indices, sorted (bookkeeping, untimed). */
+    memcpy(s->agg_idx, s->sel, k * sizeof *s->agg_idx);
+    sp_sort_idx(s->agg_idx, k);
+
+    for (uint32_t w = 0; w < P; w++) {
+        if ((st = sp_get(a, w, &acc))) return st;
+        const float *g = NULL;
+        if (filter && !(g = a->grad(a->ctx, w)))
+            return deftsim_error_set(DEFTSIM_E_RUNTIME, "cltk: no gradient for worker %u", w);
+        if (all && w != lead) {
+            SP_TIMED(s, c_select, d->ph_select, w,
+                     deftsim_k_topk(s->kc, acc, n, k, d->discard, s->scratch, s->scratch_bytes));
+            r->cost[w] = sp_topk_cost(s->n, s->k);
+        }
+        float *v = w == 0 ? s->agg_val : d->vals;
+        SP_TIMED(s, c_gather, d->ph_gather, w,
+                 deftsim_k_gather(s->kc, acc, n, s->agg_idx, k, v));
+        if (filter) {
+            double t0 = deftsim_now();
+            low_pass(s, acc, g, s->agg_idx, v, k);
+            sp_charge(s, c_res, d->ph_residual, w, deftsim_now() - t0);
+            low_pass_loss(s, g, s->agg_idx, v, k, &r->lost_mass, &r->lost_abs_mass);
+        } else {
+            SP_TIMED(s, c_res, d->ph_residual, w,
+                     deftsim_k_zero_at(s->kc, acc, n, s->agg_idx, k));
+        }
+        /* Added after the filter has read v (for worker 0, v is the running sum itself). */
+        if (w) sp_agg_add(s, v, k, w);
+        if ((st = sp_release(a, w))) return st;
+    }
+    sp_agg_finish(s, s->k);
+    return DEFTSIM_OK;
+}
+
+const sp_method deftsim_sp_cltk = {"cltk", cltk_init, cltk_step, NULL};

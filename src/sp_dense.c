@@ -1,0 +1,38 @@
+/* sp_dense.c - the dense reference point: every worker allreduces its whole accumulator; the
+ * residual is zero. No selection, so no phases: the step's cost is the allreduce alone. */
+#include <string.h>
+
+#include "sp_internal.h"
+
+static deftsim_status dense_init(deftsim_sparsifier *s)
+{
+    deftsim_status st;
+    if ((st = sp_plan_common(s, 0, s->n))) return st;
+    if (!s->dry)
+        for (uint64_t i = 0; i < s->n; i++) s->agg_idx[i] = (deftsim_kidx)i;
+    return DEFTSIM_OK;
+}
+
+static deftsim_status dense_step(deftsim_sparsifier *s, uint64_t t, const deftsim_acc_provider *a)
+{
+    (void)t;
+    deftsim_status st;
+    float *acc;
+    if (s->P > 1) {
+        deftsim_step *c = sp_collective(s, DEFTSIM_STEP_ALLREDUCE, "values");
+        if (!c) return DEFTSIM_E_NOMEM;
+        for (uint32_t w = 0; w < s->P; w++) c->bytes[w] = s->n * s->sv;
+    }
+    /* The allreduce, emulated: the sum in worker order. */
+    for (uint32_t w = 0; w < s->P; w++) {
+        if ((st = sp_get(a, w, &acc))) return st;
+        sp_agg_add(s, acc, s->n, w);
+        memset(acc, 0, (size_t)s->n * sizeof *acc);
+        if ((st = sp_release(a, w))) return st;
+    }
+    s->res.common_count = s->n;
+    sp_agg_finish(s, s->n);
+    return DEFTSIM_OK;
+}
+
+const sp_method deftsim_sp_dense = {"dense", dense_init, dense_step, NULL};

@@ -1,0 +1,241 @@
+/* sp_gtopk.c - gTop-k (Shi et al.), tree-based global top-k, for any P.
+ *
+ * Every worker runs top-k on its accumulator. The sets then travel up a binomial tree of
+ * point-to-point rounds: in round i the participants are the ranks that are multiples of 2^i,
+ * the odd-positioned one sends its (index, value) set to its even partner and drops out, and
+ * the receiver merges (values at equal indices summed, the top-k of the merged set kept).
+ * Rank 0 broadcasts the final set F; the aggregate is F's values / P.
+ *
+ * P not a power of two: with P2 the largest power of two below P, ranks P2 .. P-1 first fold
+ * into ranks 0 .. P-P2-1 (rank r sends to r - P2, which merges), then the P2 remaining ranks
+ * run the rounds above. The broadcast reaches all P ranks.
+ *
+ * Residual: the accumulator minus the picks that made it into F (its own picks whose index is
+ * in F are zeroed; every other entry stays). An entry dropped at an intermediate merge whose
+ * index still reaches F through another subtree is lost: its picks were zeroed but its value
+ * never reached the aggregate. Those dropped values are the step's lost mass. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sp_internal.h"
+
+typedef struct {
+    float *pvals;                 /* P * k: every worker's values at its picks */
+    deftsim_kidx *cur_idx;        /* P * k: the set each participant holds in the tree */
+    float *cur_val;
+    size_t *cur_n;                /* P */
+    deftsim_kidx *tmp_idx;        /* k: a merge's output */
+    float *tmp_val;
+    deftsim_kidx *drop_idx;       /* entries dropped at merges (at most k per merge) */
+    float *drop_val;
+    uint64_t ndrop, drop_cap;
+    float *dense;                 /* n floats, zero between uses */
+    uint64_t *mark;               /* n bits, zero between uses */
+    deftsim_kidx *inter;          /* k: one worker's picks that are in F */
+    uint32_t *recv, *send;        /* one round's pairs: at most P / 2 + 1 */
+    uint64_t entry_bytes;
+    size_t ph_select, ph_gather, ph_merge, ph_residual;
+} gtopk_state;
+
+#define BIT_GET(m, i) (((m)[(i) >> 6] >> ((i) & 63)) & 1u)
+#define BIT_SET(m, i) ((m)[(i) >> 6] |= (uint64_t)1 << ((i) & 63))
+#define BIT_CLR(m, i) ((m)[(i) >> 6] &= ~((uint64_t)1 << ((i) & 63)))
+
+static deftsim_status gtopk_init(deftsim_sparsifier *s)
+{
+    deftsim_status st;
+    gtopk_state *d = sp_priv(s, sizeof *d);
+    if (!d) return DEFTSIM_E_NOMEM;
+    uint64_t P = s->P, k = s->k, pk = P * k;
+    d->drop_cap = (P - 1) * k;
+    /* The reference packs index and value as a pair of float64: 16 bytes an entry. */
+    d->entry_bytes = s->p.wire == DEFTSIM_WIRE_REFERENCE ? 16 : (uint64_t)s->si + s->sv;
+    if ((st = sp_plan_common(s, pk, k)) ||
+        (st = sp_alloc_n(s, &d->pvals, pk, sizeof *d->pvals, "values")) ||
+        (st = sp_alloc_n(s, &d->cur_idx, pk, sizeof *d->cur_idx, "tree sets")) ||
+        (st = sp_alloc_n(s, &d->cur_val, pk, sizeof *d->cur_val, "tree sets")) ||
+        (st = sp_alloc_n(s, &d->cur_n, P, sizeof *d->cur_n, "tree sets")) ||
+        (st = sp_alloc_n(s, &d->tmp_idx, k, sizeof *d->tmp_idx, "merge output")) ||
+        (st = sp_alloc_n(s, &d->tmp_val, k, sizeof *d->tmp_val, "merge output")) ||
+        (st = sp_alloc_n(s, &d->drop_idx, d->drop_cap, sizeof *d->drop_idx, "dropped entries")) ||
+        (st = sp_alloc_n(s, &d->drop_val, d->drop_cap, sizeof *d->drop_val, "dropped entries")) ||
+        (st = sp_alloc_n(s, &d->dense, s->n, sizeof *d->dense, "dense buffer")) ||
+        (st = sp_alloc_n(s, &d->mark, (s->n + 63) / 64, sizeof *d->mark, "bitmap")) ||
+        (st = sp_alloc_n(s, &d->inter, k, sizeof *d->inter, "residual indices")) ||
+        (st = sp_alloc_n(s, &d->recv, P / 2 + 1, sizeof *d->recv, "pairs")) ||
+        (st = sp_alloc_n(s, &d->send, P / 2 + 1, sizeof *d->send, "pairs")) ||
+        (st = sp_scratch_topk(s, (size_t)s->n, (size_t)k)) ||
+        (st = sp_scratch_merge(s, (size_t)k, (size_t)k)) || (st = sp_scratch_union(s)))
+        return st;
+    d->ph_select = sp_phase(s, "select", 1);
+    d->ph_gather = sp_phase(s, "gather", 0);
+    d->ph_merge = sp_phase(s, "merge", 1);
+    d->ph_residual = sp_phase(s, "residual", 0);
+    return DEFTSIM_OK;
+}
+
+/* Receiver q merges sender r's set into its own (timed, charged to q), then records the
+ * entries the merge dropped (untimed). */
+static deftsim_status merge_into(deftsim_sparsifier *s, gtopk_state *d, uint32_t q, uint32_t r,
+                                 size_t c_merge)
+{
+    deftsim_status st;
+    const size_t k = (size_t)s->k;
+    deftsim_kidx *ia = d->cur_idx + (size_t)q * k, *ib = d->cur_idx + (size_t)r * k;
+    float *va = d->cur_val + (size_t)q * k, *vb = d->cur_val + (size_t)r * k;
+    size_t na = d->cur_n[q], nb = d->cur_n[r], on = 0;
+    if ((st = sp_scratch_merge(s, na, nb))) return st;
+    SP_TIMED(s, c_merge, d->ph_merge, q,
+             deftsim_k_merge_topk(s->kc, ia, va, na, ib, vb, nb, k, d->tmp_idx, d->tmp_val, &on,
+                                  s->scratch, s->scratch_bytes));
+    s->res.cost[q] += sp_topk_cost(na + nb, k);
+
+    /* The merged sums, added in the kernel's order (a's entries, then b's), so a dropped
+     * entry's value is exactly what the receiver held for it. */
+    for (size_t j = 0; j < na; j++) d->dense[ia[j]] += va[j];
+    for (size_t j = 0; j < nb; j++) d->dense[ib[j]] += vb[j];
+    for (size_t j = 0; j < on; j++) BIT_SET(d->mark, d->tmp_idx[j]);
+    for (int side = 0; side < 2; side++) {
+        const deftsim_kidx *ix = side ? ib : ia;
+        size_t m = side ? nb : na;
+        for (size_t j = 0; j < m; j++) {
+            deftsim_kidx i = ix[j];
+            if (BIT_GET(d->mark, i)) continue;
+            if (d->ndrop == d->drop_cap)
+                return deftsim_error_set(DEFTSIM_E_INTERNAL, "gtopk: more drops than planned");
+            d->drop_idx[d->ndrop] = i;
+            d->drop_val[d->ndrop++] = d->dense[i];
+            BIT_SET(d->mark, i); /* an index in both sets is one dropped entry */
+        }
+    }
+    for (size_t j = 0; j < na; j++) {
+        d->dense[ia[j]] = 0;
+        BIT_CLR(d->mark, ia[j]);
+    }
+    for (size_t j = 0; j < nb; j++) {
+        d->dense[ib[j]] = 0;
+        BIT_CLR(d->mark, ib[j]);
+    }
+    memcpy(ia, d->tmp_idx, on * sizeof *ia);
+    memcpy(va, d->tmp_val, on * sizeof *va);
+    d->cur_n[q] = on;
+    return DEFTSIM_OK;
+}
+
+/* One round: every (receiver, sender) pair of it as a SENDRECV step, then the merges. */
+static deftsim_status round_(deftsim_sparsifier *s, gtopk_state *d, const char *name,
+                             const uint32_t *recv, const uint32_t *send, size_t npairs)
+{
+    deftsim_status st;
+    deftsim_step *c = sp_collective(s, DEFTSIM_STEP_SENDRECV, name);
+    if (!c) return DEFTSIM_E_NOMEM;
+    for (size_t i = 0; i < npairs; i++) {
+        c->peer[send[i]] = recv[i];
+        c->bytes[send[i]] = d->cur_n[send[i]] * d->entry_bytes;
+    }
+    size_t c_merge = sp_compute(s, d->ph_merge);
+    if (c_merge == SIZE_MAX) return DEFTSIM_E_NOMEM;
+    for (size_t i = 0; i < npairs; i++)
+        if ((st = merge_into(s, d, recv[i], send[i], c_merge))) return st;
+    return DEFTSIM_OK;
+}
+
+static deftsim_status gtopk_step(deftsim_sparsifier *s, uint64_t t, const deftsim_acc_provider *a)
+{
+    (void)t;
+    gtopk_state *d = s->priv;
+    deftsim_step_result *r = &s->res;
+    deftsim_status st;
+    const uint32_t P = s->P;
+    const size_t n = (size_t)s->n, k = (size_t)s->k;
+    float *acc;
+
+    size_t c_select = sp_compute(s, d->ph_select), c_gather = sp_compute(s, d->ph_gather);
+    if (c_select == SIZE_MAX || c_gather == SIZE_MAX) return DEFTSIM_E_NOMEM;
+    for (uint32_t w = 0; w < P; w++) {
+        if ((st = sp_get(a, w, &acc))) return st;
+        deftsim_kidx *idx = s->sel + (size_t)w * k;
+        SP_TIMED(s, c_select, d->ph_select, w,
+                 deftsim_k_topk(s->kc, acc, n, k, idx, s->scratch, s->scratch_bytes));
+        SP_TIMED(s, c_gather, d->ph_gather, w,
+                 deftsim_k_gather(s->kc, acc, n, idx, k, d->pvals + (size_t)w * k));
+        s->sel_start[w] = (uint64_t)w * k;
+        r->local_count[w] = s->k;
+        r->cost[w] = sp_topk_cost(s->n, s->k);
+        d->cur_n[w] = k;
+    }
+    memcpy(d->cur_idx, s->sel, (size_t)P * k * sizeof *d->cur_idx);
+    memcpy(d->cur_val, d->pvals, (size_t)P * k * sizeof *d->cur_val);
+    d->ndrop = 0;
+
+    /* The tree: P2 is the largest power of two <= P; the P - P2 extra ranks fold first. */
+    uint32_t P2 = 1;
+    while (P2 <= P / 2) P2 <<= 1;
+    uint32_t *recv = d->recv, *send = d->send;
+    size_t np = 0;
+    if (P2 < P) {
+        for (uint32_t q = P2; q < P; q++, np++) {
+            recv[np] = q - P2;
+            send[np] = q;
+        }
+        if ((st = round_(s, d, "fold", recv, send, np))) return st;
+    }
+    for (uint32_t step = 1; step < P2; step <<= 1) {
+        np = 0;
+        for (uint32_t q = 0; q + step < P2; q += 2 * step, np++) {
+            recv[np] = q;
+            send[np] = q + step;
+        }
+        if ((st = round_(s, d, "tree", recv, send, np))) return st;
+    }
+
+    const deftsim_kidx *F = d->cur_idx;
+    const float *FV = d->cur_val;
+    const size_t nF = d->cur_n[0];
+    if (P > 1) {
+        deftsim_step *b = sp_collective(s, DEFTSIM_STEP_BCAST, "final");
+        if (!b) return DEFTSIM_E_NOMEM;
+        b->root = 0;
+        b->bytes[0] = nF * d->entry_bytes;
+    }
+    size_t c_res = sp_compute(s, d->ph_residual);
+    if (c_res == SIZE_MAX) return DEFTSIM_E_NOMEM;
+
+    for (size_t j = 0; j < nF; j++) BIT_SET(d->mark, F[j]);
+    for (uint64_t e = 0; e < d->ndrop; e++)
+        if (BIT_GET(d->mark, d->drop_idx[e])) {
+            r->lost_mass += d->drop_val[e];
+            r->lost_abs_mass += fabs((double)d->drop_val[e]);
+            r->lost_entries++;
+        }
+
+    for (uint32_t w = 0; w < P; w++) {
+        if ((st = sp_get(a, w, &acc))) return st;
+        const deftsim_kidx *idx = s->sel + (size_t)w * k;
+        double t0 = deftsim_now();
+        size_t m = 0;
+        for (size_t j = 0; j < k; j++)
+            if (BIT_GET(d->mark, idx[j])) d->inter[m++] = idx[j];
+        st = deftsim_k_zero_at(s->kc, acc, n, d->inter, m);
+        sp_charge(s, c_res, d->ph_residual, w, deftsim_now() - t0);
+        if (st || (st = sp_release(a, w))) return st;
+    }
+
+    /* The aggregate: F sorted, its values carried over through the dense buffer. */
+    const deftsim_kidx *lists[1] = {F};
+    size_t lens[1] = {nF};
+    uint64_t nnz;
+    for (size_t j = 0; j < nF; j++) d->dense[F[j]] = FV[j];
+    st = sp_union(s, lists, lens, 1, &nnz);
+    for (uint64_t j = 0; !st && j < nnz; j++) s->agg_val[j] = d->dense[s->agg_idx[j]];
+    for (size_t j = 0; j < nF; j++) {
+        d->dense[F[j]] = 0;
+        BIT_CLR(d->mark, F[j]);
+    }
+    if (st) return st;
+    sp_agg_finish(s, nnz);
+    return DEFTSIM_OK;
+}
+
+const sp_method deftsim_sp_gtopk = {"gtopk", gtopk_init, gtopk_step, NULL};

@@ -1,0 +1,142 @@
+/* sp_internal.h - what the sparsifier files share (internal to src/): the sparsifier object,
+ * the method table, buffer planning, timing and schedule helpers.
+ *
+ * A method is one `const sp_method` table in its own file (sp_deft.c, sp_topk.c, ...). Its
+ * init() runs twice per configuration: once with s->dry set, to add up the bytes it needs for
+ * deftsim_sparsifier_memory(), and once for real. It allocates only through sp_alloc(), which in
+ * the dry run counts and returns NULL, so init() fills its buffers only when !s->dry. */
+#ifndef DEFTSIM_SP_INTERNAL_H
+#define DEFTSIM_SP_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "deftsim_sparsify.h"
+#include "deftsim_util.h"
+
+typedef struct sp_method {
+    const char *name;
+    /* Plans and allocates the method's state (s->priv) and registers its phases. */
+    deftsim_status (*init)(deftsim_sparsifier *s);
+    /* One iteration: fills phases, local counts, costs, the schedule, the aggregate. */
+    deftsim_status (*step)(deftsim_sparsifier *s, uint64_t t, const deftsim_acc_provider *acc);
+    /* Frees what init() allocated outside sp_alloc() (may be NULL). */
+    void (*fini)(deftsim_sparsifier *s);
+} sp_method;
+
+extern const sp_method deftsim_sp_deft, deftsim_sp_topk, deftsim_sp_topk_ag, deftsim_sp_cltk,
+    deftsim_sp_gtopk, deftsim_sp_dgc, deftsim_sp_dense;
+
+/* Every buffer sp_alloc() hands out, freed together by deftsim_sparsifier_free(). */
+typedef struct {
+    void **ptr;
+    size_t n, cap;
+} sp_allocs;
+
+struct deftsim_sparsifier {
+    deftsim_sparsifier_params p;
+    const sp_method *m;
+    int dry;              /* init() only counts bytes */
+    uint64_t mem_bytes;   /* what sp_alloc() handed out (or would have) */
+    sp_allocs allocs;
+
+    uint32_t P;
+    uint64_t n, k;
+    uint32_t si, sv;      /* wire widths of an index and a value */
+    uint32_t count_bytes; /* wire width of a count (DEFT's counts allgather) */
+    deftsim_kctx *kc;
+
+    /* One scratch area for whichever kernel runs; sized at init by the methods' queries and
+     * grown (outside every timed region) if a step's query ever asks for more. */
+    void *scratch;
+    size_t scratch_bytes;
+    int ready;            /* init done: scratch queries grow the scratch instead of planning */
+
+    /* Selections: worker w's picks are sel[sel_start[w] .. + res.local_count[w]). */
+    deftsim_kidx *sel;
+    uint64_t *sel_start;
+    unsigned char *sel_sorted;
+
+    /* The aggregate: agg_idx[0..nnz), agg_val[0..nnz), capacity agg_cap. */
+    deftsim_kidx *agg_idx;
+    float *agg_val;
+    uint64_t agg_cap;
+
+    deftsim_step_result res;
+    double *phase_store;  /* P * DEFTSIM_MAX_PHASES */
+    void *priv;           /* the method's own state */
+};
+
+/* ---- Buffers ------------------------------------------------------------------------- */
+
+/* Allocates bytes (zeroed) and records them; in the dry run only counts and sets *out = NULL. */
+deftsim_status sp_alloc(deftsim_sparsifier *s, void *out, size_t bytes, const char *what);
+/* The method's own state struct (s->priv): allocated in the dry run too, since init() keeps
+ * its plan there; NULL on failure with the error recorded. */
+void *sp_priv(deftsim_sparsifier *s, size_t bytes);
+/* elems * size with an overflow check, as sp_alloc's byte count. */
+deftsim_status sp_alloc_n(deftsim_sparsifier *s, void *out, uint64_t elems, size_t size,
+                          const char *what);
+/* Scratch for one kernel call: during init these raise the planned size (nothing to do
+ * without a kernel context, as in deftsim_sparsifier_memory()); during a step they grow the
+ * scratch if the query asks for more than was planned. Never call them inside a timed
+ * region. */
+deftsim_status sp_scratch_topk(deftsim_sparsifier *s, size_t n, size_t k);
+deftsim_status sp_scratch_segtopk(deftsim_sparsifier *s, const deftsim_kseg *segs, size_t nseg);
+deftsim_status sp_scratch_norms(deftsim_sparsifier *s, const deftsim_kseg *segs, size_t nseg);
+deftsim_status sp_scratch_union(deftsim_sparsifier *s);
+deftsim_status sp_scratch_merge(deftsim_sparsifier *s, size_t na, size_t nb);
+/* The common buffers: selections (sel_cap indices) and the aggregate (agg_cap entries). */
+deftsim_status sp_plan_common(deftsim_sparsifier *s, uint64_t sel_cap, uint64_t agg_cap);
+
+/* ---- Phases, timing, schedule ---------------------------------------------------------- */
+
+/* Registers a phase (init only); returns its index. */
+size_t sp_phase(deftsim_sparsifier *s, const char *name, int selection);
+
+/* Appends a COMPUTE step named after phase ph; returns its index in the schedule, or
+ * SIZE_MAX with the error recorded. */
+size_t sp_compute(deftsim_sparsifier *s, size_t ph);
+/* Appends a collective; returns the step (valid until the next append) or NULL. */
+deftsim_step *sp_collective(deftsim_sparsifier *s, deftsim_step_kind kind, const char *name);
+/* Adds secs to worker w's phase ph and to COMPUTE step `step` of the schedule. */
+void sp_charge(deftsim_sparsifier *s, size_t step, size_t ph, uint32_t w, double secs);
+
+/* Runs `call` (an expression giving a deftsim_status) on the clock and charges the time to
+ * worker w's phase ph and COMPUTE step stp; returns the status from the enclosing function on
+ * failure. Expects `deftsim_status st` in scope. */
+#define SP_TIMED(s, stp, ph, w, call)                                                          \
+    do {                                                                                       \
+        double t0_ = deftsim_now();                                                            \
+        st = (call);                                                                           \
+        sp_charge((s), (stp), (ph), (w), deftsim_now() - t0_);                                 \
+        if (st) return st;                                                                     \
+    } while (0)
+
+/* ---- Accumulators ---------------------------------------------------------------------- */
+
+deftsim_status sp_get(const deftsim_acc_provider *a, uint32_t w, float **acc);
+deftsim_status sp_release(const deftsim_acc_provider *a, uint32_t w);
+
+/* ---- Aggregate helpers ---------------------------------------------------------------- */
+
+/* agg_val[i] = (w == 0 ? v[i] : agg_val[i] + v[i]) for i < m: the emulated allreduce sum. */
+void sp_agg_add(deftsim_sparsifier *s, const float *v, uint64_t m, uint32_t w);
+/* agg_val[0..nnz) /= P and the derived metrics (nnz, build-up, density). */
+void sp_agg_finish(deftsim_sparsifier *s, uint64_t nnz);
+
+/* Sorted union of lists into agg_idx (cap agg_cap) through the union kernel; *count receives
+ * its size. An internal error if it exceeds agg_cap. */
+deftsim_status sp_union(deftsim_sparsifier *s, const deftsim_kidx *const *lists,
+                        const size_t *lens, size_t nlists, uint64_t *count);
+
+/* Selection cost model of one top-k: size * log2(k) (size when k <= 1), as DEFT's packing. */
+double sp_topk_cost(uint64_t size, uint64_t k);
+
+/* 64-bit mixing (splitmix64's finalizer): deterministic per-iteration random numbers. */
+uint64_t sp_mix64(uint64_t x);
+
+/* Sorts indices ascending in place (bookkeeping outside the timed regions). */
+void sp_sort_idx(deftsim_kidx *a, size_t n);
+
+#endif

@@ -1,0 +1,452 @@
+/* sparsify.c - what every sparsifier shares: parameters, buffer planning, dispatch by method,
+ * timing and schedule helpers, the aggregate and the traffic metrics. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sp_internal.h"
+
+static const sp_method *method_of(deftsim_method m)
+{
+    switch (m) {
+    case DEFTSIM_METHOD_DEFT: return &deftsim_sp_deft;
+    case DEFTSIM_METHOD_TOPK: return &deftsim_sp_topk;
+    case DEFTSIM_METHOD_TOPK_AG: return &deftsim_sp_topk_ag;
+    case DEFTSIM_METHOD_CLTK: return &deftsim_sp_cltk;
+    case DEFTSIM_METHOD_GTOPK: return &deftsim_sp_gtopk;
+    case DEFTSIM_METHOD_DGC: return &deftsim_sp_dgc;
+    case DEFTSIM_METHOD_DENSE: return &deftsim_sp_dense;
+    case DEFTSIM_METHOD_COUNT: break;
+    }
+    return NULL;
+}
+
+static deftsim_status check_params(const deftsim_sparsifier_params *p)
+{
+    if (!p) return deftsim_error_set(DEFTSIM_E_USAGE, "sparsifier: NULL parameters");
+    if (!method_of(p->method))
+        return deftsim_error_set(DEFTSIM_E_USAGE, "sparsifier: unknown method %d", (int)p->method);
+    const char *name = deftsim_method_name(p->method);
+    if (!p->model || p->model->numel == 0)
+        return deftsim_error_set(DEFTSIM_E_USAGE, "%s: no model, or a model without elements",
+                                 name);
+    if (p->model->numel > DEFTSIM_KIDX_MAX_N)
+        return deftsim_error_set(DEFTSIM_E_INPUT,
+                                 "%s: model '%s' has %llu elements, beyond the 32-bit index range",
+                                 name, p->model->name, (unsigned long long)p->model->numel);
+    if (p->P == 0) return deftsim_error_set(DEFTSIM_E_USAGE, "%s: worker count must be >= 1", name);
+    if (!(p->density > 0 && p->density <= 1))
+        return deftsim_error_set(DEFTSIM_E_USAGE, "%s: density %g is outside (0, 1]", name,
+                                 p->density);
+    if (p->index_bytes != 4 && p->index_bytes != 8)
+        return deftsim_error_set(DEFTSIM_E_USAGE, "%s: index_bytes %u (4 or 8)", name,
+                                 p->index_bytes);
+    if (p->value_bytes != 4 && p->value_bytes != 2)
+        return deftsim_error_set(DEFTSIM_E_USAGE, "%s: value_bytes %u (4 or 2)", name,
+                                 p->value_bytes);
+    if (p->wire != DEFTSIM_WIRE_SPEC && p->wire != DEFTSIM_WIRE_REFERENCE)
+        return deftsim_error_set(DEFTSIM_E_USAGE, "%s: unknown wire format %d", name, (int)p->wire);
+    if (p->cltk_charge != DEFTSIM_CLTK_CHARGE_LEADER && p->cltk_charge != DEFTSIM_CLTK_CHARGE_ALL)
+        return deftsim_error_set(DEFTSIM_E_USAGE, "%s: unknown cltk_charge %d", name,
+                                 (int)p->cltk_charge);
+    if (!(p->cltk_beta >= 0 && p->cltk_beta <= 1))
+        return deftsim_error_set(DEFTSIM_E_USAGE, "%s: cltk_beta %g is outside [0, 1]", name,
+                                 p->cltk_beta);
+    return DEFTSIM_OK;
+}
+
+/* ---- Buffers ------------------------------------------------------------------------- */
+
+static void *alloc_tracked(deftsim_sparsifier *s, size_t bytes)
+{
+    if (s->allocs.n == s->allocs.cap) {
+        size_t nc = s->allocs.cap ? 2 * s->allocs.cap : 32;
+        void **np = realloc(s->allocs.ptr, nc * sizeof *np);
+        if (!np) return NULL;
+        s->allocs.ptr = np;
+        s->allocs.cap = nc;
+    }
+    /* calloc: pages that a step never touches (a worst-case capacity) cost nothing. */
+    void *p = calloc(1, bytes ? bytes : 1);
+    if (p) s->allocs.ptr[s->allocs.n++] = p;
+    return p;
+}
+
+deftsim_status sp_alloc(deftsim_sparsifier *s, void *out, size_t bytes, const char *what)
+{
+    void **o = out;
+    *o = NULL;
+    s->mem_bytes += bytes;
+    if (s->dry) return DEFTSIM_OK;
+    if (!(*o = alloc_tracked(s, bytes)))
+        return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory for %s (%zu bytes)",
+                                 s->m->name, what, bytes);
+    return DEFTSIM_OK;
+}
+
+void *sp_priv(deftsim_sparsifier *s, size_t bytes)
+{
+    s->mem_bytes += bytes;
+    void *p = alloc_tracked(s, bytes);
+    if (!p) deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", s->m->name);
+    s->priv = p;
+    return p;
+}
+
+deftsim_status sp_alloc_n(deftsim_sparsifier *s, void *out, uint64_t elems, size_t size,
+                          const char *what)
+{
+    size_t bytes;
+    if (elems > SIZE_MAX || deftsim_mul_size((size_t)elems, size, &bytes)) {
+        *(void **)out = NULL;
+        return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: %s: %llu elements overflow the address space",
+                                 s->m->name, what, (unsigned long long)elems);
+    }
+    return sp_alloc(s, out, bytes, what);
+}
+
+static deftsim_status scratch_fit(deftsim_sparsifier *s, deftsim_status qst, size_t bytes)
+{
+    if (qst) return qst;
+    if (!s->ready) {
+        if (bytes > s->scratch_bytes) s->scratch_bytes = bytes;
+        return DEFTSIM_OK;
+    }
+    if (bytes <= s->scratch_bytes) return DEFTSIM_OK;
+    /* A query asked for more than init planned (a size that depends on the data, such as
+     * DEFT's k_j): grow once, outside the timed regions, and keep the larger area. */
+    void *np = realloc(s->scratch, bytes);
+    if (!np)
+        return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory for %zu bytes of scratch",
+                                 s->m->name, bytes);
+    s->scratch = np;
+    s->scratch_bytes = bytes;
+    return DEFTSIM_OK;
+}
+
+deftsim_status sp_scratch_topk(deftsim_sparsifier *s, size_t n, size_t k)
+{
+    size_t b = 0;
+    if (!s->kc) return DEFTSIM_OK;
+    deftsim_status st = deftsim_k_topk_scratch(s->kc, n, k, &b);
+    return scratch_fit(s, st, b);
+}
+
+deftsim_status sp_scratch_segtopk(deftsim_sparsifier *s, const deftsim_kseg *segs, size_t nseg)
+{
+    size_t b = 0;
+    if (!s->kc) return DEFTSIM_OK;
+    deftsim_status st = deftsim_k_segtopk_scratch(s->kc, segs, nseg, &b);
+    return scratch_fit(s, st, b);
+}
+
+deftsim_status sp_scratch_norms(deftsim_sparsifier *s, const deftsim_kseg *segs, size_t nseg)
+{
+    size_t b = 0;
+    if (!s->kc) return DEFTSIM_OK;
+    deftsim_status st = deftsim_k_seg_norms_scratch(s->kc, segs, nseg, &b);
+    return scratch_fit(s, st, b);
+}
+
+deftsim_status sp_scratch_union(deftsim_sparsifier *s)
+{
+    size_t b = 0;
+    if (!s->kc) return DEFTSIM_OK;
+    deftsim_status st = deftsim_k_union_scratch(s->kc, (size_t)s->n, &b);
+    return scratch_fit(s, st, b);
+}
+
+deftsim_status sp_scratch_merge(deftsim_sparsifier *s, size_t na, size_t nb)
+{
+    size_t b = 0;
+    if (!s->kc) return DEFTSIM_OK;
+    deftsim_status st = deftsim_k_merge_topk_scratch(s->kc, na, nb, &b);
+    return scratch_fit(s, st, b);
+}
+
+deftsim_status sp_plan_common(deftsim_sparsifier *s, uint64_t sel_cap, uint64_t agg_cap)
+{
+    deftsim_status st;
+    s->agg_cap = agg_cap;
+    if ((st = sp_alloc_n(s, &s->sel, sel_cap, sizeof *s->sel, "selections")) ||
+        (st = sp_alloc_n(s, &s->agg_idx, agg_cap, sizeof *s->agg_idx, "aggregate indices")) ||
+        (st = sp_alloc_n(s, &s->agg_val, agg_cap, sizeof *s->agg_val, "aggregate values")))
+        return st;
+    return DEFTSIM_OK;
+}
+
+/* ---- Phases, timing, schedule ---------------------------------------------------------- */
+
+size_t sp_phase(deftsim_sparsifier *s, const char *name, int selection)
+{
+    deftsim_step_result *r = &s->res;
+    /* Methods register at most DEFTSIM_MAX_PHASES phases; a table bug shows in every test. */
+    if (r->nphases == DEFTSIM_MAX_PHASES) return DEFTSIM_MAX_PHASES - 1;
+    r->phase_name[r->nphases] = name;
+    r->phase_selection[r->nphases] = (unsigned char)(selection != 0);
+    return r->nphases++;
+}
+
+size_t sp_compute(deftsim_sparsifier *s, size_t ph)
+{
+    if (!deftsim_schedule_add(&s->res.schedule, DEFTSIM_STEP_COMPUTE, s->res.phase_name[ph]))
+        return SIZE_MAX;
+    return s->res.schedule.nsteps - 1;
+}
+
+deftsim_step *sp_collective(deftsim_sparsifier *s, deftsim_step_kind kind, const char *name)
+{
+    return deftsim_schedule_add(&s->res.schedule, kind, name);
+}
+
+void sp_charge(deftsim_sparsifier *s, size_t step, size_t ph, uint32_t w, double secs)
+{
+    s->res.phase_seconds[(size_t)w * s->res.nphases + ph] += secs;
+    s->res.schedule.steps[step].seconds[w] += secs;
+}
+
+/* ---- Accumulators ---------------------------------------------------------------------- */
+
+deftsim_status sp_get(const deftsim_acc_provider *a, uint32_t w, float **acc)
+{
+    deftsim_error_clear();
+    *acc = a->get(a->ctx, w);
+    if (*acc) return DEFTSIM_OK;
+    if (deftsim_error_message()[0])
+        return deftsim_error_wrap(DEFTSIM_E_RUNTIME, "accumulator of worker %u", w);
+    return deftsim_error_set(DEFTSIM_E_RUNTIME,
+                             "sparsifier: the provider returned no accumulator for worker %u", w);
+}
+
+deftsim_status sp_release(const deftsim_acc_provider *a, uint32_t w)
+{
+    if (!a->release) return DEFTSIM_OK;
+    deftsim_status st = a->release(a->ctx, w);
+    if (st) return deftsim_error_wrap(st, "releasing worker %u", w);
+    return DEFTSIM_OK;
+}
+
+/* ---- Aggregate ------------------------------------------------------------------------ */
+
+void sp_agg_add(deftsim_sparsifier *s, const float *v, uint64_t m, uint32_t w)
+{
+    float *a = s->agg_val;
+    if (w == 0)
+        memcpy(a, v, m * sizeof *a);
+    else
+        for (uint64_t i = 0; i < m; i++) a[i] += v[i];
+}
+
+void sp_agg_finish(deftsim_sparsifier *s, uint64_t nnz)
+{
+    float inv = 1.0f / (float)s->P;
+    /* Multiplying by 1/P is exact for powers of two; otherwise divide, as the references'
+     * values / n_workers does. */
+    if ((s->P & (s->P - 1)) == 0)
+        for (uint64_t i = 0; i < nnz; i++) s->agg_val[i] *= inv;
+    else
+        for (uint64_t i = 0; i < nnz; i++) s->agg_val[i] /= (float)s->P;
+    s->res.nnz = nnz;
+    s->res.buildup = (double)nnz / (double)s->k;
+    s->res.density_actual = (double)nnz / (double)s->n;
+}
+
+deftsim_status sp_union(deftsim_sparsifier *s, const deftsim_kidx *const *lists,
+                        const size_t *lens, size_t nlists, uint64_t *count)
+{
+    deftsim_status st;
+    size_t cnt = 0;
+    if ((st = sp_scratch_union(s))) return st;
+    if ((st = deftsim_k_union(s->kc, (size_t)s->n, lists, lens, nlists, s->agg_idx,
+                              (size_t)s->agg_cap, &cnt, s->scratch, s->scratch_bytes)))
+        return st;
+    if (cnt > s->agg_cap)
+        return deftsim_error_set(DEFTSIM_E_INTERNAL,
+                                 "%s: union of %zu indices exceeds the planned %llu", s->m->name,
+                                 cnt, (unsigned long long)s->agg_cap);
+    *count = cnt;
+    return DEFTSIM_OK;
+}
+
+double sp_topk_cost(uint64_t size, uint64_t k)
+{
+    return k > 1 ? (double)size * log2((double)k) : (double)size;
+}
+
+uint64_t sp_mix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+static int cmp_idx(const void *a, const void *b)
+{
+    deftsim_kidx x = *(const deftsim_kidx *)a, y = *(const deftsim_kidx *)b;
+    return (x > y) - (x < y);
+}
+
+void sp_sort_idx(deftsim_kidx *a, size_t n)
+{
+    if (n > 1) qsort(a, n, sizeof *a, cmp_idx);
+}
+
+/* ---- Creation ------------------------------------------------------------------------- */
+
+static void release_all(deftsim_sparsifier *s)
+{
+    if (s->m && s->m->fini) s->m->fini(s);
+    for (size_t i = 0; i < s->allocs.n; i++) free(s->allocs.ptr[i]);
+    free(s->allocs.ptr);
+    free(s->scratch);
+    deftsim_schedule_free(&s->res.schedule);
+}
+
+/* Fills s from p and runs the method's init (dry: counts bytes only). */
+static deftsim_status setup(deftsim_sparsifier *s, const deftsim_sparsifier_params *p, int dry)
+{
+    deftsim_status st;
+    memset(s, 0, sizeof *s);
+    if ((st = check_params(p))) return st;
+    s->p = *p;
+    s->m = method_of(p->method);
+    s->dry = dry;
+    s->P = p->P;
+    s->n = p->model->numel;
+    double kd = floor(p->density * (double)s->n);
+    s->k = kd < 1 ? 1 : (uint64_t)kd;
+    if (s->k > s->n) s->k = s->n;
+    if (p->wire == DEFTSIM_WIRE_REFERENCE) {
+        /* The authors' PyTorch code sends int64 indices, fp32 values and int64 counts. */
+        s->si = 8;
+        s->sv = 4;
+        s->count_bytes = 8;
+    } else {
+        s->si = p->index_bytes;
+        s->sv = p->value_bytes;
+        s->count_bytes = 4;
+    }
+    s->kc = p->kctx;
+    if (!dry && !s->kc)
+        return deftsim_error_set(DEFTSIM_E_USAGE, "%s: no kernel context", s->m->name);
+
+    deftsim_step_result *r = &s->res;
+    r->method = p->method;
+    r->P = s->P;
+    r->n = s->n;
+    r->k = s->k;
+    r->index_wire_bytes = s->si;
+    r->value_wire_bytes = s->sv;
+    uint64_t P = s->P;
+    if ((st = sp_alloc_n(s, &s->phase_store, P * DEFTSIM_MAX_PHASES, sizeof(double), "phases")) ||
+        (st = sp_alloc_n(s, &r->cost, P, sizeof *r->cost, "costs")) ||
+        (st = sp_alloc_n(s, &r->local_count, P, sizeof *r->local_count, "counts")) ||
+        (st = sp_alloc_n(s, &r->bytes_sent, P, sizeof *r->bytes_sent, "byte counts")) ||
+        (st = sp_alloc_n(s, &r->bytes_recv, P, sizeof *r->bytes_recv, "byte counts")) ||
+        (st = sp_alloc_n(s, &s->sel_start, P + 1, sizeof *s->sel_start, "selection offsets")) ||
+        (st = sp_alloc_n(s, &s->sel_sorted, P, 1, "selection flags")))
+        return st;
+    r->phase_seconds = s->phase_store;
+    deftsim_schedule_init(&r->schedule, s->P);
+    if ((st = s->m->init(s))) return st;
+    s->mem_bytes += s->scratch_bytes;
+    if (!dry) {
+        s->scratch = malloc(s->scratch_bytes ? s->scratch_bytes : 1);
+        if (!s->scratch)
+            return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory for %zu bytes of scratch",
+                                     s->m->name, s->scratch_bytes);
+    }
+    s->ready = 1;
+    return DEFTSIM_OK;
+}
+
+deftsim_status deftsim_sparsifier_new(const deftsim_sparsifier_params *p, deftsim_sparsifier **out)
+{
+    if (!out) return deftsim_error_set(DEFTSIM_E_USAGE, "sparsifier: NULL output pointer");
+    *out = NULL;
+    deftsim_sparsifier *s = malloc(sizeof *s);
+    if (!s) return deftsim_error_set(DEFTSIM_E_NOMEM, "sparsifier: out of memory");
+    deftsim_status st = setup(s, p, 0);
+    if (st) {
+        release_all(s);
+        free(s);
+        return st;
+    }
+    *out = s;
+    return DEFTSIM_OK;
+}
+
+void deftsim_sparsifier_free(deftsim_sparsifier *s)
+{
+    if (!s) return;
+    release_all(s);
+    free(s);
+}
+
+uint64_t deftsim_sparsifier_memory(const deftsim_sparsifier_params *p)
+{
+    deftsim_sparsifier s;
+    deftsim_status st = setup(&s, p, 1);
+    uint64_t bytes = st ? 0 : s.mem_bytes + sizeof s;
+    release_all(&s);
+    return bytes;
+}
+
+/* ---- Steps ---------------------------------------------------------------------------- */
+
+deftsim_status deftsim_sparsifier_step(deftsim_sparsifier *s, uint64_t t,
+                                       const deftsim_acc_provider *acc, deftsim_step_result **res)
+{
+    if (res) *res = NULL;
+    if (!s || !acc || !acc->get || !res)
+        return deftsim_error_set(DEFTSIM_E_USAGE, "sparsifier step: NULL argument");
+    deftsim_step_result *r = &s->res;
+    size_t P = s->P;
+    deftsim_schedule_reset(&r->schedule, s->P);
+    memset(r->phase_seconds, 0, P * r->nphases * sizeof *r->phase_seconds);
+    memset(r->cost, 0, P * sizeof *r->cost);
+    memset(r->local_count, 0, P * sizeof *r->local_count);
+    memset(r->bytes_sent, 0, P * sizeof *r->bytes_sent);
+    memset(r->bytes_recv, 0, P * sizeof *r->bytes_recv);
+    memset(s->sel_start, 0, (P + 1) * sizeof *s->sel_start);
+    memset(s->sel_sorted, 0, P);
+    r->leader = 0;
+    r->common_count = 0;
+    r->kj_total = 0;
+    r->nnz = 0;
+    r->buildup = r->density_actual = 0;
+    r->lost_mass = r->lost_abs_mass = 0;
+    r->lost_entries = 0;
+    r->agg_index = s->agg_idx;
+    r->agg_value = s->agg_val;
+
+    deftsim_status st = s->m->step(s, t, acc);
+    if (st) {
+        /* A failed step leaves no half-filled selection behind. */
+        memset(r->local_count, 0, P * sizeof *r->local_count);
+        return st;
+    }
+    for (size_t i = 0; i < r->schedule.nsteps; i++)
+        deftsim_step_traffic(&r->schedule.steps[i], s->P, s->sv, r->bytes_sent, r->bytes_recv);
+    *res = r;
+    return DEFTSIM_OK;
+}
+
+deftsim_status deftsim_sparsifier_selection(deftsim_sparsifier *s, uint32_t w,
+                                            const deftsim_kidx **idx, uint64_t *count)
+{
+    if (!s || !idx || !count)
+        return deftsim_error_set(DEFTSIM_E_USAGE, "sparsifier selection: NULL argument");
+    if (w >= s->P)
+        return deftsim_error_set(DEFTSIM_E_USAGE, "%s: worker %u of %u", s->m->name, w, s->P);
+    uint64_t c = s->res.local_count[w];
+    deftsim_kidx *a = s->sel ? s->sel + s->sel_start[w] : NULL;
+    if (c && !s->sel_sorted[w]) {
+        sp_sort_idx(a, (size_t)c);
+        s->sel_sorted[w] = 1;
+    }
+    *idx = a;
+    *count = c;
+    return DEFTSIM_OK;
+}
