@@ -28,11 +28,13 @@
  * files set them in a [synthetic] section under the same names. */
 typedef struct {
     uint64_t seed;        /* Philox key; default 1 */
-    double scale_decades; /* spread of the layers' log10 scales, >= 0; default 3 */
+    double scale_decades; /* spread of the layers' log10 scales, in [0, 24]; default 3 */
     double signal;        /* fraction of the variance shared by all workers, in [0, 1]; default 0.5 */
     double tail;          /* Student-t degrees of freedom, > 2; 0 means Gaussian; default 4 */
-    double drift;         /* largest per-iteration change of a layer's log scale, >= 0; default 0.01 */
-    double bias_shift;    /* log10 offset of 1-D tensors' scales (biases, norms); default 1 */
+    double drift;         /* largest per-iteration change of a layer's natural-log scale (a
+                           * relative change), in [0, 0.1]; default 0.01 */
+    double bias_shift;    /* log10 offset of 1-D tensors' scales (biases, norms), in [-6, 6];
+                           * default 1 */
 } deftsim_gen_params;
 
 #define DEFTSIM_GEN_DEFAULT_SEED 1

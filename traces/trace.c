@@ -2,6 +2,7 @@
 #include "deftsim_trace.h"
 
 #include <errno.h>
+#include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -502,14 +503,12 @@ deftsim_status deftsim_trace_gradient(const deftsim_trace *t, size_t iter_index,
     return DEFTSIM_OK;
 }
 
-static inline int nonfinite_bits(uint32_t b) { return (b & 0x7F800000u) == 0x7F800000u; }
-
-/* Count of non-finite values in x[0, n), testing exponent bits so that the loop vectorizes. */
+/* Count of non-finite values in x[0, n). A NaN fails every comparison and an infinity exceeds
+ * FLT_MAX; plain comparisons keep the loop vectorizable. */
 static uint64_t count_nonfinite(const float *x, uint64_t n)
 {
-    const uint32_t *b = (const uint32_t *)(const void *)x;
     uint64_t c = 0;
-    for (uint64_t i = 0; i < n; i++) c += nonfinite_bits(b[i]);
+    for (uint64_t i = 0; i < n; i++) c += !(fabsf(x[i]) <= FLT_MAX);
     return c;
 }
 
@@ -606,7 +605,7 @@ deftsim_status deftsim_trace_writer_open(const char *dir, const deftsim_model *m
             return deftsim_error_set(DEFTSIM_E_INPUT, "%s: model '%s': layer '%s' has %u "
                                      "dimensions", dir, m->name, m->layers[i].name,
                                      m->layers[i].ndim);
-    deftsim_status st = deftsim_trace_check_provenance(provenance, "provenance");
+    deftsim_status st = deftsim_trace_check_provenance(provenance, dir);
     if (st) return st;
     if ((st = deftsim_mkdir_p(dir))) return st;
     char *mpath = join_path(dir, DEFTSIM_TRACE_MANIFEST);
