@@ -10,6 +10,7 @@ typedef int (*deftsim_cli_fn)(int argc, char **argv);
 
 int deftsim_cmd_config(int argc, char **argv);
 int deftsim_cmd_models(int argc, char **argv);
+int deftsim_cmd_run(int argc, char **argv);
 int deftsim_cmd_trace(int argc, char **argv);
 
 /* Prints "deftsim: <message>" for st's recorded message to stderr and returns the exit code. */

@@ -20,6 +20,7 @@ typedef struct {
 static const cli_command commands[] = {
     {"config", deftsim_cmd_config, "print the fully resolved configuration of a scenario"},
     {"models", deftsim_cmd_models, "list the built-in model tables"},
+    {"run", deftsim_cmd_run, "run a scenario: every sparsifier, density and worker count"},
     {"trace", deftsim_cmd_trace, "gradient traces: info, gen"},
 };
 

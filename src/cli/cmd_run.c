@@ -1,0 +1,154 @@
+/* cmd_run.c - `deftsim run`: run a scenario, every sparsifier, density and worker count. */
+#include <getopt.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "deftsim_config.h"
+#include "deftsim_engine.h"
+#include "deftsim_util.h"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: deftsim run SCENARIO [--set section.key=value]... [--dump DIR] [--dry-run]\n"
+            "                   [--ram SIZE] [--prep-threads N] [--quiet]\n"
+            "\n"
+            "Runs every sparsifier of the scenario at every density and worker count over the\n"
+            "gradient source's iterations, with error feedback, and writes into [scenario] output:\n"
+            "  points/<method>_d<density>_P<P>.csv  one file per point, committed when it ends\n"
+            "  rows.csv                            every point's rows, one header\n"
+            "  manifest.json                       configuration, seed, version, machine\n"
+            "docs/OUTPUT.md names every column and file. Before anything runs, the memory every\n"
+            "point needs is checked against [engine] memory_budget of the RAM.\n"
+            "\n"
+            "  -s, --set S.K=V       override key K of section S (repeatable; a later one wins)\n"
+            "  -d, --dump DIR        also write each worker's selected indices and each\n"
+            "                        iteration's union and aggregated values as .npy files\n"
+            "  -n, --dry-run         print the memory plan and stop (exit 2 if it does not fit)\n"
+            "  -r, --ram SIZE        plan for SIZE of RAM instead of this machine's (bytes, or\n"
+            "                        with a suffix K, M, G, T: powers of 1024; e.g. 24G)\n"
+            "  -j, --prep-threads N  threads preparing accumulators (default: every CPU); the\n"
+            "                        timed kernels use [device] threads\n"
+            "  -q, --quiet           no progress lines on stderr\n"
+            "  -h, --help            this help\n"
+            "\n"
+            "Exit status: 0 done, 2 bad usage or scenario (including a run over the memory\n"
+            "budget), 1 failure while running.\n");
+}
+
+/* "24G", "1.5T", "4096": bytes, binary suffixes. -1 if malformed. */
+static int parse_size(const char *s, uint64_t *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || !isfinite(v) || v <= 0) return -1;
+    double mul = 1;
+    if (*end) {
+        switch (*end) {
+        case 'k': case 'K': mul = 1024.0; break;
+        case 'm': case 'M': mul = 1024.0 * 1024; break;
+        case 'g': case 'G': mul = 1024.0 * 1024 * 1024; break;
+        case 't': case 'T': mul = 1024.0 * 1024 * 1024 * 1024; break;
+        default: return -1;
+        }
+        end++;
+        if (strcmp(end, "") != 0 && strcmp(end, "iB") != 0 && strcmp(end, "B") != 0) return -1;
+    }
+    v *= mul;
+    if (v < 1 || v > 1.8e19) return -1;
+    *out = (uint64_t)v;
+    return 0;
+}
+
+int deftsim_cmd_run(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"set", required_argument, NULL, 's'},
+        {"dump", required_argument, NULL, 'd'},
+        {"dry-run", no_argument, NULL, 'n'},
+        {"ram", required_argument, NULL, 'r'},
+        {"prep-threads", required_argument, NULL, 'j'},
+        {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char **sets = calloc((size_t)argc + 1, sizeof *sets);
+    if (!sets) {
+        fprintf(stderr, "deftsim run: out of memory\n");
+        return 1;
+    }
+    size_t nsets = 0;
+    int dry = 0, quiet = 0, c, rc = 0;
+    deftsim_run_options opt;
+    deftsim_run_options_default(&opt);
+    deftsim_config *cfg = NULL;
+    deftsim_engine *e = NULL;
+    /* optind = 0: glibc's getopt starts afresh (main() parsed its own options in "+" mode). */
+    optind = 0;
+    while ((c = getopt_long(argc, argv, "s:d:nr:j:qh", opts, NULL)) != -1) {
+        switch (c) {
+        case 's': sets[nsets++] = optarg; break;
+        case 'd': opt.dump_dir = optarg; break;
+        case 'n': dry = 1; break;
+        case 'r':
+            if (parse_size(optarg, &opt.ram_bytes)) {
+                rc = deftsim_cli_usage_error("run", "--ram: '%s' is not a size (e.g. 24G)", optarg);
+                goto done;
+            }
+            break;
+        case 'j': {
+            int64_t v;
+            if (deftsim_parse_i64(optarg, &v) || v < 1 || v > 256) {
+                rc = deftsim_cli_usage_error("run", "--prep-threads: '%s' is not in [1, 256]",
+                                             optarg);
+                goto done;
+            }
+            opt.prep_threads = (unsigned)v;
+            break;
+        }
+        case 'q': quiet = 1; break;
+        case 'h': usage(stdout); goto done;
+        default: usage(stderr); rc = 2; goto done;
+        }
+    }
+    if (optind >= argc) {
+        rc = deftsim_cli_usage_error("run", "missing SCENARIO");
+        goto done;
+    }
+    if (optind + 1 < argc) {
+        rc = deftsim_cli_usage_error("run", "unexpected argument '%s'", argv[optind + 1]);
+        goto done;
+    }
+    deftsim_status st = deftsim_config_load(argv[optind], sets, nsets, &cfg);
+    if (st) {
+        rc = deftsim_cli_fail(st);
+        goto done;
+    }
+    opt.progress = quiet ? NULL : stderr;
+    if ((st = deftsim_engine_new(cfg, &opt, &e))) {
+        rc = deftsim_cli_fail(st);
+        goto done;
+    }
+    if (dry) {
+        deftsim_engine_print_plan(e, stdout);
+        if ((st = deftsim_engine_check_memory(e))) rc = deftsim_cli_fail(st);
+        goto done;
+    }
+    deftsim_run_summary sum;
+    if ((st = deftsim_engine_run(e, &sum))) {
+        rc = deftsim_cli_fail(st);
+        goto done;
+    }
+    if (!quiet)
+        fprintf(stderr, "deftsim run: %zu points, %llu rows in %.2f s -> %s/rows.csv\n", sum.points,
+                (unsigned long long)sum.rows, sum.seconds, cfg->scenario.output);
+done:
+    deftsim_engine_free(e);
+    deftsim_config_free(cfg);
+    free(sets);
+    return rc;
+}

@@ -1,0 +1,114 @@
+/* deftsim_engine.h - runs a scenario: every sparsifier, density and worker count over the
+ * gradient source's iterations, with error feedback, and writes the metrics as tidy CSV
+ * rows plus a manifest (docs/OUTPUT.md names every column and file).
+ *
+ * A run is a list of points (method, density, P), in the scenario's order: methods outermost,
+ * then densities, then worker counts ascending. Each point starts from zero residuals and runs
+ * [scenario] iterations iterations of the sparsifier on P workers; its rows are committed to
+ * <output>/points/<method>_d<density>_P<P>.csv atomically when it finishes, and rows.csv
+ * (all points, one header) and manifest.json are committed at the end.
+ *
+ * Gradients are never held as P copies: a trace is mapped and read in place, the synthetic
+ * generator regenerates any worker's gradient on demand. What the accumulators need depends
+ * on [sparsify] error_feedback:
+ *   full     every worker keeps its residual: P buffers of n floats (acc_w = residual_w + g_w,
+ *            updated in place at the start of each iteration);
+ *   none     no residuals: acc_w = g_w is regenerated (or copied from the trace) into one
+ *            buffer whenever the sparsifier asks for it, so memory is O(n) for any P;
+ *   sampled  workers 0 .. S-1 (S = min(sampled_workers, P)) keep residuals, the others run
+ *            without, so memory is O(S n); every row says whether its worker kept a residual.
+ * Before anything runs the engine computes what every point needs and refuses (DEFTSIM_E_INPUT)
+ * when one exceeds [engine] memory_budget of the machine's RAM, naming the largest P that
+ * fits. */
+#ifndef DEFTSIM_ENGINE_H
+#define DEFTSIM_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "deftsim_config.h"
+#include "deftsim_error.h"
+
+typedef struct {
+    /* Also write the selections as .npy files under this folder (docs/OUTPUT.md); NULL: no. */
+    const char *dump_dir;
+    /* One plain line per finished point goes here; NULL: quiet. */
+    FILE *progress;
+    /* RAM the memory budget is a fraction of; 0: this machine's (MemTotal of /proc/meminfo).
+     * Set it to plan a run for another machine. */
+    uint64_t ram_bytes;
+    /* Threads that prepare accumulators (generation, residual updates, the average); 0: every
+     * online CPU. Preparation is not timed and never overlaps a timed kernel; the kernels use
+     * [device] threads. */
+    unsigned prep_threads;
+} deftsim_run_options;
+
+void deftsim_run_options_default(deftsim_run_options *o);
+
+/* What one worker count needs: the most any (method, density) point at that P asks for. */
+typedef struct {
+    uint32_t P;
+    uint64_t bytes;             /* total */
+    uint64_t residual_bytes;    /* accumulator buffers (the error-feedback residuals) */
+    uint64_t sparsifier_bytes;  /* deftsim_sparsifier_memory() of the largest point */
+    uint64_t engine_bytes;      /* average accumulator, reference top-k, staging buffers */
+    int fits;                   /* bytes <= budget */
+} deftsim_memory_row;
+
+typedef struct {
+    uint64_t ram_bytes;
+    double budget_fraction;     /* [engine] memory_budget */
+    uint64_t budget_bytes;
+    deftsim_feedback feedback;
+    uint32_t sampled_workers;   /* error_feedback = sampled: S; else 0 */
+    uint64_t n;                 /* gradient elements */
+    size_t ncounts;
+    deftsim_memory_row *rows;   /* one per [workers] counts entry */
+    /* Largest P <= the largest requested count whose points all fit (0: not even P = 1). */
+    uint32_t largest_fit;
+} deftsim_memory_plan;
+
+typedef struct deftsim_engine deftsim_engine;
+
+/* Opens the gradient source (the trace, or a generator for the model), checks the worker
+ * counts against it, creates the kernel context of [device] and computes the memory plan.
+ * Nothing is written yet. DEFTSIM_E_INPUT for a scenario that cannot run here (a worker count
+ * above the trace's workers, more iterations than the trace holds); DEFTSIM_E_UNSUPPORTED
+ * for [device] kind = cuda without a usable CUDA backend. */
+deftsim_status deftsim_engine_new(const deftsim_config *cfg, const deftsim_run_options *opt,
+                                  deftsim_engine **out);
+void deftsim_engine_free(deftsim_engine *e);
+
+const deftsim_memory_plan *deftsim_engine_memory(const deftsim_engine *e);
+
+/* DEFTSIM_OK when every point fits the budget; otherwise DEFTSIM_E_INPUT with a message such
+ * as "[workers] counts: P = 512 needs 23.4 GiB with error_feedback = full, over the memory
+ * budget of 19.2 GiB (0.8 of 24.0 GiB RAM); the largest P that fits is 384; set [sparsify]
+ * error_feedback = none or sampled for larger P". */
+deftsim_status deftsim_engine_check_memory(const deftsim_engine *e);
+
+/* Writes the plan as a small table (for `deftsim run --dry-run`). */
+void deftsim_engine_print_plan(const deftsim_engine *e, FILE *f);
+
+typedef struct {
+    size_t points;       /* points run */
+    uint64_t rows;       /* CSV rows written (header excluded) */
+    double seconds;      /* wall time of the whole run */
+} deftsim_run_summary;
+
+/* Checks the memory plan, then runs every point and writes the results. */
+deftsim_status deftsim_engine_run(deftsim_engine *e, deftsim_run_summary *summary);
+
+/* new + run + free. */
+deftsim_status deftsim_run(const deftsim_config *cfg, const deftsim_run_options *opt,
+                           deftsim_run_summary *summary);
+
+/* The CSV header of rows.csv and every point file: the column names, in order. */
+size_t deftsim_engine_column_count(void);
+const char *deftsim_engine_column(size_t i);
+
+/* Physical RAM of this machine in bytes (MemTotal, else sysconf); 0 if neither answers. */
+uint64_t deftsim_machine_ram(void);
+
+#endif

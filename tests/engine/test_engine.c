@@ -1,0 +1,1032 @@
+/* test_engine.c - the engine and `deftsim run`: a tiny model through every sparsifier, feedback
+ * mode and gradient source, checked through the files a user reads (rows.csv, the point files,
+ * manifest.json, the .npy dump), plus the memory budget and the command's exit codes. */
+#include <criterion/criterion.h>
+
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "deftsim_config.h"
+#include "deftsim_csv.h"
+#include "deftsim_engine.h"
+#include "deftsim_gen.h"
+#include "deftsim_npy.h"
+#include "deftsim_sparsify.h"
+#include "deftsim_trace.h"
+#include "deftsim_util.h"
+
+/* ---- fixtures ------------------------------------------------------------------------- */
+
+/* Six tensors, 3210 elements: big enough for every method to select something at d = 0.05
+ * (k = 160), small enough for a run of every method in well under a second. */
+static const char tiny_csv[] = "index,name,shape,numel\n"
+                               "0,conv.weight,16x3x3x3,432\n"
+                               "1,conv.bias,16,16\n"
+                               "2,fc1.weight,64x32,2048\n"
+                               "3,fc1.bias,64,64\n"
+                               "4,fc2.weight,10x64,640\n"
+                               "5,fc2.bias,10,10\n";
+enum { N = 3210, K = 160, ITERS = 2 };
+static const char *const all_methods = "deft, topk, topk-ag, cltk, gtopk, dgc, dense";
+
+static char tmpdir[64];
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb; (void)flag; (void)ftw;
+    return remove(path);
+}
+
+static char *in_tmp(const char *name)
+{
+    char *buf = malloc(512);
+    cr_assert(buf);
+    snprintf(buf, 512, "%s/%s", tmpdir, name);
+    return buf;
+}
+
+static void setup(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/deftsim-engine-XXXXXX");
+    cr_assert(mkdtemp(tmpdir), "mkdtemp");
+    char *model = in_tmp("tiny.csv");
+    cr_assert_eq(deftsim_write_file_atomic(model, tiny_csv, strlen(tiny_csv)), DEFTSIM_OK);
+    free(model);
+}
+
+static void teardown(void) { nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
+TestSuite(npy, .init = setup, .fini = teardown);
+TestSuite(engine, .init = setup, .fini = teardown);
+TestSuite(cli, .init = setup, .fini = teardown);
+
+/* The scenario text of every engine test; overrides change what a test needs. */
+static char *scenario_text(const char *out)
+{
+    char *text = malloc(2048);
+    cr_assert(text);
+    snprintf(text, 2048,
+             "[scenario]\nname = tiny\nseed = 7\niterations = %d\noutput = %s/%s\n"
+             "[gradients]\nmodel = %s/tiny.csv\n"
+             "[sparsify]\nmethods = %s\ndensities = 0.05\n"
+             "[workers]\ncounts = 1..4\n",
+             ITERS, tmpdir, out, tmpdir, all_methods);
+    return text;
+}
+
+static deftsim_config *scenario(const char *out, const char *const *ov, size_t nov)
+{
+    char *text = scenario_text(out);
+    deftsim_config *cfg = NULL;
+    deftsim_status st = deftsim_config_parse(text, "tiny.ini", ov, nov, &cfg);
+    free(text);
+    cr_assert_eq(st, DEFTSIM_OK, "%s", deftsim_error_message());
+    return cfg;
+}
+
+static deftsim_run_summary run_ok(const char *out, const char *dump, const char *const *ov,
+                                  size_t nov)
+{
+    deftsim_config *cfg = scenario(out, ov, nov);
+    deftsim_run_options opt;
+    deftsim_run_options_default(&opt);
+    char *dumpdir = dump ? in_tmp(dump) : NULL;
+    opt.dump_dir = dumpdir;
+    opt.prep_threads = 2;
+    deftsim_run_summary sum;
+    deftsim_status st = deftsim_run(cfg, &opt, &sum);
+    cr_assert_eq(st, DEFTSIM_OK, "%s", deftsim_error_message());
+    free(dumpdir);
+    deftsim_config_free(cfg);
+    return sum;
+}
+
+/* ---- a CSV table (the engine quotes nothing in these tests: no commas in names) -------- */
+
+typedef struct {
+    char *buf;
+    char **hdr;
+    size_t ncols, nrows;
+    char **cell; /* nrows x ncols */
+} table;
+
+static size_t split(char *line, char **out, size_t cap)
+{
+    size_t n = 0;
+    for (char *p = line;; p++) {
+        if (n < cap) out[n] = p;
+        n++;
+        p = strchr(p, ',');
+        if (!p) break;
+        *p = '\0';
+    }
+    return n;
+}
+
+static table *load_csv(const char *path)
+{
+    table *t = calloc(1, sizeof *t);
+    size_t len;
+    cr_assert_eq(deftsim_read_file(path, &t->buf, &len), DEFTSIM_OK, "%s", deftsim_error_message());
+    cr_assert(len > 0 && t->buf[len - 1] == '\n', "%s: does not end in a newline", path);
+    size_t lines = 0;
+    for (size_t i = 0; i < len; i++) lines += t->buf[i] == '\n';
+    char **line = calloc(lines, sizeof *line);
+    char *p = t->buf;
+    for (size_t i = 0; i < lines; i++) {
+        line[i] = p;
+        p = strchr(p, '\n');
+        *p++ = '\0';
+    }
+    t->hdr = calloc(256, sizeof(char *));
+    t->ncols = split(line[0], t->hdr, 256);
+    t->nrows = lines - 1;
+    t->cell = calloc(t->nrows * t->ncols + 1, sizeof(char *));
+    for (size_t r = 0; r < t->nrows; r++) {
+        size_t n = split(line[r + 1], t->cell + r * t->ncols, t->ncols);
+        cr_assert_eq(n, t->ncols, "%s: row %zu has %zu fields, the header %zu", path, r + 1, n,
+                     t->ncols);
+    }
+    free(line);
+    return t;
+}
+
+static void table_free(table *t)
+{
+    free(t->buf);
+    free(t->hdr);
+    free(t->cell);
+    free(t);
+}
+
+static size_t col(const table *t, const char *name)
+{
+    for (size_t c = 0; c < t->ncols; c++)
+        if (strcmp(t->hdr[c], name) == 0) return c;
+    cr_assert_fail("no column '%s'", name);
+    return 0;
+}
+
+static const char *cell(const table *t, size_t r, const char *name)
+{
+    return t->cell[r * t->ncols + col(t, name)];
+}
+
+static double num(const table *t, size_t r, const char *name)
+{
+    const char *s = cell(t, r, name);
+    cr_assert(s[0], "row %zu: %s is empty", r, name);
+    double v;
+    cr_assert_eq(deftsim_parse_double(s, &v), 0, "row %zu: %s = '%s' is not a number", r, name, s);
+    return v;
+}
+
+/* Columns that hold measured times: they differ from run to run. */
+static int is_timing(const char *name)
+{
+    static const char *const timing[] = {"phase_seconds", "select_seconds", "worker_seconds",
+                                         "imbalance_seconds", "prepare_seconds", "step_seconds"};
+    for (size_t i = 0; i < sizeof timing / sizeof timing[0]; i++)
+        if (strcmp(name, timing[i]) == 0) return 1;
+    return 0;
+}
+
+/* Row r of a and row r of b agree on every column except timings and the listed ones. */
+static void rows_equal(const table *a, size_t ra, const table *b, size_t rb,
+                       const char *const *skip, size_t nskip)
+{
+    cr_assert_eq(a->ncols, b->ncols);
+    for (size_t c = 0; c < a->ncols; c++) {
+        const char *name = a->hdr[c];
+        int skipped = is_timing(name);
+        for (size_t i = 0; i < nskip; i++) skipped |= strcmp(skip[i], name) == 0;
+        if (skipped) continue;
+        cr_assert_str_eq(a->cell[ra * a->ncols + c], b->cell[rb * b->ncols + c],
+                         "row %zu / %zu, column %s (%s, P=%s, iteration %s, worker %s)", ra, rb,
+                         name, cell(a, ra, "method"), cell(a, ra, "P"), cell(a, ra, "iteration"),
+                         cell(a, ra, "worker"));
+    }
+}
+
+static int file_exists(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+/* ---- .npy and number formatting -------------------------------------------------------- */
+
+Test(npy, round_trip_and_layout)
+{
+    char *p8 = in_tmp("a.npy"), *pf = in_tmp("b.npy"), *pe = in_tmp("e.npy");
+    deftsim_kidx idx[5] = {0, 3, 17, 4000000000u, 9};
+    float vals[3] = {1.5f, -0.0f, 3.0e-38f};
+    cr_assert_eq(deftsim_npy_write_u32_as_i8(p8, idx, 5), DEFTSIM_OK, "%s", deftsim_error_message());
+    cr_assert_eq(deftsim_npy_write(pf, DEFTSIM_NPY_F4, vals, 3), DEFTSIM_OK);
+    cr_assert_eq(deftsim_npy_write(pe, DEFTSIM_NPY_F4, NULL, 0), DEFTSIM_OK);
+
+    deftsim_npy_type t;
+    void *data;
+    uint64_t n;
+    cr_assert_eq(deftsim_npy_read(p8, &t, &data, &n), DEFTSIM_OK, "%s", deftsim_error_message());
+    cr_assert_eq(t, DEFTSIM_NPY_I8);
+    cr_assert_eq(n, 5);
+    for (int i = 0; i < 5; i++) cr_assert_eq(((int64_t *)data)[i], (int64_t)idx[i]);
+    free(data);
+    cr_assert_eq(deftsim_npy_read(pf, &t, &data, &n), DEFTSIM_OK);
+    cr_assert_eq(t, DEFTSIM_NPY_F4);
+    cr_assert_eq(n, 3);
+    cr_assert_eq(memcmp(data, vals, sizeof vals), 0);
+    free(data);
+    cr_assert_eq(deftsim_npy_read(pe, &t, &data, &n), DEFTSIM_OK);
+    cr_assert_eq(n, 0);
+    cr_assert_null(data);
+
+    /* The bytes numpy expects: magic, version 1.0, a header padded to 64 with a newline, the
+     * data little-endian right after. */
+    char *raw;
+    size_t len;
+    cr_assert_eq(deftsim_read_file(p8, &raw, &len), DEFTSIM_OK);
+    cr_assert_eq(memcmp(raw, "\x93NUMPY\x01\x00", 8), 0);
+    size_t hlen = (unsigned char)raw[8] | (size_t)(unsigned char)raw[9] << 8;
+    cr_assert_eq((10 + hlen) % 64, 0);
+    cr_assert_eq(raw[10 + hlen - 1], '\n');
+    cr_assert(strstr(raw + 10, "{'descr': '<i8', 'fortran_order': False, 'shape': (5,), }"));
+    cr_assert_eq(len, 10 + hlen + 5 * 8);
+    const unsigned char *d = (const unsigned char *)raw + 10 + hlen + 3 * 8;
+    cr_assert(d[0] == 0x00 && d[1] == 0x28 && d[2] == 0x6B && d[3] == 0xEE && d[4] == 0);
+    free(raw);
+    free(p8);
+    free(pf);
+    free(pe);
+}
+
+Test(npy, rejects_what_it_cannot_read)
+{
+    char *p = in_tmp("bad.npy");
+    cr_assert_eq(deftsim_write_file_atomic(p, "hello world, not numpy", 22), DEFTSIM_OK);
+    deftsim_npy_type t;
+    void *data;
+    uint64_t n;
+    cr_assert_eq(deftsim_npy_read(p, &t, &data, &n), DEFTSIM_E_INPUT);
+    cr_assert(strstr(deftsim_error_message(), "bad magic"), "%s", deftsim_error_message());
+    /* A truncated body. */
+    unsigned char hdr[128];
+    size_t h = deftsim_npy_header(DEFTSIM_NPY_F4, 10, hdr, sizeof hdr);
+    cr_assert_eq(deftsim_write_file_atomic(p, hdr, h), DEFTSIM_OK);
+    cr_assert_eq(deftsim_npy_read(p, &t, &data, &n), DEFTSIM_E_INPUT);
+    cr_assert(strstr(deftsim_error_message(), "needs 40 data bytes, the file holds 0"), "%s",
+              deftsim_error_message());
+    free(p);
+}
+
+Test(npy, csv_numbers_round_trip)
+{
+    char b[64];
+    cr_assert_str_eq(deftsim_csv_double(b, sizeof b, 0.1), "0.1");
+    cr_assert_str_eq(deftsim_csv_double(b, sizeof b, 0.05), "0.05");
+    cr_assert_str_eq(deftsim_csv_double(b, sizeof b, NAN), "");
+    cr_assert_str_eq(deftsim_csv_double(b, sizeof b, 1e300 * 1e10), "inf");
+    double v = 1.0 / 3.0;
+    cr_assert_eq(strtod(deftsim_csv_double(b, sizeof b, v), NULL), v);
+    v = 0.1 + 0.2;
+    cr_assert_eq(strtod(deftsim_csv_double(b, sizeof b, v), NULL), v);
+    float f = 1.0f / 3.0f;
+    cr_assert_eq(strtof(deftsim_csv_float(b, sizeof b, f), NULL), f);
+    cr_assert_str_eq(deftsim_csv_float(b, sizeof b, 0.25f), "0.25");
+}
+
+/* ---- the documented columns ------------------------------------------------------------ */
+
+Test(engine, every_column_is_documented)
+{
+    const char *root = getenv("DEFTSIM_SOURCE_ROOT");
+    cr_assert(root, "DEFTSIM_SOURCE_ROOT is not set (run the tests through meson test)");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/docs/OUTPUT.md", root);
+    char *doc;
+    size_t len;
+    cr_assert_eq(deftsim_read_file(path, &doc, &len), DEFTSIM_OK, "%s", deftsim_error_message());
+    for (size_t i = 0; i < deftsim_engine_column_count(); i++) {
+        char pat[80];
+        snprintf(pat, sizeof pat, "| `%s` |", deftsim_engine_column(i));
+        cr_expect(strstr(doc, pat), "docs/OUTPUT.md has no table row for column %s",
+                  deftsim_engine_column(i));
+    }
+    free(doc);
+}
+
+/* ---- end to end through the library ---------------------------------------------------- */
+
+/* Rows one (method, P) point writes per iteration: P x (phases + collectives), learnt from a
+ * step of the sparsifier itself on generated accumulators. */
+typedef struct {
+    float **buf;
+} direct_prov;
+
+static float *direct_get(void *ctx, uint32_t w) { return ((direct_prov *)ctx)->buf[w]; }
+
+static uint64_t rows_per_iteration(const deftsim_config *cfg, deftsim_method m, uint32_t P)
+{
+    deftsim_model *model;
+    cr_assert_eq(deftsim_model_load(cfg->gradients.model, &model), DEFTSIM_OK);
+    deftsim_gen_params gp;
+    deftsim_gen_params_default(&gp);
+    deftsim_gen *g;
+    cr_assert_eq(deftsim_gen_new(model, &gp, &g), DEFTSIM_OK);
+    deftsim_kctx *kc;
+    cr_assert_eq(deftsim_kctx_new(&kc, "cpu", 1), DEFTSIM_OK);
+    direct_prov dp = {calloc(P, sizeof(float *))};
+    for (uint32_t w = 0; w < P; w++) {
+        dp.buf[w] = malloc(N * sizeof(float));
+        cr_assert_eq(deftsim_gen_fill(g, 0, w, 0, N, dp.buf[w]), DEFTSIM_OK);
+    }
+    deftsim_sparsifier_params p = {.method = m, .density = 0.05, .P = P, .model = model,
+                                   .index_bytes = 4, .value_bytes = 4, .seed = 7, .kctx = kc};
+    deftsim_sparsifier *s;
+    cr_assert_eq(deftsim_sparsifier_new(&p, &s), DEFTSIM_OK, "%s", deftsim_error_message());
+    deftsim_acc_provider prov = {.get = direct_get, .ctx = &dp, .persistent = 1};
+    deftsim_step_result *r;
+    cr_assert_eq(deftsim_sparsifier_step(s, 0, &prov, &r), DEFTSIM_OK, "%s", deftsim_error_message());
+    uint64_t per_worker = r->nphases;
+    for (size_t i = 0; i < r->schedule.nsteps; i++)
+        per_worker += r->schedule.steps[i].kind != DEFTSIM_STEP_COMPUTE;
+    if (per_worker == 0) per_worker = 1; /* the engine's row of kind "none" */
+    deftsim_sparsifier_free(s);
+    for (uint32_t w = 0; w < P; w++) free(dp.buf[w]);
+    free(dp.buf);
+    deftsim_kctx_free(kc);
+    deftsim_gen_free(g);
+    deftsim_model_free(model);
+    return per_worker * P;
+}
+
+/* The first row of (method, P, iteration, worker) in t, or SIZE_MAX. */
+static size_t find_row(const table *t, const char *method, unsigned P, unsigned it, unsigned w)
+{
+    char ps[16], is[16], ws[16];
+    snprintf(ps, sizeof ps, "%u", P);
+    snprintf(is, sizeof is, "%u", it);
+    snprintf(ws, sizeof ws, "%u", w);
+    size_t cm = col(t, "method"), cp = col(t, "P"), ci = col(t, "iteration"), cw = col(t, "worker");
+    for (size_t r = 0; r < t->nrows; r++) {
+        char **row = t->cell + r * t->ncols;
+        if (!strcmp(row[cm], method) && !strcmp(row[cp], ps) && !strcmp(row[ci], is) &&
+            !strcmp(row[cw], ws))
+            return r;
+    }
+    return SIZE_MAX;
+}
+
+static int64_t *load_i8(const char *path, uint64_t *n)
+{
+    deftsim_npy_type t;
+    void *data;
+    cr_assert_eq(deftsim_npy_read(path, &t, &data, n), DEFTSIM_OK, "%s", deftsim_error_message());
+    cr_assert_eq(t, DEFTSIM_NPY_I8, "%s: not <i8", path);
+    return data;
+}
+
+Test(engine, every_method_end_to_end)
+{
+    deftsim_run_summary sum = run_ok("out", "dump", NULL, 0);
+    deftsim_config *cfg = scenario("out", NULL, 0);
+    const unsigned Ps[] = {1, 2, 4};
+    cr_assert_eq(sum.points, cfg->sparsify.nmethods * 3);
+
+    char *path = in_tmp("out/rows.csv");
+    table *t = load_csv(path);
+    free(path);
+    /* The header is the documented column list. */
+    cr_assert_eq(t->ncols, deftsim_engine_column_count());
+    for (size_t c = 0; c < t->ncols; c++) cr_assert_str_eq(t->hdr[c], deftsim_engine_column(c));
+
+    /* Row counts: per point, from the sparsifier itself; the point files add up to rows.csv. */
+    uint64_t expect = 0;
+    for (size_t mi = 0; mi < cfg->sparsify.nmethods; mi++)
+        for (size_t pi = 0; pi < 3; pi++) {
+            deftsim_method m = cfg->sparsify.methods[mi];
+            uint64_t per = rows_per_iteration(cfg, m, Ps[pi]) * ITERS;
+            char rel[128];
+            snprintf(rel, sizeof rel, "out/points/%s_d0.05_P%u.csv", deftsim_method_name(m), Ps[pi]);
+            char *pp = in_tmp(rel);
+            table *pt = load_csv(pp);
+            cr_assert_eq(pt->nrows, per, "%s: %zu rows, expected %" PRIu64, rel, pt->nrows, per);
+            table_free(pt);
+            free(pp);
+            expect += per;
+        }
+    cr_assert_eq(t->nrows, expect, "rows.csv: %zu rows, expected %" PRIu64, t->nrows, expect);
+    cr_assert_eq(sum.rows, expect);
+
+    for (size_t r = 0; r < t->nrows; r++) {
+        cr_assert_str_eq(cell(t, r, "error_feedback"), "full");
+        cr_assert_str_eq(cell(t, r, "residual_kept"), "1");
+        cr_assert_str_eq(cell(t, r, "backend"), "cpu");
+        cr_assert_str_eq(cell(t, r, "model"), "tiny");
+        cr_assert_eq(num(t, r, "k"), K);
+        cr_assert_eq(num(t, r, "n"), N);
+        cr_assert_eq(num(t, r, "seed"), 7);
+        double nnz = num(t, r, "nnz");
+        cr_assert_eq(num(t, r, "actual_density"), nnz / N);
+        cr_assert_eq(num(t, r, "buildup"), nnz / K);
+        const char *kind = cell(t, r, "phase_kind");
+        if (strcmp(kind, "none") == 0) {
+            /* Only for a worker without phases or collectives: dense at P = 1. */
+            cr_assert_str_eq(cell(t, r, "method"), "dense");
+            cr_assert_eq(num(t, r, "P"), 1);
+        } else if (strcmp(kind, "compute") == 0) {
+            cr_assert(num(t, r, "phase_seconds") >= 0);
+            cr_assert_eq(num(t, r, "phase_bytes_sent"), 0);
+        } else {
+            cr_assert_str_eq(cell(t, r, "phase_seconds"), "", "a collective has no measured time");
+            cr_assert_eq(num(t, r, "phase_selection"), 0);
+        }
+        double cap = num(t, r, "captured_frac"), top = num(t, r, "topk_frac");
+        cr_assert(cap >= 0 && cap <= 1 + 1e-12 && top > 0 && top <= 1 + 1e-12);
+        cr_assert_eq(num(t, r, "captured_ratio"), cap / top);
+        if (strcmp(cell(t, r, "method"), "dense") == 0) {
+            cr_assert_eq(nnz, N);
+            cr_assert_float_eq(cap, 1.0, 1e-12);
+        }
+        /* One worker: its top-k of acc is the exact top-k of the average. */
+        if (strcmp(cell(t, r, "method"), "topk") == 0 && num(t, r, "P") == 1)
+            cr_assert_eq(cap, top);
+    }
+
+    /* Per worker, the collectives' bytes add up to its totals. */
+    for (size_t mi = 0; mi < cfg->sparsify.nmethods; mi++)
+        for (size_t pi = 0; pi < 3; pi++)
+            for (unsigned w = 0; w < Ps[pi]; w++) {
+                const char *mname = deftsim_method_name(cfg->sparsify.methods[mi]);
+                size_t r0 = find_row(t, mname, Ps[pi], 0, w);
+                cr_assert_neq(r0, SIZE_MAX);
+                double sent = 0, recv = 0;
+                for (size_t r = r0; r < t->nrows && !strcmp(cell(t, r, "worker"), cell(t, r0, "worker")) &&
+                                    !strcmp(cell(t, r, "iteration"), "0");
+                     r++) {
+                    sent += num(t, r, "phase_bytes_sent");
+                    recv += num(t, r, "phase_bytes_recv");
+                }
+                cr_expect_eq(sent, num(t, r0, "bytes_sent"), "%s P=%u worker %u", mname, Ps[pi], w);
+                cr_expect_eq(recv, num(t, r0, "bytes_recv"), "%s P=%u worker %u", mname, Ps[pi], w);
+            }
+
+    /* The dump: sorted int64 selections of local_count each, union and values of nnz. */
+    for (size_t mi = 0; mi < cfg->sparsify.nmethods; mi++) {
+        const char *mname = deftsim_method_name(cfg->sparsify.methods[mi]);
+        for (size_t pi = 0; pi < 3; pi++)
+            for (unsigned it = 0; it < ITERS; it++) {
+                unsigned P = Ps[pi];
+                char rel[256];
+                snprintf(rel, sizeof rel, "dump/%s/d0.05/P%u/it%u/union.npy", mname, P, it);
+                char *up = in_tmp(rel);
+                uint64_t nu;
+                int64_t *u = load_i8(up, &nu);
+                free(up);
+                size_t r0 = find_row(t, mname, P, it, 0);
+                cr_assert_eq((double)nu, num(t, r0, "nnz"), "%s", rel);
+                for (uint64_t i = 1; i < nu; i++) cr_assert_lt(u[i - 1], u[i], "%s: not sorted", rel);
+                snprintf(rel, sizeof rel, "dump/%s/d0.05/P%u/it%u/values.npy", mname, P, it);
+                char *vp = in_tmp(rel);
+                deftsim_npy_type vt;
+                void *vals;
+                uint64_t nv;
+                cr_assert_eq(deftsim_npy_read(vp, &vt, &vals, &nv), DEFTSIM_OK);
+                cr_assert_eq(vt, DEFTSIM_NPY_F4);
+                cr_assert_eq(nv, nu);
+                free(vals);
+                free(vp);
+                /* DEFT's workers select in disjoint fragments. */
+                unsigned char *seen = calloc(N, 1);
+                for (unsigned w = 0; w < P; w++) {
+                    snprintf(rel, sizeof rel, "dump/%s/d0.05/P%u/it%u/worker%u.npy", mname, P, it, w);
+                    char *wp = in_tmp(rel);
+                    uint64_t nw;
+                    int64_t *sel = load_i8(wp, &nw);
+                    free(wp);
+                    size_t rw = find_row(t, mname, P, it, w);
+                    cr_assert_eq((double)nw, num(t, rw, "local_count"), "%s", rel);
+                    for (uint64_t i = 0; i < nw; i++) {
+                        cr_assert(sel[i] >= 0 && sel[i] < N);
+                        if (i) cr_assert_lt(sel[i - 1], sel[i], "%s: not sorted", rel);
+                        if (strcmp(mname, "deft") == 0)
+                            cr_assert_eq(seen[sel[i]], 0, "%s: index %" PRId64 " also picked by another worker",
+                                         rel, sel[i]);
+                        seen[sel[i]] = 1;
+                    }
+                    free(sel);
+                }
+                /* Top-k's union is exactly the union of the workers' picks. */
+                if (strcmp(mname, "topk") == 0) {
+                    uint64_t count = 0;
+                    for (size_t i = 0; i < N; i++) count += seen[i];
+                    cr_assert_eq(count, nu);
+                    for (uint64_t i = 0; i < nu; i++) cr_assert(seen[u[i]]);
+                }
+                free(seen);
+                free(u);
+            }
+    }
+    table_free(t);
+
+    /* The manifest. */
+    char *mp = in_tmp("out/manifest.json");
+    json_error_t jerr;
+    json_t *man = json_load_file(mp, 0, &jerr);
+    free(mp);
+    cr_assert(man, "manifest.json: %s", jerr.text);
+    cr_assert_str_eq(json_string_value(json_object_get(man, "status")), "complete");
+    cr_assert_eq(json_integer_value(json_object_get(man, "seed")), 7);
+    json_t *c = json_object_get(man, "config");
+    cr_assert_eq(json_integer_value(json_object_get(json_object_get(c, "scenario"), "seed")), 7);
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(man, "deftsim"), "version")),
+                     DEFTSIM_VERSION);
+    cr_assert(json_string_value(json_object_get(json_object_get(man, "deftsim"), "git_commit")));
+    json_t *mach = json_object_get(man, "machine");
+    cr_assert(json_integer_value(json_object_get(mach, "ram_bytes")) > 0);
+    cr_assert(json_integer_value(json_object_get(mach, "cpus_online")) > 0);
+    cr_assert(json_string_value(json_object_get(mach, "cpu_model")));
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(man, "kernels"), "backend")),
+                     "cpu");
+    cr_assert_eq(json_array_size(json_object_get(man, "points")), sum.points);
+    cr_assert(json_string_value(json_object_get(man, "started")));
+    cr_assert(json_string_value(json_object_get(man, "finished")));
+    json_decref(man);
+    deftsim_config_free(cfg);
+}
+
+/* Every file of dir a equals the same file of dir b, byte for byte. */
+static const char *cmp_root_a, *cmp_root_b;
+static size_t cmp_files;
+
+static int cmp_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb; (void)ftw;
+    if (flag != FTW_F) return 0;
+    char other[1024];
+    snprintf(other, sizeof other, "%s%s", cmp_root_b, path + strlen(cmp_root_a));
+    char *x, *y;
+    size_t lx, ly;
+    cr_assert_eq(deftsim_read_file(path, &x, &lx), DEFTSIM_OK);
+    cr_assert_eq(deftsim_read_file(other, &y, &ly), DEFTSIM_OK, "%s", deftsim_error_message());
+    cr_assert(lx == ly && memcmp(x, y, lx) == 0, "%s and %s differ", path, other);
+    free(x);
+    free(y);
+    cmp_files++;
+    return 0;
+}
+
+Test(engine, same_seed_same_selections_and_bytes)
+{
+    run_ok("a", "dump_a", NULL, 0);
+    run_ok("b", "dump_b", NULL, 0);
+    char *pa = in_tmp("a/rows.csv"), *pb = in_tmp("b/rows.csv");
+    table *a = load_csv(pa), *b = load_csv(pb);
+    cr_assert_eq(a->nrows, b->nrows);
+    for (size_t r = 0; r < a->nrows; r++) rows_equal(a, r, b, r, NULL, 0);
+    table_free(a);
+    table_free(b);
+    free(pa);
+    free(pb);
+    char *da = in_tmp("dump_a"), *db = in_tmp("dump_b");
+    cmp_root_a = da;
+    cmp_root_b = db;
+    cmp_files = 0;
+    nftw(da, cmp_entry, 16, FTW_PHYS);
+    cr_assert_gt(cmp_files, 100);
+    free(da);
+    free(db);
+
+    /* Another seed gives other selections. */
+    const char *ov[] = {"scenario.seed=8"};
+    run_ok("c", NULL, ov, 1);
+    pa = in_tmp("a/rows.csv");
+    char *pc = in_tmp("c/rows.csv");
+    a = load_csv(pa);
+    table *c = load_csv(pc);
+    int differ = 0;
+    for (size_t r = 0; r < a->nrows && !differ; r++)
+        differ = strcmp(cell(a, r, "acc_norm2"), cell(c, r, "acc_norm2")) != 0;
+    cr_assert(differ, "seed 8 gave the gradients of seed 7");
+    table_free(a);
+    table_free(c);
+    free(pa);
+    free(pc);
+}
+
+/* ---- bounded-memory modes -------------------------------------------------------------- */
+
+Test(engine, feedback_none_and_sampled_are_named_in_every_row)
+{
+    const char *none[] = {"sparsify.error_feedback=none"};
+    run_ok("none", NULL, none, 1);
+    const char *sampled[] = {"sparsify.error_feedback=sampled", "sparsify.sampled_workers=1"};
+    run_ok("sampled", NULL, sampled, 2);
+    run_ok("full", NULL, NULL, 0);
+
+    char *pn = in_tmp("none/rows.csv"), *ps = in_tmp("sampled/rows.csv"), *pf = in_tmp("full/rows.csv");
+    table *tn = load_csv(pn), *ts = load_csv(ps), *tf = load_csv(pf);
+    cr_assert_eq(tn->nrows, tf->nrows);
+    cr_assert_eq(ts->nrows, tf->nrows);
+    const char *skip[] = {"error_feedback", "sampled_workers", "residual_kept"};
+    size_t changed = 0;
+    for (size_t r = 0; r < tn->nrows; r++) {
+        cr_assert_str_eq(cell(tn, r, "error_feedback"), "none");
+        cr_assert_str_eq(cell(tn, r, "sampled_workers"), "0");
+        cr_assert_str_eq(cell(tn, r, "residual_kept"), "0");
+        cr_assert_str_eq(cell(ts, r, "error_feedback"), "sampled");
+        cr_assert_str_eq(cell(ts, r, "sampled_workers"), "1");
+        cr_assert_str_eq(cell(ts, r, "residual_kept"),
+                         strcmp(cell(ts, r, "worker"), "0") == 0 ? "1" : "0");
+        /* Residuals start at zero: the first iteration is the same in every mode. */
+        if (strcmp(cell(tn, r, "iteration"), "0") == 0) {
+            rows_equal(tn, r, tf, r, skip, 3);
+            rows_equal(ts, r, tf, r, skip, 3);
+        } else {
+            changed += strcmp(cell(tn, r, "acc_norm2"), cell(tf, r, "acc_norm2")) != 0;
+        }
+    }
+    cr_assert_gt(changed, 0, "dropping the residuals changed nothing at iteration 1");
+    table_free(tn);
+    table_free(ts);
+    table_free(tf);
+    free(pn);
+    free(ps);
+    free(pf);
+}
+
+/* Sampled feedback with every worker sampled goes through the regenerating provider (one
+ * accumulator valid at a time) but keeps every residual: it must reproduce full feedback. */
+Test(engine, sampled_with_every_worker_equals_full)
+{
+    const char *ov[] = {"sparsify.error_feedback=sampled", "sparsify.sampled_workers=4"};
+    run_ok("sampled", "dump_s", ov, 2);
+    run_ok("full", "dump_f", NULL, 0);
+    char *ps = in_tmp("sampled/rows.csv"), *pf = in_tmp("full/rows.csv");
+    table *ts = load_csv(ps), *tf = load_csv(pf);
+    cr_assert_eq(ts->nrows, tf->nrows);
+    const char *skip[] = {"error_feedback", "sampled_workers"};
+    for (size_t r = 0; r < ts->nrows; r++) rows_equal(ts, r, tf, r, skip, 2);
+    table_free(ts);
+    table_free(tf);
+    free(ps);
+    free(pf);
+    char *da = in_tmp("dump_s"), *db = in_tmp("dump_f");
+    cmp_root_a = da;
+    cmp_root_b = db;
+    cmp_files = 0;
+    nftw(da, cmp_entry, 16, FTW_PHYS);
+    cr_assert_gt(cmp_files, 100);
+    free(da);
+    free(db);
+}
+
+/* ---- memory budget --------------------------------------------------------------------- */
+
+static deftsim_engine *engine_with(const char *const *ov, size_t nov, uint64_t ram)
+{
+    deftsim_config *cfg = scenario("mem", ov, nov);
+    deftsim_run_options opt;
+    deftsim_run_options_default(&opt);
+    opt.ram_bytes = ram;
+    opt.prep_threads = 1;
+    deftsim_engine *e;
+    cr_assert_eq(deftsim_engine_new(cfg, &opt, &e), DEFTSIM_OK, "%s", deftsim_error_message());
+    deftsim_config_free(cfg);
+    return e;
+}
+
+Test(engine, memory_budget_refusal_names_the_largest_p)
+{
+    const char *ov[] = {"workers.counts=1..64"};
+    deftsim_engine *e = engine_with(ov, 1, 1ull << 40);
+    const deftsim_memory_plan *pl = deftsim_engine_memory(e);
+    cr_assert_eq(pl->ncounts, 7);
+    cr_assert_eq(pl->rows[6].P, 64);
+    for (size_t i = 0; i < pl->ncounts; i++) {
+        const deftsim_memory_row *r = &pl->rows[i];
+        cr_assert_geq(r->residual_bytes, (uint64_t)r->P * N * 4, "full feedback keeps P residuals");
+        cr_assert_eq(r->bytes, r->residual_bytes + r->sparsifier_bytes + r->engine_bytes);
+        if (i) cr_assert_gt(r->bytes, pl->rows[i - 1].bytes);
+    }
+    uint64_t b16 = pl->rows[4].bytes, b32 = pl->rows[5].bytes;
+    deftsim_engine_free(e);
+
+    /* A RAM whose 80 percent lies between what P = 16 and P = 32 need. */
+    uint64_t ram = (uint64_t)((double)(b16 + b32) / 2 / 0.8);
+    e = engine_with(ov, 1, ram);
+    pl = deftsim_engine_memory(e);
+    uint32_t L = pl->largest_fit;
+    cr_assert(L >= 16 && L < 32, "largest fit %u", L);
+    cr_assert(pl->rows[4].fits && !pl->rows[5].fits);
+    cr_assert_eq(deftsim_engine_check_memory(e), DEFTSIM_E_INPUT);
+    const char *msg = deftsim_error_message();
+    char want[200];
+    snprintf(want, sizeof want, "the largest P that fits is %u; set [sparsify] error_feedback = "
+                                "none or sampled for larger P", L);
+    cr_assert(strstr(msg, "[workers] counts: P = 32 needs "), "%s", msg);
+    cr_assert(strstr(msg, "with error_feedback = full, over the memory budget of "), "%s", msg);
+    cr_assert(strstr(msg, "(0.8 of "), "%s", msg);
+    cr_assert(strstr(msg, want), "%s", msg);
+    /* The run refuses before it writes anything. */
+    deftsim_run_summary sum;
+    cr_assert_eq(deftsim_engine_run(e, &sum), DEFTSIM_E_INPUT);
+    char *out = in_tmp("mem");
+    cr_assert_not(file_exists(out), "a refused run created its output folder");
+    free(out);
+    deftsim_engine_free(e);
+
+    /* L fits, L + 1 does not. */
+    char cl[64], cl1[64];
+    snprintf(cl, sizeof cl, "workers.counts=%u", L);
+    snprintf(cl1, sizeof cl1, "workers.counts=%u", L + 1);
+    const char *ovl[] = {cl}, *ovl1[] = {cl1};
+    e = engine_with(ovl, 1, ram);
+    cr_assert_eq(deftsim_engine_check_memory(e), DEFTSIM_OK, "%s", deftsim_error_message());
+    deftsim_engine_free(e);
+    e = engine_with(ovl1, 1, ram);
+    cr_assert_eq(deftsim_engine_check_memory(e), DEFTSIM_E_INPUT);
+    deftsim_engine_free(e);
+
+    /* Without feedback the accumulators take one buffer of n floats at any P, so everything
+     * fits. */
+    const char *ovn[] = {"workers.counts=1..64", "sparsify.error_feedback=none"};
+    e = engine_with(ovn, 2, ram);
+    pl = deftsim_engine_memory(e);
+    for (size_t i = 0; i < pl->ncounts; i++)
+        cr_assert_eq(pl->rows[i].residual_bytes, (uint64_t)N * 4, "P = %u", pl->rows[i].P);
+    cr_assert_eq(deftsim_engine_check_memory(e), DEFTSIM_OK, "%s", deftsim_error_message());
+    deftsim_engine_free(e);
+
+    /* Sampled: S residuals plus the shared buffer. */
+    const char *ovs[] = {"workers.counts=1..64", "sparsify.error_feedback=sampled",
+                         "sparsify.sampled_workers=2"};
+    e = engine_with(ovs, 3, ram);
+    pl = deftsim_engine_memory(e);
+    cr_assert_eq(pl->rows[0].residual_bytes, (uint64_t)N * 4);
+    cr_assert_eq(pl->rows[1].residual_bytes, (uint64_t)2 * N * 4);
+    cr_assert_eq(pl->rows[6].residual_bytes, (uint64_t)3 * N * 4);
+    deftsim_engine_free(e);
+}
+
+Test(engine, cuda_is_refused_with_the_reason)
+{
+    const char *ov[] = {"device.kind=cuda"};
+    deftsim_config *cfg = scenario("cuda", ov, 1);
+    deftsim_engine *e;
+    deftsim_status st = deftsim_engine_new(cfg, NULL, &e);
+    /* With a CUDA backend and device the engine refuses too (it keeps accumulators in host
+     * memory); the message says which case it is. */
+    cr_assert_eq(st, DEFTSIM_E_UNSUPPORTED);
+    cr_assert(strstr(deftsim_error_message(), "[device] kind = cuda: "), "%s", deftsim_error_message());
+    cr_assert(strstr(deftsim_error_message(), "set kind = cpu"), "%s", deftsim_error_message());
+    deftsim_config_free(cfg);
+}
+
+/* ---- a trace as the gradient source ----------------------------------------------------- */
+
+static void write_trace_like_generator(const char *dir, uint32_t workers, uint64_t iterations)
+{
+    deftsim_config *cfg = scenario("unused", NULL, 0);
+    deftsim_model *m;
+    cr_assert_eq(deftsim_model_load(cfg->gradients.model, &m), DEFTSIM_OK);
+    deftsim_gen_params gp;
+    deftsim_gen_params_default(&gp);
+    gp.seed = cfg->scenario.seed;
+    gp.scale_decades = cfg->synthetic.scale_decades;
+    gp.signal = cfg->synthetic.signal;
+    gp.tail = cfg->synthetic.tail;
+    gp.drift = cfg->synthetic.drift;
+    deftsim_gen *g;
+    cr_assert_eq(deftsim_gen_new(m, &gp, &g), DEFTSIM_OK);
+    cr_assert_eq(deftsim_gen_write_trace(g, dir, workers, iterations), DEFTSIM_OK, "%s",
+                 deftsim_error_message());
+    deftsim_gen_free(g);
+    deftsim_model_free(m);
+    deftsim_config_free(cfg);
+}
+
+Test(engine, trace_source_reproduces_the_generator)
+{
+    char *tdir = in_tmp("trace");
+    write_trace_like_generator(tdir, 4, ITERS);
+    char set_src[600];
+    snprintf(set_src, sizeof set_src, "gradients.trace=%s", tdir);
+    const char *ov[] = {"gradients.model=", "gradients.source=trace", set_src};
+    run_ok("from_trace", "dump_t", ov, 3);
+    run_ok("synthetic", "dump_g", NULL, 0);
+    char *pt = in_tmp("from_trace/rows.csv"), *pg = in_tmp("synthetic/rows.csv");
+    table *tt = load_csv(pt), *tg = load_csv(pg);
+    cr_assert_eq(tt->nrows, tg->nrows);
+    const char *skip[] = {"source", "model"};
+    for (size_t r = 0; r < tt->nrows; r++) {
+        cr_assert_str_eq(cell(tt, r, "source"), "trace");
+        rows_equal(tt, r, tg, r, skip, 2);
+    }
+    table_free(tt);
+    table_free(tg);
+    free(pt);
+    free(pg);
+    char *da = in_tmp("dump_t"), *db = in_tmp("dump_g");
+    cmp_root_a = da;
+    cmp_root_b = db;
+    cmp_files = 0;
+    nftw(da, cmp_entry, 16, FTW_PHYS);
+    cr_assert_gt(cmp_files, 100);
+    free(da);
+    free(db);
+
+    /* More workers than the trace holds, more iterations than it holds. */
+    const char *ov8[] = {"gradients.model=", "gradients.source=trace", set_src, "workers.counts=2, 8"};
+    deftsim_config *cfg = scenario("x", ov8, 4);
+    deftsim_engine *e;
+    cr_assert_eq(deftsim_engine_new(cfg, NULL, &e), DEFTSIM_E_INPUT);
+    cr_assert(strstr(deftsim_error_message(), "[workers] counts: P = 8 exceeds the 4 workers of trace"),
+              "%s", deftsim_error_message());
+    deftsim_config_free(cfg);
+    const char *ovi[] = {"gradients.model=", "gradients.source=trace", set_src, "scenario.iterations=3"};
+    cfg = scenario("x", ovi, 4);
+    cr_assert_eq(deftsim_engine_new(cfg, NULL, &e), DEFTSIM_E_INPUT);
+    cr_assert(strstr(deftsim_error_message(), "[scenario] iterations: 3, but trace"), "%s",
+              deftsim_error_message());
+    cr_assert(strstr(deftsim_error_message(), "holds 2 iterations"), "%s", deftsim_error_message());
+    deftsim_config_free(cfg);
+    free(tdir);
+}
+
+Test(engine, trace_with_a_nan_is_refused_naming_where)
+{
+    deftsim_model *m;
+    char *model = in_tmp("tiny.csv");
+    cr_assert_eq(deftsim_model_load(model, &m), DEFTSIM_OK);
+    free(model);
+    char *tdir = in_tmp("nan_trace");
+    json_t *prov = json_pack("{s:s, s:s, s:I}", "recorder", "test_engine", "method", "constant",
+                             "seed", (json_int_t)0);
+    deftsim_trace_writer *tw;
+    cr_assert_eq(deftsim_trace_writer_open(tdir, m, 2, prov, &tw), DEFTSIM_OK, "%s",
+                 deftsim_error_message());
+    json_decref(prov);
+    float *g0 = malloc(N * sizeof(float)), *g1 = malloc(N * sizeof(float));
+    for (size_t i = 0; i < N; i++) g0[i] = g1[i] = (float)(i % 17) - 8.0f;
+    g1[1000] = NAN;
+    const float *grads[2] = {g0, g1};
+    cr_assert_eq(deftsim_trace_writer_put(tw, 0, grads), DEFTSIM_OK);
+    cr_assert_eq(deftsim_trace_writer_close(tw), DEFTSIM_OK);
+    free(g0);
+    free(g1);
+    deftsim_model_free(m);
+
+    char set_src[600];
+    snprintf(set_src, sizeof set_src, "gradients.trace=%s", tdir);
+    const char *ov[] = {"gradients.model=", "gradients.source=trace", set_src,
+                        "scenario.iterations=1", "workers.counts=1, 2", "sparsify.methods=topk"};
+    deftsim_config *cfg = scenario("nan", ov, 6);
+    deftsim_run_summary sum;
+    cr_assert_eq(deftsim_run(cfg, NULL, &sum), DEFTSIM_E_INPUT);
+    const char *msg = deftsim_error_message();
+    cr_assert(strstr(msg, "topk d=0.05 P=2 iteration 0: "), "%s", msg);
+    cr_assert(strstr(msg, "iter_000000.safetensors"), "%s", msg);
+    cr_assert(strstr(msg, "NaN"), "%s", msg);
+    /* P = 1 ran (worker 0 is finite); its point file was committed, rows.csv was not. */
+    char *p1 = in_tmp("nan/points/topk_d0.05_P1.csv"), *rows = in_tmp("nan/rows.csv");
+    cr_assert(file_exists(p1));
+    cr_assert_not(file_exists(rows));
+    free(p1);
+    free(rows);
+    char *mp = in_tmp("nan/manifest.json");
+    json_error_t jerr;
+    json_t *man = json_load_file(mp, 0, &jerr);
+    cr_assert(man, "%s", jerr.text);
+    cr_assert_str_eq(json_string_value(json_object_get(man, "status")), "failed");
+    cr_assert(strstr(json_string_value(json_object_get(man, "error")), "NaN"));
+    json_decref(man);
+    free(mp);
+    deftsim_config_free(cfg);
+    free(tdir);
+}
+
+/* ---- the command ------------------------------------------------------------------------ */
+
+/* Runs the deftsim executable with args; stdout and stderr go to files in tmpdir, returned
+ * as text (caller frees). Returns the exit code. */
+static int run_cli(const char *const *args, char **out, char **err)
+{
+    const char *exe = getenv("DEFTSIM_EXE");
+    cr_assert(exe, "DEFTSIM_EXE is not set (run the tests through meson test)");
+    char *po = in_tmp("cli.out"), *pe = in_tmp("cli.err");
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        int fo = open(po, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int fe = open(pe, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fo, 1);
+        dup2(fe, 2);
+        const char *argv[32] = {exe};
+        size_t n = 1;
+        for (; args[n - 1]; n++) argv[n] = args[n - 1];
+        argv[n] = NULL;
+        execv(exe, (char *const *)argv);
+        _exit(127);
+    }
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    size_t len;
+    cr_assert_eq(deftsim_read_file(po, out, &len), DEFTSIM_OK);
+    cr_assert_eq(deftsim_read_file(pe, err, &len), DEFTSIM_OK);
+    free(po);
+    free(pe);
+    cr_assert(WIFEXITED(status), "deftsim did not exit normally");
+    return WEXITSTATUS(status);
+}
+
+static char *write_scenario(const char *name, const char *out)
+{
+    char *text = scenario_text(out);
+    char *path = in_tmp(name);
+    cr_assert_eq(deftsim_write_file_atomic(path, text, strlen(text)), DEFTSIM_OK);
+    free(text);
+    return path;
+}
+
+Test(cli, run_exit_codes_and_messages)
+{
+    char *ini = write_scenario("tiny.ini", "cli_out");
+    char *out, *err;
+
+    const char *ok[] = {"run", ini, "--set", "sparsify.methods=deft, topk", NULL};
+    cr_assert_eq(run_cli(ok, &out, &err), 0, "%s", err);
+    cr_assert(strstr(err, "deftsim run: [1/6] deft d=0.05 P=1: 2 iterations in "), "%s", err);
+    cr_assert(strstr(err, "deftsim run: 6 points, "), "%s", err);
+    char *rows = in_tmp("cli_out/rows.csv");
+    cr_assert(file_exists(rows));
+    free(rows);
+    free(out);
+    free(err);
+
+    const char *quiet[] = {"run", "-q", ini, "--set", "sparsify.methods=cltk", NULL};
+    cr_assert_eq(run_cli(quiet, &out, &err), 0, "%s", err);
+    cr_assert_str_eq(err, "");
+    free(out);
+    free(err);
+
+    const char *bad_key[] = {"run", ini, "--set", "sparsify.nonsense=1", NULL};
+    cr_assert_eq(run_cli(bad_key, &out, &err), 2);
+    cr_assert(strstr(err, "sparsify.nonsense"), "%s", err);
+    free(out);
+    free(err);
+
+    const char *missing[] = {"run", NULL};
+    cr_assert_eq(run_cli(missing, &out, &err), 2);
+    cr_assert(strstr(err, "missing SCENARIO"), "%s", err);
+    free(out);
+    free(err);
+
+    const char *no_file[] = {"run", "/nonexistent/scenario.ini", NULL};
+    cr_assert_eq(run_cli(no_file, &out, &err), 2);
+    free(out);
+    free(err);
+
+    const char *budget[] = {"run", ini, "--ram", "64K", "--set", "workers.counts=2, 4", NULL};
+    cr_assert_eq(run_cli(budget, &out, &err), 2);
+    cr_assert(strstr(err, "deftsim: input error: [workers] counts: P = "), "%s", err);
+    cr_assert(strstr(err, "over the memory budget of 51.2 KiB (0.8 of 64.0 KiB RAM)"), "%s", err);
+    free(out);
+    free(err);
+
+    const char *dry[] = {"run", ini, "--dry-run", "--ram", "16G", NULL};
+    cr_assert_eq(run_cli(dry, &out, &err), 0, "%s", err);
+    cr_assert(strstr(out, "largest P that fits: "), "%s", out);
+    cr_assert(strstr(out, "memory budget 12.8 GiB = 0.8 of 16.0 GiB RAM"), "%s", out);
+    free(out);
+    free(err);
+
+    const char *bad_ram[] = {"run", ini, "--ram", "lots", NULL};
+    cr_assert_eq(run_cli(bad_ram, &out, &err), 2);
+    free(out);
+    free(err);
+
+    const char *cuda[] = {"run", ini, "--set", "device.kind=cuda", NULL};
+    cr_assert_eq(run_cli(cuda, &out, &err), 1);
+    cr_assert(strstr(err, "[device] kind = cuda: "), "%s", err);
+    free(out);
+    free(err);
+
+    const char *help[] = {"run", "--help", NULL};
+    cr_assert_eq(run_cli(help, &out, &err), 0);
+    cr_assert(strstr(out, "usage: deftsim run SCENARIO"), "%s", out);
+    free(out);
+    free(err);
+    free(ini);
+}
