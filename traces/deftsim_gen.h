@@ -65,7 +65,8 @@ void deftsim_gen_free(deftsim_gen *g);
 const deftsim_model *deftsim_gen_model(const deftsim_gen *g);
 const deftsim_gen_params *deftsim_gen_get_params(const deftsim_gen *g);
 
-/* Layer L's scale s_L(t): the standard deviation of its elements at iteration t. */
+/* Layer L's scale s_L(t) (layer < the model's nlayers): the standard deviation of its
+ * elements at iteration t. */
 float deftsim_gen_layer_scale(const deftsim_gen *g, size_t layer, uint64_t iteration);
 
 /* Writes elements [offset, offset + count) of worker's gradient at iteration into out. The
