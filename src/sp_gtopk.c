@@ -20,6 +20,53 @@
 
 #include "sp_internal.h"
 
+/* Open-addressing table of (index, float sum), cleared after each use through its list of
+ * used slots: the bookkeeping of one merge touches O(k) cache-friendly memory instead of an
+ * n-element dense array. */
+typedef struct {
+    deftsim_kidx key;             /* SP_EMPTY where free */
+    float val;
+} sum_slot;
+
+typedef struct {
+    sum_slot *slot;               /* key and sum side by side: one cache line per probe */
+    uint64_t *kept;               /* one bit per slot */
+    uint32_t *used;
+    size_t nused, mask;
+    unsigned shift;
+} sum_table;
+
+#define SP_EMPTY ((deftsim_kidx)UINT32_MAX) /* never an index: n <= UINT32_MAX */
+
+static size_t tab_slot(const sum_table *t, deftsim_kidx i)
+{
+    size_t h = (size_t)(((uint64_t)i * 0x9e3779b97f4a7c15ULL) >> t->shift);
+    while (t->slot[h].key != SP_EMPTY && t->slot[h].key != i) h = (h + 1) & t->mask;
+    return h;
+}
+
+/* Sums v into i's entry (a new entry starts at v: the kernel's order, a's then b's). */
+static void tab_add(sum_table *t, deftsim_kidx i, float v)
+{
+    size_t h = tab_slot(t, i);
+    if (t->slot[h].key == SP_EMPTY) {
+        t->slot[h] = (sum_slot){i, v};
+        t->used[t->nused++] = (uint32_t)h;
+    } else {
+        t->slot[h].val += v;
+    }
+}
+
+static void tab_clear(sum_table *t)
+{
+    for (size_t j = 0; j < t->nused; j++) {
+        uint32_t h = t->used[j];
+        t->slot[h].key = SP_EMPTY;
+        t->kept[h >> 6] = 0;
+    }
+    t->nused = 0;
+}
+
 typedef struct {
     float *pvals;                 /* P * k: every worker's values at its picks */
     deftsim_kidx *cur_idx;        /* P * k: the set each participant holds in the tree */
@@ -30,8 +77,8 @@ typedef struct {
     deftsim_kidx *drop_idx;       /* entries dropped at merges (at most k per merge) */
     float *drop_val;
     uint64_t ndrop, drop_cap;
-    float *dense;                 /* n floats, zero between uses */
-    uint64_t *mark;               /* n bits, zero between uses */
+    sum_table tab;                /* a merge's sums by index (drop tracking, the aggregate) */
+    uint64_t *mark;               /* n bits: the final set */
     deftsim_kidx *inter;          /* k: one worker's picks that are in F */
     uint32_t *recv, *send;        /* one round's pairs: at most P / 2 + 1 */
     uint64_t entry_bytes;
@@ -60,7 +107,6 @@ static deftsim_status gtopk_init(deftsim_sparsifier *s)
         (st = sp_alloc_n(s, &d->tmp_val, k, sizeof *d->tmp_val, "merge output")) ||
         (st = sp_alloc_n(s, &d->drop_idx, d->drop_cap, sizeof *d->drop_idx, "dropped entries")) ||
         (st = sp_alloc_n(s, &d->drop_val, d->drop_cap, sizeof *d->drop_val, "dropped entries")) ||
-        (st = sp_alloc_n(s, &d->dense, s->n, sizeof *d->dense, "dense buffer")) ||
         (st = sp_alloc_n(s, &d->mark, (s->n + 63) / 64, sizeof *d->mark, "bitmap")) ||
         (st = sp_alloc_n(s, &d->inter, k, sizeof *d->inter, "residual indices")) ||
         (st = sp_alloc_n(s, &d->recv, P / 2 + 1, sizeof *d->recv, "pairs")) ||
@@ -68,6 +114,21 @@ static deftsim_status gtopk_init(deftsim_sparsifier *s)
         (st = sp_scratch_topk(s, (size_t)s->n, (size_t)k)) ||
         (st = sp_scratch_merge(s, (size_t)k, (size_t)k)) || (st = sp_scratch_union(s)))
         return st;
+    /* The table holds at most the 2k entries of a merge, at a load of at most one half. */
+    size_t cap = 4;
+    unsigned bits = 2;
+    while (cap < 4 * k) {
+        cap <<= 1;
+        bits++;
+    }
+    d->tab.mask = cap - 1;
+    d->tab.shift = 64 - bits;
+    if ((st = sp_alloc_n(s, &d->tab.slot, cap, sizeof *d->tab.slot, "sum table")) ||
+        (st = sp_alloc_n(s, &d->tab.kept, (cap + 63) / 64, sizeof *d->tab.kept, "sum table")) ||
+        (st = sp_alloc_n(s, &d->tab.used, 2 * k, sizeof *d->tab.used, "sum table")))
+        return st;
+    if (!s->dry)
+        for (size_t h = 0; h < cap; h++) d->tab.slot[h].key = SP_EMPTY;
     d->ph_select = sp_phase(s, "select", 1);
     d->ph_gather = sp_phase(s, "gather", 0);
     d->ph_merge = sp_phase(s, "merge", 1);
@@ -93,30 +154,21 @@ static deftsim_status merge_into(deftsim_sparsifier *s, gtopk_state *d, uint32_t
 
     /* The merged sums, added in the kernel's order (a's entries, then b's), so a dropped
      * entry's value is exactly what the receiver held for it. */
-    for (size_t j = 0; j < na; j++) d->dense[ia[j]] += va[j];
-    for (size_t j = 0; j < nb; j++) d->dense[ib[j]] += vb[j];
-    for (size_t j = 0; j < on; j++) BIT_SET(d->mark, d->tmp_idx[j]);
-    for (int side = 0; side < 2; side++) {
-        const deftsim_kidx *ix = side ? ib : ia;
-        size_t m = side ? nb : na;
-        for (size_t j = 0; j < m; j++) {
-            deftsim_kidx i = ix[j];
-            if (BIT_GET(d->mark, i)) continue;
-            if (d->ndrop == d->drop_cap)
-                return deftsim_error_set(DEFTSIM_E_INTERNAL, "gtopk: more drops than planned");
-            d->drop_idx[d->ndrop] = i;
-            d->drop_val[d->ndrop++] = d->dense[i];
-            BIT_SET(d->mark, i); /* an index in both sets is one dropped entry */
+    sum_table *tb = &d->tab;
+    for (size_t j = 0; j < na; j++) tab_add(tb, ia[j], va[j]);
+    for (size_t j = 0; j < nb; j++) tab_add(tb, ib[j], vb[j]);
+    for (size_t j = 0; j < on; j++) BIT_SET(tb->kept, tab_slot(tb, d->tmp_idx[j]));
+    for (size_t j = 0; j < tb->nused; j++) {
+        uint32_t h = tb->used[j];
+        if (BIT_GET(tb->kept, h)) continue;
+        if (d->ndrop == d->drop_cap) {
+            tab_clear(tb);
+            return deftsim_error_set(DEFTSIM_E_INTERNAL, "gtopk: more drops than planned");
         }
+        d->drop_idx[d->ndrop] = tb->slot[h].key;
+        d->drop_val[d->ndrop++] = tb->slot[h].val;
     }
-    for (size_t j = 0; j < na; j++) {
-        d->dense[ia[j]] = 0;
-        BIT_CLR(d->mark, ia[j]);
-    }
-    for (size_t j = 0; j < nb; j++) {
-        d->dense[ib[j]] = 0;
-        BIT_CLR(d->mark, ib[j]);
-    }
+    tab_clear(tb);
     memcpy(ia, d->tmp_idx, on * sizeof *ia);
     memcpy(va, d->tmp_val, on * sizeof *va);
     d->cur_n[q] = on;
@@ -222,17 +274,16 @@ static deftsim_status gtopk_step(deftsim_sparsifier *s, uint64_t t, const deftsi
         if (st || (st = sp_release(a, w))) return st;
     }
 
-    /* The aggregate: F sorted, its values carried over through the dense buffer. */
+    /* The aggregate: F sorted, its values carried over through the table. */
     const deftsim_kidx *lists[1] = {F};
     size_t lens[1] = {nF};
     uint64_t nnz;
-    for (size_t j = 0; j < nF; j++) d->dense[F[j]] = FV[j];
+    for (size_t j = 0; j < nF; j++) tab_add(&d->tab, F[j], FV[j]);
     st = sp_union(s, lists, lens, 1, &nnz);
-    for (uint64_t j = 0; !st && j < nnz; j++) s->agg_val[j] = d->dense[s->agg_idx[j]];
-    for (size_t j = 0; j < nF; j++) {
-        d->dense[F[j]] = 0;
-        BIT_CLR(d->mark, F[j]);
-    }
+    for (uint64_t j = 0; !st && j < nnz; j++)
+        s->agg_val[j] = d->tab.slot[tab_slot(&d->tab, s->agg_idx[j])].val;
+    tab_clear(&d->tab);
+    for (size_t j = 0; j < nF; j++) BIT_CLR(d->mark, F[j]);
     if (st) return st;
     sp_agg_finish(s, nnz);
     return DEFTSIM_OK;
