@@ -100,6 +100,7 @@ typedef struct {
 
 static const char *check_tail(double v)
 {
+    if (v > 1e6) return "is above 1e6 (use 0 for Gaussian)";
     return v == 0 || v > 2 ? NULL : "is neither 0 (Gaussian) nor greater than 2";
 }
 
@@ -136,17 +137,21 @@ static const keydef keys[] = {
     {KEY("gradients", "trace", "path", "", "the trace directory (source = trace only)"),
      .type = T_OPTPATH, .off = F(gradients.trace)},
 
-    {KEY("synthetic", "scale_decades", "number >= 0", "3",
+    {KEY("synthetic", "scale_decades", "number in [0, 24]", "3",
          "spread of the layers' log10 gradient scales"),
-     .type = T_DOUBLE, .off = F(synthetic.scale_decades), .lo = 0, .flags = HI_INF},
+     .type = T_DOUBLE, .off = F(synthetic.scale_decades), .lo = 0, .hi = 24},
     {KEY("synthetic", "signal", "number in [0, 1]", "0.5",
          "fraction of the gradient variance shared by all workers"),
      .type = T_DOUBLE, .off = F(synthetic.signal), .lo = 0, .hi = 1},
     {KEY("synthetic", "tail", "0 (Gaussian) or a number > 2", "4",
          "Student-t degrees of freedom of the element distribution"),
      .type = T_DOUBLE, .off = F(synthetic.tail), .check = check_tail},
-    {KEY("synthetic", "drift", "number >= 0", "0.01", "largest per-iteration change of a layer's log10 scale"),
-     .type = T_DOUBLE, .off = F(synthetic.drift), .lo = 0, .flags = HI_INF},
+    {KEY("synthetic", "drift", "number in [0, 0.1]", "0.01",
+         "largest relative per-iteration change of a layer's scale (natural log)"),
+     .type = T_DOUBLE, .off = F(synthetic.drift), .lo = 0, .hi = 0.1},
+    {KEY("synthetic", "bias_shift", "number in [-6, 6]", "1",
+         "log10 offset of the scales of 1-D tensors (biases, norms) against weights"),
+     .type = T_DOUBLE, .off = F(synthetic.bias_shift), .lo = -6, .hi = 6},
 
     {KEY("sparsify", "methods", "list of: deft, topk, topk-ag, cltk, gtopk, dgc, dense",
          "deft, topk, topk-ag, cltk, gtopk, dgc, dense", "the sparsifiers to compare"),

@@ -90,7 +90,7 @@ typedef struct deftsim_config {
         char *trace;        /* trace directory; set exactly when source = trace */
     } gradients;
     struct {
-        double scale_decades, signal, tail, drift;
+        double scale_decades, signal, tail, drift, bias_shift; /* docs/GENERATOR.md */
     } synthetic;
     struct {
         deftsim_method *methods;  /* in the order given, no duplicates */
