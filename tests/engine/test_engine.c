@@ -24,6 +24,7 @@
 #include "deftsim_sparsify.h"
 #include "deftsim_trace.h"
 #include "deftsim_util.h"
+#include "table.h"
 
 /* ---- fixtures ------------------------------------------------------------------------- */
 
@@ -109,86 +110,6 @@ static deftsim_run_summary run_ok(const char *out, const char *dump, const char 
     free(dumpdir);
     deftsim_config_free(cfg);
     return sum;
-}
-
-/* ---- a CSV table (the engine quotes nothing in these tests: no commas in names) -------- */
-
-typedef struct {
-    char *buf;
-    char **hdr;
-    size_t ncols, nrows;
-    char **cell; /* nrows x ncols */
-} table;
-
-static size_t split(char *line, char **out, size_t cap)
-{
-    size_t n = 0;
-    for (char *p = line;; p++) {
-        if (n < cap) out[n] = p;
-        n++;
-        p = strchr(p, ',');
-        if (!p) break;
-        *p = '\0';
-    }
-    return n;
-}
-
-static table *load_csv(const char *path)
-{
-    table *t = calloc(1, sizeof *t);
-    size_t len;
-    cr_assert_eq(deftsim_read_file(path, &t->buf, &len), DEFTSIM_OK, "%s", deftsim_error_message());
-    cr_assert(len > 0 && t->buf[len - 1] == '\n', "%s: does not end in a newline", path);
-    size_t lines = 0;
-    for (size_t i = 0; i < len; i++) lines += t->buf[i] == '\n';
-    char **line = calloc(lines, sizeof *line);
-    char *p = t->buf;
-    for (size_t i = 0; i < lines; i++) {
-        line[i] = p;
-        p = strchr(p, '\n');
-        *p++ = '\0';
-    }
-    t->hdr = calloc(256, sizeof(char *));
-    t->ncols = split(line[0], t->hdr, 256);
-    t->nrows = lines - 1;
-    t->cell = calloc(t->nrows * t->ncols + 1, sizeof(char *));
-    for (size_t r = 0; r < t->nrows; r++) {
-        size_t n = split(line[r + 1], t->cell + r * t->ncols, t->ncols);
-        cr_assert_eq(n, t->ncols, "%s: row %zu has %zu fields, the header %zu", path, r + 1, n,
-                     t->ncols);
-    }
-    free(line);
-    return t;
-}
-
-static void table_free(table *t)
-{
-    free(t->buf);
-    free(t->hdr);
-    free(t->cell);
-    free(t);
-}
-
-static size_t col(const table *t, const char *name)
-{
-    for (size_t c = 0; c < t->ncols; c++)
-        if (strcmp(t->hdr[c], name) == 0) return c;
-    cr_assert_fail("no column '%s'", name);
-    return 0;
-}
-
-static const char *cell(const table *t, size_t r, const char *name)
-{
-    return t->cell[r * t->ncols + col(t, name)];
-}
-
-static double num(const table *t, size_t r, const char *name)
-{
-    const char *s = cell(t, r, name);
-    cr_assert(s[0], "row %zu: %s is empty", r, name);
-    double v;
-    cr_assert_eq(deftsim_parse_double(s, &v), 0, "row %zu: %s = '%s' is not a number", r, name, s);
-    return v;
 }
 
 /* Columns that hold measured times: they differ from run to run. */
@@ -862,6 +783,43 @@ Test(engine, trace_source_reproduces_the_generator)
               deftsim_error_message());
     cr_assert(strstr(deftsim_error_message(), "holds 2 iterations"), "%s", deftsim_error_message());
     deftsim_config_free(cfg);
+    free(tdir);
+}
+
+/* CLT-k's low-pass filter reads g_w through the provider's grad(): regenerated for the
+ * generator, read in place for a trace. Both must give the same rows, and the filter's removed
+ * mass shows up as lost_mass. */
+Test(engine, cltk_filter_reads_the_gradients)
+{
+    char *tdir = in_tmp("trace");
+    write_trace_like_generator(tdir, 4, ITERS);
+    char set_src[600];
+    snprintf(set_src, sizeof set_src, "gradients.trace=%s", tdir);
+    const char *base[] = {"sparsify.methods=cltk", "sparsify.cltk_beta=0.3"};
+    const char *tr[] = {"sparsify.methods=cltk", "sparsify.cltk_beta=0.3", "gradients.model=",
+                        "gradients.source=trace", set_src};
+    const char *none[] = {"sparsify.methods=cltk", "sparsify.cltk_beta=0.3",
+                          "sparsify.error_feedback=none"};
+    run_ok("g", NULL, base, 2);
+    run_ok("t", NULL, tr, 5);
+    run_ok("n", NULL, none, 3);
+    char *pg = in_tmp("g/rows.csv"), *pt = in_tmp("t/rows.csv"), *pn = in_tmp("n/rows.csv");
+    table *tg = load_csv(pg), *tt = load_csv(pt), *tn = load_csv(pn);
+    cr_assert_eq(tg->nrows, tt->nrows);
+    const char *skip[] = {"source", "model"};
+    size_t lossy = 0;
+    for (size_t r = 0; r < tg->nrows; r++) {
+        rows_equal(tg, r, tt, r, skip, 2);
+        lossy += num(tg, r, "lost_abs_mass") > 0;
+        cr_assert_str_eq(cell(tn, r, "error_feedback"), "none");
+    }
+    cr_assert_gt(lossy, 0, "the filter removed nothing");
+    table_free(tg);
+    table_free(tt);
+    table_free(tn);
+    free(pg);
+    free(pt);
+    free(pn);
     free(tdir);
 }
 
