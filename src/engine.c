@@ -547,6 +547,7 @@ static deftsim_status open_source(deftsim_engine *e)
         gp.signal = cfg->synthetic.signal;
         gp.tail = cfg->synthetic.tail;
         gp.drift = cfg->synthetic.drift;
+        gp.bias_shift = cfg->synthetic.bias_shift;
         if ((st = deftsim_gen_new(e->model, &gp, &e->gen))) return st;
         for (size_t i = 0; i < e->iterations; i++) e->source_iter[i] = i;
     }

@@ -717,9 +717,11 @@ Test(engine, cuda_is_refused_with_the_reason)
 
 /* ---- a trace as the gradient source ----------------------------------------------------- */
 
-static void write_trace_like_generator(const char *dir, uint32_t workers, uint64_t iterations)
+/* A trace holding what the generator makes for the scenario with overrides ov. */
+static void write_trace_like_generator(const char *dir, uint32_t workers, uint64_t iterations,
+                                       const char *const *ov, size_t nov)
 {
-    deftsim_config *cfg = scenario("unused", NULL, 0);
+    deftsim_config *cfg = scenario("unused", ov, nov);
     deftsim_model *m;
     cr_assert_eq(deftsim_model_load(cfg->gradients.model, &m), DEFTSIM_OK);
     deftsim_gen_params gp;
@@ -729,6 +731,7 @@ static void write_trace_like_generator(const char *dir, uint32_t workers, uint64
     gp.signal = cfg->synthetic.signal;
     gp.tail = cfg->synthetic.tail;
     gp.drift = cfg->synthetic.drift;
+    gp.bias_shift = cfg->synthetic.bias_shift;
     deftsim_gen *g;
     cr_assert_eq(deftsim_gen_new(m, &gp, &g), DEFTSIM_OK);
     cr_assert_eq(deftsim_gen_write_trace(g, dir, workers, iterations), DEFTSIM_OK, "%s",
@@ -741,12 +744,15 @@ static void write_trace_like_generator(const char *dir, uint32_t workers, uint64
 Test(engine, trace_source_reproduces_the_generator)
 {
     char *tdir = in_tmp("trace");
-    write_trace_like_generator(tdir, 4, ITERS);
+    /* Generator settings away from their defaults: the engine must pass each one on. */
+    const char *gen_ov[] = {"synthetic.bias_shift=2", "synthetic.signal=0.8",
+                            "synthetic.scale_decades=1.5", "synthetic.tail=0", "synthetic.drift=0.05"};
+    write_trace_like_generator(tdir, 4, ITERS, gen_ov, 5);
     char set_src[600];
     snprintf(set_src, sizeof set_src, "gradients.trace=%s", tdir);
     const char *ov[] = {"gradients.model=", "gradients.source=trace", set_src};
     run_ok("from_trace", "dump_t", ov, 3);
-    run_ok("synthetic", "dump_g", NULL, 0);
+    run_ok("synthetic", "dump_g", gen_ov, 5);
     char *pt = in_tmp("from_trace/rows.csv"), *pg = in_tmp("synthetic/rows.csv");
     table *tt = load_csv(pt), *tg = load_csv(pg);
     cr_assert_eq(tt->nrows, tg->nrows);
@@ -792,7 +798,7 @@ Test(engine, trace_source_reproduces_the_generator)
 Test(engine, cltk_filter_reads_the_gradients)
 {
     char *tdir = in_tmp("trace");
-    write_trace_like_generator(tdir, 4, ITERS);
+    write_trace_like_generator(tdir, 4, ITERS, NULL, 0);
     char set_src[600];
     snprintf(set_src, sizeof set_src, "gradients.trace=%s", tdir);
     const char *base[] = {"sparsify.methods=cltk", "sparsify.cltk_beta=0.3"};
