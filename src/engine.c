@@ -1366,8 +1366,8 @@ deftsim_status deftsim_engine_run(deftsim_engine *e, deftsim_run_summary *summar
     size_t total = cfg->sparsify.nmethods * cfg->sparsify.ndensities * cfg->workers.ncounts;
     point_record *recs = calloc(total ? total : 1, sizeof *recs);
     if (!recs) return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory");
-    e->stage = malloc((size_t)e->prep_threads * GEN_WORKERS * CHUNK * sizeof(float));
-    e->sums = malloc((size_t)e->prep_threads * CHUNK * sizeof(double));
+    if (!e->stage) e->stage = malloc((size_t)e->prep_threads * GEN_WORKERS * CHUNK * sizeof(float));
+    if (!e->sums) e->sums = malloc((size_t)e->prep_threads * CHUNK * sizeof(double));
     if (!e->stage || !e->sums) {
         free(recs);
         return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory");

@@ -969,6 +969,30 @@ Test(cli, run_exit_codes_and_messages)
     free(out);
     free(err);
 
+    /* A budget some P fit: the largest is named, and it is right. */
+    const char *some[] = {"run", ini, "--ram", "1M", "--prep-threads", "2", "--set",
+                          "workers.counts=1..64", NULL};
+    cr_assert_eq(run_cli(some, &out, &err), 2);
+    const char *at = strstr(err, "; the largest P that fits is ");
+    cr_assert(at, "%s", err);
+    unsigned L = (unsigned)strtoul(at + strlen("; the largest P that fits is "), NULL, 10);
+    cr_assert(L >= 1 && L < 64, "%s", err);
+    cr_assert(strstr(err, "; set [sparsify] error_feedback = none or sampled for larger P\n"), "%s",
+              err);
+    free(out);
+    free(err);
+    char cl[64], cl1[64];
+    snprintf(cl, sizeof cl, "workers.counts=%u", L);
+    snprintf(cl1, sizeof cl1, "workers.counts=%u", L + 1);
+    const char *fit[] = {"run", ini, "--dry-run", "--ram", "1M", "-j", "2", "--set", cl, NULL};
+    cr_assert_eq(run_cli(fit, &out, &err), 0, "%s", err);
+    free(out);
+    free(err);
+    const char *nofit[] = {"run", ini, "--dry-run", "--ram", "1M", "-j", "2", "--set", cl1, NULL};
+    cr_assert_eq(run_cli(nofit, &out, &err), 2, "%s", err);
+    free(out);
+    free(err);
+
     const char *dry[] = {"run", ini, "--dry-run", "--ram", "16G", NULL};
     cr_assert_eq(run_cli(dry, &out, &err), 0, "%s", err);
     cr_assert(strstr(out, "largest P that fits: "), "%s", out);
