@@ -489,13 +489,17 @@ static deftsim_status device_check(const deftsim_config *cfg, const char **backe
     *backend = "cpu";
     if (cfg->device.kind != DEFTSIM_DEVICE_CUDA) return DEFTSIM_OK;
     int compiled = 0;
-    for (size_t i = 0; i < deftsim_kernels_backend_count(); i++)
-        if (strcmp(deftsim_kernels_backend_name(i), "cuda") == 0) compiled = 1;
+    char names[128] = "";
+    for (size_t i = 0, o = 0; i < deftsim_kernels_backend_count() && o < sizeof names; i++) {
+        const char *b = deftsim_kernels_backend_name(i);
+        if (strcmp(b, "cuda") == 0) compiled = 1;
+        o += (size_t)snprintf(names + o, sizeof names - o, "%s%s", i ? ", " : "", b);
+    }
     if (!compiled)
         return deftsim_error_set(DEFTSIM_E_UNSUPPORTED,
-                                 "[device] kind = cuda: this deftsim was built without the CUDA "
-                                 "backend (no nvcc at build time); rebuild with -Dcuda=enabled "
-                                 "or set kind = cpu");
+                                 "[device] kind = cuda: this build of deftsim has no CUDA kernel "
+                                 "backend (its backends: %s); set kind = cpu",
+                                 names);
     if (!deftsim_kernels_backend_available("cuda"))
         return deftsim_error_set(DEFTSIM_E_UNSUPPORTED,
                                  "[device] kind = cuda: the CUDA backend is built in but finds "
