@@ -30,7 +30,9 @@ static inline uint32_t cpu_rank(float v) { return cpu_rank_of_key(cpu_key(v)); }
 #define CPU_SLACK 16
 /* Histogram buckets of one radix level. */
 #define CPU_HIST 2048
-/* Below this many candidates, selection packs (rank, index) into 64-bit keys and quickselects. */
+/* Largest candidate set ranked by counting. */
+#define CPU_TINY 64
+/* Below this many candidates, selection bisects the rank range with vectorized counts. */
 #define CPU_QS_MAX 1024
 
 /* ---- Hot loops, one table per instruction set -------------------------------------------
@@ -63,6 +65,12 @@ typedef struct {
      * front of idx and key in their order; returns how many it kept. */
     size_t (*split)(uint32_t *idx, uint32_t *key, size_t c, uint32_t k_above, uint32_t k_lo,
                     uint32_t *out, size_t n_above);
+    /* The need largest of c <= CPU_TINY distinct keys below 2^63, by counting for each key the
+     * keys above it (branch-free, c^2 compares): their low 32 bits, inverted, go to out.
+     * Returns the smallest selected key. */
+    uint64_t (*top_tiny)(const uint64_t *keys, size_t c, size_t need, uint32_t *out);
+    /* Number of a[0..n) >= t, for values below 2^31 (ranks). */
+    size_t (*count_u32_ge)(const uint32_t *a, size_t n, uint32_t t);
     /* Sum of squares of at most CPU_NORM_BLOCK elements in double, in the fixed order of
      * cpu_sumsq_ref() (so every instruction set gives the same bits). */
     double (*sumsq)(const float *x, size_t n);
@@ -116,7 +124,7 @@ void cpu_split(size_t n, unsigned nrun, unsigned t, size_t align, size_t *lo, si
 /* ---- Selection (cpu_select.c) ----------------------------------------------------------- */
 
 /* The r-th largest (1-based, 1 <= r <= m) of a[0..m); a is reordered. hist: CPU_HIST. */
-uint32_t cpu_kth_largest_u32(uint32_t *a, size_t m, size_t r, uint32_t *hist);
+uint32_t cpu_kth_largest_u32(const cpu_isa *isa, uint32_t *a, size_t m, size_t r, uint32_t *hist);
 
 /* Turns candidate keys (|x| bits, NaN keys allowed) into ranks in place; returns how many
  * are NaN and the smallest and largest rank. */
@@ -124,10 +132,11 @@ size_t cpu_rank_candidates(uint32_t *key, size_t c, uint32_t *lo, uint32_t *hi);
 
 /* Exact top-k among c candidates given as (index, rank) in ascending index order, ranks in
  * [lo, hi]: writes the k winners' indices to out[0..k) (never beyond), equal ranks resolved
- * by lower index. idx and rank are reordered. tmp: CPU_QS_MAX entries; hist: CPU_HIST.
- * Requires k <= c. */
-void cpu_select_ranked(uint32_t *idx, uint32_t *rank, size_t c, size_t k, uint32_t lo,
-                       uint32_t hi, uint32_t *out, uint64_t *tmp, uint32_t *hist);
+ * by lower index. idx and rank are reordered. hist: CPU_HIST.
+ * Requires k <= c. Returns the k-th largest rank, or a lower bound of it within the last
+ * bucket examined (a hint for later thresholds, not a result). */
+uint32_t cpu_select_ranked(const cpu_isa *isa, uint32_t *idx, uint32_t *rank, size_t c, size_t k,
+                           uint32_t lo, uint32_t hi, uint32_t *out, uint32_t *hist);
 
 /* Exact top-k among many candidates above a threshold: (idx, key) in index order where every
  * number's key is >= kmin (NaN keys may be present); khint, a guess of the largest key,
@@ -136,12 +145,13 @@ void cpu_select_ranked(uint32_t *idx, uint32_t *rank, size_t c, size_t k, uint32
  * fewer than k candidates are numbers (out untouched). *nan receives the NaN count either
  * way. Keys are reordered. */
 int cpu_select_above(const cpu_isa *isa, uint32_t *idx, uint32_t *key, size_t c, size_t k,
-                     uint32_t kmin, uint32_t khint, uint32_t *out, uint64_t *tmp, uint32_t *hist,
-                     size_t *nan);
+                     uint32_t kmin, uint32_t khint, uint32_t *out, uint32_t *hist,
+                     size_t *nan, uint32_t *kth);
 
-/* cpu_rank_candidates() then cpu_select_ranked(); returns the NaN count. */
-size_t cpu_select_candidates(uint32_t *idx, uint32_t *key, size_t c, size_t k, uint32_t *out,
-                             uint64_t *tmp, uint32_t *hist);
+/* cpu_rank_candidates() then cpu_select_ranked(); returns the NaN count, and the k-th rank
+ * hint in *kth (may be NULL). */
+size_t cpu_select_candidates(const cpu_isa *isa, uint32_t *idx, uint32_t *key, size_t c,
+                             size_t k, uint32_t *out, uint32_t *hist, uint32_t *kth);
 
 /* ---- Scratch carving -------------------------------------------------------------------- */
 

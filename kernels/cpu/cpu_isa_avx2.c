@@ -212,6 +212,46 @@ AVX2 static size_t a_split(uint32_t *idx, uint32_t *key, size_t c, uint32_t k_ab
     return w;
 }
 
+AVX2 static uint64_t a_top_tiny(const uint64_t *keys, size_t c, size_t need, uint32_t *out)
+{
+    /* Pad to a multiple of 4 with zeros, which are below every key (keys hold a rank >= 1
+     * or an inverted index in their low half, so they are never 0 when they matter: a zero
+     * pad can only tie with a key of 0, which it then does not exceed). */
+    uint64_t k[CPU_TINY + 4];
+    size_t c4 = (c + 3) & ~(size_t)3;
+    memcpy(k, keys, c * sizeof *k);
+    for (size_t i = c; i < c4; i++) k[i] = 0;
+    size_t o = 0;
+    uint64_t m = UINT64_MAX;
+    for (size_t i = 0; i < c; i++) {
+        __m256i v = _mm256_set1_epi64x((long long)keys[i]), cnt = _mm256_setzero_si256();
+        for (size_t j = 0; j < c4; j += 4)
+            cnt = _mm256_sub_epi64(cnt, _mm256_cmpgt_epi64(_mm256_loadu_si256((const __m256i *)(k + j)), v));
+        uint64_t t[4];
+        _mm256_storeu_si256((__m256i *)t, cnt);
+        if (t[0] + t[1] + t[2] + t[3] < need) {
+            out[o++] = ~(uint32_t)keys[i];
+            m = keys[i] < m ? keys[i] : m;
+        }
+    }
+    return m;
+}
+
+AVX2 static size_t a_count_u32_ge(const uint32_t *a, size_t n, uint32_t t)
+{
+    /* Values below 2^31: a signed compare against t - 1 is ">= t". */
+    const __m256i tv = _mm256_set1_epi32((int)t - 1);
+    __m256i c0 = _mm256_setzero_si256(), c1 = c0;
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        c0 = _mm256_sub_epi32(c0, _mm256_cmpgt_epi32(_mm256_loadu_si256((const __m256i *)(a + i)), tv));
+        c1 = _mm256_sub_epi32(c1, _mm256_cmpgt_epi32(_mm256_loadu_si256((const __m256i *)(a + i + 8)), tv));
+    }
+    size_t c = hsum_epi32(_mm256_add_epi32(c0, c1));
+    for (; i < n; i++) c += a[i] >= t;
+    return c;
+}
+
 AVX2 static inline void store_group_ranks(__m256 m, uint32_t *gm)
 {
     /* -1 (no number in the group) is negative as an integer: rank 0; else key + 1. */
@@ -279,6 +319,8 @@ static const cpu_isa avx2 = {
     .filter_idx = a_filter_idx,
     .group_max = a_group_max,
     .split = a_split,
+    .top_tiny = a_top_tiny,
+    .count_u32_ge = a_count_u32_ge,
     .sumsq = a_sumsq,
 };
 

@@ -121,6 +121,28 @@ static size_t g_split(uint32_t *idx, uint32_t *key, size_t c, uint32_t k_above, 
     return w;
 }
 
+static uint64_t g_top_tiny(const uint64_t *keys, size_t c, size_t need, uint32_t *out)
+{
+    size_t o = 0;
+    uint64_t m = UINT64_MAX;
+    for (size_t i = 0; i < c; i++) {
+        size_t above = 0;
+        for (size_t j = 0; j < c; j++) above += keys[j] > keys[i];
+        if (above < need) {
+            out[o++] = ~(uint32_t)keys[i];
+            m = keys[i] < m ? keys[i] : m;
+        }
+    }
+    return m;
+}
+
+static size_t g_count_u32_ge(const uint32_t *a, size_t n, uint32_t t)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++) c += a[i] >= t;
+    return c;
+}
+
 static inline uint32_t rank_of_max(float m) { return m < 0 ? 0u : cpu_key(m) + 1u; }
 
 static void g_group_max(const float *x, size_t n, size_t R, uint32_t *gm)
@@ -173,6 +195,8 @@ static const cpu_isa generic = {
     .filter_idx = g_filter_idx,
     .group_max = g_group_max,
     .split = g_split,
+    .top_tiny = g_top_tiny,
+    .count_u32_ge = g_count_u32_ge,
     .sumsq = g_sumsq,
 };
 

@@ -453,7 +453,6 @@ deftsim_status cpu_merge_topk_scratch(const deftsim_kctx *ctx, size_t na, size_t
     (void)ctx;
     size_t m = na + nb;
     *bytes = 64 + 6 * cpu_round64((m + CPU_SLACK) * sizeof(uint32_t)) +
-             cpu_round64(CPU_QS_MAX * sizeof(uint64_t)) +
              cpu_round64(CPU_HIST * sizeof(uint32_t));
     return DEFTSIM_OK;
 }
@@ -470,7 +469,6 @@ deftsim_status cpu_merge_topk(deftsim_kctx *ctx, const deftsim_kidx *ia, const f
     uint32_t *i0 = cpu_arena_take(&a, sz), *i1 = cpu_arena_take(&a, sz);
     float *v0 = cpu_arena_take(&a, sz), *v1 = cpu_arena_take(&a, sz);
     uint32_t *pos = cpu_arena_take(&a, sz), *key = cpu_arena_take(&a, sz);
-    uint64_t *qtmp = cpu_arena_take(&a, CPU_QS_MAX * sizeof(uint64_t));
     uint32_t *hist = cpu_arena_take(&a, CPU_HIST * sizeof(uint32_t));
     *out_n = 0;
     if (m == 0) return DEFTSIM_OK;
@@ -522,7 +520,7 @@ deftsim_status cpu_merge_topk(deftsim_kctx *ctx, const deftsim_kidx *ia, const f
         key[i] = cpu_key(v0[i]);
     }
     size_t kk = k < u ? k : u;
-    cpu_select_candidates(pos, key, u, kk, out_idx, qtmp, hist);
+    (void)cpu_select_candidates(cpu_isa_for(ctx), pos, key, u, kk, out_idx, hist, NULL);
     for (size_t i = 0; i < kk; i++) {
         uint32_t p = out_idx[i];
         out_idx[i] = i0[p];

@@ -30,9 +30,9 @@ static inline uint64_t xorshift64(uint64_t s)
         uint64_t s = 0x9e3779b97f4a7c15ull ^ (uint64_t)m;                                        \
         while (hi - lo > 16) {                                                                   \
             size_t len = hi - lo, p[3];                                                          \
-            for (int q = 0; q < 3; q++) {                                                        \
+            for (int q = 0; q < 3; q++) { /* multiply-shift: no division */                      \
                 s = xorshift64(s);                                                               \
-                p[q] = lo + (size_t)(s % len);                                                   \
+                p[q] = lo + (size_t)(((s >> 32) * (uint64_t)len) >> 32);                         \
             }                                                                                    \
             T x0 = a[p[0]], x1 = a[p[1]], x2 = a[p[2]];                                          \
             size_t med = (x0 < x1) ? ((x1 < x2) ? p[1] : (x0 < x2 ? p[2] : p[0]))                \
@@ -88,13 +88,38 @@ static inline size_t boundary(const uint32_t *hist, size_t nb, size_t need, size
     return d;
 }
 
-uint32_t cpu_kth_largest_u32(uint32_t *a, size_t m, size_t r, uint32_t *hist)
+/* Below this size partitioning wins over bisection, whose fixed cost is about 25 passes. */
+#define CPU_BISECT_MIN 256
+
+/* Largest t in [lo, hi] with at least `need` of a[0..m) >= t, given that all of a lies in
+ * [lo, hi] and 1 <= need <= m: a binary search whose every step is one vectorized count, so
+ * no element moves and no branch depends on an element. On a few hundred values this beats
+ * partitioning, whose branches mispredict about every other element. */
+static uint32_t bisect_rank(const cpu_isa *isa, const uint32_t *a, size_t m, size_t need,
+                            uint32_t lo, uint32_t hi)
+{
+    while (lo < hi) {
+        uint32_t mid = lo + (uint32_t)(((uint64_t)hi - lo + 1) / 2);
+        if (isa->count_u32_ge(a, m, mid) >= need)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+uint32_t cpu_kth_largest_u32(const cpu_isa *isa, uint32_t *a, size_t m, size_t r, uint32_t *hist)
 {
     uint32_t lo = UINT32_MAX, hi = 0;
     for (size_t i = 0; i < m; i++) {
         lo = a[i] < lo ? a[i] : lo;
         hi = a[i] > hi ? a[i] : hi;
     }
+    if (m < CPU_BISECT_MIN) {
+        qsel_u32(a, m, r - 1);
+        return a[r - 1];
+    }
+    if (m <= CPU_QS_MAX && hi < 0x80000000u) return bisect_rank(isa, a, m, r, lo, hi);
     while (m > CPU_QS_MAX) {
         if (lo == hi) return lo;
         unsigned s = digit_shift(hi - lo);
@@ -133,32 +158,53 @@ size_t cpu_rank_candidates(uint32_t *key, size_t c, uint32_t *lo, uint32_t *hi)
     return nan;
 }
 
-size_t cpu_select_candidates(uint32_t *idx, uint32_t *key, size_t c, size_t k, uint32_t *out,
-                             uint64_t *tmp, uint32_t *hist)
+size_t cpu_select_candidates(const cpu_isa *isa, uint32_t *idx, uint32_t *key, size_t c,
+                             size_t k, uint32_t *out, uint32_t *hist, uint32_t *kth)
 {
     uint32_t lo, hi;
     size_t nan = cpu_rank_candidates(key, c, &lo, &hi);
-    cpu_select_ranked(idx, key, c, k, lo, hi, out, tmp, hist);
+    uint32_t r = cpu_select_ranked(isa, idx, key, c, k, lo, hi, out, hist);
+    if (kth) *kth = r;
     return nan;
 }
 
-void cpu_select_ranked(uint32_t *idx, uint32_t *key, size_t c, size_t k, uint32_t lo,
-                       uint32_t hi, uint32_t *out, uint64_t *tmp, uint32_t *hist)
+uint32_t cpu_select_ranked(const cpu_isa *isa, uint32_t *idx, uint32_t *key, size_t c, size_t k,
+                           uint32_t lo, uint32_t hi, uint32_t *out, uint32_t *hist)
 {
-    if (k == 0) return;
+    if (k == 0) return hi;
     size_t o = 0, need = k; /* invariant: o + need == k */
     for (;;) {
         if (need == c || lo == hi) {
             /* All remaining tie (or all are wanted): the first `need` have the lowest
              * indices. */
             memcpy(out + o, idx, need * sizeof *idx);
-            return;
+            return lo;
         }
-        if (c <= CPU_QS_MAX) {
+        if (c <= CPU_TINY) {
+            uint64_t tmp[CPU_TINY];
+            for (size_t i = 0; i < c; i++) tmp[i] = ((uint64_t)key[i] << 32) | (uint32_t)~idx[i];
+            return (uint32_t)(isa->top_tiny(tmp, c, need, out + o) >> 32);
+        }
+        if (c < CPU_BISECT_MIN) {
+            uint64_t tmp[CPU_BISECT_MIN];
             for (size_t i = 0; i < c; i++) tmp[i] = ((uint64_t)key[i] << 32) | (uint32_t)~idx[i];
             qsel_u64(tmp, c, need - 1);
             for (size_t i = 0; i < need; i++) out[o + i] = ~(uint32_t)tmp[i];
-            return;
+            return (uint32_t)(tmp[need - 1] >> 32);
+        }
+        if (c <= CPU_QS_MAX) {
+            /* The k-th rank R by bisection; then everything above R and the first ties. */
+            uint32_t R = bisect_rank(isa, key, c, need, lo, hi);
+            size_t ties = need - (R < hi ? isa->count_u32_ge(key, c, R + 1) : 0);
+            for (size_t i = 0; i < c; i++) {
+                if (key[i] > R) {
+                    out[o++] = idx[i];
+                } else if (key[i] == R && ties > 0) {
+                    out[o++] = idx[i];
+                    ties--;
+                }
+            }
+            return R;
         }
         unsigned s = digit_shift(hi - lo);
         size_t nb = (size_t)((hi - lo) >> s) + 1, above;
@@ -187,8 +233,8 @@ void cpu_select_ranked(uint32_t *idx, uint32_t *key, size_t c, size_t k, uint32_
 }
 
 int cpu_select_above(const cpu_isa *isa, uint32_t *idx, uint32_t *key, size_t c, size_t k,
-                     uint32_t kmin, uint32_t khint, uint32_t *out, uint64_t *tmp, uint32_t *hist,
-                     size_t *nan)
+                     uint32_t kmin, uint32_t khint, uint32_t *out, uint32_t *hist,
+                     size_t *nan, uint32_t *kth)
 {
     /* The last bucket collects every key beyond the hint, so the hint need not be a bound;
      * the others cover [kmin, khint]. */
@@ -208,11 +254,14 @@ int cpu_select_above(const cpu_isa *isa, uint32_t *idx, uint32_t *key, size_t c,
     }
     *nan = nn;
     if (c - nn < k) return 1;
-    if (k == 0) return 0;
+    if (k == 0) {
+        if (kth) *kth = CPU_RANK_MAX;
+        return 0;
+    }
     size_t above, b = boundary(hist, CPU_HIST, k, &above);
     if (b == CPU_HIST - 1) {
         /* The hint was far too low: the boundary sits among the unbounded keys. */
-        (void)cpu_select_candidates(idx, key, c, k, out, tmp, hist);
+        (void)cpu_select_candidates(isa, idx, key, c, k, out, hist, kth);
         return 0;
     }
     uint32_t k_lo = kmin + (uint32_t)(b << s);
@@ -220,6 +269,8 @@ int cpu_select_above(const cpu_isa *isa, uint32_t *idx, uint32_t *key, size_t c,
     size_t kept = isa->split(idx, key, c, k_above, k_lo, out, above);
     /* The kept bucket holds numbers only; their ranks are key + 1. */
     for (size_t i = 0; i < kept; i++) key[i] += 1;
-    cpu_select_ranked(idx, key, kept, k - above, k_lo + 1, k_above, out + above, tmp, hist);
+    uint32_t r = cpu_select_ranked(isa, idx, key, kept, k - above, k_lo + 1, k_above, out + above,
+                                   hist);
+    if (kth) *kth = r;
     return 0;
 }

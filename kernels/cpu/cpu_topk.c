@@ -96,7 +96,6 @@ typedef struct {
     size_t cap;
     uint32_t *aux;         /* group maxima, or the sample */
     uint32_t *lines;       /* sampled line numbers */
-    uint64_t *qtmp;        /* CPU_QS_MAX */
     uint32_t *hist;        /* nrun * CPU_HIST */
 } topk_ws;
 
@@ -135,7 +134,6 @@ static size_t ws_bytes(ws_sizes z, unsigned nrun)
     size_t regions = z.hist > 1 ? nrun : 1;
     return 64 + 2 * cpu_round64(regions * (z.cand + CPU_SLACK) * sizeof(uint32_t)) +
            cpu_round64(z.aux * sizeof(uint32_t)) + cpu_round64(z.lines * sizeof(uint32_t)) +
-           cpu_round64(CPU_QS_MAX * sizeof(uint64_t)) +
            cpu_round64(z.hist * CPU_HIST * sizeof(uint32_t));
 }
 
@@ -147,7 +145,6 @@ static void ws_carve(cpu_arena *a, ws_sizes z, unsigned nrun, topk_ws *w)
     w->ckey = cpu_arena_take(a, regions * (z.cand + CPU_SLACK) * sizeof(uint32_t));
     w->aux = cpu_arena_take(a, z.aux * sizeof(uint32_t));
     w->lines = cpu_arena_take(a, z.lines * sizeof(uint32_t));
-    w->qtmp = cpu_arena_take(a, CPU_QS_MAX * sizeof(uint64_t));
     w->hist = cpu_arena_take(a, z.hist * CPU_HIST * sizeof(uint32_t));
 }
 
@@ -158,20 +155,20 @@ typedef struct {
 /* ---- In-cache path ---------------------------------------------------------------------- */
 
 static void topk_small(const cpu_isa *isa, const float *x, size_t n, uint32_t base, size_t k,
-                       topk_ws *w, uint32_t *out, topk_tally *tl)
+                       topk_ws *w, uint32_t *out, topk_tally *tl, uint32_t *kth)
 {
     size_t R = group_rows(n, k);
     uint32_t T = 0;
     if (R >= 2) {
         size_t G = cpu_group_count(n, R);
         isa->group_max(x, n, R, w->aux);
-        T = cpu_kth_largest_u32(w->aux, G, k, w->hist);
+        T = cpu_kth_largest_u32(isa, w->aux, G, k, w->hist);
     }
     /* Never more than n: cannot overflow. Every NaN is among the candidates, so the selection
      * counts them all. */
     size_t c = isa->gather_cand(x, n, base, T ? T - 1 : 0, w->cidx, w->ckey, n);
     tl->candidates += c;
-    tl->nan += cpu_select_candidates(w->cidx, w->ckey, c, k, out, w->qtmp, w->hist);
+    tl->nan += cpu_select_candidates(isa, w->cidx, w->ckey, c, k, out, w->hist, kth);
 }
 
 /* ---- Radix fallback ----------------------------------------------------------------------- */
@@ -263,7 +260,8 @@ static size_t join_regions(topk_ws *w, const size_t *counts, unsigned nrun)
     return c;
 }
 
-static void topk_radix(cpu_state *cs, unsigned nrun, const float *x, size_t n, uint32_t base,
+static void topk_radix(cpu_state *cs, const cpu_isa *isa, unsigned nrun, const float *x, size_t n,
+                       uint32_t base,
                        size_t k, topk_ws *w, uint32_t *out, topk_tally *tl, size_t *slot_a,
                        size_t *slot_b, size_t *slot_c)
 {
@@ -339,8 +337,8 @@ static void topk_radix(cpu_state *cs, unsigned nrun, const float *x, size_t n, u
             if (!last) {
                 size_t c = join_regions(w, slot_c, nrun);
                 tl->candidates += c;
-                (void)cpu_select_candidates(w->cidx, w->ckey, c, need, out + (k - need),
-                                            w->qtmp, w->hist);
+                (void)cpu_select_candidates(isa, w->cidx, w->ckey, c, need, out + (k - need),
+                                            w->hist, NULL);
             }
             return;
         }
@@ -350,7 +348,8 @@ static void topk_radix(cpu_state *cs, unsigned nrun, const float *x, size_t n, u
 /* ---- Sampled path ----------------------------------------------------------------------- */
 
 /* The threshold rank; *kmax receives the largest sampled key (a hint for the histogram). */
-static uint32_t sample_threshold(const float *x, size_t n, size_t k, topk_ws *w, uint32_t *kmax)
+static uint32_t sample_threshold(const cpu_isa *isa, const float *x, size_t n, size_t k, topk_ws *w,
+                                 uint32_t *kmax)
 {
     sample_plan p = plan_sample(n, k);
     if (p.lines == 0) {
@@ -366,7 +365,9 @@ static uint32_t sample_threshold(const float *x, size_t n, size_t k, topk_ws *w,
             s ^= s << 17;
             w->lines[j] = (uint32_t)(a + (size_t)(s % (b - a)));
         }
-        /* The lines are independent misses: prefetch a few ahead so that they overlap. */
+        /* The lines are independent misses: keep 32 in flight so that they overlap. */
+        for (size_t j = 0; j < p.lines && j < 32; j++)
+            __builtin_prefetch(x + (size_t)w->lines[j] * 16);
         for (size_t j = 0; j < p.lines; j++) {
             if (j + 32 < p.lines) __builtin_prefetch(x + (size_t)w->lines[j + 32] * 16);
             const float *l = x + (size_t)w->lines[j] * 16;
@@ -376,7 +377,7 @@ static uint32_t sample_threshold(const float *x, size_t n, size_t k, topk_ws *w,
     uint32_t mx = 0;
     for (size_t i = 0; i < p.S; i++) mx = w->aux[i] > mx ? w->aux[i] : mx;
     *kmax = mx ? mx - 1 : 0;
-    return cpu_kth_largest_u32(w->aux, p.S, p.r, w->hist);
+    return cpu_kth_largest_u32(isa, w->aux, p.S, p.r, w->hist);
 }
 
 typedef struct {
@@ -399,27 +400,97 @@ static void gather_task(void *arg, unsigned t, unsigned nrun)
                                       g->w->cap);
 }
 
-/* One top-k of x[0..n) (absolute index base + i) on nrun threads. */
+/* ---- Carried threshold (segmented top-k) -------------------------------------------------
+ * DEFT's fragments come as runs of pieces of one tensor, with similar sizes, densities and
+ * statistics. Each thread therefore tries the threshold that suited its previous fragment: a
+ * single vectorized pass gathers the elements above it, and if at least k numbers (and not
+ * too many elements) pass, the exact selection among them is the answer, as for any
+ * threshold. Otherwise the fragment takes its ordinary path. Either way the threshold for the
+ * next fragment is adjusted from what this one showed: tightened halfway to the k-th rank
+ * when far more than k passed, loosened by the same gap when barely k did. Results do not
+ * depend on the guess; only the time does. */
+typedef struct {
+    int valid;
+    uint32_t T;    /* rank threshold to try (>= 1) */
+    size_t len, k; /* the fragment it came from */
+} seg_hint;
+
+/* About 0.8% of a value in rank space (2^23 ranks per binade). */
+#define HINT_STEP (1u << 16)
+
+static int hint_applies(const seg_hint *h, size_t n, size_t k)
+{
+    if (!h || !h->valid || n < 64 || k == 0) return 0;
+    double r = (double)n / (double)h->len, d = ((double)k / (double)n) / ((double)h->k / (double)h->len);
+    return r >= 0.5 && r <= 2.0 && d >= 0.5 && d <= 2.0;
+}
+
+static void hint_from_kth(seg_hint *h, size_t n, size_t k, uint32_t kth)
+{
+    if (!h) return;
+    h->valid = kth > 1;
+    h->T = kth > HINT_STEP ? kth - HINT_STEP : 1;
+    h->len = n;
+    h->k = k;
+}
+
+static int topk_hinted(const cpu_isa *isa, const float *x, size_t n, uint32_t base, size_t k,
+                       topk_ws *w, uint32_t *out, topk_tally *tl, seg_hint *h)
+{
+    uint32_t T = h->T;
+    size_t cap = 8 * k + 64;
+    if (cap > w->cap) cap = w->cap;
+    size_t c = isa->gather_cand(x, n, base, T - 1, w->cidx, w->ckey, cap);
+    if (c == SIZE_MAX) return 0;
+    uint32_t lo, hi;
+    size_t nan = cpu_rank_candidates(w->ckey, c, &lo, &hi);
+    if (c - nan < k) return 0;
+    uint32_t R = cpu_select_ranked(isa, w->cidx, w->ckey, c, k, lo, hi, out, w->hist);
+    tl->nan += nan;
+    tl->candidates += c;
+    uint32_t gap = R > T ? R - T : 0;
+    size_t good = c - nan;
+    if (good > k + 3 * k / 4 + 6)
+        T += gap / 2;
+    else if (good < k + k / 10 + 2)
+        T = T > gap + HINT_STEP ? T - gap - HINT_STEP : 1;
+    h->T = T;
+    h->len = n;
+    h->k = k;
+    return 1;
+}
+
+/* One top-k of x[0..n) (absolute index base + i) on nrun threads; hint is NULL outside
+ * segmented top-k. */
 static void topk_one(cpu_state *cs, const cpu_isa *isa, unsigned flags, unsigned nrun,
                      const float *x, size_t n, uint32_t base, size_t k, topk_ws *w,
                      uint32_t *out, topk_tally *tl, size_t *slot_a, size_t *slot_b,
-                     size_t *slot_c)
+                     size_t *slot_c, seg_hint *hint)
 {
-    switch (choose_path(n, k, flags)) {
+    topk_path path = choose_path(n, k, flags);
+    /* Forced paths are for testing those paths: no hint then. */
+    int hints = !(flags & (DEFTSIM_KFLAG_FORCE_FALLBACK | DEFTSIM_KFLAG_FORCE_SAMPLING));
+    if (path != PATH_NONE && hints && hint_applies(hint, n, k) &&
+        topk_hinted(isa, x, n, base, k, w, out, tl, hint))
+        return;
+    uint32_t kth = 0;
+    switch (path) {
     case PATH_NONE:
         for (size_t i = 0; i < k; i++) out[i] = base + (uint32_t)i;
         return;
     case PATH_SMALL:
-        topk_small(isa, x, n, base, k, w, out, tl);
+        topk_small(isa, x, n, base, k, w, out, tl, &kth);
+        if (hints) hint_from_kth(hint, n, k, kth);
         return;
     case PATH_RADIX:
         tl->fallbacks++;
-        topk_radix(cs, nrun, x, n, base, k, w, out, tl, slot_a, slot_b, slot_c);
+        topk_radix(cs, isa, nrun, x, n, base, k, w, out, tl, slot_a, slot_b, slot_c);
+        if (hint) hint->valid = 0;
         return;
     case PATH_SAMPLE: break;
     }
     uint32_t kmax;
-    gather_job g = {isa, x, n, base, sample_threshold(x, n, k, w, &kmax), w, slot_a};
+    gather_job g = {isa, x, n, base, sample_threshold(isa, x, n, k, w, &kmax), w, slot_a};
     cpu_pool_run(cs->pool, nrun, gather_task, &g);
     int miss = 0;
     for (unsigned t = 0; t < nrun; t++) miss |= slot_a[t] == SIZE_MAX;
@@ -427,18 +498,21 @@ static void topk_one(cpu_state *cs, const cpu_isa *isa, unsigned flags, unsigned
     /* Below a threshold T >= 1 nothing was gathered, so the k must come from numbers >= T;
      * with T == 0 every element is a candidate and the selection is exact as it stands. */
     if (!miss && g.T == 0) {
-        tl->nan += cpu_select_candidates(w->cidx, w->ckey, c, k, out, w->qtmp, w->hist);
+        tl->nan += cpu_select_candidates(isa, w->cidx, w->ckey, c, k, out, w->hist, &kth);
         tl->candidates += c;
+        if (hints) hint_from_kth(hint, n, k, kth);
         return;
     }
-    if (miss || cpu_select_above(isa, w->cidx, w->ckey, c, k, g.T - 1, kmax, out, w->qtmp,
-                                 w->hist, &nan)) {
+    if (miss || cpu_select_above(isa, w->cidx, w->ckey, c, k, g.T - 1, kmax, out,
+                                 w->hist, &nan, &kth)) {
         tl->fallbacks++;
-        topk_radix(cs, nrun, x, n, base, k, w, out, tl, slot_a, slot_b, slot_c);
+        topk_radix(cs, isa, nrun, x, n, base, k, w, out, tl, slot_a, slot_b, slot_c);
+        if (hint) hint->valid = 0;
         return;
     }
     tl->nan += nan;
     tl->candidates += c;
+    if (hints) hint_from_kth(hint, n, k, kth);
 }
 
 /* ---- Whole-vector top-k ------------------------------------------------------------------ */
@@ -464,7 +538,7 @@ deftsim_status cpu_topk(deftsim_kctx *ctx, const float *x, size_t n, size_t k, d
     ws_carve(&a, ws_sizes_for(n, k, ctx->flags, cpu_threads_for(ctx, n)), nrun, &w);
     topk_tally tl = {0, 0, 0};
     topk_one(cs, isa, ctx->flags, nrun, x, n, 0, k, &w, out, &tl, cs->slot_a, cs->slot_b,
-             cs->slot_c);
+             cs->slot_c, NULL);
     ctx->last.threads = path == PATH_NONE ? 1 : nrun;
     ctx->last.candidates = tl.candidates;
     ctx->last.fallbacks = tl.fallbacks;
@@ -502,13 +576,14 @@ static void seg_task(void *arg, unsigned t, unsigned nrun)
     ws_carve(&a, j->wz, 1, &w);
     topk_tally tl = {0, 0, 0};
     size_t one_a, one_b, one_c;
+    seg_hint hint = {0, 0, 0, 0};
     for (;;) {
         size_t b = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
         if (b >= j->nbatch) break;
         for (size_t f = j->bstart[b]; f < j->bstart[b + 1]; f++) {
             const deftsim_kseg *s = &j->segs[f];
             topk_one(j->cs, j->isa, j->flags, 1, j->x + s->offset, s->len, (uint32_t)s->offset,
-                     s->k, &w, j->out + j->koff[f], &tl, &one_a, &one_b, &one_c);
+                     s->k, &w, j->out + j->koff[f], &tl, &one_a, &one_b, &one_c, &hint);
         }
     }
     j->tally[t] = tl;

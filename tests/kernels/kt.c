@@ -186,6 +186,7 @@ size_t kt_configs(kt_config *out, size_t max)
     size_t n = 0;
     for (size_t i = 0; i < deftsim_kernels_backend_count(); i++) {
         const char *be = deftsim_kernels_backend_name(i);
+        if (!be) continue;
         if (!deftsim_kernels_backend_available(be)) {
             fprintf(stderr, "backend %s: not available here, skipped\n", be);
             continue;

@@ -19,7 +19,7 @@ static void check_fragments(const float *x, const deftsim_kseg *segs, size_t nse
         const deftsim_kseg *s = &segs[j];
         uint32_t *ref = kt_ref_order(x + s->offset, s->len);
         for (size_t i = 0; i < s->k; i++) ref[i] += (uint32_t)s->offset;
-        char l[240];
+        char l[400];
         snprintf(l, sizeof l, "%s fragment %zu [%zu, +%zu) k=%zu", label, j, s->offset, s->len,
                  s->k);
         cr_assert(kt_same_set(out + off, ref, s->k, l), "%s: wrong set", l);
