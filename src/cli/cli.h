@@ -8,6 +8,7 @@
  * (0 ok, 2 usage or input error, 1 runtime failure). */
 typedef int (*deftsim_cli_fn)(int argc, char **argv);
 
+int deftsim_cmd_bench(int argc, char **argv);
 int deftsim_cmd_config(int argc, char **argv);
 int deftsim_cmd_models(int argc, char **argv);
 int deftsim_cmd_run(int argc, char **argv);

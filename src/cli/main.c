@@ -18,6 +18,7 @@ typedef struct {
 } cli_command;
 
 static const cli_command commands[] = {
+    {"bench", deftsim_cmd_bench, "benchmarks: kernels"},
     {"config", deftsim_cmd_config, "print the fully resolved configuration of a scenario"},
     {"models", deftsim_cmd_models, "list the built-in model tables"},
     {"run", deftsim_cmd_run, "run a scenario: every sparsifier, density and worker count"},
