@@ -871,7 +871,7 @@ typedef struct {
     uint64_t k;
     uint32_t P;
     char dens_text[40];
-    char prefix[512];   /* scenario .. P, formatted once */
+    char prefix[1024];  /* scenario .. P, formatted once (names are at most 100 and 255 chars) */
     char fb_cols[64];   /* error_feedback,sampled_workers */
     char run_cols[256]; /* wire,backend,threads,seed */
 } point_desc;
