@@ -22,6 +22,7 @@ typedef struct {
     deftsim_deft_packing pack;  /* the leader's, of the current step */
     deftsim_kidx *common;       /* the common fragments' indices */
     uint64_t common_cap;
+    uint64_t sel_cap;           /* all workers' picks together */
     float *vals;                /* one worker's values at U */
     const deftsim_kidx **lists; /* P selections + the common list, for the union */
     size_t *lens;
@@ -52,7 +53,7 @@ static deftsim_status deft_init(deftsim_sparsifier *s)
      * selections live in disjoint fragments, so together at most n. */
     uint64_t jk = s->k + L;
     d->common_cap = min_u64(s->n, jk);
-    uint64_t sel_cap = min_u64(s->n, (uint64_t)s->P * jk);
+    uint64_t sel_cap = d->sel_cap = min_u64(s->n, (uint64_t)s->P * jk);
     uint64_t agg_cap = min_u64(s->n, sel_cap + d->common_cap);
     if ((st = sp_alloc_n(s, &d->all, L, sizeof *d->all, "fragments")) ||
         (st = sp_alloc_n(s, &d->bin, L, sizeof *d->bin, "bin")) ||
@@ -145,8 +146,7 @@ static deftsim_status deft_step(deftsim_sparsifier *s, uint64_t t, const deftsim
     }
 
     /* Selection pass: every worker its bin, with its own k_j. */
-    uint64_t off = 0, sel_cap = (uint64_t)P * (s->k + d->nfrag), maxcount = 0;
-    if (sel_cap > s->n) sel_cap = s->n;
+    uint64_t off = 0, maxcount = 0;
     for (uint32_t w = 0; w < P; w++) {
         if ((st = sp_get(a, w, &acc))) return st;
         const uint64_t *kj = d->kj_lead;
@@ -167,10 +167,10 @@ static deftsim_status deft_step(deftsim_sparsifier *s, uint64_t t, const deftsim
             count += kj[j];
             cost += deftsim_deft_cost(d->frags[j].size, kj[j]);
         }
-        if (off + count > sel_cap)
+        if (off + count > d->sel_cap)
             return deftsim_error_set(DEFTSIM_E_INTERNAL,
                                      "deft: selections exceed the planned %llu indices",
-                                     (unsigned long long)sel_cap);
+                                     (unsigned long long)d->sel_cap);
         if ((st = sp_scratch_segtopk(s, d->bin, m))) return st;
         SP_TIMED(s, c_select, d->ph_select, w,
                  deftsim_k_segtopk(s->kc, acc, n, d->bin, m, s->sel + off, s->scratch,

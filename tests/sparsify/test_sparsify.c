@@ -95,6 +95,44 @@ Test(sparsify, conservation_every_method_and_P)
     deftsim_model_free(m);
 }
 
+/* The extremes of the density: k = n (DEFT: every fragment common; DGC: every element) and
+ * k = 1 (the max(1, .) guard). */
+Test(sparsify, extreme_densities)
+{
+    uint64_t seed = sp_seed();
+    static const char *const shapes[] = {"6x5", "7", "3x3x2"};
+    deftsim_model *m = sp_model(shapes, 3);
+    const double dens[] = {1.0, 1e-9};
+    for (size_t mi = 0; mi < NMETHODS; mi++)
+        for (size_t di = 0; di < 2; di++)
+            for (uint32_t P = 1; P <= 5; P += 2) {
+                deftsim_sparsifier_params p = sp_params(all_methods[mi], dens[di], P, m);
+                deftsim_sparsifier *s = sp_new(&p);
+                sp_accs *a = sp_accs_new(P, m->numel);
+                add_gradients(a, seed, P);
+                float **before = sp_accs_copy(a);
+                deftsim_step_result *r = NULL;
+                cr_assert_eq(deftsim_sparsifier_step(s, 1, &a->prov, &r), DEFTSIM_OK, "%s: %s",
+                             deftsim_method_name(p.method), deftsim_error_message());
+                cr_assert_eq(r->k, di == 0 ? m->numel : 1);
+                double tol;
+                double disc = sp_check_conservation(r, before, a->acc, P, m->numel,
+                                                    p.method != DEFTSIM_METHOD_GTOPK, &tol);
+                cr_assert_float_eq(disc, r->lost_mass, tol);
+                /* At d = 1 the top-k methods send everything. DEFT's allocation gives a
+                 * fragment floor(remain_k * norm share) elements, all of it only when its share
+                 * of the norm reaches its share of the size; DGC's threshold comes from samples
+                 * and never reaches exact zeros. */
+                if (di == 0 && p.method != DEFTSIM_METHOD_DEFT && p.method != DEFTSIM_METHOD_DGC)
+                    cr_assert_eq(r->nnz, m->numel, "%s at d = 1", deftsim_method_name(p.method));
+                if (di == 0 && p.method == DEFTSIM_METHOD_DEFT) cr_assert_leq(r->kj_total, r->k);
+                sp_copies_free(before, P);
+                sp_accs_free(a);
+                deftsim_sparsifier_free(s);
+            }
+    deftsim_model_free(m);
+}
+
 Test(sparsify, p1_every_method)
 {
     uint64_t seed = sp_seed();
