@@ -51,6 +51,10 @@ typedef struct {
      * Returns the count, or SIZE_MAX as soon as more than cap are appended. */
     size_t (*gather_cand)(const float *x, size_t n, uint32_t base, uint32_t kmin, uint32_t *idx,
                           uint32_t *key, size_t cap);
+    /* The same for thresholds that few elements pass (under about 1 in 200): skips blocks
+     * with none, which is cheaper when the skip is predictable and dearer when it is not. */
+    size_t (*gather_sparse)(const float *x, size_t n, uint32_t base, uint32_t kmin, uint32_t *idx,
+                            uint32_t *key, size_t cap);
     /* Writes the first min(count, cap) passing indices (base + i) to idx, never beyond cap,
      * and returns the count of all passing elements. */
     size_t (*filter_idx)(const float *x, size_t n, uint32_t base, uint32_t T, uint32_t *idx,

@@ -192,6 +192,7 @@ static const cpu_isa generic = {
     .absmax = g_absmax,
     .count_ge = g_count_ge,
     .gather_cand = g_gather_cand,
+    .gather_sparse = g_gather_cand,
     .filter_idx = g_filter_idx,
     .group_max = g_group_max,
     .split = g_split,

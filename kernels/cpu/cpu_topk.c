@@ -387,7 +387,11 @@ typedef struct {
     uint32_t base, T;
     topk_ws *w;
     size_t *count;
+    int sparse;
 } gather_job;
+
+/* Candidate fractions below this take the block-skipping gather. */
+#define SPARSE_BELOW 0.005
 
 static void gather_task(void *arg, unsigned t, unsigned nrun)
 {
@@ -395,9 +399,9 @@ static void gather_task(void *arg, unsigned t, unsigned nrun)
     size_t lo, hi;
     cpu_split(g->n, nrun, t, 16, &lo, &hi);
     size_t off = (size_t)t * (g->w->cap + CPU_SLACK);
-    g->count[t] = g->isa->gather_cand(g->x + lo, hi - lo, g->base + (uint32_t)lo,
-                                      g->T ? g->T - 1 : 0, g->w->cidx + off, g->w->ckey + off,
-                                      g->w->cap);
+    g->count[t] = (g->sparse ? g->isa->gather_sparse : g->isa->gather_cand)(
+        g->x + lo, hi - lo, g->base + (uint32_t)lo, g->T ? g->T - 1 : 0, g->w->cidx + off,
+        g->w->ckey + off, g->w->cap);
 }
 
 /* ---- Carried threshold (segmented top-k) -------------------------------------------------
@@ -440,7 +444,9 @@ static int topk_hinted(const cpu_isa *isa, const float *x, size_t n, uint32_t ba
     uint32_t T = h->T;
     size_t cap = 8 * k + 64;
     if (cap > w->cap) cap = w->cap;
-    size_t c = isa->gather_cand(x, n, base, T - 1, w->cidx, w->ckey, cap);
+    int sparse = (double)k < 0.6 * SPARSE_BELOW * (double)n;
+    size_t c = (sparse ? isa->gather_sparse : isa->gather_cand)(x, n, base, T - 1, w->cidx,
+                                                                 w->ckey, cap);
     if (c == SIZE_MAX) return 0;
     uint32_t lo, hi;
     size_t nan = cpu_rank_candidates(w->ckey, c, &lo, &hi);
@@ -490,7 +496,9 @@ static void topk_one(cpu_state *cs, const cpu_isa *isa, unsigned flags, unsigned
     case PATH_SAMPLE: break;
     }
     uint32_t kmax;
-    gather_job g = {isa, x, n, base, sample_threshold(isa, x, n, k, w, &kmax), w, slot_a};
+    sample_plan sp = plan_sample(n, k);
+    gather_job g = {isa, x, n, base, sample_threshold(isa, x, n, k, w, &kmax), w, slot_a,
+                    (double)sp.r < SPARSE_BELOW * (double)sp.S};
     cpu_pool_run(cs->pool, nrun, gather_task, &g);
     int miss = 0;
     for (unsigned t = 0; t < nrun; t++) miss |= slot_a[t] == SIZE_MAX;
