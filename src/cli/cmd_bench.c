@@ -575,11 +575,15 @@ static int bench_kernels(int argc, char **argv)
                     goto done;
             }
             free(out);
-            free(bout);
             free(scratch);
             out = alloc64(w.k * sizeof *out);
-            bout = alloc64(w.k * sizeof *bout);
             scratch = alloc64(w.scratch_bytes);
+            /* The baseline's output is computed with the first thread count and kept: the
+             * inputs, and so the fragments and k, do not depend on the thread count. */
+            if (!have_base) {
+                free(bout);
+                bout = alloc64(w.k * sizeof *bout);
+            }
             if (!out || !bout || !scratch) {
                 st = deftsim_error_set(DEFTSIM_E_NOMEM, "bench: out of memory");
                 goto done;
