@@ -168,6 +168,7 @@ typedef struct {
 /* Timings of one configuration. */
 typedef struct {
     double med, min, floor_med, floor_min, base_med, base_min;
+    double ratio; /* median over repetitions of kernel time / the adjacent floor time */
     unsigned reps, base_reps;
     deftsim_kstats ks;
     int verified;
@@ -295,6 +296,12 @@ static deftsim_status measure(deftsim_kctx *ctx, bench_work *w, const bench_opts
     }
     deftsim_kctx_last(ctx, &res->ks);
     res->reps = reps;
+    /* Each kernel run is paired with the floor run just before it: interference from other
+     * work on the machine hits both, so the median of the pairs' ratios is steadier than the
+     * ratio of medians. */
+    double pr[MAXREP];
+    for (unsigned i = 0; i < reps; i++) pr[i] = tk[i] / tf[i];
+    res->ratio = median(pr, reps);
     res->min = vmin(tk, reps);
     res->med = median(tk, reps);
     res->floor_min = vmin(tf, reps);
@@ -357,7 +364,7 @@ static void print_header(const bench_opts *o, FILE *meta)
 static void print_row(const bench_opts *o, const bench_case *c, const bench_work *w,
                       unsigned threads, const bench_result *r)
 {
-    double ratio = r->med / r->floor_med, ratio_min = r->min / r->floor_min;
+    double ratio = r->ratio, ratio_min = r->min / r->floor_min;
     double speedup = r->base_med / r->med;
     /* Targets hold for one thread: ratio to the floor, and the speedup over the baseline. */
     int has_target = threads == 1 && c->target > 0;
