@@ -1,6 +1,7 @@
 /* engine.c - `deftsim run`: every (method, density, P) point of a scenario over the gradient
  * source's iterations, with error feedback, written as tidy CSV rows (deftsim_engine.h,
  * docs/OUTPUT.md). */
+#include "deftsim_build_info.h"
 #include "deftsim_engine.h"
 
 #include <errno.h>

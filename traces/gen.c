@@ -1,4 +1,5 @@
 /* gen.c - the synthetic gradient generator (docs/GENERATOR.md). */
+#include "deftsim_build_info.h"
 #include "deftsim_gen.h"
 
 #include <math.h>

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "deftsim_build_info.h"
 #include "deftsim_deft.h"
 #include "deftsim_kernels.h"
 #include "deftsim_model.h"

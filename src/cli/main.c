@@ -10,6 +10,7 @@
 #include <gsl/gsl_errno.h>
 
 #include "cli.h"
+#include "deftsim_build_info.h"
 
 typedef struct {
     const char *name;
