@@ -100,6 +100,23 @@ typedef struct {
 /* Checks the memory plan, then runs every point and writes the results. */
 deftsim_status deftsim_engine_run(deftsim_engine *e, deftsim_run_summary *summary);
 
+/* What one point of deftsim_engine_run_point() did. */
+typedef struct {
+    uint64_t rows;           /* CSV rows written (header excluded) */
+    double seconds;          /* wall time of the point */
+    double prepare_seconds;  /* of which preparing accumulators */
+    double step_seconds;     /* of which the sparsifier's steps */
+} deftsim_point_summary;
+
+/* Runs one point (method, density, P) over the source's iterations, as deftsim_engine_run()
+ * runs each of its points, and commits its rows (header included) to csv_path atomically;
+ * on failure nothing is left at csv_path. Writes no manifest and no rows.csv: for callers
+ * that schedule points themselves (deftsim sweep). P must be one of [workers] counts, whose
+ * memory it checks against the budget first; csv_path's folder must exist. */
+deftsim_status deftsim_engine_run_point(deftsim_engine *e, deftsim_method method, double density,
+                                        uint32_t P, const char *csv_path,
+                                        deftsim_point_summary *out);
+
 /* new + run + free. */
 deftsim_status deftsim_run(const deftsim_config *cfg, const deftsim_run_options *opt,
                            deftsim_run_summary *summary);

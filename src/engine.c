@@ -1355,6 +1355,46 @@ static deftsim_status write_combined(const deftsim_engine *e, const point_record
     return deftsim_afile_commit(af);
 }
 
+/* The preparation threads' staging chunks and running sums, allocated once per engine. */
+static deftsim_status staging_alloc(deftsim_engine *e)
+{
+    if (!e->stage) e->stage = malloc((size_t)e->prep_threads * GEN_WORKERS * CHUNK * sizeof(float));
+    if (!e->sums) e->sums = malloc((size_t)e->prep_threads * CHUNK * sizeof(double));
+    if (!e->stage || !e->sums) return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory");
+    return DEFTSIM_OK;
+}
+
+deftsim_status deftsim_engine_run_point(deftsim_engine *e, deftsim_method method, double density,
+                                        uint32_t P, const char *csv_path,
+                                        deftsim_point_summary *out)
+{
+    const deftsim_memory_plan *pl = &e->plan;
+    if (out) memset(out, 0, sizeof *out);
+    /* The memory plan covers the scenario's worker counts only: a point outside them has not
+     * been checked against the budget. */
+    const deftsim_memory_row *row = NULL;
+    for (size_t i = 0; i < pl->ncounts; i++)
+        if (pl->rows[i].P == P) row = &pl->rows[i];
+    if (!row)
+        return deftsim_error_set(DEFTSIM_E_INPUT, "P = %u is not one of [workers] counts", P);
+    if (!row->fits) return deftsim_engine_check_memory(e);
+    deftsim_status st = staging_alloc(e);
+    if (st) return st;
+    point_record rec;
+    memset(&rec, 0, sizeof rec);
+    rec.method = deftsim_method_name(method);
+    rec.density = density;
+    rec.P = P;
+    st = run_point(e, method, density, P, csv_path, &rec);
+    if (out) {
+        out->rows = rec.rows;
+        out->seconds = rec.seconds;
+        out->prepare_seconds = rec.prepare_seconds;
+        out->step_seconds = rec.step_seconds;
+    }
+    return st;
+}
+
 deftsim_status deftsim_engine_run(deftsim_engine *e, deftsim_run_summary *summary)
 {
     const deftsim_config *cfg = e->cfg;
@@ -1371,11 +1411,9 @@ deftsim_status deftsim_engine_run(deftsim_engine *e, deftsim_run_summary *summar
     size_t total = cfg->sparsify.nmethods * cfg->sparsify.ndensities * cfg->workers.ncounts;
     point_record *recs = calloc(total ? total : 1, sizeof *recs);
     if (!recs) return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory");
-    if (!e->stage) e->stage = malloc((size_t)e->prep_threads * GEN_WORKERS * CHUNK * sizeof(float));
-    if (!e->sums) e->sums = malloc((size_t)e->prep_threads * CHUNK * sizeof(double));
-    if (!e->stage || !e->sums) {
+    if ((st = staging_alloc(e))) {
         free(recs);
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory");
+        return st;
     }
     if ((st = write_manifest(e, started, NULL, "running", NULL, recs, 0, 0))) {
         free(recs);
