@@ -28,6 +28,7 @@ static const char *const wire_names[] = {"spec", "reference", NULL};
 static const char *const feedback_names[] = {"full", "none", "sampled", NULL};
 static const char *const cltk_charge_names[] = {"leader", "all", NULL};
 static const char *const device_names[] = {"cpu", "cuda", NULL};
+static const char *const train_model_names[] = {"mlp", "cnn", NULL};
 
 /* Enum fields are stored through int-sized copies (see commit()). */
 _Static_assert(sizeof(deftsim_method) == sizeof(int), "enum storage");
@@ -36,6 +37,7 @@ _Static_assert(sizeof(deftsim_wire) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_feedback) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_cltk_charge) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_device_kind) == sizeof(int), "enum storage");
+_Static_assert(sizeof(deftsim_train_model) == sizeof(int), "enum storage");
 _Static_assert(sizeof method_names / sizeof method_names[0] == DEFTSIM_METHOD_COUNT + 1,
                "one name per method");
 
@@ -51,6 +53,7 @@ const char *deftsim_wire_name(deftsim_wire w) { return ENUM_NAME(wire_names, w);
 const char *deftsim_feedback_name(deftsim_feedback f) { return ENUM_NAME(feedback_names, f); }
 const char *deftsim_cltk_charge_name(deftsim_cltk_charge c) { return ENUM_NAME(cltk_charge_names, c); }
 const char *deftsim_device_kind_name(deftsim_device_kind k) { return ENUM_NAME(device_names, k); }
+const char *deftsim_train_model_name(deftsim_train_model m) { return ENUM_NAME(train_model_names, m); }
 
 static int enum_index(const char *const *names, const char *s)
 {
@@ -108,7 +111,8 @@ static const int index_byte_choices[] = {4, 8, 0};
 static const int value_byte_choices[] = {4, 2, 0};
 
 static const char *const section_names[] = {"scenario", "gradients", "synthetic", "sparsify",
-                                            "workers", "device", "engine", "network"};
+                                            "workers", "device", "engine", "network",
+                                            "train"};
 #define NSECTIONS (sizeof section_names / sizeof section_names[0])
 
 #define F(field) offsetof(deftsim_config, field)
@@ -192,6 +196,42 @@ static const keydef keys[] = {
     {KEY("engine", "memory_budget", "number in (0, 1]", "0.8",
          "fraction of physical RAM the engine may use"),
      .type = T_DOUBLE, .off = F(engine.memory_budget), .lo = 0, .hi = 1, .flags = LO_OPEN},
+
+    /* [train]: deftsim train and deftsim trace record (docs/TRAINING.md). */
+    {KEY("train", "model", "one of: mlp, cnn", "mlp",
+         "network trained on the real images (mlp 784-512-256-10, or the small CNN)"),
+     .type = T_ENUM, .off = F(train.model), .names = train_model_names},
+    {KEY("train", "data", "path", "/usr/share/datasets/fashion-mnist",
+         "folder of the IDX files (train-images-idx3-ubyte.gz, ...)"),
+     .type = T_PATH, .off = F(train.data)},
+    {KEY("train", "batch_size", "integer in [1, 4096]", "32", "images per worker and iteration"),
+     .type = T_INT, .off = F(train.batch_size), .imin = 1, .imax = 4096},
+    {KEY("train", "lr", "number in (0, 10]", "0.05", "learning rate of SGD"),
+     .type = T_DOUBLE, .off = F(train.lr), .lo = 0, .hi = 10, .flags = LO_OPEN},
+    {KEY("train", "momentum", "number in [0, 1)", "0.9",
+         "SGD momentum, applied after aggregation (DGC: its own momentum correction)"),
+     .type = T_DOUBLE, .off = F(train.momentum), .lo = 0, .hi = 1, .flags = HI_OPEN},
+    {KEY("train", "weight_decay", "number in [0, 1]", "0.0001",
+         "L2 weight decay, applied after aggregation"),
+     .type = T_DOUBLE, .off = F(train.weight_decay), .lo = 0, .hi = 1},
+    {KEY("train", "epochs", "number in [0, 1000]", "0",
+         "> 0: train this many epochs instead of [scenario] iterations"),
+     .type = T_DOUBLE, .off = F(train.epochs), .lo = 0, .hi = 1000},
+    {KEY("train", "eval_every", "integer in [1, 1000000]", "100",
+         "iterations between evaluations on the test set (and after the last)"),
+     .type = T_INT, .off = F(train.eval_every), .imin = 1, .imax = 1000000},
+    {KEY("train", "eval_samples", "integer in [1, 1000000]", "10000",
+         "test images evaluated (the first ones; all when more than the test set)"),
+     .type = T_INT, .off = F(train.eval_samples), .imin = 1, .imax = 1000000},
+    {KEY("train", "train_samples", "integer in [0, 100000000]", "0",
+         "training images used (the first ones); 0 = all"),
+     .type = T_INT, .off = F(train.train_samples), .imin = 0, .imax = 100000000},
+    {KEY("train", "threads", "integer in [1, 256]", "1", "OpenBLAS threads for the networks"),
+     .type = T_INT, .off = F(train.threads), .imin = 1, .imax = 256},
+    {KEY("train", "record", "list of integers in [0, 1000000], ranges a..b or a..b:step", "0",
+         "iterations whose gradients deftsim trace record writes"),
+     .type = T_INT_LIST, .off = F(train.record), .count_off = F(train.nrecord), .imin = 0,
+     .imax = 1000000},
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 

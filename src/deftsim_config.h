@@ -73,6 +73,9 @@ typedef enum { DEFTSIM_CLTK_CHARGE_LEADER, DEFTSIM_CLTK_CHARGE_ALL } deftsim_clt
 
 typedef enum { DEFTSIM_DEVICE_CPU, DEFTSIM_DEVICE_CUDA } deftsim_device_kind;
 
+/* The networks `deftsim train` trains (train/deftsim_nn.h, same order as deftsim_nn_kind). */
+typedef enum { DEFTSIM_TRAIN_MLP, DEFTSIM_TRAIN_CNN } deftsim_train_model;
+
 struct deftsim_config_origin; /* private: where each key got its value, for messages */
 
 /* A fully resolved configuration: every field holds a value (defaults filled in). Strings are
@@ -117,6 +120,19 @@ typedef struct deftsim_config {
         double memory_budget;     /* fraction of physical RAM the engine may use */
     } engine;
     /* [network] has no keys yet. */
+    struct {
+        deftsim_train_model model;
+        char *data;               /* folder of the IDX files */
+        int batch_size;           /* images per worker and iteration */
+        double lr, momentum, weight_decay;
+        double epochs;            /* > 0: train this many epochs instead of [scenario] iterations */
+        int eval_every;           /* iterations between test-set evaluations */
+        int eval_samples;         /* test images evaluated (the first ones) */
+        int train_samples;        /* training images used (the first ones); 0 = all */
+        int threads;              /* OpenBLAS threads */
+        int64_t *record;          /* iterations `deftsim trace record` records, sorted, unique */
+        size_t nrecord;
+    } train;
 
     char *path;                   /* the scenario file, or NULL when built in code */
     struct deftsim_config_origin *origin;
@@ -174,7 +190,7 @@ typedef struct {
 size_t deftsim_config_key_count(void);
 const deftsim_config_keyinfo *deftsim_config_key(size_t i); /* NULL past the end */
 
-/* Section names in file order ("scenario", ..., "network"). */
+/* Section names in file order ("scenario", ..., "network", "train"). */
 size_t deftsim_config_section_count(void);
 const char *deftsim_config_section_name(size_t i);
 
@@ -186,6 +202,7 @@ const char *deftsim_wire_name(deftsim_wire w);
 const char *deftsim_feedback_name(deftsim_feedback f);
 const char *deftsim_cltk_charge_name(deftsim_cltk_charge c);
 const char *deftsim_device_kind_name(deftsim_device_kind k);
+const char *deftsim_train_model_name(deftsim_train_model m);
 
 /* Parses an integer list with ranges (syntax above) into a malloc'd array, sorted ascending
  * with duplicates merged; every value must lie in [min, max] and the list may hold at most

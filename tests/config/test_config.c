@@ -368,7 +368,7 @@ Test(config_override, bad)
          "wire, error_feedback, sampled_workers, cltk_charge, cltk_beta)"},
         {"sparsifier.densities=0.1", DEFTSIM_E_USAGE,
          "--set sparsifier.densities: unknown section (sections: scenario, gradients, synthetic, "
-         "sparsify, workers, device, engine, network)"},
+         "sparsify, workers, device, engine, network, train)"},
         {"network.latency=1us", DEFTSIM_E_USAGE, "--set network.latency: unknown key (the section has no keys yet)"},
         {"sparsify.densities=1.5", DEFTSIM_E_INPUT, "--set sparsify.densities: 1.5 is outside (0, 1]"},
         {"sparsify.densities=", DEFTSIM_E_INPUT, "--set sparsify.densities: empty list"},
@@ -572,10 +572,11 @@ Test(config_names, methods)
 
 Test(config_names, schema)
 {
-    cr_expect_eq(deftsim_config_section_count(), 8);
+    cr_expect_eq(deftsim_config_section_count(), 9);
     cr_expect_str_eq(deftsim_config_section_name(7), "network");
-    cr_expect_null(deftsim_config_section_name(8));
-    cr_expect_eq(deftsim_config_key_count(), 25);
+    cr_expect_str_eq(deftsim_config_section_name(8), "train");
+    cr_expect_null(deftsim_config_section_name(9));
+    cr_expect_eq(deftsim_config_key_count(), 37);
     cr_expect_null(deftsim_config_key(deftsim_config_key_count()));
     /* Keys come grouped by section, in section order. */
     size_t s = 0;
