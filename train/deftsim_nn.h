@@ -14,7 +14,7 @@
  * layer, [out, in, k, k] for a convolution), then its bias. deftsim_nn_model() is that table
  * as a deftsim_model, so a network's gradients go wherever a model table's do.
  *
- * Matrix products go through CBLAS (OpenBLAS): fully connected layers as one product per
+ * Matrix products go through OpenBLAS: fully connected layers as one product per
  * minibatch, convolutions per image through im2col. Activations and their gradients live in
  * buffers planned for max_batch images at creation; a network object is not thread-safe. */
 #ifndef DEFTSIM_NN_H

@@ -16,14 +16,29 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cblas.h>
-
 #include "deftsim_philox.h"
 
-/* openblas_set_num_threads is OpenBLAS's own extension; declared here so that the header of
- * another CBLAS still compiles (it would then fail to link, which is the point: the build
- * asks for OpenBLAS). */
+/* Matrix products call OpenBLAS through its Fortran entry point sgemm_, not cblas_sgemm:
+ * libdeftsim also links GSL, whose pkg-config pulls in GSL's own reference CBLAS
+ * (libgslcblas) ahead of OpenBLAS, and the dynamic linker then binds cblas_sgemm to the
+ * first library that defines it - the reference loops, ten times slower here. No other
+ * library defines sgemm_. OpenBLAS implements it in C and reads no hidden string lengths. */
+void sgemm_(const char *transa, const char *transb, const int *m, const int *n, const int *k,
+            const float *alpha, const float *a, const int *lda, const float *b, const int *ldb,
+            const float *beta, float *c, const int *ldc);
 void openblas_set_num_threads(int num_threads);
+
+/* Row-major C[M][N] = alpha op(A) op(B) + beta C, with op(A) M x K and op(B) K x N. A
+ * row-major matrix is its column-major transpose, so this is the column-major product
+ * C^T = op(B)^T op(A)^T: the operands swap places. */
+static void gemm(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda,
+                 const float *B, int ldb, float beta, float *C, int ldc)
+{
+    const char ta = transA ? 'T' : 'N', tb = transB ? 'T' : 'N';
+    sgemm_(&tb, &ta, &N, &M, &K, &alpha, B, &ldb, A, &lda, &beta, C, &ldc);
+}
+#define NoTrans 0
+#define Trans 1
 
 #define MAX_LAYERS 8
 
@@ -317,7 +332,7 @@ void deftsim_nn_init(const deftsim_nn *net, uint64_t seed, float *params)
 static void linear_fwd(const float *X, const float *W, const float *b, uint32_t B, uint32_t in,
                        uint32_t out, float *Y, int relu)
 {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)B, (int)out, (int)in, 1.0f, X,
+    gemm(NoTrans, Trans, (int)B, (int)out, (int)in, 1.0f, X,
                 (int)in, W, (int)in, 0.0f, Y, (int)out);
     for (uint32_t r = 0; r < B; r++) {
         float *y = Y + (size_t)r * out;
@@ -332,13 +347,13 @@ static void linear_fwd(const float *X, const float *W, const float *b, uint32_t 
 static void linear_bwd(const float *X, const float *W, const float *dY, uint32_t B, uint32_t in,
                        uint32_t out, float *dW, float *db, float *dX)
 {
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)out, (int)in, (int)B, 1.0f, dY,
+    gemm(Trans, NoTrans, (int)out, (int)in, (int)B, 1.0f, dY,
                 (int)out, X, (int)in, 0.0f, dW, (int)in);
     for (uint32_t o = 0; o < out; o++) db[o] = 0.0f;
     for (uint32_t r = 0; r < B; r++)
         for (uint32_t o = 0; o < out; o++) db[o] += dY[(size_t)r * out + o];
     if (dX)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)B, (int)in, (int)out, 1.0f, dY,
+        gemm(NoTrans, NoTrans, (int)B, (int)in, (int)out, 1.0f, dY,
                     (int)out, W, (int)in, 0.0f, dX, (int)in);
 }
 
@@ -404,7 +419,7 @@ static void conv_fwd(const float *in, uint32_t Cin, uint32_t R, uint32_t Q, uint
 {
     int K = (int)(Cin * k * k), N = (int)(R * Q);
     im2col(in, Cin, R, Q, k, cols);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)Cout, N, K, 1.0f, W, K, cols, N,
+    gemm(NoTrans, NoTrans, (int)Cout, N, K, 1.0f, W, K, cols, N,
                 0.0f, out, N);
     for (uint32_t c = 0; c < Cout; c++) {
         float *o = out + (size_t)c * (size_t)N;
@@ -423,7 +438,7 @@ static void conv_bwd(const float *in, uint32_t Cin, uint32_t R, uint32_t Q, uint
 {
     int K = (int)(Cin * k * k), N = (int)(R * Q);
     im2col(in, Cin, R, Q, k, cols);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)Cout, K, N, 1.0f, dout, N, cols, N,
+    gemm(NoTrans, Trans, (int)Cout, K, N, 1.0f, dout, N, cols, N,
                 1.0f, dW, K);
     for (uint32_t c = 0; c < Cout; c++) {
         const float *d = dout + (size_t)c * (size_t)N;
@@ -432,7 +447,7 @@ static void conv_bwd(const float *in, uint32_t Cin, uint32_t R, uint32_t Q, uint
         db[c] += s;
     }
     if (!din) return;
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, N, (int)Cout, 1.0f, W, K, dout, N, 0.0f,
+    gemm(Trans, NoTrans, K, N, (int)Cout, 1.0f, W, K, dout, N, 0.0f,
                 dcols, N);
     memset(din, 0, (size_t)Cin * (size_t)N * sizeof *din);
     col2im(dcols, Cin, R, Q, k, din);

@@ -16,7 +16,7 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: deftsim trace <info|check|dump|gen|bench> [<args>]\n"
+            "usage: deftsim trace <info|check|dump|gen|bench|record> [<args>]\n"
             "\n"
             "Gradient traces (traces/FORMAT.md): a directory with manifest.json and one\n"
             "safetensors file per iteration holding every worker's float32 gradient.\n"
@@ -32,7 +32,10 @@ static void usage(FILE *out)
             "      [--scale-decades X] [--signal X] [--tail X] [--drift X] [--bias-shift X]\n"
             "      write a synthetic trace (docs/GENERATOR.md); NAME is a built-in model or a CSV\n"
             "  bench --model NAME [--workers P] [--seconds S]\n"
-            "      time the generator's fill kernels (elements per second, one thread)\n");
+            "      time the generator's fill kernels (elements per second, one thread)\n"
+            "  record SCENARIO -o DIR [--workers P] [--method M] [--density D] [--set S.K=V]...\n"
+            "      train [train] model on Fashion-MNIST and record every worker's gradients at\n"
+            "      [train] record's iterations ('deftsim trace record --help')\n");
 }
 
 /* ---- info ------------------------------------------------------------------------------ */
@@ -483,7 +486,7 @@ int deftsim_cmd_trace(int argc, char **argv)
         int (*fn)(int, char **);
     } subs[] = {
         {"info", cmd_info}, {"check", cmd_check}, {"dump", cmd_dump},
-        {"gen", cmd_gen},   {"bench", cmd_bench},
+        {"gen", cmd_gen},   {"bench", cmd_bench},   {"record", deftsim_cmd_trace_record},
     };
     for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
         if (!strcmp(subs[i].name, sub)) {
@@ -494,5 +497,5 @@ int deftsim_cmd_trace(int argc, char **argv)
         }
     }
     return deftsim_cli_usage_error("trace", "'%s' is not a trace command (info, check, dump, gen, "
-                                   "bench)", sub);
+                                   "bench, record)", sub);
 }

@@ -24,6 +24,7 @@ static const cli_command commands[] = {
     {"models", deftsim_cmd_models, "list the built-in model tables"},
     {"run", deftsim_cmd_run, "run a scenario: every sparsifier, density and worker count"},
     {"trace", deftsim_cmd_trace, "gradient traces: info, gen"},
+    {"train", deftsim_cmd_train, "train on Fashion-MNIST with each sparsifier in the loop"},
 };
 
 static void usage(FILE *out)

@@ -1,0 +1,862 @@
+/* train_loop.c - data-parallel training with a sparsifier in the loop (deftsim_train.h). */
+#include "deftsim_train.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "deftsim_build_info.h"
+#include "deftsim_csv.h"
+#include "deftsim_fmnist.h"
+#include "deftsim_kernels.h"
+#include "deftsim_nn.h"
+#include "deftsim_philox.h"
+#include "deftsim_sparsify.h"
+#include "deftsim_trace.h"
+#include "deftsim_util.h"
+
+/* Test images per forward pass of an evaluation: big enough for efficient products, small
+ * enough that the CNN's activations stay near 50 MB. */
+#define EVAL_CHUNK 250u
+
+/* Philox stream of the per-epoch shuffles ("PERM"). */
+#define PERM_STREAM 0x5045524Du
+
+struct deftsim_trainer {
+    deftsim_config *cfg;
+    deftsim_dataset *train, *test;
+    deftsim_nn *net;
+    deftsim_kctx *kctx;
+    uint32_t B;          /* images per worker */
+    uint32_t ntrain;     /* training images used */
+    uint32_t ntest;      /* test images evaluated */
+    float *x;            /* one minibatch or evaluation chunk of inputs */
+    uint8_t *y;
+};
+
+void deftsim_train_options_default(deftsim_train_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->evaluate = 1;
+}
+
+const deftsim_model *deftsim_trainer_model(const deftsim_trainer *tr) { return deftsim_nn_model(tr->net); }
+
+uint64_t deftsim_trainer_epoch_iterations(const deftsim_trainer *tr, uint32_t P)
+{
+    return (uint64_t)tr->ntrain / ((uint64_t)P * tr->B);
+}
+
+uint64_t deftsim_trainer_iterations(const deftsim_trainer *tr, uint32_t P)
+{
+    if (tr->cfg->train.epochs > 0)
+        return (uint64_t)ceil(tr->cfg->train.epochs * (double)deftsim_trainer_epoch_iterations(tr, P));
+    return (uint64_t)tr->cfg->scenario.iterations;
+}
+
+void deftsim_trainer_free(deftsim_trainer *tr)
+{
+    if (!tr) return;
+    deftsim_dataset_free(tr->train);
+    deftsim_dataset_free(tr->test);
+    deftsim_nn_free(tr->net);
+    if (tr->kctx) deftsim_kctx_free(tr->kctx);
+    deftsim_config_free(tr->cfg);
+    free(tr->x);
+    free(tr->y);
+    free(tr);
+}
+
+/* "" when the two tables have the same tensors (names and shapes, in order), else why not. */
+static void compare_tables(const deftsim_model *a, const deftsim_model *b, char *why, size_t cap)
+{
+    why[0] = '\0';
+    if (a->nlayers != b->nlayers) {
+        snprintf(why, cap, "%zu tensors against %zu", a->nlayers, b->nlayers);
+        return;
+    }
+    for (size_t i = 0; i < a->nlayers; i++) {
+        const deftsim_layer *x = &a->layers[i], *y = &b->layers[i];
+        int same = !strcmp(x->name, y->name) && x->ndim == y->ndim;
+        for (uint32_t d = 0; same && d < x->ndim; d++) same = x->shape[d] == y->shape[d];
+        if (!same) {
+            snprintf(why, cap, "tensor %zu is %s (%" PRIu64 " elements) against %s (%" PRIu64
+                     " elements)", i, x->name, x->numel, y->name, y->numel);
+            return;
+        }
+    }
+}
+
+/* A train scenario's [gradients] section names the network's own table (a CSV of
+ * train/models/ or a trace recorded from it), so that the same file drives 'deftsim run'
+ * over the same model. */
+static deftsim_status check_gradients_table(const deftsim_config *cfg, const deftsim_model *net)
+{
+    deftsim_model *owned = NULL;
+    deftsim_trace *t = NULL;
+    const deftsim_model *m;
+    const char *key, *value;
+    deftsim_status st;
+    if (cfg->gradients.source == DEFTSIM_SOURCE_TRACE) {
+        key = "trace";
+        value = cfg->gradients.trace;
+        if ((st = deftsim_trace_open(value, &t))) return deftsim_error_wrap(st, "[gradients] trace");
+        m = deftsim_trace_model(t);
+    } else {
+        key = "model";
+        value = cfg->gradients.model;
+        if ((st = deftsim_model_load(value, &owned))) return deftsim_error_wrap(st, "[gradients] model");
+        m = owned;
+    }
+    char why[512];
+    compare_tables(m, net, why, sizeof why);
+    if (why[0])
+        st = deftsim_error_set(DEFTSIM_E_INPUT,
+                               "[gradients] %s: %s is not the table of [train] model = %s (%s): %s; "
+                               "name the network's own table (train/models/%s.csv)",
+                               key, value, deftsim_train_model_name(cfg->train.model), net->name,
+                               why, net->name);
+    deftsim_model_free(owned);
+    if (t) deftsim_trace_close(t);
+    return st;
+}
+
+deftsim_status deftsim_trainer_new(const deftsim_config *cfg, deftsim_trainer **out)
+{
+    *out = NULL;
+    deftsim_trainer *tr = calloc(1, sizeof *tr);
+    if (!tr) return deftsim_error_set(DEFTSIM_E_NOMEM, "train: out of memory");
+    deftsim_status st;
+    if ((st = deftsim_config_clone(cfg, &tr->cfg))) goto fail;
+    const deftsim_config *c = tr->cfg;
+    tr->B = (uint32_t)c->train.batch_size;
+    deftsim_nn_blas_threads(c->train.threads);
+
+    deftsim_nn_spec spec;
+    deftsim_nn_spec_default(c->train.model == DEFTSIM_TRAIN_CNN ? DEFTSIM_NN_CNN : DEFTSIM_NN_MLP,
+                            &spec);
+    uint32_t maxb = tr->B > EVAL_CHUNK ? tr->B : EVAL_CHUNK;
+    if ((st = deftsim_nn_new(&spec, maxb, &tr->net))) goto fail;
+    if ((st = check_gradients_table(c, deftsim_nn_model(tr->net)))) goto fail;
+
+    uint32_t limit = (uint32_t)c->train.train_samples;
+    if ((st = deftsim_dataset_load(c->train.data, DEFTSIM_SPLIT_TRAIN, limit, &tr->train)) ||
+        (st = deftsim_dataset_load(c->train.data, DEFTSIM_SPLIT_TEST, (uint32_t)c->train.eval_samples,
+                                   &tr->test))) {
+        st = deftsim_error_wrap(st, "[train] data");
+        goto fail;
+    }
+    const deftsim_dataset *sets[2] = {tr->train, tr->test};
+    for (int i = 0; i < 2; i++)
+        if (sets[i]->rows != spec.in_rows || sets[i]->cols != spec.in_cols ||
+            sets[i]->classes > spec.classes) {
+            st = deftsim_error_set(DEFTSIM_E_INPUT,
+                                   "[train] data: %s holds %u x %u images of %u classes; the %s "
+                                   "network takes %u x %u images of at most %u classes",
+                                   sets[i]->images_path, sets[i]->rows, sets[i]->cols,
+                                   sets[i]->classes, deftsim_train_model_name(c->train.model),
+                                   spec.in_rows, spec.in_cols, spec.classes);
+            goto fail;
+        }
+    tr->ntrain = tr->train->count;
+    tr->ntest = tr->test->count;
+    for (size_t i = 0; i < c->workers.ncounts; i++) {
+        uint32_t P = (uint32_t)c->workers.counts[i];
+        if (deftsim_trainer_epoch_iterations(tr, P) == 0) {
+            st = deftsim_error_set(DEFTSIM_E_INPUT,
+                                   "[train] batch_size: P = %u workers x %u images = %" PRIu64
+                                   " per iteration, more than the %u training images",
+                                   P, tr->B, (uint64_t)P * tr->B, tr->ntrain);
+            goto fail;
+        }
+    }
+    size_t px = (size_t)spec.in_rows * spec.in_cols;
+    if (!(tr->x = malloc((size_t)maxb * px * sizeof *tr->x)) || !(tr->y = malloc(maxb))) {
+        st = deftsim_error_set(DEFTSIM_E_NOMEM, "train: out of memory");
+        goto fail;
+    }
+    const char *backend = deftsim_device_kind_name(c->device.kind);
+    if (!deftsim_kernels_backend_available(backend)) {
+        st = deftsim_error_set(DEFTSIM_E_UNSUPPORTED, "[device] kind = %s: this build or machine "
+                               "has no usable %s backend", backend, backend);
+        goto fail;
+    }
+    if ((st = deftsim_kctx_new(&tr->kctx, backend, (unsigned)c->device.threads))) {
+        st = deftsim_error_wrap(st, "[device] threads = %d", c->device.threads);
+        goto fail;
+    }
+    *out = tr;
+    return DEFTSIM_OK;
+fail:
+    deftsim_trainer_free(tr);
+    return st;
+}
+
+/* ---- one point --------------------------------------------------------------------------- */
+
+typedef struct {
+    uint32_t P;
+    uint64_t n;
+    int dgc;
+    float *params, *mom, *wdbuf, *agg;
+    float **grad, **acc, **u;    /* P each; u only for DGC */
+    unsigned char *sparse;       /* DGC: 1 where the element's tensor has more than one dimension */
+    uint32_t *perm;
+    uint64_t perm_epoch;
+} point_state;
+
+static void point_state_free(point_state *ps)
+{
+    for (uint32_t w = 0; w < ps->P; w++) {
+        if (ps->grad) free(ps->grad[w]);
+        if (ps->acc) free(ps->acc[w]);
+        if (ps->u) free(ps->u[w]);
+    }
+    free(ps->grad);
+    free(ps->acc);
+    free(ps->u);
+    free(ps->params);
+    free(ps->mom);
+    free(ps->wdbuf);
+    free(ps->agg);
+    free(ps->sparse);
+    free(ps->perm);
+    memset(ps, 0, sizeof *ps);
+}
+
+static float *zeros(uint64_t n, int *fail)
+{
+    float *p = calloc(n ? n : 1, sizeof *p);
+    if (!p) *fail = 1;
+    return p;
+}
+
+static deftsim_status point_state_init(point_state *ps, const deftsim_trainer *tr,
+                                       deftsim_method method, uint32_t P)
+{
+    const deftsim_model *m = deftsim_nn_model(tr->net);
+    memset(ps, 0, sizeof *ps);
+    ps->P = P;
+    ps->n = m->numel;
+    ps->dgc = method == DEFTSIM_METHOD_DGC;
+    ps->perm_epoch = UINT64_MAX;
+    int fail = 0;
+    ps->params = zeros(ps->n, &fail);
+    ps->mom = zeros(ps->n, &fail);
+    ps->agg = zeros(ps->n, &fail);
+    ps->grad = calloc(P, sizeof *ps->grad);
+    ps->acc = calloc(P, sizeof *ps->acc);
+    ps->perm = malloc((size_t)tr->ntrain * sizeof *ps->perm);
+    if (!ps->grad || !ps->acc || !ps->perm) fail = 1;
+    for (uint32_t w = 0; w < P && !fail; w++) {
+        ps->grad[w] = zeros(ps->n, &fail);
+        ps->acc[w] = zeros(ps->n, &fail);
+    }
+    if (ps->dgc && !fail) {
+        ps->wdbuf = zeros(ps->n, &fail);
+        ps->u = calloc(P, sizeof *ps->u);
+        ps->sparse = calloc(ps->n, 1);
+        if (!ps->u || !ps->sparse) fail = 1;
+        for (uint32_t w = 0; w < P && !fail; w++) ps->u[w] = zeros(ps->n, &fail);
+        for (size_t L = 0; L < m->nlayers && !fail; L++)
+            if (m->layers[L].ndim > 1)
+                memset(ps->sparse + m->layers[L].offset, 1, m->layers[L].numel);
+    }
+    if (fail) {
+        point_state_free(ps);
+        return deftsim_error_set(DEFTSIM_E_NOMEM, "train: out of memory for P = %u workers of "
+                                 "%" PRIu64 " parameters", P, m->numel);
+    }
+    deftsim_nn_init(tr->net, tr->cfg->scenario.seed, ps->params);
+    return DEFTSIM_OK;
+}
+
+/* A uniform integer in [0, bound) from a 32-bit word (multiply-shift; the bias is below
+ * bound / 2^32, negligible for data sets of 60,000). */
+static uint32_t below(uint32_t r, uint32_t bound) { return (uint32_t)(((uint64_t)r * bound) >> 32); }
+
+/* The epoch's shuffle of the training images (Fisher-Yates driven by Philox keyed by the
+ * seed and addressed by epoch and position): the same for every method and worker count. */
+static void shuffle(uint32_t *perm, uint32_t N, uint64_t epoch, uint64_t seed)
+{
+    for (uint32_t i = 0; i < N; i++) perm[i] = i;
+    for (uint32_t i = N - 1; i > 0; i--) {
+        uint32_t r[4];
+        deftsim_philox4x32_10_words(i, PERM_STREAM, (uint32_t)epoch, (uint32_t)(epoch >> 32),
+                                    (uint32_t)seed, (uint32_t)(seed >> 32), r);
+        uint32_t j = below(r[0], i + 1);
+        uint32_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+}
+
+static float *prov_get(void *ctx, uint32_t w) { return ((point_state *)ctx)->acc[w]; }
+static const float *prov_grad(void *ctx, uint32_t w) { return ((point_state *)ctx)->grad[w]; }
+
+/* Mean loss and accuracy over the evaluated test images. */
+static deftsim_status evaluate(deftsim_trainer *tr, const float *params, double *loss, double *acc)
+{
+    double lsum = 0;
+    uint64_t ok = 0;
+    for (uint32_t first = 0; first < tr->ntest; first += EVAL_CHUNK) {
+        uint32_t b = tr->ntest - first < EVAL_CHUNK ? tr->ntest - first : EVAL_CHUNK;
+        deftsim_dataset_range(tr->test, first, b, tr->x, tr->y);
+        double l;
+        uint32_t c;
+        deftsim_status st = deftsim_nn_eval(tr->net, params, tr->x, tr->y, b, &l, &c);
+        if (st) return st;
+        lsum += l;
+        ok += c;
+    }
+    *loss = lsum / tr->ntest;
+    *acc = (double)ok / tr->ntest;
+    return DEFTSIM_OK;
+}
+
+/* The optimizer step of deftsim_train.h's header comment, with the aggregate in ps->agg. */
+static void apply_update(point_state *ps, const deftsim_config *cfg)
+{
+    const float lr = (float)cfg->train.lr, mu = (float)cfg->train.momentum;
+    const float wd = (float)cfg->train.weight_decay;
+    float *p = ps->params, *m = ps->mom, *a = ps->agg;
+    if (!ps->dgc) {
+        for (uint64_t i = 0; i < ps->n; i++) {
+            m[i] = mu * m[i] + (a[i] + wd * p[i]);
+            p[i] -= lr * m[i];
+        }
+        return;
+    }
+    float *b = ps->wdbuf;
+    for (uint64_t i = 0; i < ps->n; i++) {
+        float step = a[i];
+        if (!ps->sparse[i]) {
+            m[i] = mu * m[i] + a[i];
+            step = m[i];
+        }
+        b[i] = mu * b[i] + wd * p[i];
+        p[i] -= lr * (b[i] + step);
+    }
+}
+
+static void progress_line(FILE *f, const deftsim_trainer *tr, const deftsim_train_result *r,
+                          const deftsim_train_row *row, uint64_t T)
+{
+    if (!f) return;
+    fprintf(f, "%s %s d=%g P=%u: iteration %" PRIu64 "/%" PRIu64 " (epoch %.2f) train loss %.4f",
+            deftsim_nn_model(tr->net)->name, deftsim_method_name(r->method), r->density, r->P,
+            row->iteration, T, row->epoch, row->train_loss);
+    if (!isnan(row->test_accuracy))
+        fprintf(f, ", test loss %.4f accuracy %.2f%%", row->test_loss, 100 * row->test_accuracy);
+    fprintf(f, ", %.1f s\n", row->wall_seconds);
+    fflush(f);
+}
+
+deftsim_status deftsim_trainer_point(deftsim_trainer *tr, deftsim_method method, double density,
+                                     uint32_t P, const deftsim_train_options *opt,
+                                     deftsim_train_result *out)
+{
+    memset(out, 0, sizeof *out);
+    deftsim_train_options defaults;
+    if (!opt) {
+        deftsim_train_options_default(&defaults);
+        opt = &defaults;
+    }
+    const deftsim_config *cfg = tr->cfg;
+    const deftsim_model *m = deftsim_nn_model(tr->net);
+    const uint64_t E = deftsim_trainer_epoch_iterations(tr, P);
+    const uint64_t T = opt->iterations ? opt->iterations : deftsim_trainer_iterations(tr, P);
+    if (P == 0 || E == 0)
+        return deftsim_error_set(DEFTSIM_E_INPUT, "train: P = %u workers x %u images do not fit "
+                                 "the %u training images", P, tr->B, tr->ntrain);
+    out->method = method;
+    out->density = density;
+    out->P = P;
+    out->n = m->numel;
+    size_t cap = (size_t)(T / (uint64_t)cfg->train.eval_every) + 2;
+    out->rows = calloc(cap, sizeof *out->rows);
+    if (!out->rows) return deftsim_error_set(DEFTSIM_E_NOMEM, "train: out of memory");
+
+    deftsim_sparsifier_params sp_params = {
+        .method = method,
+        .density = density,
+        .P = P,
+        .model = m,
+        .index_bytes = (uint32_t)cfg->sparsify.index_bytes,
+        .value_bytes = (uint32_t)cfg->sparsify.value_bytes,
+        .wire = cfg->sparsify.wire,
+        .cltk_charge = cfg->sparsify.cltk_charge,
+        .cltk_beta = cfg->sparsify.cltk_beta,
+        .seed = cfg->scenario.seed,
+        .kctx = tr->kctx,
+    };
+    deftsim_sparsifier *sp = NULL;
+    point_state ps;
+    memset(&ps, 0, sizeof ps);
+    deftsim_status st;
+    double t_start = deftsim_now();
+    if ((st = deftsim_sparsifier_new(&sp_params, &sp))) goto done;
+    if ((st = point_state_init(&ps, tr, method, P))) goto done;
+    deftsim_acc_provider prov = {.get = prov_get, .ctx = &ps, .persistent = 1, .grad = prov_grad};
+
+    const float mu = (float)cfg->train.momentum;
+    double loss_acc = 0, buildup_acc = 0, dens_acc = 0, compute_s = 0, sparsify_s = 0;
+    uint64_t correct_acc = 0, since = 0;
+    const uint32_t B = tr->B;
+    for (uint64_t t = 0; t < T; t++) {
+        uint64_t epoch = t / E, j = t % E;
+        if (epoch != ps.perm_epoch) {
+            shuffle(ps.perm, tr->ntrain, epoch, cfg->scenario.seed);
+            ps.perm_epoch = epoch;
+        }
+        /* Every worker's gradient at the shared weights, on its own shard. */
+        double slowest = 0, iter_loss = 0;
+        for (uint32_t w = 0; w < P; w++) {
+            const uint32_t *idx = ps.perm + (size_t)(j * P + w) * B;
+            deftsim_dataset_batch(tr->train, idx, B, tr->x, tr->y);
+            double t0 = deftsim_now(), loss;
+            uint32_t ok;
+            if ((st = deftsim_nn_grad(tr->net, ps.params, tr->x, tr->y, B, ps.grad[w], &loss, &ok)))
+                goto done;
+            double dt = deftsim_now() - t0;
+            if (dt > slowest) slowest = dt;
+            iter_loss += loss;
+            correct_acc += ok;
+        }
+        compute_s += slowest;
+        if (!isfinite(iter_loss)) {
+            out->diverged = 1;
+            break;
+        }
+        loss_acc += iter_loss / P;
+        if (opt->on_grads && (st = opt->on_grads(opt->ctx, t, P, (const float *const *)ps.grad)))
+            goto done;
+
+        /* Accumulators: error feedback, and for DGC its momentum correction. */
+        for (uint32_t w = 0; w < P; w++) {
+            float *a = ps.acc[w];
+            const float *g = ps.grad[w];
+            if (ps.dgc) {
+                float *u = ps.u[w];
+                for (uint64_t i = 0; i < ps.n; i++) {
+                    if (ps.sparse[i]) {
+                        u[i] = mu * u[i] + g[i];
+                        a[i] += u[i];
+                    } else {
+                        a[i] += g[i];
+                    }
+                }
+            } else {
+                for (uint64_t i = 0; i < ps.n; i++) a[i] += g[i];
+            }
+        }
+        deftsim_step_result *r;
+        double t0 = deftsim_now();
+        if ((st = deftsim_sparsifier_step(sp, t, &prov, &r))) goto done;
+        sparsify_s += deftsim_now() - t0;
+        out->k = r->k;
+        buildup_acc += r->buildup;
+        dens_acc += r->density_actual;
+        if (ps.dgc) {
+            /* Momentum factor masking: what a worker sent leaves its momentum too (the
+             * sparsifier already zeroed those positions of its accumulator). */
+            for (uint32_t w = 0; w < P; w++) {
+                const deftsim_kidx *sel;
+                uint64_t count;
+                if ((st = deftsim_sparsifier_selection(sp, w, &sel, &count))) goto done;
+                for (uint64_t i = 0; i < count; i++) ps.u[w][sel[i]] = 0.0f;
+            }
+        }
+        memset(ps.agg, 0, ps.n * sizeof *ps.agg);
+        for (uint64_t i = 0; i < r->nnz; i++) ps.agg[r->agg_index[i]] = r->agg_value[i];
+        apply_update(&ps, cfg);
+        since++;
+
+        if ((t + 1) % (uint64_t)cfg->train.eval_every == 0 || t + 1 == T) {
+            deftsim_train_row *row = &out->rows[out->nrows++];
+            row->iteration = t + 1;
+            row->epoch = (double)(t + 1) / (double)E;
+            row->samples = (t + 1) * P * (uint64_t)B;
+            row->train_loss = loss_acc / (double)since;
+            row->train_accuracy = (double)correct_acc / ((double)since * P * B);
+            row->buildup = buildup_acc / (double)since;
+            row->density_actual = dens_acc / (double)since;
+            row->compute_seconds = compute_s;
+            row->sparsify_seconds = sparsify_s;
+            row->test_loss = row->test_accuracy = NAN;
+            if (opt->evaluate && (st = evaluate(tr, ps.params, &row->test_loss, &row->test_accuracy)))
+                goto done;
+            row->wall_seconds = deftsim_now() - t_start;
+            progress_line(opt->progress, tr, out, row, T);
+            loss_acc = buildup_acc = dens_acc = 0;
+            correct_acc = since = 0;
+        }
+        out->iterations = t + 1;
+    }
+    if (opt->params_out) memcpy(opt->params_out, ps.params, ps.n * sizeof *ps.params);
+    if (out->diverged && opt->progress)
+        fprintf(opt->progress, "%s %s d=%g P=%u: the loss is no longer finite at iteration %" PRIu64
+                "; the point stops there\n", m->name, deftsim_method_name(method), density, P,
+                out->iterations);
+done:
+    out->seconds = deftsim_now() - t_start;
+    point_state_free(&ps);
+    deftsim_sparsifier_free(sp);
+    if (st) {
+        deftsim_train_result_free(out);
+        return deftsim_error_wrap(st, "train %s d=%g P=%u", deftsim_method_name(method), density, P);
+    }
+    return DEFTSIM_OK;
+}
+
+void deftsim_train_result_free(deftsim_train_result *r)
+{
+    if (!r) return;
+    free(r->rows);
+    r->rows = NULL;
+    r->nrows = 0;
+}
+
+/* ---- files ------------------------------------------------------------------------------- */
+
+static const char *const columns[] = {
+    "scenario", "model", "n", "method", "density", "k", "P", "batch_size", "lr",
+    "iteration", "epoch", "samples", "train_loss", "train_accuracy", "test_loss",
+    "test_accuracy", "buildup", "density_actual", "compute_seconds", "sparsify_seconds",
+    "wall_seconds", "diverged"};
+#define NCOLUMNS (sizeof columns / sizeof columns[0])
+
+size_t deftsim_train_column_count(void) { return NCOLUMNS; }
+const char *deftsim_train_column(size_t i) { return i < NCOLUMNS ? columns[i] : NULL; }
+
+static void write_header(FILE *f)
+{
+    for (size_t i = 0; i < NCOLUMNS; i++) fprintf(f, "%s%s", i ? "," : "", columns[i]);
+    fputc('\n', f);
+}
+
+static void write_row(FILE *f, const deftsim_config *cfg, const deftsim_train_result *r,
+                      const deftsim_train_row *row, int last)
+{
+    char b[16][40];
+    deftsim_csv_field(f, cfg->scenario.name);
+    fputc(',', f);
+    deftsim_csv_field(f, cfg->train.model == DEFTSIM_TRAIN_CNN ? "fmnist_cnn" : "fmnist_mlp");
+    fprintf(f, ",%" PRIu64 ",%s,%s,%" PRIu64 ",%u,%d,%s,%" PRIu64 ",%s,%" PRIu64
+            ",%s,%s,%s,%s,%s,%s,%s,%s,%s,%d\n",
+            r->n, deftsim_method_name(r->method), deftsim_csv_double(b[0], 40, r->density), r->k,
+            r->P, cfg->train.batch_size, deftsim_csv_double(b[1], 40, cfg->train.lr),
+            row->iteration, deftsim_csv_double(b[2], 40, row->epoch), row->samples,
+            deftsim_csv_double(b[3], 40, row->train_loss),
+            deftsim_csv_double(b[4], 40, row->train_accuracy),
+            deftsim_csv_double(b[5], 40, row->test_loss),
+            deftsim_csv_double(b[6], 40, row->test_accuracy),
+            deftsim_csv_double(b[7], 40, row->buildup),
+            deftsim_csv_double(b[8], 40, row->density_actual),
+            deftsim_csv_double(b[9], 40, row->compute_seconds),
+            deftsim_csv_double(b[10], 40, row->sparsify_seconds),
+            deftsim_csv_double(b[11], 40, row->wall_seconds), last && r->diverged);
+}
+
+typedef struct {
+    deftsim_method method;
+    double density;
+    uint32_t P;
+    char file[160];
+    deftsim_train_result res;
+} point_record;
+
+static void utc_now(char *buf, size_t cap)
+{
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static deftsim_status write_point_file(const deftsim_config *cfg, const point_record *pr)
+{
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s", cfg->scenario.output, pr->file);
+    deftsim_afile *af;
+    deftsim_status st = deftsim_afile_open(&af, path);
+    if (st) return st;
+    FILE *f = deftsim_afile_stream(af);
+    write_header(f);
+    for (size_t i = 0; i < pr->res.nrows; i++)
+        write_row(f, cfg, &pr->res, &pr->res.rows[i], i + 1 == pr->res.nrows);
+    return deftsim_afile_commit(af);
+}
+
+static deftsim_status write_tables(const deftsim_config *cfg, const point_record *recs, size_t n)
+{
+    char path[4400];
+    snprintf(path, sizeof path, "%s/curves.csv", cfg->scenario.output);
+    deftsim_afile *af;
+    deftsim_status st = deftsim_afile_open(&af, path);
+    if (st) return st;
+    FILE *f = deftsim_afile_stream(af);
+    write_header(f);
+    for (size_t p = 0; p < n; p++)
+        for (size_t i = 0; i < recs[p].res.nrows; i++)
+            write_row(f, cfg, &recs[p].res, &recs[p].res.rows[i], i + 1 == recs[p].res.nrows);
+    if ((st = deftsim_afile_commit(af))) return st;
+
+    /* final.csv: each point's last row (and its best test accuracy). */
+    snprintf(path, sizeof path, "%s/final.csv", cfg->scenario.output);
+    if ((st = deftsim_afile_open(&af, path))) return st;
+    f = deftsim_afile_stream(af);
+    fprintf(f, "scenario,model,n,method,density,k,P,batch_size,iterations,epoch,train_loss,"
+               "test_loss,test_accuracy,best_test_accuracy,diverged,seconds\n");
+    for (size_t p = 0; p < n; p++) {
+        const deftsim_train_result *r = &recs[p].res;
+        if (!r->nrows) continue;
+        const deftsim_train_row *last = &r->rows[r->nrows - 1];
+        double best = NAN;
+        for (size_t i = 0; i < r->nrows; i++)
+            if (isnan(best) || r->rows[i].test_accuracy > best) best = r->rows[i].test_accuracy;
+        char b[8][40];
+        deftsim_csv_field(f, cfg->scenario.name);
+        fprintf(f, ",%s,%" PRIu64 ",%s,%s,%" PRIu64 ",%u,%d,%" PRIu64 ",%s,%s,%s,%s,%s,%d,%s\n",
+                cfg->train.model == DEFTSIM_TRAIN_CNN ? "fmnist_cnn" : "fmnist_mlp", r->n,
+                deftsim_method_name(r->method), deftsim_csv_double(b[0], 40, r->density), r->k,
+                r->P, cfg->train.batch_size, last->iteration,
+                deftsim_csv_double(b[1], 40, last->epoch),
+                deftsim_csv_double(b[2], 40, last->train_loss),
+                deftsim_csv_double(b[3], 40, last->test_loss),
+                deftsim_csv_double(b[4], 40, last->test_accuracy),
+                deftsim_csv_double(b[5], 40, best), r->diverged,
+                deftsim_csv_double(b[6], 40, r->seconds));
+    }
+    return deftsim_afile_commit(af);
+}
+
+static deftsim_status write_manifest(const deftsim_config *cfg, const deftsim_trainer *tr,
+                                     const char *started, const char *finished,
+                                     const char *status, const char *error,
+                                     const point_record *recs, size_t n)
+{
+    char path[4400], host[256] = "unknown";
+    snprintf(path, sizeof path, "%s/manifest.json", cfg->scenario.output);
+    if (gethostname(host, sizeof host) != 0) snprintf(host, sizeof host, "unknown");
+    host[sizeof host - 1] = '\0';
+    json_t *root = json_object(), *config = deftsim_config_to_json(cfg), *pts = json_array();
+    if (!root || !config || !pts) {
+        json_decref(root);
+        json_decref(config);
+        json_decref(pts);
+        return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: cannot build the manifest", path);
+    }
+    const deftsim_model *m = deftsim_nn_model(tr->net);
+    json_object_set_new(root, "format", json_string("deftsim-train-results"));
+    json_object_set_new(root, "format_version", json_integer(1));
+    json_object_set_new(root, "scenario", json_string(cfg->scenario.name));
+    json_object_set_new(root, "seed", json_integer((json_int_t)cfg->scenario.seed));
+    json_object_set_new(root, "deftsim", json_pack("{s:s, s:s}", "version", DEFTSIM_VERSION,
+                                                   "git_commit", DEFTSIM_GIT_COMMIT));
+    json_object_set_new(root, "status", json_string(status));
+    if (error) json_object_set_new(root, "error", json_string(error));
+    json_object_set_new(root, "started", json_string(started));
+    json_object_set_new(root, "finished", finished ? json_string(finished) : json_null());
+    json_object_set_new(root, "hostname", json_string(host));
+    json_object_set_new(root, "network",
+                        json_pack("{s:s, s:I, s:I, s:f}", "model", m->name, "n",
+                                  (json_int_t)m->numel, "tensors", (json_int_t)m->nlayers,
+                                  "flops_per_image", deftsim_nn_flops_per_image(tr->net)));
+    json_object_set_new(root, "data",
+                        json_pack("{s:s, s:s, s:i, s:s, s:s, s:i}", "train_images",
+                                  tr->train->images_path, "train_labels", tr->train->labels_path,
+                                  "train_count", (int)tr->ntrain, "test_images",
+                                  tr->test->images_path, "test_labels", tr->test->labels_path,
+                                  "test_count", (int)tr->ntest));
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(pts, json_pack("{s:s, s:f, s:i, s:s, s:I, s:I, s:b, s:f}", "method",
+                                             deftsim_method_name(recs[i].method), "density",
+                                             recs[i].density, "P", (int)recs[i].P, "file",
+                                             recs[i].file, "iterations",
+                                             (json_int_t)recs[i].res.iterations, "rows",
+                                             (json_int_t)recs[i].res.nrows, "diverged",
+                                             recs[i].res.diverged, "seconds", recs[i].res.seconds));
+    json_object_set_new(root, "points", pts);
+    json_object_set_new(root, "config", config);
+    char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(root);
+    if (!text) return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: cannot build the manifest", path);
+    size_t len = strlen(text);
+    char *withnl = realloc(text, len + 2);
+    if (!withnl) {
+        free(text);
+        return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", path);
+    }
+    withnl[len] = '\n';
+    withnl[len + 1] = '\0';
+    deftsim_status st = deftsim_write_file_atomic(path, withnl, len + 1);
+    free(withnl);
+    return st;
+}
+
+deftsim_status deftsim_train_run(const deftsim_config *cfg, FILE *progress,
+                                 deftsim_train_summary *summary)
+{
+    if (summary) memset(summary, 0, sizeof *summary);
+    double t0 = deftsim_now();
+    char started[32];
+    utc_now(started, sizeof started);
+    deftsim_trainer *tr;
+    deftsim_status st = deftsim_trainer_new(cfg, &tr);
+    if (st) return st;
+    char dir[4400];
+    snprintf(dir, sizeof dir, "%s/points", cfg->scenario.output);
+    if ((st = deftsim_mkdir_p(dir))) {
+        deftsim_trainer_free(tr);
+        return st;
+    }
+    /* Dense sends everything whatever the density: it runs once per P, as density 1. */
+    size_t maxpts = cfg->sparsify.nmethods * cfg->sparsify.ndensities * cfg->workers.ncounts;
+    point_record *recs = calloc(maxpts ? maxpts : 1, sizeof *recs);
+    if (!recs) {
+        deftsim_trainer_free(tr);
+        return deftsim_error_set(DEFTSIM_E_NOMEM, "train: out of memory");
+    }
+    size_t n = 0;
+    deftsim_train_options opt;
+    deftsim_train_options_default(&opt);
+    opt.progress = progress;
+    for (size_t mi = 0; mi < cfg->sparsify.nmethods && !st; mi++) {
+        deftsim_method method = cfg->sparsify.methods[mi];
+        size_t nd = method == DEFTSIM_METHOD_DENSE ? 1 : cfg->sparsify.ndensities;
+        for (size_t di = 0; di < nd && !st; di++) {
+            double d = method == DEFTSIM_METHOD_DENSE ? 1.0 : cfg->sparsify.densities[di];
+            for (size_t pi = 0; pi < cfg->workers.ncounts && !st; pi++) {
+                point_record *pr = &recs[n];
+                pr->method = method;
+                pr->density = d;
+                pr->P = (uint32_t)cfg->workers.counts[pi];
+                char db[40];
+                snprintf(pr->file, sizeof pr->file, "points/%s_d%s_P%u.csv",
+                         deftsim_method_name(method), deftsim_csv_double(db, sizeof db, d), pr->P);
+                if ((st = deftsim_trainer_point(tr, method, d, pr->P, &opt, &pr->res))) break;
+                n++;
+                if ((st = write_point_file(cfg, pr))) break;
+                if (summary) {
+                    summary->points++;
+                    summary->rows += pr->res.nrows;
+                }
+            }
+        }
+    }
+    char finished[32];
+    utc_now(finished, sizeof finished);
+    if (!st) st = write_tables(cfg, recs, n);
+    if (!st) {
+        st = write_manifest(cfg, tr, started, finished, "complete", NULL, recs, n);
+    } else {
+        /* Keep the failure's message: the manifest says what finished before it. */
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", deftsim_error_message());
+        write_manifest(cfg, tr, started, NULL, "failed", msg, recs, n);
+        deftsim_error_set(st, "%s", msg);
+    }
+    for (size_t i = 0; i < n; i++) deftsim_train_result_free(&recs[i].res);
+    free(recs);
+    deftsim_trainer_free(tr);
+    if (summary) summary->seconds = deftsim_now() - t0;
+    return st;
+}
+
+/* ---- trace record ------------------------------------------------------------------------ */
+
+typedef struct {
+    deftsim_trace_writer *w;
+    const int64_t *ids;
+    size_t nids, next;
+    FILE *progress;
+} record_ctx;
+
+static deftsim_status record_grads(void *ctx, uint64_t t, uint32_t P, const float *const *grads)
+{
+    record_ctx *rc = ctx;
+    (void)P;
+    if (rc->next >= rc->nids || (uint64_t)rc->ids[rc->next] != t) return DEFTSIM_OK;
+    rc->next++;
+    deftsim_status st = deftsim_trace_writer_put(rc->w, t, grads);
+    if (!st && rc->progress) {
+        fprintf(rc->progress, "trace record: iteration %" PRIu64 " written (%zu of %zu)\n", t,
+                rc->next, rc->nids);
+        fflush(rc->progress);
+    }
+    return st;
+}
+
+deftsim_status deftsim_train_record(const deftsim_config *cfg, deftsim_method method,
+                                    double density, uint32_t P, const char *dir, FILE *progress)
+{
+    if (!cfg->train.nrecord)
+        return deftsim_error_set(DEFTSIM_E_INPUT, "[train] record: no iterations to record");
+    deftsim_trainer *tr;
+    deftsim_status st = deftsim_trainer_new(cfg, &tr);
+    if (st) return st;
+    const deftsim_model *m = deftsim_nn_model(tr->net);
+    uint64_t last = (uint64_t)cfg->train.record[cfg->train.nrecord - 1];
+    if (method == DEFTSIM_METHOD_DENSE) density = 1.0;
+
+    char how[512], db[40];
+    snprintf(how, sizeof how,
+             "deftsim trace record: %s trained on Fashion-MNIST by %u data-parallel workers, %d "
+             "images each per iteration, SGD (lr %g, momentum %g, weight decay %g), %s aggregation "
+             "at density %s; gradients before communication",
+             m->name, P, cfg->train.batch_size, cfg->train.lr, cfg->train.momentum,
+             cfg->train.weight_decay, deftsim_method_name(method),
+             deftsim_csv_double(db, sizeof db, density));
+    json_t *ids = json_array();
+    for (size_t i = 0; ids && i < cfg->train.nrecord; i++)
+        json_array_append_new(ids, json_integer((json_int_t)cfg->train.record[i]));
+    json_t *prov = json_pack(
+        "{s:s, s:s, s:I, s:s, s:s, s:{s:s, s:s, s:s, s:i}, s:i, s:i, s:f, s:f, s:f, s:{s:s, s:f}, "
+        "s:o, s:I}",
+        "recorder", "deftsim " DEFTSIM_VERSION " (commit " DEFTSIM_GIT_COMMIT ")", "method", how,
+        "seed", (json_int_t)cfg->scenario.seed, "model", m->name, "network",
+        deftsim_train_model_name(cfg->train.model), "dataset", "name", "Fashion-MNIST", "images",
+        tr->train->images_path, "labels", tr->train->labels_path, "train_images", (int)tr->ntrain,
+        "P", (int)P, "batch_size", cfg->train.batch_size, "lr", cfg->train.lr, "momentum",
+        cfg->train.momentum, "weight_decay", cfg->train.weight_decay, "aggregation", "method",
+        deftsim_method_name(method), "density", density, "iterations", ids, "trained_iterations",
+        (json_int_t)(last + 1));
+    if (!prov) {
+        deftsim_trainer_free(tr);
+        return deftsim_error_set(DEFTSIM_E_NOMEM, "trace record: out of memory");
+    }
+    record_ctx rc = {.ids = cfg->train.record, .nids = cfg->train.nrecord, .progress = progress};
+    st = deftsim_trace_writer_open(dir, m, P, prov, &rc.w);
+    json_decref(prov);
+    if (st) {
+        deftsim_trainer_free(tr);
+        return st;
+    }
+    deftsim_train_options opt;
+    deftsim_train_options_default(&opt);
+    opt.iterations = last + 1;
+    opt.evaluate = 0;
+    opt.on_grads = record_grads;
+    opt.ctx = &rc;
+    deftsim_train_result res;
+    st = deftsim_trainer_point(tr, method, density, P, &opt, &res);
+    if (!st && res.diverged)
+        st = deftsim_error_set(DEFTSIM_E_RUNTIME,
+                               "trace record: the training diverged at iteration %" PRIu64
+                               " before iteration %" PRIu64 " was recorded; lower [train] lr",
+                               res.iterations, last);
+    deftsim_train_result_free(&res);
+    if (st) {
+        deftsim_trace_writer_discard(rc.w);
+    } else {
+        st = deftsim_trace_writer_close(rc.w);
+    }
+    deftsim_trainer_free(tr);
+    return st;
+}
