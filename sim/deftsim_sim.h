@@ -1,0 +1,166 @@
+/* deftsim_sim.h - the network simulation: turns schedules into simulated time with SimGrid.
+ *
+ * One SimGrid actor per worker, each on its own host of a cluster platform. A COMPUTE step is
+ * injected as the duration the sparsifier measured on the real kernel (the actor sleeps for
+ * it, so host speeds play no part); a collective runs as the point-to-point pattern of the
+ * chosen algorithm with the real byte counts (the message payload is a small integer, the
+ * simulated size is separate: no data travels); SENDRECV runs its own messages.
+ * docs/NETWORK.md describes the platforms, models, algorithms and their validation.
+ *
+ * Messages behave as SimGrid's SMPI sends them, so that an algorithm here and the same
+ * algorithm in SMPI give the same time: every message carries envelope_bytes more than its
+ * payload (SMPI adds 16 for tag, source and communicator), and a send of fewer than
+ * eager_threshold payload bytes returns at once, the transfer continuing without the sender
+ * (SMPI's smpi/send-is-detached-thresh, 65536 by default); a larger send waits until it is
+ * received. A transfer starts when both sides have posted it.
+ *
+ * Several schedules (the iterations of one point) run in one simulation: every worker starts
+ * schedule i at the same simulated instant, once the last worker finished schedule i-1, and
+ * times are reported relative to that instant, so each iteration is timed as if alone.
+ *
+ * SimGrid's engine is a process-wide singleton that cannot be started twice in one process
+ * (3.32's C API keeps it in a function-static object and seals the platform once), so
+ * deftsim_sim_run() runs each simulation in a forked child that sends its results back over a
+ * pipe; the caller's process is untouched by SimGrid and the child's memory is released when
+ * it ends. */
+#ifndef DEFTSIM_SIM_H
+#define DEFTSIM_SIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "deftsim_error.h"
+#include "deftsim_schedule.h"
+
+typedef enum {
+    DEFTSIM_TOPO_FLAT,      /* hosts on one non-blocking switch (optionally a shared backbone) */
+    DEFTSIM_TOPO_FATTREE,   /* SimGrid's FAT_TREE cluster */
+    DEFTSIM_TOPO_TORUS,     /* SimGrid's TORUS cluster */
+    DEFTSIM_TOPO_DRAGONFLY, /* SimGrid's DRAGONFLY cluster */
+    DEFTSIM_TOPO_FILE,      /* the user's own SimGrid platform file */
+    DEFTSIM_TOPO_COUNT
+} deftsim_topology;
+
+typedef enum { DEFTSIM_NET_LV08, DEFTSIM_NET_CM02, DEFTSIM_NET_SMPI, DEFTSIM_NET_COUNT } deftsim_net_model;
+
+typedef enum {
+    DEFTSIM_AG_RING,               /* MPICH's ring (allgatherv: 256 KiB pipelining) */
+    DEFTSIM_AG_RECURSIVE_DOUBLING, /* MPICH's, with its non-power-of-two completion */
+    DEFTSIM_AG_BRUCK,              /* Open MPI's Bruck (any P, ceil(log2 P) rounds) */
+    DEFTSIM_AG_COUNT
+} deftsim_allgather_algo;
+
+typedef enum {
+    DEFTSIM_AR_RING,               /* reduce-scatter ring then allgather ring */
+    DEFTSIM_AR_RECURSIVE_DOUBLING, /* MPICH's, extra ranks folded into partners */
+    DEFTSIM_AR_RABENSEIFNER,       /* MPICH's recursive halving + recursive doubling */
+    DEFTSIM_AR_COUNT
+} deftsim_allreduce_algo;
+
+typedef enum {
+    DEFTSIM_BC_BINOMIAL,               /* binomial tree */
+    DEFTSIM_BC_SCATTER_RDB_ALLGATHER,  /* binomial scatter, recursive-doubling allgather */
+    DEFTSIM_BC_SCATTER_RING_ALLGATHER, /* binomial scatter, ring allgather */
+    DEFTSIM_BC_COUNT
+} deftsim_bcast_algo;
+
+typedef enum {
+    DEFTSIM_SIM_EXACT,       /* every message simulated */
+    DEFTSIM_SIM_APPROXIMATE, /* ring steps sampled and scaled (docs/NETWORK.md); opt-in */
+    DEFTSIM_SIM_MODE_COUNT
+} deftsim_sim_mode;
+
+/* Stable names in enum order, NULL-terminated ("flat", "LV08", "bruck", ...). */
+extern const char *const deftsim_topology_names[];
+extern const char *const deftsim_net_model_names[];
+extern const char *const deftsim_allgather_names[];
+extern const char *const deftsim_allreduce_names[];
+extern const char *const deftsim_bcast_names[];
+extern const char *const deftsim_sim_mode_names[];
+
+const char *deftsim_topology_name(deftsim_topology t);
+const char *deftsim_net_model_name(deftsim_net_model m);
+const char *deftsim_allgather_name(deftsim_allgather_algo a);
+const char *deftsim_allreduce_name(deftsim_allreduce_algo a);
+const char *deftsim_bcast_name(deftsim_bcast_algo a);
+const char *deftsim_sim_mode_name(deftsim_sim_mode m);
+
+typedef struct {
+    uint32_t P;                      /* workers: actors on hosts 0 .. P-1 */
+    deftsim_topology topology;
+    const char *platform_file;       /* topology = file: the SimGrid platform XML */
+    const char *topology_params;     /* SimGrid's topo_parameters; NULL or "": derived from P */
+    double bandwidth;                /* bytes/s of every link */
+    double latency;                  /* seconds of every link */
+    double backbone_bandwidth;       /* flat only: 0 = non-blocking switch, else a shared backbone */
+    deftsim_net_model model;
+    int crosstraffic;                /* SimGrid's network/crosstraffic (reverse-path traffic) */
+    deftsim_allgather_algo allgather;
+    deftsim_allreduce_algo allreduce;
+    deftsim_bcast_algo bcast;
+    uint64_t eager_threshold;        /* sends below it do not wait (bytes) */
+    uint32_t envelope_bytes;         /* added to every message */
+    uint32_t elem_bytes;             /* element size of ALLREDUCE vectors (chunking granularity) */
+    deftsim_sim_mode mode;
+} deftsim_sim_params;
+
+/* The defaults of docs/NETWORK.md: flat, 25 Gbit/s and 1 us per link, LV08, no crosstraffic,
+ * Bruck allgather, Rabenseifner allreduce, binomial broadcast, eager threshold 65536,
+ * envelope 16, 4-byte elements, exact. P is left 0. */
+void deftsim_sim_params_default(deftsim_sim_params *p);
+
+/* Parses "25Gbps", "3.125GBps", "100MiBps", "1e9" (bytes/s) into bytes/s, and "1us", "5ns",
+ * "0.1ms", "2s", "1e-6" (seconds) into seconds: SimGrid's unit suffixes. Return 0 on success,
+ * -1 with nothing recorded. */
+int deftsim_parse_bandwidth(const char *text, double *bytes_per_s);
+int deftsim_parse_duration(const char *text, double *seconds);
+
+/* The platform for P workers: topology parameters (derived from P when unset, written into
+ * params_buf) and the number of hosts it has (at least P). Checks everything a platform
+ * needs; messages name the field ("topology_params '4,4': a torus needs ..."). For
+ * topology = file, loads nothing: params_buf is "" and hosts is 0 (known only to SimGrid). */
+deftsim_status deftsim_sim_platform_shape(const deftsim_sim_params *p, char *params_buf,
+                                          size_t cap, uint64_t *hosts);
+
+/* Writes the generated platform XML (with a comment naming its shape) for p to path,
+ * atomically. Refused for topology = file. Host i is named "node-<i>"; worker i runs on it. */
+deftsim_status deftsim_sim_write_platform(const deftsim_sim_params *p, const char *path);
+
+/* What a simulation produced. Step s of schedule i is row step_offset[i] + s of every per-step
+ * array, which holds one entry per worker: [(step_offset[i] + s) * P + w]. Times are seconds
+ * relative to the start of the schedule (every worker starts it at once). */
+typedef struct {
+    uint32_t P;
+    size_t nsched;
+    size_t *step_offset;       /* nsched + 1 */
+    double *start, *end;       /* when worker w entered and left the step */
+    uint64_t *sent, *recv;     /* payload bytes the worker sent and received in the step */
+    double *iteration_seconds; /* nsched: the last worker's end of its last step */
+    double *comm_seconds;      /* nsched: sum over the collectives of (last worker out - last
+                                  worker in) */
+    uint64_t messages;         /* point-to-point messages simulated (sampled ones in approximate
+                                  mode) */
+    double wall_seconds;       /* the simulation's wall time, fork to result */
+    uint64_t peak_rss_bytes;   /* the simulating process's peak resident memory */
+    deftsim_sim_mode mode;
+} deftsim_sim_result;
+
+/* Simulates the schedules one after another (each from a common start, see above). Every
+ * schedule must have p->P ranks; a collective needs P > 1 to send anything. Runs SimGrid in
+ * a forked child; DEFTSIM_E_RUNTIME with SimGrid's last messages if it fails. */
+deftsim_status deftsim_sim_run(const deftsim_sim_params *p, const deftsim_schedule *const *scheds,
+                               size_t nsched, deftsim_sim_result *out);
+
+void deftsim_sim_result_free(deftsim_sim_result *r);
+
+/* Where worker w's step s of schedule i starts and ends (seconds from the schedule's start). */
+static inline double deftsim_sim_start(const deftsim_sim_result *r, size_t i, size_t s, uint32_t w)
+{
+    return r->start[(r->step_offset[i] + s) * r->P + w];
+}
+static inline double deftsim_sim_end(const deftsim_sim_result *r, size_t i, size_t s, uint32_t w)
+{
+    return r->end[(r->step_offset[i] + s) * r->P + w];
+}
+
+#endif
