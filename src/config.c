@@ -135,10 +135,11 @@ static const keydef keys[] = {
     {KEY("gradients", "source", "one of: synthetic, trace", "synthetic",
          "where the gradients come from"),
      .type = T_ENUM, .off = F(gradients.source), .names = source_names},
-    {KEY("gradients", "model", "built-in model name or CSV path", "",
-         "the model table (source = synthetic only; see 'deftsim models')"),
+    {KEY("gradients", "model", "built-in model name or CSV path, or a list of them", "",
+         "the model table (source = synthetic only; see 'deftsim models'); a list: deftsim sweep"),
      .type = T_OPTPATH, .off = F(gradients.model)},
-    {KEY("gradients", "trace", "path", "", "the trace directory (source = trace only)"),
+    {KEY("gradients", "trace", "path, or a list of paths", "",
+         "the trace directory (source = trace only); a list: deftsim sweep"),
      .type = T_OPTPATH, .off = F(gradients.trace)},
 
     {KEY("synthetic", "scale_decades", "number in [0, 24]", "3",
@@ -1158,23 +1159,45 @@ deftsim_status deftsim_config_check(const deftsim_config *cfg)
         return DEFTSIM_OK;
     }
 
-    deftsim_model *m;
-    deftsim_status st = deftsim_model_load(cfg->gradients.model, &m);
-    if (st) {
-        where(cfg, (size_t)km, w, sizeof w);
-        return deftsim_error_wrap(st, "%s", w);
-    }
-    for (size_t i = 0; i < cfg->workers.ncounts; i++) {
-        if ((uint64_t)cfg->workers.counts[i] > m->numel) {
-            where(cfg, (size_t)kc, w, sizeof w);
-            st = deftsim_error_set(DEFTSIM_E_INPUT,
-                                   "%s: %lld workers exceed the %llu parameters of model %s", w,
-                                   (long long)cfg->workers.counts[i],
-                                   (unsigned long long)m->numel, m->name);
-            break;
+    /* The model may be a comma-separated list, one model per sweep variant (deftsim sweep
+     * runs each; the engine takes one): every one must load and hold the worker counts. */
+    deftsim_status st = DEFTSIM_OK;
+    const char *p = cfg->gradients.model;
+    for (;;) {
+        size_t len = strcspn(p, ",");
+        while (len && isspace((unsigned char)*p)) p++, len--;
+        while (len && isspace((unsigned char)p[len - 1])) len--;
+        char *one = strndup(p, len);
+        if (!one) return deftsim_error_set(DEFTSIM_E_NOMEM, "config: out of memory");
+        if (!len) {
+            free(one);
+            where(cfg, (size_t)km, w, sizeof w);
+            return deftsim_error_set(DEFTSIM_E_INPUT, "%s: an empty name in the list '%s'", w,
+                                     cfg->gradients.model);
         }
+        deftsim_model *m;
+        st = deftsim_model_load(one, &m);
+        free(one);
+        if (st) {
+            where(cfg, (size_t)km, w, sizeof w);
+            return deftsim_error_wrap(st, "%s", w);
+        }
+        for (size_t i = 0; i < cfg->workers.ncounts; i++) {
+            if ((uint64_t)cfg->workers.counts[i] > m->numel) {
+                where(cfg, (size_t)kc, w, sizeof w);
+                st = deftsim_error_set(DEFTSIM_E_INPUT,
+                                       "%s: %lld workers exceed the %llu parameters of model %s", w,
+                                       (long long)cfg->workers.counts[i],
+                                       (unsigned long long)m->numel, m->name);
+                break;
+            }
+        }
+        deftsim_model_free(m);
+        if (st) return st;
+        p += strcspn(p, ",");
+        if (!*p) break;
+        p++;
     }
-    deftsim_model_free(m);
     return st;
 }
 

@@ -517,6 +517,15 @@ static deftsim_status open_source(deftsim_engine *e)
 {
     const deftsim_config *cfg = e->cfg;
     deftsim_status st;
+    /* A list of models or traces is a sweep over them (deftsim sweep); a run takes one. */
+    const char *one = cfg->gradients.source == DEFTSIM_SOURCE_TRACE ? cfg->gradients.trace
+                                                                      : cfg->gradients.model;
+    if (one && strchr(one, ','))
+        return deftsim_error_set(DEFTSIM_E_INPUT,
+                                 "[gradients] %s: '%s' is a list; deftsim run takes one (deftsim "
+                                 "sweep runs each in turn)",
+                                 cfg->gradients.source == DEFTSIM_SOURCE_TRACE ? "trace" : "model",
+                                 one);
     e->iterations = (size_t)cfg->scenario.iterations;
     e->source_iter = calloc(e->iterations, sizeof *e->source_iter);
     if (!e->source_iter) return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory");

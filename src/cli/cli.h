@@ -12,6 +12,9 @@ int deftsim_cmd_bench(int argc, char **argv);
 int deftsim_cmd_config(int argc, char **argv);
 int deftsim_cmd_models(int argc, char **argv);
 int deftsim_cmd_run(int argc, char **argv);
+int deftsim_cmd_sweep(int argc, char **argv);
+int deftsim_cmd_analyze(int argc, char **argv);
+int deftsim_cmd_plot(int argc, char **argv);
 int deftsim_cmd_trace(int argc, char **argv);
 int deftsim_cmd_train(int argc, char **argv);
 /* `deftsim trace record`, dispatched by cmd_trace.c, written in cmd_train.c. */

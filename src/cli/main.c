@@ -19,10 +19,13 @@ typedef struct {
 } cli_command;
 
 static const cli_command commands[] = {
+    {"analyze", deftsim_cmd_analyze, "statistics of a results folder: summary.csv, summary.md"},
     {"bench", deftsim_cmd_bench, "benchmarks: kernels"},
     {"config", deftsim_cmd_config, "print the fully resolved configuration of a scenario"},
     {"models", deftsim_cmd_models, "list the built-in model tables"},
+    {"plot", deftsim_cmd_plot, "figures of a results folder (PNG, SVG, PDF) with gnuplot"},
     {"run", deftsim_cmd_run, "run a scenario: every sparsifier, density and worker count"},
+    {"sweep", deftsim_cmd_sweep, "run every combination of a scenario's lists, resumable"},
     {"trace", deftsim_cmd_trace, "gradient traces: info, gen"},
     {"train", deftsim_cmd_train, "train on Fashion-MNIST with each sparsifier in the loop"},
 };

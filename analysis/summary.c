@@ -1,0 +1,865 @@
+/* summary.c - deftsim's tidy rows folded into one summary row per point (deftsim_analysis.h,
+ * docs/ANALYSIS.md).
+ *
+ * A point is (axes, model, method, density, P). Its sample is the sequence of its iterations:
+ * for every iteration the rows give one value of each quantity (the slowest worker's selection
+ * time, the mean bytes a worker sends, the iteration's build-up, ...), and the summary reports
+ * the median of those values with a percentile-bootstrap interval. Iteration-level columns are
+ * repeated in every row of the iteration (docs/OUTPUT.md), so they are read from its first row;
+ * worker-level columns are read from each worker's phase_index 0 row, which every worker has. */
+#include "deftsim_analysis.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "deftsim_util.h"
+
+static const deftsim_metric_info metrics[DEFTSIM_M_COUNT] = {
+    [DEFTSIM_M_SELECT] = {"select_seconds", "select_seconds", "s",
+                          "selection time of the slowest worker (max over workers of select_seconds)", 0},
+    [DEFTSIM_M_COMPUTE] = {"compute_seconds", "worker_seconds", "s",
+                           "compute time of the slowest worker (max over workers of worker_seconds)", 0},
+    [DEFTSIM_M_SELECT_CRIT] = {"select_critical_seconds", "select_critical_seconds", "s",
+                               "selection time on the simulated critical path of the iteration", 1},
+    [DEFTSIM_M_COMM] = {"comm_seconds", "comm_seconds", "s",
+                        "simulated communication time of the iteration", 1},
+    [DEFTSIM_M_ITERATION] = {"iteration_seconds", "iteration_seconds", "s",
+                             "simulated time of the whole iteration (compute and communication)", 1},
+    [DEFTSIM_M_BYTES] = {"bytes_sent", "bytes_sent", "B",
+                         "bytes one worker sends in the iteration, mean over the workers", 0},
+    [DEFTSIM_M_BYTES_MAX] = {"bytes_sent_max", "bytes_sent", "B",
+                             "bytes the busiest worker sends in the iteration", 0},
+    [DEFTSIM_M_BUILDUP] = {"buildup", "buildup", "ratio", "gradient build-up |U| / k", 0},
+    [DEFTSIM_M_CAPTURED] = {"captured_frac", "captured_frac", "fraction",
+                            "squared norm of the average accumulator captured by U", 0},
+    [DEFTSIM_M_CAPTURED_RATIO] = {"captured_ratio", "captured_ratio", "ratio",
+                                  "captured_frac over what the exact global top-k captures", 0},
+    [DEFTSIM_M_IMBALANCE] = {"imbalance_seconds", "imbalance_seconds", "ratio",
+                             "max / mean of the workers' selection times", 0},
+    [DEFTSIM_M_IMBALANCE_COST] = {"imbalance_cost", "imbalance_cost", "ratio",
+                                  "max / mean of the workers' selection cost model", 0},
+};
+
+/* Quantities repeated in every row of an iteration (read once per iteration). */
+static int iteration_level(int m)
+{
+    return m != DEFTSIM_M_SELECT && m != DEFTSIM_M_COMPUTE && m != DEFTSIM_M_BYTES &&
+           m != DEFTSIM_M_BYTES_MAX;
+}
+
+const deftsim_metric_info *deftsim_metric_get(deftsim_metric m)
+{
+    return (unsigned)m < DEFTSIM_M_COUNT ? &metrics[m] : NULL;
+}
+
+void deftsim_analysis_options_default(deftsim_analysis_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->boot.resamples = 2000;
+    o->boot.level = 0.95;
+    o->boot.seed = 1;
+    o->warmup = 0;
+}
+
+typedef struct {
+    double v[DEFTSIM_M_COUNT];
+    double bytes_sum;
+    uint32_t nworkers;     /* phase_index 0 rows seen */
+    int seen;
+} iter_rec;
+
+typedef struct {
+    char *key;             /* axes, model, method, density, P joined by '\x1f' */
+    char **axv;            /* naxes */
+    char *model, *method, *dens;
+    double density;
+    uint32_t P;
+    size_t rank_variant, rank_model, rank_dens, rank_method;
+    iter_rec *it;
+    size_t nit;
+    /* results */
+    size_t iterations;     /* iterations after the warm-up */
+    double *vals[DEFTSIM_M_COUNT];
+    size_t nvals[DEFTSIM_M_COUNT];
+    deftsim_estimate est[DEFTSIM_M_COUNT];
+    deftsim_fit fit;       /* select_seconds against P over the point's series */
+    deftsim_estimate speed_select, speed_iter;
+} group;
+
+typedef struct {
+    char **items;
+    size_t n, cap;
+} strlist;
+
+struct deftsim_analysis {
+    deftsim_analysis_options opt;
+    char **axes;
+    size_t naxes;
+    group **g;
+    size_t ng, capg;
+    group *last;
+    strlist variants, models, dens, methods;
+    int has_col[DEFTSIM_M_COUNT], has_val[DEFTSIM_M_COUNT];
+    size_t files;
+    uint64_t rows;
+    int finished;
+    char **colnames;
+    size_t ncolnames;
+};
+
+/* ---- small helpers ------------------------------------------------------------------------ */
+
+static deftsim_status nomem(void) { return deftsim_error_set(DEFTSIM_E_NOMEM, "analysis: out of memory"); }
+
+/* Index of s in the list, appended on first sight: the order things first appear in. */
+static deftsim_status rank_of(strlist *l, const char *s, size_t *rank)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (!strcmp(l->items[i], s)) {
+            *rank = i;
+            return DEFTSIM_OK;
+        }
+    if (l->n == l->cap) {
+        size_t c = l->cap ? 2 * l->cap : 8;
+        char **p = realloc(l->items, c * sizeof *p);
+        if (!p) return nomem();
+        l->items = p;
+        l->cap = c;
+    }
+    if (!(l->items[l->n] = strdup(s))) return nomem();
+    *rank = l->n++;
+    return DEFTSIM_OK;
+}
+
+static void strlist_free(strlist *l)
+{
+    for (size_t i = 0; i < l->n; i++) free(l->items[i]);
+    free(l->items);
+}
+
+/* 64-bit FNV-1a and a SplitMix64 finaliser: per-point seeds that do not depend on the order
+ * files were read in. */
+static uint64_t fnv1a(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+static uint64_t mix64(uint64_t z)
+{
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t seed_for(const deftsim_analysis *a, const char *key, uint64_t salt)
+{
+    return mix64(a->opt.boot.seed ^ mix64(fnv1a(key) ^ mix64(salt)));
+}
+
+/* ---- lifecycle ------------------------------------------------------------------------------ */
+
+static void group_free(group *g, size_t naxes)
+{
+    if (!g) return;
+    free(g->key);
+    for (size_t i = 0; g->axv && i < naxes; i++) free(g->axv[i]);
+    free(g->axv);
+    free(g->model);
+    free(g->method);
+    free(g->dens);
+    free(g->it);
+    for (int m = 0; m < DEFTSIM_M_COUNT; m++) free(g->vals[m]);
+    free(g);
+}
+
+void deftsim_analysis_free(deftsim_analysis *a)
+{
+    if (!a) return;
+    for (size_t i = 0; i < a->ng; i++) group_free(a->g[i], a->naxes);
+    free(a->g);
+    for (size_t i = 0; i < a->naxes; i++) free(a->axes[i]);
+    free(a->axes);
+    strlist_free(&a->variants);
+    strlist_free(&a->models);
+    strlist_free(&a->dens);
+    strlist_free(&a->methods);
+    for (size_t i = 0; i < a->ncolnames; i++) free(a->colnames[i]);
+    free(a->colnames);
+    free(a);
+}
+
+static deftsim_status add_colname(deftsim_analysis *a, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static deftsim_status add_colname(deftsim_analysis *a, const char *fmt, ...)
+{
+    char buf[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    char **p = realloc(a->colnames, (a->ncolnames + 1) * sizeof *p);
+    if (!p) return nomem();
+    a->colnames = p;
+    if (!(a->colnames[a->ncolnames] = strdup(buf))) return nomem();
+    a->ncolnames++;
+    return DEFTSIM_OK;
+}
+
+static deftsim_status build_columns(deftsim_analysis *a)
+{
+    deftsim_status st = DEFTSIM_OK;
+    for (size_t i = 0; i < a->naxes && !st; i++) st = add_colname(a, "%s", a->axes[i]);
+    const char *key[] = {"model", "method", "density", "P", "iterations", "ci_level"};
+    for (size_t i = 0; i < 6 && !st; i++) st = add_colname(a, "%s", key[i]);
+    for (int m = 0; m < DEFTSIM_M_COUNT && !st; m++) {
+        const char *n = metrics[m].name;
+        if (!st) st = add_colname(a, "%s_median", n);
+        if (!st) st = add_colname(a, "%s_lo", n);
+        if (!st) st = add_colname(a, "%s_hi", n);
+        if (!st) st = add_colname(a, "%s_mean", n);
+    }
+    const char *tail[] = {"select_exponent", "select_exponent_lo", "select_exponent_hi",
+                          "select_exponent_r2", "select_exponent_points", "select_speedup",
+                          "select_speedup_lo", "select_speedup_hi", "iteration_speedup",
+                          "iteration_speedup_lo", "iteration_speedup_hi"};
+    for (size_t i = 0; i < sizeof tail / sizeof tail[0] && !st; i++) st = add_colname(a, "%s", tail[i]);
+    return st;
+}
+
+deftsim_status deftsim_analysis_new(const deftsim_analysis_options *o, const char *const *axes,
+                                    size_t naxes, deftsim_analysis **out)
+{
+    *out = NULL;
+    deftsim_analysis *a = calloc(1, sizeof *a);
+    if (!a) return nomem();
+    if (o) a->opt = *o;
+    else deftsim_analysis_options_default(&a->opt);
+    deftsim_status st = DEFTSIM_OK;
+    if (a->opt.boot.resamples < 100 || !(a->opt.boot.level > 0 && a->opt.boot.level < 1)) {
+        st = deftsim_error_set(DEFTSIM_E_INPUT,
+                               "analysis: %zu resamples at level %g; need >= 100 and a level in (0, 1)",
+                               a->opt.boot.resamples, a->opt.boot.level);
+        goto fail;
+    }
+    if (naxes && !(a->axes = calloc(naxes, sizeof *a->axes))) {
+        st = nomem();
+        goto fail;
+    }
+    for (size_t i = 0; i < naxes; i++) {
+        if (!(a->axes[i] = strdup(axes[i]))) {
+            st = nomem();
+            goto fail;
+        }
+        a->naxes = i + 1;
+    }
+    if ((st = build_columns(a))) goto fail;
+    *out = a;
+    return DEFTSIM_OK;
+fail:
+    deftsim_analysis_free(a);
+    return st;
+}
+
+size_t deftsim_analysis_column_count(const deftsim_analysis *a) { return a->ncolnames; }
+const char *deftsim_analysis_column(const deftsim_analysis *a, size_t i)
+{
+    return i < a->ncolnames ? a->colnames[i] : NULL;
+}
+size_t deftsim_analysis_points(const deftsim_analysis *a) { return a->ng; }
+int deftsim_analysis_has_column(const deftsim_analysis *a, deftsim_metric m)
+{
+    return (unsigned)m < DEFTSIM_M_COUNT && a->has_col[m];
+}
+int deftsim_analysis_has_values(const deftsim_analysis *a, deftsim_metric m)
+{
+    return (unsigned)m < DEFTSIM_M_COUNT && a->has_val[m];
+}
+
+/* ---- reading rows ----------------------------------------------------------------------------- */
+
+enum { C_MODEL, C_METHOD, C_DENSITY, C_P, C_ITER, C_WORKER, C_PHASE_INDEX, C_NREQ };
+static const char *const required[C_NREQ] = {"model", "method", "density", "P", "iteration",
+                                             "worker", "phase_index"};
+
+static deftsim_status find_group(deftsim_analysis *a, const char *const *axv, const char *model,
+                                 const char *method, const char *dens, uint32_t P, group **out)
+{
+    /* The key: every part, separated by a byte no name holds. */
+    size_t len = strlen(model) + strlen(method) + strlen(dens) + 32;
+    for (size_t i = 0; i < a->naxes; i++) len += strlen(axv[i]) + 1;
+    char *key = malloc(len);
+    if (!key) return nomem();
+    size_t o = 0;
+    for (size_t i = 0; i < a->naxes; i++) o += (size_t)sprintf(key + o, "%s\x1f", axv[i]);
+    size_t vlen = o;
+    sprintf(key + o, "%s\x1f%s\x1f%s\x1f%u", model, method, dens, P);
+    if (a->last && !strcmp(a->last->key, key)) {
+        free(key);
+        *out = a->last;
+        return DEFTSIM_OK;
+    }
+    for (size_t i = 0; i < a->ng; i++)
+        if (!strcmp(a->g[i]->key, key)) {
+            free(key);
+            *out = a->last = a->g[i];
+            return DEFTSIM_OK;
+        }
+    deftsim_status st;
+    group *g = calloc(1, sizeof *g);
+    if (!g) {
+        free(key);
+        return nomem();
+    }
+    g->key = key;
+    g->P = P;
+    if (!(g->model = strdup(model)) || !(g->method = strdup(method)) || !(g->dens = strdup(dens)) ||
+        (a->naxes && !(g->axv = calloc(a->naxes, sizeof *g->axv)))) {
+        group_free(g, a->naxes);
+        return nomem();
+    }
+    for (size_t i = 0; i < a->naxes; i++)
+        if (!(g->axv[i] = strdup(axv[i]))) {
+            group_free(g, a->naxes);
+            return nomem();
+        }
+    if (deftsim_parse_double(dens, &g->density)) g->density = NAN;
+    char save = key[vlen];
+    key[vlen] = '\0';
+    st = rank_of(&a->variants, key, &g->rank_variant);
+    key[vlen] = save;
+    if (!st) st = rank_of(&a->models, model, &g->rank_model);
+    if (!st) st = rank_of(&a->dens, dens, &g->rank_dens);
+    if (!st) st = rank_of(&a->methods, method, &g->rank_method);
+    if (!st && a->ng == a->capg) {
+        size_t c = a->capg ? 2 * a->capg : 64;
+        group **p = realloc(a->g, c * sizeof *p);
+        if (!p) st = nomem();
+        else {
+            a->g = p;
+            a->capg = c;
+        }
+    }
+    if (st) {
+        group_free(g, a->naxes);
+        return st;
+    }
+    a->g[a->ng++] = g;
+    *out = a->last = g;
+    return DEFTSIM_OK;
+}
+
+static deftsim_status iter_slot(group *g, size_t it, iter_rec **out)
+{
+    if (it >= g->nit) {
+        size_t n = it + 1;
+        if (n > (1u << 26))
+            return deftsim_error_set(DEFTSIM_E_INPUT, "iteration %zu: too large", it);
+        iter_rec *p = realloc(g->it, n * sizeof *p);
+        if (!p) return nomem();
+        memset(p + g->nit, 0, (n - g->nit) * sizeof *p);
+        g->it = p;
+        g->nit = n;
+    }
+    *out = &g->it[it];
+    return DEFTSIM_OK;
+}
+
+deftsim_status deftsim_analysis_add_file(deftsim_analysis *a, const char *path,
+                                         const char *const *values)
+{
+    if (a->finished)
+        return deftsim_error_set(DEFTSIM_E_INTERNAL, "analysis: a file added after finish()");
+    deftsim_csvr *r;
+    deftsim_status st = deftsim_csvr_open(path, &r);
+    if (st) return st;
+    long req[C_NREQ], mc[DEFTSIM_M_COUNT];
+    for (int i = 0; i < C_NREQ; i++)
+        if ((req[i] = deftsim_csvr_find(r, required[i])) < 0) {
+            st = deftsim_error_set(DEFTSIM_E_INPUT,
+                                   "%s: no column '%s' (not a table of deftsim rows? docs/OUTPUT.md)",
+                                   path, required[i]);
+            goto done;
+        }
+    for (int m = 0; m < DEFTSIM_M_COUNT; m++) {
+        mc[m] = deftsim_csvr_find(r, metrics[m].column);
+        if (mc[m] < 0 && !metrics[m].optional) {
+            st = deftsim_error_set(DEFTSIM_E_INPUT,
+                                   "%s: no column '%s' (not a table of deftsim rows? docs/OUTPUT.md)",
+                                   path, metrics[m].column);
+            goto done;
+        }
+        if (mc[m] >= 0) a->has_col[m] = 1;
+    }
+    static const char *const none[1] = {""};
+    const char *const *axv = a->naxes ? values : none;
+    a->files++;
+    int got;
+    while (!(st = deftsim_csvr_next(r, &got)) && got) {
+        a->rows++;
+        double P, it, w, pi;
+        if ((st = deftsim_csvr_number(r, (size_t)req[C_P], &P)) ||
+            (st = deftsim_csvr_number(r, (size_t)req[C_ITER], &it)) ||
+            (st = deftsim_csvr_number(r, (size_t)req[C_WORKER], &w)) ||
+            (st = deftsim_csvr_number(r, (size_t)req[C_PHASE_INDEX], &pi)))
+            goto done;
+        if (!(P >= 1 && P <= 1e9 && P == floor(P)) || !(it >= 0 && it == floor(it)) ||
+            !(w >= 0 && w < P && w == floor(w)) || !(pi >= 0)) {
+            st = deftsim_error_set(DEFTSIM_E_INPUT,
+                                   "%s:%zu: P = %g, iteration = %g, worker = %g, phase_index = %g "
+                                   "are not a valid row",
+                                   path, deftsim_csvr_line(r), P, it, w, pi);
+            goto done;
+        }
+        group *g = NULL;
+        if ((st = find_group(a, axv, deftsim_csvr_field(r, (size_t)req[C_MODEL]),
+                             deftsim_csvr_field(r, (size_t)req[C_METHOD]),
+                             deftsim_csvr_field(r, (size_t)req[C_DENSITY]), (uint32_t)P, &g)))
+            goto done;
+        iter_rec *ir = NULL;
+        if ((st = iter_slot(g, (size_t)it, &ir))) goto done;
+        if (!ir->seen) {
+            ir->seen = 1;
+            for (int m = 0; m < DEFTSIM_M_COUNT; m++) {
+                ir->v[m] = NAN;
+                if (!iteration_level(m) || mc[m] < 0) continue;
+                if ((st = deftsim_csvr_number(r, (size_t)mc[m], &ir->v[m]))) goto done;
+            }
+            ir->v[DEFTSIM_M_SELECT] = ir->v[DEFTSIM_M_COMPUTE] = -INFINITY;
+            ir->v[DEFTSIM_M_BYTES_MAX] = -INFINITY;
+        }
+        if (pi != 0) continue;
+        /* The worker's own columns, once per worker. */
+        if (++ir->nworkers > g->P) {
+            st = deftsim_error_set(DEFTSIM_E_INPUT,
+                                   "%s:%zu: %s d=%s P=%u iteration %zu has more than P workers' "
+                                   "rows: the same point was read twice",
+                                   path, deftsim_csvr_line(r), g->method, g->dens, g->P, (size_t)it);
+            goto done;
+        }
+        double sel, ws, bs;
+        if ((st = deftsim_csvr_number(r, (size_t)mc[DEFTSIM_M_SELECT], &sel)) ||
+            (st = deftsim_csvr_number(r, (size_t)mc[DEFTSIM_M_COMPUTE], &ws)) ||
+            (st = deftsim_csvr_number(r, (size_t)mc[DEFTSIM_M_BYTES], &bs)))
+            goto done;
+        if (sel > ir->v[DEFTSIM_M_SELECT]) ir->v[DEFTSIM_M_SELECT] = sel;
+        if (ws > ir->v[DEFTSIM_M_COMPUTE]) ir->v[DEFTSIM_M_COMPUTE] = ws;
+        if (bs > ir->v[DEFTSIM_M_BYTES_MAX]) ir->v[DEFTSIM_M_BYTES_MAX] = bs;
+        ir->bytes_sum += bs;
+    }
+done:
+    deftsim_csvr_close(r);
+    return st;
+}
+
+/* ---- computing -------------------------------------------------------------------------------- */
+
+static int cmp_group(const void *pa, const void *pb)
+{
+    const group *x = *(const group *const *)pa, *y = *(const group *const *)pb;
+#define CMP(f) if (x->f != y->f) return x->f < y->f ? -1 : 1
+    CMP(rank_variant);
+    CMP(rank_model);
+    CMP(rank_dens);
+    CMP(rank_method);
+    CMP(P);
+#undef CMP
+    return 0;
+}
+
+/* Same variant, model and density (and method when same_method): one curve of a figure. */
+static int same_series(const group *x, const group *y, int same_method)
+{
+    return x->rank_variant == y->rank_variant && x->rank_model == y->rank_model &&
+           x->rank_dens == y->rank_dens && (!same_method || x->rank_method == y->rank_method);
+}
+
+static deftsim_status finish_group(deftsim_analysis *a, group *g)
+{
+    /* Every iteration must hold every worker's rows. */
+    for (size_t t = 0; t < g->nit; t++) {
+        iter_rec *ir = &g->it[t];
+        if (!ir->seen)
+            return deftsim_error_set(DEFTSIM_E_INPUT, "%s d=%s P=%u: no rows for iteration %zu of %zu",
+                                     g->method, g->dens, g->P, t, g->nit);
+        if (ir->nworkers != g->P)
+            return deftsim_error_set(DEFTSIM_E_INPUT,
+                                     "%s d=%s P=%u iteration %zu: rows of %u of its %u workers",
+                                     g->method, g->dens, g->P, t, ir->nworkers, g->P);
+        ir->v[DEFTSIM_M_BYTES] = ir->bytes_sum / g->P;
+    }
+    size_t first = a->opt.warmup < g->nit ? a->opt.warmup : g->nit;
+    g->iterations = g->nit - first;
+    for (int m = 0; m < DEFTSIM_M_COUNT; m++) {
+        size_t k = 0;
+        g->vals[m] = malloc((g->iterations ? g->iterations : 1) * sizeof(double));
+        if (!g->vals[m]) return nomem();
+        for (size_t t = first; t < g->nit; t++)
+            if (isfinite(g->it[t].v[m])) g->vals[m][k++] = g->it[t].v[m];
+        g->nvals[m] = k;
+        if (k) a->has_val[m] = 1;
+        deftsim_boot_options bo = a->opt.boot;
+        bo.seed = seed_for(a, g->key, (uint64_t)m);
+        deftsim_status st = deftsim_bootstrap_median(g->vals[m], k, &bo, &g->est[m], NULL);
+        if (st) return deftsim_error_wrap(st, "%s d=%s P=%u, %s", g->method, g->dens, g->P,
+                                          metrics[m].name);
+    }
+    return DEFTSIM_OK;
+}
+
+static void nan_estimate(deftsim_estimate *e)
+{
+    e->n = 0;
+    e->median = e->mean = e->lo = e->hi = NAN;
+}
+
+static void nan_fit(deftsim_fit *f)
+{
+    memset(f, 0, sizeof *f);
+    f->slope = f->intercept = f->slope_se = f->intercept_se = NAN;
+    f->slope_lo = f->slope_hi = f->r2 = f->residual_sd = NAN;
+}
+
+static deftsim_status speedup(deftsim_analysis *a, const group *topk, group *g, deftsim_metric m,
+                              uint64_t salt, deftsim_estimate *out)
+{
+    nan_estimate(out);
+    if (!topk) return DEFTSIM_OK;
+    if (topk == g) {
+        /* topk against itself: 1 by definition, not a resampled ratio of a sample to itself. */
+        if (g->nvals[m] && g->est[m].median > 0) {
+            out->n = g->nvals[m];
+            out->median = out->mean = out->lo = out->hi = 1;
+        }
+        return DEFTSIM_OK;
+    }
+    deftsim_boot_options bo = a->opt.boot;
+    bo.seed = seed_for(a, g->key, salt);
+    return deftsim_bootstrap_ratio(topk->vals[m], topk->nvals[m], g->vals[m], g->nvals[m], &bo, out);
+}
+
+deftsim_status deftsim_analysis_finish(deftsim_analysis *a)
+{
+    if (a->finished) return DEFTSIM_OK;
+    if (!a->ng)
+        return deftsim_error_set(DEFTSIM_E_INPUT, "analysis: no rows were read (%zu file%s)",
+                                 a->files, a->files == 1 ? "" : "s");
+    deftsim_status st;
+    for (size_t i = 0; i < a->ng; i++)
+        if ((st = finish_group(a, a->g[i]))) return st;
+    qsort(a->g, a->ng, sizeof *a->g, cmp_group);
+    a->last = NULL;
+    double *x = malloc(a->ng * sizeof *x), *y = malloc(a->ng * sizeof *y);
+    if (!x || !y) {
+        free(x);
+        free(y);
+        return nomem();
+    }
+    /* Scaling exponent per series: one point per P, its median selection time. Groups are
+     * sorted so that a series is a run of consecutive groups, P ascending. */
+    for (size_t i = 0; i < a->ng;) {
+        size_t j = i;
+        while (j < a->ng && same_series(a->g[i], a->g[j], 1)) j++;
+        size_t n = 0;
+        for (size_t k = i; k < j; k++) {
+            x[n] = a->g[k]->P;
+            y[n] = a->g[k]->est[DEFTSIM_M_SELECT].median;
+            n++;
+        }
+        deftsim_fit f;
+        nan_fit(&f);
+        size_t usable = 0;
+        for (size_t k = 0; k < n; k++)
+            if (x[k] > 0 && y[k] > 0 && isfinite(y[k])) usable++;
+        /* A line through log-log points needs two distinct P with positive times; fewer
+         * (a single P, or a method that selects nothing, like dense) leave the cells empty. */
+        if (usable >= 2) {
+            st = deftsim_fit_loglog(x, y, n, a->opt.boot.level, &f);
+            if (st == DEFTSIM_E_INPUT) nan_fit(&f);
+            else if (st) {
+                free(x);
+                free(y);
+                return st;
+            }
+        }
+        f.n = usable >= 2 ? f.n : usable;
+        for (size_t k = i; k < j; k++) a->g[k]->fit = f;
+        i = j;
+    }
+    free(x);
+    free(y);
+    /* Speedups over topk at the same variant, model, density and P. */
+    for (size_t i = 0; i < a->ng; i++) {
+        group *g = a->g[i], *topk = NULL;
+        for (size_t k = 0; k < a->ng; k++) {
+            group *h = a->g[k];
+            if (same_series(g, h, 0) && h->P == g->P && !strcmp(h->method, "topk")) topk = h;
+        }
+        if ((st = speedup(a, topk, g, DEFTSIM_M_SELECT, 1001, &g->speed_select))) return st;
+        if ((st = speedup(a, topk, g, DEFTSIM_M_ITERATION, 1002, &g->speed_iter))) return st;
+    }
+    a->finished = 1;
+    return DEFTSIM_OK;
+}
+
+/* ---- summary.csv ---------------------------------------------------------------------------- */
+
+/* Shortest of %.15g, %.16g, %.17g that reads back to v; "" for NaN (undefined). */
+static const char *num(char *buf, size_t cap, double v)
+{
+    if (isnan(v)) {
+        buf[0] = '\0';
+        return buf;
+    }
+    if (isinf(v)) {
+        snprintf(buf, cap, "%s", v > 0 ? "inf" : "-inf");
+        return buf;
+    }
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, cap, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v) break;
+    }
+    return buf;
+}
+
+static void csv_text(FILE *f, const char *s)
+{
+    if (!strpbrk(s, ",\"\r\n")) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"') fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+static void put_est(FILE *f, const deftsim_estimate *e, int with_mean)
+{
+    char b[48];
+    fprintf(f, ",%s", num(b, sizeof b, e->median));
+    fprintf(f, ",%s", num(b, sizeof b, e->lo));
+    fprintf(f, ",%s", num(b, sizeof b, e->hi));
+    if (with_mean) fprintf(f, ",%s", num(b, sizeof b, e->mean));
+}
+
+deftsim_status deftsim_analysis_write_csv(const deftsim_analysis *a, const char *path)
+{
+    if (!a->finished) return deftsim_error_set(DEFTSIM_E_INTERNAL, "analysis: write before finish()");
+    deftsim_afile *af;
+    deftsim_status st = deftsim_afile_open(&af, path);
+    if (st) return st;
+    FILE *f = deftsim_afile_stream(af);
+    for (size_t i = 0; i < a->ncolnames; i++) fprintf(f, "%s%s", i ? "," : "", a->colnames[i]);
+    fputc('\n', f);
+    char b[48];
+    for (size_t i = 0; i < a->ng; i++) {
+        const group *g = a->g[i];
+        for (size_t x = 0; x < a->naxes; x++) {
+            csv_text(f, g->axv[x]);
+            fputc(',', f);
+        }
+        csv_text(f, g->model);
+        fputc(',', f);
+        csv_text(f, g->method);
+        fprintf(f, ",%s,%u,%zu,%s", g->dens, g->P, g->iterations, num(b, sizeof b, a->opt.boot.level));
+        for (int m = 0; m < DEFTSIM_M_COUNT; m++) put_est(f, &g->est[m], 1);
+        fprintf(f, ",%s", num(b, sizeof b, g->fit.slope));
+        fprintf(f, ",%s", num(b, sizeof b, g->fit.slope_lo));
+        fprintf(f, ",%s", num(b, sizeof b, g->fit.slope_hi));
+        fprintf(f, ",%s", num(b, sizeof b, g->fit.r2));
+        fprintf(f, ",%zu", g->fit.n);
+        put_est(f, &g->speed_select, 0);
+        put_est(f, &g->speed_iter, 0);
+        fputc('\n', f);
+    }
+    if (ferror(f)) {
+        deftsim_afile_abort(af);
+        return deftsim_error_set(DEFTSIM_E_IO, "%s: write failed", path);
+    }
+    return deftsim_afile_commit(af);
+}
+
+/* ---- summary.md ----------------------------------------------------------------------------- */
+
+/* Three significant digits, without exponents for the ranges tables show. */
+static const char *sig(char *buf, size_t cap, double v)
+{
+    if (isnan(v)) snprintf(buf, cap, "-");
+    else if (fabs(v) >= 1000) snprintf(buf, cap, "%.0f", v);
+    else if (v == 0 || fabs(v) >= 0.001) snprintf(buf, cap, "%.3g", v);
+    else snprintf(buf, cap, "%.2e", v);
+    return buf;
+}
+
+/* "12.3 [11.9, 13.0]" with values scaled by s; "-" when undefined, no interval when n < 2. */
+static const char *cell_est(char *buf, size_t cap, const deftsim_estimate *e, double s)
+{
+    char m[32], l[32], h[32];
+    if (isnan(e->median)) snprintf(buf, cap, "-");
+    else if (isnan(e->lo)) snprintf(buf, cap, "%s", sig(m, sizeof m, e->median * s));
+    else
+        snprintf(buf, cap, "%s [%s, %s]", sig(m, sizeof m, e->median * s), sig(l, sizeof l, e->lo * s),
+                 sig(h, sizeof h, e->hi * s));
+    return buf;
+}
+
+static void md_heading(FILE *f, const deftsim_analysis *a, const group *g)
+{
+    fprintf(f, "\n## %s, density %s", g->model, g->dens);
+    for (size_t x = 0; x < a->naxes; x++) fprintf(f, ", %s = %s", a->axes[x], g->axv[x]);
+    fputc('\n', f);
+}
+
+deftsim_status deftsim_analysis_write_md(const deftsim_analysis *a, const char *path,
+                                         const char *const *provenance)
+{
+    if (!a->finished) return deftsim_error_set(DEFTSIM_E_INTERNAL, "analysis: write before finish()");
+    deftsim_afile *af;
+    deftsim_status st = deftsim_afile_open(&af, path);
+    if (st) return st;
+    FILE *f = deftsim_afile_stream(af);
+    int comm = a->has_val[DEFTSIM_M_COMM], iter = a->has_val[DEFTSIM_M_ITERATION];
+    int pct = (int)lround(a->opt.boot.level * 100);
+    size_t minit = SIZE_MAX, maxit = 0;
+    for (size_t i = 0; i < a->ng; i++) {
+        if (a->g[i]->iterations < minit) minit = a->g[i]->iterations;
+        if (a->g[i]->iterations > maxit) maxit = a->g[i]->iterations;
+    }
+
+    fprintf(f, "# Summary\n\n");
+    for (size_t i = 0; provenance && provenance[i]; i++) fprintf(f, "%s\n", provenance[i]);
+    if (provenance && provenance[0]) fputc('\n', f);
+    fprintf(f, "%zu points from %zu file%s (%llu rows); ", a->ng, a->files, a->files == 1 ? "" : "s",
+            (unsigned long long)a->rows);
+    if (minit == maxit) fprintf(f, "%zu iteration%s per point", minit, minit == 1 ? "" : "s");
+    else fprintf(f, "%zu to %zu iterations per point", minit, maxit);
+    if (a->opt.warmup) fprintf(f, " after leaving out the first %zu", a->opt.warmup);
+    fprintf(f, ".\n\n");
+    fprintf(f,
+            "**How to read the numbers.** Each cell is the median over a point's iterations, with a "
+            "%d%% percentile-bootstrap confidence interval in brackets ([lo, hi]; %zu resamples of "
+            "the iterations, seed %llu). The sample is the point's per-iteration values: for each "
+            "iteration, the slowest worker's selection time, the mean bytes a worker sends, the "
+            "iteration's build-up and so on. With few iterations the interval is wide, and with "
+            "one there is none (shown without brackets); iterations of one point are consecutive "
+            "steps of one run, not independent trials, so read the interval as the spread of this "
+            "run, not of all runs. `-` marks an undefined value. Times are wall-clock times of the "
+            "selection kernels measured on this machine.\n\n",
+            pct, a->opt.boot.resamples, (unsigned long long)a->opt.boot.seed);
+
+    /* What the network simulation would add, stated rather than left blank. */
+    if (!comm || !iter) {
+        int col = a->has_col[DEFTSIM_M_COMM] || a->has_col[DEFTSIM_M_ITERATION];
+        fprintf(f,
+                "**Communication and iteration time are not in these results.** %s "
+                "summary.csv leaves comm_seconds, iteration_seconds and select_critical_seconds "
+                "empty, and the tables below show computation and bytes only. Bytes per worker "
+                "are what each worker's collectives send under the reference algorithms "
+                "(docs/OUTPUT.md).\n\n",
+                col ? "The rows have the network simulation's columns, but no values in them."
+                    : "The rows have no network simulation columns (comm_seconds, "
+                      "iteration_seconds): the run that wrote them did not simulate the network.");
+    }
+
+    for (size_t i = 0; i < a->ng;) {
+        size_t j = i;
+        while (j < a->ng && same_series(a->g[i], a->g[j], 0)) j++;
+        md_heading(f, a, a->g[i]);
+        char c1[128], c2[128], c3[128], c4[128], c5[128], c6[128], c7[128];
+
+        fprintf(f, "\nTime per iteration, milliseconds (speedup: topk's median selection time over "
+                   "the method's).\n\n");
+        fprintf(f, "| method | P | selection (slowest worker) | compute (slowest worker) |%s%s "
+                   "selection speedup over topk |%s\n",
+                comm ? " communication |" : "", iter ? " iteration |" : "",
+                iter ? " iteration speedup over topk |" : "");
+        fprintf(f, "|---|---:|---:|---:|%s%s---:|%s\n", comm ? "---:|" : "", iter ? "---:|" : "",
+                iter ? "---:|" : "");
+        for (size_t k = i; k < j; k++) {
+            const group *g = a->g[k];
+            fprintf(f, "| %s | %u | %s | %s |", g->method, g->P,
+                    cell_est(c1, sizeof c1, &g->est[DEFTSIM_M_SELECT], 1e3),
+                    cell_est(c2, sizeof c2, &g->est[DEFTSIM_M_COMPUTE], 1e3));
+            if (comm) fprintf(f, " %s |", cell_est(c3, sizeof c3, &g->est[DEFTSIM_M_COMM], 1e3));
+            if (iter) fprintf(f, " %s |", cell_est(c4, sizeof c4, &g->est[DEFTSIM_M_ITERATION], 1e3));
+            fprintf(f, " %s |", cell_est(c5, sizeof c5, &g->speed_select, 1));
+            if (iter) fprintf(f, " %s |", cell_est(c6, sizeof c6, &g->speed_iter, 1));
+            fputc('\n', f);
+        }
+
+        fprintf(f, "\nTraffic and quality per iteration (MB = 10^6 bytes; build-up: \\|U\\| / k, "
+                   "the indices the aggregate holds over k; captured: the fraction of the average "
+                   "accumulator's squared norm the aggregate keeps; imbalance: max / mean of the "
+                   "workers' selection times).\n\n");
+        fprintf(f, "| method | P | MB sent per worker | MB sent, busiest worker | build-up | "
+                   "captured norm | captured / exact top-k | imbalance |\n");
+        fprintf(f, "|---|---:|---:|---:|---:|---:|---:|---:|\n");
+        for (size_t k = i; k < j; k++) {
+            const group *g = a->g[k];
+            fprintf(f, "| %s | %u | %s | %s | %s | %s | %s | %s |\n", g->method, g->P,
+                    cell_est(c1, sizeof c1, &g->est[DEFTSIM_M_BYTES], 1e-6),
+                    cell_est(c2, sizeof c2, &g->est[DEFTSIM_M_BYTES_MAX], 1e-6),
+                    cell_est(c3, sizeof c3, &g->est[DEFTSIM_M_BUILDUP], 1),
+                    cell_est(c4, sizeof c4, &g->est[DEFTSIM_M_CAPTURED], 1),
+                    cell_est(c5, sizeof c5, &g->est[DEFTSIM_M_CAPTURED_RATIO], 1),
+                    cell_est(c7, sizeof c7, &g->est[DEFTSIM_M_IMBALANCE], 1));
+        }
+
+        fprintf(f, "\nScaling of the selection time with P: the exponent b of t = a P^b, a "
+                   "least-squares line through (ln P, ln median time), one point per P, with a "
+                   "t-based %d%% interval (n - 2 degrees of freedom; none with two P).\n\n",
+                pct);
+        fprintf(f, "| method | exponent b | interval | R^2 | P used |\n|---|---:|---:|---:|---:|\n");
+        for (size_t k = i; k < j;) {
+            const group *g = a->g[k];
+            size_t e = k;
+            while (e < j && a->g[e]->rank_method == g->rank_method) e++;
+            char s3[32];
+            if (isnan(g->fit.slope))
+                fprintf(f, "| %s | - | - | - | %zu |\n", g->method, g->fit.n);
+            else if (isnan(g->fit.slope_lo))
+                fprintf(f, "| %s | %.3f | - | %s | %zu |\n", g->method, g->fit.slope,
+                        sig(s3, sizeof s3, g->fit.r2), g->fit.n);
+            else
+                fprintf(f, "| %s | %.3f | [%.3f, %.3f] | %s | %zu |\n", g->method, g->fit.slope,
+                        g->fit.slope_lo, g->fit.slope_hi, sig(s3, sizeof s3, g->fit.r2), g->fit.n);
+            k = e;
+        }
+        i = j;
+    }
+
+    fprintf(f, "\n## Definitions\n\nsummary.csv has one row per point and, for each quantity, "
+               "`<name>_median`, `_lo`, `_hi` (the interval) and `_mean`:\n\n");
+    fprintf(f, "| name | unit | from the rows' column | meaning |\n|---|---|---|---|\n");
+    for (int m = 0; m < DEFTSIM_M_COUNT; m++)
+    {
+        fprintf(f, "| %s | %s | %s | ", metrics[m].name, metrics[m].unit, metrics[m].column);
+        /* A '|' in a cell would end it. */
+        for (const char *c = metrics[m].doc; *c; c++) {
+            if (*c == '|') fputc('\\', f);
+            fputc(*c, f);
+        }
+        fprintf(f, "%s |\n", a->has_col[m] ? "" : " (not in these rows: empty)");
+    }
+    fprintf(f, "\n`select_exponent` (with `_lo`, `_hi`, `_r2`, `_points`) is the scaling exponent "
+               "above, repeated in every row of its series; `select_speedup` and "
+               "`iteration_speedup` are topk's median over the method's at the same P, with a "
+               "bootstrap interval that resamples both methods' iterations independently (topk "
+               "itself: 1). docs/ANALYSIS.md has the details.\n");
+    if (ferror(f)) {
+        deftsim_afile_abort(af);
+        return deftsim_error_set(DEFTSIM_E_IO, "%s: write failed", path);
+    }
+    return deftsim_afile_commit(af);
+}

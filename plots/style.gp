@@ -1,0 +1,85 @@
+# style.gp - what every deftsim figure shares: terminal, fonts, colours, one line style per
+# sparsifier (the same colour and marker in every figure), axes and the note under the title.
+#
+# `deftsim plot` sets these variables with -e before running a figure's script:
+#   term       png, svg or pdf
+#   outfile    the image to write
+#   datafile   the figure's data (written by deftsim plot from summary.csv)
+#   plotdir    this folder (to load this file)
+#   methods    the sparsifiers in the data, one per data block, space-separated
+#   subtitle   model, density, iterations, what the error bars are
+#   omitted    methods left out of a logarithmic axis (no positive value), or ""
+#   pmin, pmax the smallest and largest worker count in the figure
+# and a figure may get more (docs/ANALYSIS.md, plots/README.md).
+
+if (term eq "png") {
+    set terminal pngcairo size 1200,760 enhanced font "DejaVu Sans,14" linewidth 1.6 background "#ffffff"
+} else {
+    if (term eq "svg") {
+        set terminal svg size 1200,760 dynamic enhanced font "DejaVu Sans,14" linewidth 1.6 background "#ffffff"
+    } else {
+        set terminal pdfcairo size 8in,5in enhanced font "DejaVu Sans,10" linewidth 1.2
+    }
+}
+set output outfile
+set encoding utf8
+
+# Colours: a colour-blind-safe palette (Okabe-Ito), DEFT in vermillion; markers differ too, so
+# the figures read in grey.
+array mname[7] = ["deft", "topk", "topk-ag", "cltk", "gtopk", "dgc", "dense"]
+array mtitle[7] = ["DEFT", "Top-k (allgather idx, allreduce val)", "Top-k (allgather pairs)", \
+                   "CLT-k", "gTop-k", "DGC", "dense allreduce"]
+set style line 1 lc rgb "#D55E00" pt 7  ps 1.5 lw 2.2 dt 1
+set style line 2 lc rgb "#0072B2" pt 5  ps 1.3 lw 1.8 dt 1
+set style line 3 lc rgb "#56B4E9" pt 4  ps 1.3 lw 1.8 dt 2
+set style line 4 lc rgb "#CC79A7" pt 9  ps 1.5 lw 1.8 dt 1
+set style line 5 lc rgb "#009E73" pt 11 ps 1.5 lw 1.8 dt 1
+set style line 6 lc rgb "#E69F00" pt 13 ps 1.5 lw 1.8 dt 1
+set style line 7 lc rgb "#555555" pt 3  ps 1.3 lw 1.8 dt 3
+set style line 8 lc rgb "#000000" pt 1  ps 1.3 lw 1.5 dt 1
+
+# Line style and legend title of a method: its slot above, 8 for a name not listed.
+mls(m) = (m eq "deft") ? 1 : (m eq "topk") ? 2 : (m eq "topk-ag") ? 3 : (m eq "cltk") ? 4 : \
+         (m eq "gtopk") ? 5 : (m eq "dgc") ? 6 : (m eq "dense") ? 7 : 8
+mtit(m) = (mls(m) <= 7) ? mtitle[mls(m)] : m
+nmethods = words(methods)
+
+set grid xtics ytics mytics lc rgb "#dddddd" lw 1 dt 1, lc rgb "#eeeeee" lw 1 dt 1
+set border 3 lc rgb "#333333"
+set tics nomirror out scale 0.7
+set key outside below center horizontal Left reverse noenhanced samplen 2.5 spacing 1.1 width 1 maxrows 3 box lc rgb "#cccccc"
+set errorbars small
+set bars 1.5
+set tmargin 6
+set rmargin 4
+set bmargin 9
+
+# Worker counts on a base-2 axis, labelled with the counts themselves.
+set logscale x 2
+set format x "%g"
+# pmin, pmax: the smallest and largest P of the data; a margin of a factor 1.3 on each side
+# leaves room for the dodge below.
+if (exists("pmin") && exists("pmax")) { set xrange [pmin / 1.3 : pmax * 1.3] }
+set xlabel "workers P"
+unset mxtics
+
+# The title (figtitle, set by the figure's script before loading this file) and the note
+# under it: model, density, sample, what the bars show; plain text.
+set label 89 figtitle at screen 0.5, screen 0.965 center font ",18"
+set label 90 subtitle at screen 0.5, screen 0.925 center noenhanced font ",12" tc rgb "#444444"
+if (strlen(omitted) > 0) {
+    set label 91 sprintf("not shown (no positive value on this axis): %s", omitted) \
+        at screen 0.5, screen 0.89 center noenhanced font ",11" tc rgb "#666666"
+}
+
+# Labels at 2 and 5 times each power of ten too, when the data span less than three decades, so
+# that a log10 axis over one decade still has labelled ticks: `eval logy_labels` after `set
+# logscale y 10`. (Columns 3 and 4 are the bars' ends: their range is the figure's.)
+logy_labels = "stats datafile using 3:4 nooutput; if (STATS_max_y / STATS_min_x < 1000) { do for [e = -12:12] { set ytics add (sprintf('%g', 2 * 10.0**e) 2 * 10.0**e 0, sprintf('%g', 5 * 10.0**e) 5 * 10.0**e 0) } }"
+
+# A line figure: one curve per method, markers at each P, bars from the confidence interval of
+# the median (columns: P, median, lo, hi). Each method is drawn a little to the side of its P
+# (a factor of 2^(+-0.1) at most) so that bars at one P do not hide each other; the axis
+# labels stay at the true P.
+dodge(i) = nmethods > 1 ? 2**(0.2 * ((i - 1.0) / (nmethods - 1) - 0.5)) : 1
+plot_lines = "plot for [i=1:nmethods] datafile index (i-1) using ($1*dodge(i)):2:3:4 with yerrorlines ls mls(word(methods,i)) title mtit(word(methods,i))"

@@ -1,0 +1,173 @@
+/* cmd_analyze.c - `deftsim analyze`: summary.csv and summary.md from a folder of results. */
+#include <getopt.h>
+#include <libgen.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+#include "deftsim_analysis.h"
+#include "deftsim_build_info.h"
+#include "deftsim_sweep.h"
+#include "deftsim_util.h"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: deftsim analyze DIR|FILE [--output DIR] [--bootstrap B] [--level L] [--seed S]\n"
+            "                       [--warmup N] [--quiet]\n"
+            "\n"
+            "Reads the finished points of a results folder (deftsim sweep or deftsim run; a CSV file\n"
+            "of rows is read as it is) and writes, into DIR (or --output):\n"
+            "  summary.csv  one row per point (variant, model, method, density, P): the median and a\n"
+            "               bootstrap confidence interval of the selection time of the slowest\n"
+            "               worker, communication and iteration time (when the rows have them),\n"
+            "               bytes per worker, build-up, captured norm and load imbalance over the\n"
+            "               point's iterations; the scaling exponent of selection time with P; the\n"
+            "               speedups over topk at each P\n"
+            "  summary.md   the same as tables to read, with the definitions\n"
+            "docs/ANALYSIS.md defines every column.\n"
+            "\n"
+            "  -o, --output DIR     where to write (default: DIR, or a FILE's folder)\n"
+            "  -b, --bootstrap B    bootstrap resamples (default 2000, at least 100)\n"
+            "  -l, --level L        confidence level in (0, 1) (default 0.95)\n"
+            "  -S, --seed S         seed of the resampling (default 1): the same seed, the same intervals\n"
+            "  -w, --warmup N       leave out each point's first N iterations (default 0)\n"
+            "  -q, --quiet          no summary line on stderr\n"
+            "  -h, --help           this help\n"
+            "\n"
+            "Exit status: 0 done, 2 bad usage or unreadable results, 1 failure while writing.\n");
+}
+
+int deftsim_cmd_analyze(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"output", required_argument, NULL, 'o'},
+        {"bootstrap", required_argument, NULL, 'b'},
+        {"level", required_argument, NULL, 'l'},
+        {"seed", required_argument, NULL, 'S'},
+        {"warmup", required_argument, NULL, 'w'},
+        {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    deftsim_analysis_options ao;
+    deftsim_analysis_options_default(&ao);
+    const char *outdir = NULL;
+    int quiet = 0, c, rc = 0;
+    deftsim_result_set *rs = NULL;
+    deftsim_analysis *an = NULL;
+    char **prov = NULL;
+    char *dirbuf = NULL;
+    optind = 0;
+    while ((c = getopt_long(argc, argv, "o:b:l:S:w:qh", opts, NULL)) != -1) {
+        int64_t v;
+        double d;
+        uint64_t u;
+        switch (c) {
+        case 'o': outdir = optarg; break;
+        case 'b':
+            if (deftsim_parse_i64(optarg, &v) || v < 100 || v > 10000000)
+                return deftsim_cli_usage_error("analyze", "--bootstrap: '%s' is not in [100, 10000000]", optarg);
+            ao.boot.resamples = (size_t)v;
+            break;
+        case 'l':
+            if (deftsim_parse_double(optarg, &d) || !(d > 0 && d < 1))
+                return deftsim_cli_usage_error("analyze", "--level: '%s' is not in (0, 1)", optarg);
+            ao.boot.level = d;
+            break;
+        case 'S':
+            if (deftsim_parse_u64(optarg, &u))
+                return deftsim_cli_usage_error("analyze", "--seed: '%s' is not an unsigned integer", optarg);
+            ao.boot.seed = u;
+            break;
+        case 'w':
+            if (deftsim_parse_i64(optarg, &v) || v < 0 || v > 1000000)
+                return deftsim_cli_usage_error("analyze", "--warmup: '%s' is not in [0, 1000000]", optarg);
+            ao.warmup = (size_t)v;
+            break;
+        case 'q': quiet = 1; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind >= argc) return deftsim_cli_usage_error("analyze", "missing DIR");
+    if (optind + 1 < argc)
+        return deftsim_cli_usage_error("analyze", "unexpected argument '%s'", argv[optind + 1]);
+    const char *in = argv[optind];
+    double t0 = deftsim_now();
+    deftsim_status st = deftsim_results_list(in, &rs);
+    if (st) {
+        rc = deftsim_cli_fail(st);
+        goto done;
+    }
+    if (!outdir) {
+        if (!strcmp(rs->kind, "file")) {
+            if (!(dirbuf = strdup(in))) {
+                rc = 1;
+                goto done;
+            }
+            outdir = dirname(dirbuf);
+        } else {
+            outdir = in;
+        }
+    }
+    if ((st = deftsim_mkdir_p(outdir))) {
+        rc = deftsim_cli_fail(st);
+        goto done;
+    }
+    if ((st = deftsim_analysis_new(&ao, (const char *const *)rs->axes, rs->naxes, &an))) {
+        rc = deftsim_cli_fail(st);
+        goto done;
+    }
+    for (size_t i = 0; i < rs->nfiles; i++)
+        if ((st = deftsim_analysis_add_file(an, rs->files[i].path,
+                                            (const char *const *)rs->files[i].values))) {
+            rc = deftsim_cli_fail(st);
+            goto done;
+        }
+    if ((st = deftsim_analysis_finish(an))) {
+        rc = deftsim_cli_fail(st);
+        goto done;
+    }
+    /* The results' provenance, then how this analysis ran. */
+    size_t np = 0;
+    while (rs->provenance && rs->provenance[np]) np++;
+    prov = calloc(np + 2, sizeof *prov);
+    if (!prov) {
+        rc = 1;
+        goto done;
+    }
+    for (size_t i = 0; i < np; i++) prov[i] = rs->provenance[i];
+    char line[512];
+    snprintf(line, sizeof line,
+             "Analysed by deftsim %s (commit %s): %zu bootstrap resamples, %g%% intervals, seed "
+             "%llu, warm-up %zu iteration%s left out.",
+             DEFTSIM_VERSION, DEFTSIM_GIT_COMMIT, ao.boot.resamples, ao.boot.level * 100,
+             (unsigned long long)ao.boot.seed, ao.warmup, ao.warmup == 1 ? "" : "s");
+    prov[np] = line;
+    char csv[4200], md[4200];
+    snprintf(csv, sizeof csv, "%s/summary.csv", outdir);
+    snprintf(md, sizeof md, "%s/summary.md", outdir);
+    if ((st = deftsim_analysis_write_csv(an, csv)) ||
+        (st = deftsim_analysis_write_md(an, md, (const char *const *)prov))) {
+        rc = deftsim_cli_fail(st);
+        goto done;
+    }
+    if (!quiet) {
+        fprintf(stderr, "deftsim analyze: %zu points from %zu file%s in %.1f s -> %s, %s\n",
+                deftsim_analysis_points(an), rs->nfiles, rs->nfiles == 1 ? "" : "s",
+                deftsim_now() - t0, csv, md);
+        if (!deftsim_analysis_has_values(an, DEFTSIM_M_COMM))
+            fprintf(stderr, "deftsim analyze: no communication or iteration times in these rows "
+                            "(the network was not simulated); summary.md says so\n");
+    }
+done:
+    free(prov);
+    free(dirbuf);
+    deftsim_analysis_free(an);
+    deftsim_results_free(rs);
+    return rc;
+}

@@ -1,0 +1,607 @@
+/* cmd_plot.c - `deftsim plot`: figures from summary.csv with the gnuplot scripts of plots/.
+ *
+ * For each combination of sweep axes, model and density in summary.csv, and each figure, this
+ * writes the figure's data (plots/data/<figure>[_<combination>].dat: gnuplot blocks, one per
+ * method or worker count) and runs plots/<figure>.gp on it once per image format. The scripts
+ * hold every visual decision; this file only selects, scales and arranges numbers. */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "deftsim_analysis.h"
+#include "deftsim_plots_path.h"
+#include "deftsim_util.h"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: deftsim plot DIR [--format png,svg,pdf] [--pdf] [--scripts DIR] [--quiet]\n"
+            "\n"
+            "Draws the figures of a results folder from its summary.csv (run 'deftsim analyze DIR'\n"
+            "first) into DIR/plots/, as PNG and SVG (PDF on request):\n"
+            "  select_vs_P      selection time of the slowest worker vs P (log2 axis)\n"
+            "  speedup_vs_P     selection speedup over topk vs P\n"
+            "  bytes_vs_P       bytes sent per worker vs P\n"
+            "  buildup_vs_P     gradient build-up |U|/k vs P\n"
+            "  comm_vs_P        communication time vs P (when the network was simulated)\n"
+            "  iteration_vs_P   iteration time vs P (when the network was simulated)\n"
+            "  breakdown        stacked breakdown of an iteration's time per sparsifier\n"
+            "  imbalance_vs_P   load imbalance of the selection vs P\n"
+            "  captured_vs_P    captured gradient norm vs P\n"
+            "Error bars are the confidence intervals of summary.csv. One set of figures per model\n"
+            "and density (and sweep variant); file names carry them when there are several. The\n"
+            "figures' data go to DIR/plots/data/. Needs gnuplot with the cairo terminals.\n"
+            "\n"
+            "  -f, --format LIST   image formats, comma-separated: png, svg, pdf (default png,svg)\n"
+            "      --pdf           add pdf to the formats\n"
+            "  -S, --scripts DIR   the gnuplot scripts (default: $DEFTSIM_PLOTS_DIR, else the\n"
+            "                      source tree's plots/)\n"
+            "  -q, --quiet         no list of written files\n"
+            "  -h, --help          this help\n"
+            "\n"
+            "Exit status: 0 done, 2 bad usage or no summary.csv, 1 gnuplot failed.\n");
+}
+
+/* ---- summary.csv in memory ----------------------------------------------------------------- */
+
+typedef struct {
+    char **cell;      /* ncols */
+} srow;
+
+typedef struct {
+    char **cols;
+    size_t ncols, naxes;   /* axes: the columns before "model" */
+    srow *rows;
+    size_t nrows;
+} stable;
+
+static void stable_free(stable *t)
+{
+    for (size_t r = 0; r < t->nrows; r++) {
+        for (size_t c = 0; c < t->ncols; c++) free(t->rows[r].cell[c]);
+        free(t->rows[r].cell);
+    }
+    free(t->rows);
+    for (size_t c = 0; c < t->ncols; c++) free(t->cols[c]);
+    free(t->cols);
+    memset(t, 0, sizeof *t);
+}
+
+static deftsim_status stable_load(const char *path, stable *t)
+{
+    memset(t, 0, sizeof *t);
+    deftsim_csvr *r;
+    deftsim_status st = deftsim_csvr_open(path, &r);
+    if (st) return st;
+    t->ncols = deftsim_csvr_ncols(r);
+    t->cols = calloc(t->ncols, sizeof *t->cols);
+    if (!t->cols) {
+        deftsim_csvr_close(r);
+        return deftsim_error_set(DEFTSIM_E_NOMEM, "plot: out of memory");
+    }
+    for (size_t c = 0; c < t->ncols; c++) t->cols[c] = strdup(deftsim_csvr_colname(r, c));
+    long m = deftsim_csvr_find(r, "model");
+    if (m < 0 || deftsim_csvr_find(r, "select_seconds_median") < 0) {
+        deftsim_csvr_close(r);
+        return deftsim_error_set(DEFTSIM_E_INPUT, "%s: not a summary of deftsim analyze (no "
+                                                  "model or select_seconds_median column)",
+                                 path);
+    }
+    t->naxes = (size_t)m;
+    int got;
+    while (!(st = deftsim_csvr_next(r, &got)) && got) {
+        srow *p = realloc(t->rows, (t->nrows + 1) * sizeof *p);
+        if (!p) {
+            st = deftsim_error_set(DEFTSIM_E_NOMEM, "plot: out of memory");
+            break;
+        }
+        t->rows = p;
+        srow *row = &t->rows[t->nrows];
+        row->cell = calloc(t->ncols, sizeof *row->cell);
+        if (!row->cell) {
+            st = deftsim_error_set(DEFTSIM_E_NOMEM, "plot: out of memory");
+            break;
+        }
+        t->nrows++;
+        for (size_t c = 0; c < t->ncols; c++)
+            if (!(row->cell[c] = strdup(deftsim_csvr_field(r, c)))) {
+                st = deftsim_error_set(DEFTSIM_E_NOMEM, "plot: out of memory");
+                break;
+            }
+        if (st) break;
+    }
+    deftsim_csvr_close(r);
+    if (!st && !t->nrows) st = deftsim_error_set(DEFTSIM_E_INPUT, "%s: no rows", path);
+    return st;
+}
+
+static long colidx(const stable *t, const char *name)
+{
+    for (size_t c = 0; c < t->ncols; c++)
+        if (!strcmp(t->cols[c], name)) return (long)c;
+    return -1;
+}
+
+static const char *cellv(const stable *t, size_t r, const char *name)
+{
+    long c = colidx(t, name);
+    return c < 0 ? "" : t->rows[r].cell[c];
+}
+
+static double numv(const stable *t, size_t r, const char *name)
+{
+    double v;
+    const char *s = cellv(t, r, name);
+    if (!*s || deftsim_parse_double(s, &v)) return NAN;
+    return v;
+}
+
+/* Rows r and q belong to the same figure: same axes, model and density. */
+static int same_combo(const stable *t, size_t r, size_t q)
+{
+    for (size_t c = 0; c < t->naxes; c++)
+        if (strcmp(t->rows[r].cell[c], t->rows[q].cell[c])) return 0;
+    return !strcmp(cellv(t, r, "model"), cellv(t, q, "model")) &&
+           !strcmp(cellv(t, r, "density"), cellv(t, q, "density"));
+}
+
+/* ---- figures ----------------------------------------------------------------------------- */
+
+typedef struct {
+    const char *name;      /* the script plots/<name>.gp and the image's stem */
+    const char *stem;      /* summary.csv columns <stem>_median, _lo, _hi */
+    const char *lo, *hi;   /* when the columns are named otherwise (speedups) */
+    double scale;          /* seconds -> ms, bytes -> MB */
+    int logy;              /* values <= 0 cannot be drawn */
+    const char *missing;   /* why a figure without data is left out */
+} line_figure;
+
+static const line_figure line_figures[] = {
+    {"select_vs_P", "select_seconds", NULL, NULL, 1e3, 1, "no selection times"},
+    {"speedup_vs_P", "select_speedup", "select_speedup_lo", "select_speedup_hi", 1, 1,
+     "no topk points to compare with"},
+    {"bytes_vs_P", "bytes_sent", NULL, NULL, 1e-6, 1, "no bytes sent (P = 1 only?)"},
+    {"buildup_vs_P", "buildup", NULL, NULL, 1, 1, "no build-up values"},
+    {"comm_vs_P", "comm_seconds", NULL, NULL, 1e3, 1,
+     "no communication times: the rows have no network simulation (comm_seconds)"},
+    {"iteration_vs_P", "iteration_seconds", NULL, NULL, 1e3, 1,
+     "no iteration times: the rows have no network simulation (iteration_seconds)"},
+    {"imbalance_vs_P", "imbalance_seconds", NULL, NULL, 1, 1, "no imbalance values"},
+    {"captured_vs_P", "captured_frac", NULL, NULL, 1, 0, "no captured-norm values"},
+};
+
+typedef struct {
+    const char *outdir;       /* DIR/plots */
+    const char *scripts;
+    char formats[3][8];
+    size_t nformats;
+    int quiet;
+    size_t written;
+    char **notes;             /* figures left out, with the reason */
+    size_t nnotes;
+} plot_ctx;
+
+static void add_note(plot_ctx *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add_note(plot_ctx *x, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    char **p = realloc(x->notes, (x->nnotes + 1) * sizeof *p);
+    if (!p) return;
+    x->notes = p;
+    if ((x->notes[x->nnotes] = strdup(buf))) x->nnotes++;
+}
+
+/* Appends s to a gnuplot single-quoted string (a quote is doubled). */
+static void gp_quote(FILE *f, const char *s)
+{
+    fputc('\'', f);
+    for (; *s; s++) {
+        if (*s == '\'') fputc('\'', f);
+        fputc(*s, f);
+    }
+    fputc('\'', f);
+}
+
+/* Runs gnuplot -e VARS SCRIPT; its messages go to our stderr. */
+static deftsim_status run_gnuplot(const char *vars, const char *script)
+{
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) return deftsim_error_set(DEFTSIM_E_RUNTIME, "plot: fork: %s", strerror(errno));
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_WRONLY);
+        if (devnull >= 0) dup2(devnull, STDOUT_FILENO);
+        execlp("gnuplot", "gnuplot", "-e", vars, script, (char *)NULL);
+        _exit(127);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) return deftsim_error_set(DEFTSIM_E_RUNTIME, "plot: waitpid: %s", strerror(errno));
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
+        return deftsim_error_set(DEFTSIM_E_UNSUPPORTED,
+                                 "plot: cannot run gnuplot (is it installed? Debian: apt-get install "
+                                 "gnuplot-nox)");
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        return deftsim_error_set(DEFTSIM_E_RUNTIME, "plot: gnuplot failed on %s (its messages are above)",
+                                 script);
+    return DEFTSIM_OK;
+}
+
+/* Renders one figure in every format. extra: more "name=value;" statements, or "". */
+static deftsim_status render(plot_ctx *x, const char *fig, const char *stem, const char *datafile,
+                             const char *methods, const char *subtitle, const char *omitted,
+                             const char *extra)
+{
+    char script[4200];
+    snprintf(script, sizeof script, "%s/%s.gp", x->scripts, fig);
+    if (access(script, R_OK) != 0)
+        return deftsim_error_set(DEFTSIM_E_INPUT, "plot: %s: %s (--scripts names the folder)", script,
+                                 strerror(errno));
+    for (size_t i = 0; i < x->nformats; i++) {
+        char out[4300];
+        snprintf(out, sizeof out, "%s/%s.%s", x->outdir, stem, x->formats[i]);
+        char *vars = NULL;
+        size_t vl = 0;
+        FILE *v = open_memstream(&vars, &vl);
+        if (!v) return deftsim_error_set(DEFTSIM_E_NOMEM, "plot: out of memory");
+        fprintf(v, "term=");
+        gp_quote(v, x->formats[i]);
+        fprintf(v, "; outfile=");
+        gp_quote(v, out);
+        fprintf(v, "; datafile=");
+        gp_quote(v, datafile);
+        fprintf(v, "; plotdir=");
+        gp_quote(v, x->scripts);
+        fprintf(v, "; methods=");
+        gp_quote(v, methods);
+        fprintf(v, "; subtitle=");
+        gp_quote(v, subtitle);
+        fprintf(v, "; omitted=");
+        gp_quote(v, omitted);
+        fprintf(v, "; %s", extra);
+        fclose(v);
+        deftsim_status st = run_gnuplot(vars, script);
+        free(vars);
+        if (st) return st;
+        struct stat sb;
+        if (stat(out, &sb) != 0 || sb.st_size == 0)
+            return deftsim_error_set(DEFTSIM_E_RUNTIME, "plot: gnuplot wrote no %s", out);
+        x->written++;
+        if (!x->quiet) fprintf(stderr, "deftsim plot: %s\n", out);
+    }
+    return DEFTSIM_OK;
+}
+
+/* Distinct methods of rows [b, e), in order of first appearance. */
+static size_t methods_of(const stable *t, size_t b, size_t e, const char **out, size_t cap)
+{
+    size_t n = 0;
+    for (size_t r = b; r < e; r++) {
+        const char *m = cellv(t, r, "method");
+        size_t i = 0;
+        while (i < n && strcmp(out[i], m)) i++;
+        if (i == n && n < cap) out[n++] = m;
+    }
+    return n;
+}
+
+static deftsim_status line_plot(plot_ctx *x, const stable *t, size_t b, size_t e,
+                                const line_figure *fg, const char *suffix, const char *subtitle)
+{
+    const char *meth[64];
+    size_t nm = methods_of(t, b, e, meth, 64);
+    char lo[128], hi[128], med[128];
+    snprintf(med, sizeof med, "%s%s", fg->stem, fg->lo ? "" : "_median");
+    snprintf(lo, sizeof lo, "%s", fg->lo ? fg->lo : "");
+    snprintf(hi, sizeof hi, "%s", fg->hi ? fg->hi : "");
+    if (!fg->lo) {
+        snprintf(lo, sizeof lo, "%s_lo", fg->stem);
+        snprintf(hi, sizeof hi, "%s_hi", fg->stem);
+    }
+    if (colidx(t, med) < 0) {
+        add_note(x, "%s%s: summary.csv has no %s column", fg->name, suffix, med);
+        return DEFTSIM_OK;
+    }
+    char stem[512], data[4400];
+    snprintf(stem, sizeof stem, "%s%s", fg->name, suffix);
+    snprintf(data, sizeof data, "%s/data/%s.dat", x->outdir, stem);
+    deftsim_afile *af;
+    deftsim_status st = deftsim_afile_open(&af, data);
+    if (st) return st;
+    FILE *f = deftsim_afile_stream(af);
+    fprintf(f, "# %s: %s\n# columns: P median lo hi (summary.csv %s, %s, %s, times %g)\n", stem,
+            subtitle, med, lo, hi, fg->scale);
+    char shown[1024] = "", omitted[1024] = "";
+    size_t blocks = 0;
+    double pmin = INFINITY, pmax = 0;
+    for (size_t i = 0; i < nm; i++) {
+        size_t nrow = 0;
+        for (size_t r = b; r < e; r++) {
+            if (strcmp(cellv(t, r, "method"), meth[i])) continue;
+            double v = numv(t, r, med);
+            if (isnan(v) || (fg->logy && !(v > 0))) continue;
+            double l = numv(t, r, lo), h = numv(t, r, hi);
+            /* No interval (one iteration): a bar of zero length. */
+            if (isnan(l) || isnan(h) || isinf(l) || isinf(h)) l = h = v;
+            if (fg->logy && !(l > 0)) l = v;
+            if (!nrow) fprintf(f, "%s# method %s\n", blocks ? "\n\n" : "", meth[i]);
+            double P = numv(t, r, "P");
+            if (P < pmin) pmin = P;
+            if (P > pmax) pmax = P;
+            fprintf(f, "%s %.9g %.9g %.9g\n", cellv(t, r, "P"), v * fg->scale, l * fg->scale,
+                    h * fg->scale);
+            nrow++;
+        }
+        char *dst = nrow ? shown : omitted;
+        size_t len = strlen(dst);
+        snprintf(dst + len, 1024 - len, "%s%s", len ? " " : "", meth[i]);
+        if (nrow) blocks++;
+    }
+    if (!blocks) {
+        deftsim_afile_abort(af);
+        add_note(x, "%s: not drawn: %s", stem, fg->missing);
+        return DEFTSIM_OK;
+    }
+    if ((st = deftsim_afile_commit(af))) return st;
+    char extra[128];
+    snprintf(extra, sizeof extra, "pmin=%g; pmax=%g", pmin, pmax);
+    return render(x, fg->name, stem, data, shown, subtitle, omitted, extra);
+}
+
+static int cmp_u(const void *a, const void *b)
+{
+    unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
+    return (x > y) - (x < y);
+}
+
+static deftsim_status breakdown_plot(plot_ctx *x, const stable *t, size_t b, size_t e,
+                                     const char *suffix, const char *subtitle)
+{
+    /* With the network simulated: the iteration's time split into selection on the critical
+     * path, communication and the rest. Without: the slowest worker's compute time split into
+     * selection and the other phases. Means, so that the parts add up. */
+    int net = 0;
+    for (size_t r = b; r < e; r++)
+        if (!isnan(numv(t, r, "iteration_seconds_mean")) && !isnan(numv(t, r, "comm_seconds_mean"))) net = 1;
+    unsigned Ps[256];
+    size_t nP = 0;
+    for (size_t r = b; r < e; r++) {
+        unsigned P = (unsigned)numv(t, r, "P");
+        size_t i = 0;
+        while (i < nP && Ps[i] != P) i++;
+        if (i == nP && nP < 256) Ps[nP++] = P;
+    }
+    qsort(Ps, nP, sizeof *Ps, cmp_u);
+    unsigned pick[3];
+    size_t npick = 0;
+    if (nP <= 3) {
+        for (size_t i = 0; i < nP; i++) pick[npick++] = Ps[i];
+    } else {
+        pick[npick++] = Ps[0];
+        pick[npick++] = Ps[nP / 2];
+        pick[npick++] = Ps[nP - 1];
+    }
+    const char *meth[64];
+    size_t nm = methods_of(t, b, e, meth, 64);
+    char stem[512], data[4400];
+    snprintf(stem, sizeof stem, "breakdown%s", suffix);
+    snprintf(data, sizeof data, "%s/data/%s.dat", x->outdir, stem);
+    deftsim_afile *af;
+    deftsim_status st = deftsim_afile_open(&af, data);
+    if (st) return st;
+    FILE *f = deftsim_afile_stream(af);
+    fprintf(f, "# %s: %s\n# one block per P; columns: method selection other communication (ms, "
+               "means over iterations; %s)\n",
+            stem, subtitle,
+            net ? "the simulated iteration" : "the slowest worker's compute, no network simulated");
+    char plist[256] = "";
+    size_t pl = 0;
+    for (size_t k = 0; k < npick; k++) {
+        fprintf(f, "%s# P %u\n", k ? "\n\n" : "", pick[k]);
+        pl += (size_t)snprintf(plist + pl, sizeof plist - pl, "%s%u", k ? " " : "", pick[k]);
+        for (size_t i = 0; i < nm; i++)
+            for (size_t r = b; r < e; r++) {
+                if (strcmp(cellv(t, r, "method"), meth[i]) || (unsigned)numv(t, r, "P") != pick[k])
+                    continue;
+                double sel, other, comm = 0;
+                if (net) {
+                    double it = numv(t, r, "iteration_seconds_mean");
+                    comm = numv(t, r, "comm_seconds_mean");
+                    sel = numv(t, r, "select_critical_seconds_mean");
+                    if (isnan(sel)) sel = numv(t, r, "select_seconds_mean");
+                    other = it - sel - comm;
+                } else {
+                    sel = numv(t, r, "select_seconds_mean");
+                    other = numv(t, r, "compute_seconds_mean") - sel;
+                }
+                if (isnan(sel)) sel = 0;
+                if (isnan(comm)) comm = 0;
+                if (isnan(other) || other < 0) other = 0;
+                fprintf(f, "%s %.9g %.9g %.9g\n", meth[i], sel * 1e3, other * 1e3, comm * 1e3);
+            }
+    }
+    if ((st = deftsim_afile_commit(af))) return st;
+    char sub[1200], extra[400];
+    snprintf(sub, sizeof sub, "%s; means over iterations%s", subtitle,
+             net ? "" : "; compute only: the network was not simulated");
+    snprintf(extra, sizeof extra, "plist='%s'; have_comm=%d", plist, net);
+    const char *names = "";
+    return render(x, "breakdown", stem, data, names, sub, "", extra);
+}
+
+/* "_resnet18_cifar10_d0.01" (and the axis values): file-name safe. */
+static void combo_suffix(const stable *t, size_t r, char *buf, size_t cap)
+{
+    size_t o = (size_t)snprintf(buf, cap, "_%s_d%s", cellv(t, r, "model"), cellv(t, r, "density"));
+    for (size_t c = 0; c < t->naxes && o < cap; c++)
+        o += (size_t)snprintf(buf + o, cap - o, "_%s", t->rows[r].cell[c]);
+    for (char *p = buf; *p; p++)
+        if (!isalnum((unsigned char)*p) && *p != '.' && *p != '_' && *p != '-') *p = '_';
+}
+
+int deftsim_cmd_plot(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"format", required_argument, NULL, 'f'},
+        {"pdf", no_argument, NULL, 'P'},
+        {"scripts", required_argument, NULL, 'S'},
+        {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    plot_ctx x;
+    memset(&x, 0, sizeof x);
+    const char *formats = "png,svg";
+    int pdf = 0, c;
+    optind = 0;
+    while ((c = getopt_long(argc, argv, "f:S:qh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'f': formats = optarg; break;
+        case 'P': pdf = 1; break;
+        case 'S': x.scripts = optarg; break;
+        case 'q': x.quiet = 1; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind >= argc) return deftsim_cli_usage_error("plot", "missing DIR");
+    if (optind + 1 < argc)
+        return deftsim_cli_usage_error("plot", "unexpected argument '%s'", argv[optind + 1]);
+    /* Formats: a comma-separated subset of png, svg, pdf. */
+    const char *p = formats;
+    while (*p) {
+        size_t len = strcspn(p, ",");
+        char one[8];
+        snprintf(one, sizeof one, "%.*s", (int)(len < 7 ? len : 7), p);
+        if (strcmp(one, "png") && strcmp(one, "svg") && strcmp(one, "pdf"))
+            return deftsim_cli_usage_error("plot", "--format: '%.*s' is not png, svg or pdf", (int)len, p);
+        int dup = 0;
+        for (size_t i = 0; i < x.nformats; i++)
+            if (!strcmp(x.formats[i], one)) dup = 1;
+        if (!dup && x.nformats < 3) snprintf(x.formats[x.nformats++], sizeof x.formats[0], "%s", one);
+        p += len;
+        if (*p) p++;
+    }
+    if (pdf) {
+        int have = 0;
+        for (size_t i = 0; i < x.nformats; i++)
+            if (!strcmp(x.formats[i], "pdf")) have = 1;
+        if (!have && x.nformats < 3) snprintf(x.formats[x.nformats++], sizeof x.formats[0], "pdf");
+    }
+    if (!x.nformats) return deftsim_cli_usage_error("plot", "--format: no format given");
+    if (!x.scripts) x.scripts = getenv("DEFTSIM_PLOTS_DIR");
+    if (!x.scripts || !*x.scripts) x.scripts = DEFTSIM_PLOTS_DIR;
+
+    const char *dir = argv[optind];
+    char summary[4200], outdir[4200], datadir[4300];
+    snprintf(summary, sizeof summary, "%s/summary.csv", dir);
+    snprintf(outdir, sizeof outdir, "%s/plots", dir);
+    snprintf(datadir, sizeof datadir, "%s/data", outdir);
+    x.outdir = outdir;
+    if (access(summary, R_OK) != 0) {
+        fprintf(stderr, "deftsim: input error: %s: %s; run 'deftsim analyze %s' first\n", summary,
+                strerror(errno), dir);
+        return 2;
+    }
+    stable t;
+    int rc = 0;
+    deftsim_status st = stable_load(summary, &t);
+    if (st) return deftsim_cli_fail(st);
+    if ((st = deftsim_mkdir_p(datadir))) {
+        rc = deftsim_cli_fail(st);
+        goto done;
+    }
+    /* Combinations in order of appearance; rows of one combination need not be adjacent. */
+    size_t *order = malloc(t.nrows * sizeof *order), no = 0;
+    char *used = calloc(t.nrows, 1);
+    if (!order || !used) {
+        free(order);
+        free(used);
+        rc = 1;
+        goto done;
+    }
+    size_t ncombos = 0;
+    for (size_t r = 0; r < t.nrows; r++) {
+        if (used[r]) continue;
+        ncombos++;
+        for (size_t q = r; q < t.nrows; q++)
+            if (!used[q] && same_combo(&t, r, q)) {
+                used[q] = 1;
+                order[no++] = q;
+            }
+    }
+    /* Reorder the table's rows so that each combination is a contiguous range. */
+    srow *sorted = malloc(t.nrows * sizeof *sorted);
+    if (!sorted) {
+        free(order);
+        free(used);
+        rc = 1;
+        goto done;
+    }
+    for (size_t i = 0; i < t.nrows; i++) sorted[i] = t.rows[order[i]];
+    free(t.rows);
+    t.rows = sorted;
+    free(order);
+    free(used);
+    for (size_t b = 0; b < t.nrows && !st;) {
+        size_t e = b;
+        while (e < t.nrows && same_combo(&t, b, e)) e++;
+        char suffix[600] = "", subtitle[1024];
+        if (ncombos > 1) combo_suffix(&t, b, suffix, sizeof suffix);
+        double itmin = INFINITY, itmax = 0, level = NAN;
+        for (size_t r = b; r < e; r++) {
+            double it = numv(&t, r, "iterations");
+            if (it < itmin) itmin = it;
+            if (it > itmax) itmax = it;
+            level = numv(&t, r, "ci_level");
+        }
+        size_t so = (size_t)snprintf(subtitle, sizeof subtitle, "%s, density %s", cellv(&t, b, "model"),
+                                     cellv(&t, b, "density"));
+        for (size_t a = 0; a < t.naxes && so < sizeof subtitle; a++)
+            so += (size_t)snprintf(subtitle + so, sizeof subtitle - so, ", %s = %s", t.cols[a],
+                                   t.rows[b].cell[a]);
+        if (so < sizeof subtitle) {
+            if (itmin == itmax)
+                so += (size_t)snprintf(subtitle + so, sizeof subtitle - so, "; %g iterations per point",
+                                       itmin);
+            else
+                so += (size_t)snprintf(subtitle + so, sizeof subtitle - so,
+                                       "; %g to %g iterations per point", itmin, itmax);
+        }
+        char lines_sub[1200];
+        if (isnan(level))
+            snprintf(lines_sub, sizeof lines_sub, "%s; points: medians, bars: bootstrap interval", subtitle);
+        else
+            snprintf(lines_sub, sizeof lines_sub, "%s; points: medians, bars: %g%% bootstrap interval",
+                     subtitle, level * 100);
+        for (size_t i = 0; i < sizeof line_figures / sizeof line_figures[0] && !st; i++)
+            st = line_plot(&x, &t, b, e, &line_figures[i], suffix, lines_sub);
+        if (!st) st = breakdown_plot(&x, &t, b, e, suffix, subtitle);
+        b = e;
+    }
+    if (st) rc = deftsim_cli_fail(st);
+    for (size_t i = 0; i < x.nnotes; i++) {
+        if (!x.quiet || rc == 0) fprintf(stderr, "deftsim plot: %s\n", x.notes[i]);
+        free(x.notes[i]);
+    }
+    free(x.notes);
+    if (!rc && !x.quiet) fprintf(stderr, "deftsim plot: %zu files in %s\n", x.written, outdir);
+done:
+    stable_free(&t);
+    return rc;
+}

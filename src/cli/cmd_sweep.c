@@ -1,0 +1,207 @@
+/* cmd_sweep.c - `deftsim sweep`: every combination of a scenario's lists, resumable. */
+#include <getopt.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "deftsim_config.h"
+#include "deftsim_sweep.h"
+#include "deftsim_util.h"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: deftsim sweep SCENARIO [--set section.key=value]... [--vary section.key=v1,v2,...]...\n"
+            "                     [--output DIR] [--dry-run] [--ram SIZE] [--prep-threads N]\n"
+            "                     [--progress auto|bar|lines] [--quiet]\n"
+            "\n"
+            "Runs every combination of the scenario's lists, one point (variant, method, density,\n"
+            "P) at a time, into [scenario] output:\n"
+            "  points/[<variant>/]<method>_d<density>_P<P>.csv  one file per point, committed when\n"
+            "                                                  it finishes\n"
+            "  points/<id>.failed   a failed point's message (the sweep goes on without it)\n"
+            "  manifest.json        the sweep's identity and every point's state\n"
+            "  rows.csv             every finished point's rows, once no point is left\n"
+            "Lists: [sparsify] methods and densities, [workers] counts, [gradients] model (or\n"
+            "trace) as a comma-separated list, and any key given with --vary. Run again on the same\n"
+            "folder to resume: finished points are skipped, failed ones retried; a folder written\n"
+            "by another scenario (seed, iterations, ...) is refused. docs/OUTPUT.md has the layout.\n"
+            "\n"
+            "  -s, --set S.K=V        override key K of section S (repeatable; a later one wins)\n"
+            "  -V, --vary S.K=V1,V2   sweep key K over these values (repeatable: every combination)\n"
+            "  -o, --output DIR       results folder (same as --set scenario.output=DIR)\n"
+            "  -n, --dry-run          list the points (run, retry or done) and the memory plan\n"
+            "  -r, --ram SIZE         plan memory for SIZE of RAM (bytes, or K, M, G, T suffixes)\n"
+            "  -j, --prep-threads N   threads preparing accumulators (default: every CPU)\n"
+            "  -p, --progress MODE    auto (a bar on a terminal, lines otherwise), bar or lines\n"
+            "  -q, --quiet            no progress on stderr\n"
+            "  -h, --help             this help\n"
+            "\n"
+            "Exit status: 0 every point finished, 1 some point failed (the others are kept),\n"
+            "2 bad usage or scenario (including a point over the memory budget).\n");
+}
+
+/* "24G", "1.5T", "4096": bytes, binary suffixes. -1 if malformed (as deftsim run's --ram). */
+static int parse_size(const char *s, uint64_t *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || !isfinite(v) || v <= 0) return -1;
+    double mul = 1;
+    if (*end) {
+        switch (*end) {
+        case 'k': case 'K': mul = 1024.0; break;
+        case 'm': case 'M': mul = 1024.0 * 1024; break;
+        case 'g': case 'G': mul = 1024.0 * 1024 * 1024; break;
+        case 't': case 'T': mul = 1024.0 * 1024 * 1024 * 1024; break;
+        default: return -1;
+        }
+        end++;
+        if (strcmp(end, "") != 0 && strcmp(end, "iB") != 0 && strcmp(end, "B") != 0) return -1;
+    }
+    v *= mul;
+    if (v < 1 || v > 1.8e19) return -1;
+    *out = (uint64_t)v;
+    return 0;
+}
+
+int deftsim_cmd_sweep(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"set", required_argument, NULL, 's'},
+        {"vary", required_argument, NULL, 'V'},
+        {"output", required_argument, NULL, 'o'},
+        {"dry-run", no_argument, NULL, 'n'},
+        {"ram", required_argument, NULL, 'r'},
+        {"prep-threads", required_argument, NULL, 'j'},
+        {"progress", required_argument, NULL, 'p'},
+        {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char **sets = calloc((size_t)argc + 2, sizeof *sets);
+    const char **vary = calloc((size_t)argc + 1, sizeof *vary);
+    char *outset = NULL;
+    if (!sets || !vary) {
+        free(sets);
+        free(vary);
+        fprintf(stderr, "deftsim sweep: out of memory\n");
+        return 1;
+    }
+    size_t nsets = 0, nvary = 0;
+    int dry = 0, quiet = 0, c, rc = 0;
+    int mode = -1; /* -1 auto, 1 bar, 0 lines */
+    deftsim_sweep_options so;
+    memset(&so, 0, sizeof so);
+    deftsim_config *cfg = NULL;
+    deftsim_sweep *sw = NULL;
+    optind = 0;
+    while ((c = getopt_long(argc, argv, "s:V:o:nr:j:p:qh", opts, NULL)) != -1) {
+        switch (c) {
+        case 's': sets[nsets++] = optarg; break;
+        case 'V': vary[nvary++] = optarg; break;
+        case 'o':
+            free(outset);
+            if (asprintf(&outset, "scenario.output=%s", optarg) < 0) {
+                outset = NULL;
+                rc = 1;
+                goto done;
+            }
+            break;
+        case 'n': dry = 1; break;
+        case 'r':
+            if (parse_size(optarg, &so.ram_bytes)) {
+                rc = deftsim_cli_usage_error("sweep", "--ram: '%s' is not a size (e.g. 24G)", optarg);
+                goto done;
+            }
+            break;
+        case 'j': {
+            int64_t v;
+            if (deftsim_parse_i64(optarg, &v) || v < 1 || v > 256) {
+                rc = deftsim_cli_usage_error("sweep", "--prep-threads: '%s' is not in [1, 256]", optarg);
+                goto done;
+            }
+            so.prep_threads = (unsigned)v;
+            break;
+        }
+        case 'p':
+            if (!strcmp(optarg, "auto")) mode = -1;
+            else if (!strcmp(optarg, "bar")) mode = 1;
+            else if (!strcmp(optarg, "lines")) mode = 0;
+            else {
+                rc = deftsim_cli_usage_error("sweep", "--progress: '%s' is not auto, bar or lines", optarg);
+                goto done;
+            }
+            break;
+        case 'q': quiet = 1; break;
+        case 'h': usage(stdout); goto done;
+        default: usage(stderr); rc = 2; goto done;
+        }
+    }
+    if (optind >= argc) {
+        rc = deftsim_cli_usage_error("sweep", "missing SCENARIO");
+        goto done;
+    }
+    if (optind + 1 < argc) {
+        rc = deftsim_cli_usage_error("sweep", "unexpected argument '%s'", argv[optind + 1]);
+        goto done;
+    }
+    /* --output wins over any --set scenario.output: it comes last. */
+    if (outset) sets[nsets++] = outset;
+    deftsim_status st = deftsim_config_load(argv[optind], sets, nsets, &cfg);
+    if (st) {
+        rc = deftsim_cli_fail(st);
+        goto done;
+    }
+    so.vary = vary;
+    so.nvary = nvary;
+    so.progress = quiet ? NULL : stderr;
+    so.tty = mode == -1 ? isatty(STDERR_FILENO) : mode;
+    if ((st = deftsim_sweep_new(cfg, &so, &sw))) {
+        rc = deftsim_cli_fail(st);
+        goto done;
+    }
+    if (dry) {
+        /* Read-only: the folder's state decides which points would run. */
+        if ((st = deftsim_sweep_load_state(sw))) {
+            rc = deftsim_cli_fail(st);
+            goto done;
+        }
+        deftsim_sweep_print_points(sw, stdout);
+        printf("\n");
+        if ((st = deftsim_sweep_check_memory(sw, stdout))) rc = deftsim_cli_fail(st);
+        goto done;
+    }
+    if ((st = deftsim_sweep_check_memory(sw, NULL))) {
+        rc = deftsim_cli_fail(st);
+        goto done;
+    }
+    deftsim_sweep_summary sum;
+    memset(&sum, 0, sizeof sum);
+    st = deftsim_sweep_run(sw, &sum);
+    if (st) {
+        rc = deftsim_cli_fail(st);
+        if (sum.planned)
+            fprintf(stderr, "deftsim sweep: %zu of %zu points ran in %.1f s, %zu skipped (finished "
+                            "earlier) -> %s\n",
+                    sum.ran, sum.planned, sum.seconds, sum.skipped, deftsim_sweep_output(sw));
+        goto done;
+    }
+    if (!quiet)
+        fprintf(stderr,
+                "deftsim sweep: %zu points: %zu run (%llu rows) in %.1f s, %zu skipped (finished "
+                "earlier) -> %s\n  next: deftsim analyze %s\n",
+                sum.planned, sum.ran, (unsigned long long)sum.rows, sum.seconds, sum.skipped,
+                deftsim_sweep_output(sw), deftsim_sweep_output(sw));
+done:
+    deftsim_sweep_free(sw);
+    deftsim_config_free(cfg);
+    free(outset);
+    free(sets);
+    free(vary);
+    return rc;
+}

@@ -1,0 +1,116 @@
+/* deftsim_sweep.h - `deftsim sweep`: every combination of a scenario's lists, one point at a
+ * time, resumable, into one results folder (docs/OUTPUT.md, "deftsim sweep").
+ *
+ * A point is (variant, method, density, P). The scenario's [sparsify] methods and densities and
+ * [workers] counts are lists the engine already runs; the sweep adds *axes*, keys that take
+ * several values across runs:
+ *   - the scenario's own lists: [gradients] model (or trace) with a comma-separated list;
+ *   - --vary section.key=v1,v2,... for any other key (for instance network bandwidths).
+ * A variant is one combination of axis values: the scenario with those values set. A key with
+ * one value is a plain setting, not an axis.
+ *
+ * Each point runs alone through deftsim_engine_run_point() and its rows are committed to
+ *     <output>/points/[<variant>/]<method>_d<density>_P<P>.csv
+ * atomically when it finishes (the variant folder only when there are axes). The folder's
+ * manifest.json (format "deftsim-sweep") is rewritten after every point: it records the
+ * scenario's identity (the resolved configuration without the swept lists, and the rows'
+ * columns) and every point's state. Rerunning a sweep on the same folder skips the points the
+ * manifest lists as done whose file exists (resume), runs the rest, and refuses a folder whose
+ * identity differs (another scenario, seed, iteration count, build with other columns), naming
+ * the keys that differ. A point that fails leaves points/<id>.failed with its message and the
+ * sweep goes on; the sweep then ends with DEFTSIM_E_RUNTIME listing the failures. rows.csv
+ * (every finished point, one header) is written once no point of the plan is left.
+ *
+ * One sweep at a time may write a folder: it holds an exclusive lock on <output>/.sweep.lock. */
+#ifndef DEFTSIM_SWEEP_H
+#define DEFTSIM_SWEEP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "deftsim_config.h"
+#include "deftsim_error.h"
+
+typedef struct {
+    /* "section.key=v1,v2,..." (values separated by commas): one axis each. */
+    const char *const *vary;
+    size_t nvary;
+    /* Progress goes here (NULL: quiet). tty: redraw one status line with a bar and the time
+     * left; otherwise one plain line per point. */
+    FILE *progress;
+    int tty;
+    /* As deftsim_run_options: RAM to plan for (0: this machine's), preparation threads. */
+    uint64_t ram_bytes;
+    unsigned prep_threads;
+} deftsim_sweep_options;
+
+typedef enum {
+    DEFTSIM_POINT_PENDING,   /* to run */
+    DEFTSIM_POINT_DONE,      /* finished, in this sweep or an earlier one on the folder */
+    DEFTSIM_POINT_FAILED     /* failed in this sweep (or earlier, until it is run again) */
+} deftsim_point_state;
+
+typedef struct {
+    size_t planned;          /* points of this sweep's plan */
+    size_t skipped;          /* of them, finished earlier (resumed) */
+    size_t ran;              /* run now and finished */
+    size_t failed;           /* run now and failed */
+    uint64_t rows;           /* rows written now */
+    double seconds;          /* wall time */
+} deftsim_sweep_summary;
+
+typedef struct deftsim_sweep deftsim_sweep;
+
+/* Expands the axes and the points. Checks every variant's configuration (each --vary value is
+ * validated as a --set would be). Touches no file. */
+deftsim_status deftsim_sweep_new(const deftsim_config *cfg, const deftsim_sweep_options *o,
+                                 deftsim_sweep **out);
+void deftsim_sweep_free(deftsim_sweep *s);
+
+/* Reads the folder's manifest, if any: refuses a folder with another identity, a `deftsim run`
+ * folder or stray point files; marks the points found done. Writes nothing. */
+deftsim_status deftsim_sweep_load_state(deftsim_sweep *s);
+
+/* Creates every variant's engine once to check the memory each P needs against the budget
+ * (DEFTSIM_E_INPUT, as deftsim run, when a point cannot fit). plan: when not NULL, each
+ * variant's memory table is printed there. */
+deftsim_status deftsim_sweep_check_memory(deftsim_sweep *s, FILE *plan);
+
+/* Lists the points (id, variant, method, density, P, state, file) as a table. */
+void deftsim_sweep_print_points(const deftsim_sweep *s, FILE *f);
+
+/* Takes the folder's lock, loads its state, runs every point not done and writes the
+ * manifest (and rows.csv when nothing is left). DEFTSIM_E_RUNTIME when some points failed (the
+ * message lists them); the summary is filled in either way. */
+deftsim_status deftsim_sweep_run(deftsim_sweep *s, deftsim_sweep_summary *summary);
+
+size_t deftsim_sweep_point_count(const deftsim_sweep *s);
+size_t deftsim_sweep_variant_count(const deftsim_sweep *s);
+const char *deftsim_sweep_output(const deftsim_sweep *s);
+
+/* ---- reading a results folder (deftsim analyze) ----------------------------------------------- */
+
+typedef struct {
+    char *path;              /* the point file (or rows file) to read */
+    char **values;           /* naxes axis values */
+} deftsim_result_file;
+
+typedef struct {
+    char *kind;              /* "sweep", "run", "points" (no manifest) or "file" */
+    char **axes;             /* axis names */
+    size_t naxes;
+    deftsim_result_file *files;
+    size_t nfiles;
+    /* Lines describing where the results come from (scenario, status, build, machine), for
+     * summary.md; NULL-terminated. */
+    char **provenance;
+} deftsim_result_set;
+
+/* What to read in dir: a sweep's finished points (manifest.json of format deftsim-sweep), a
+ * run's point files (format deftsim-results), or, without a manifest, points/ *.csv, else
+ * rows.csv. A path to a CSV file is read as it is. */
+deftsim_status deftsim_results_list(const char *dir, deftsim_result_set **out);
+void deftsim_results_free(deftsim_result_set *r);
+
+#endif
