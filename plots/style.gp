@@ -74,8 +74,9 @@ if (strlen(omitted) > 0) {
 
 # Labels at 2 and 5 times each power of ten too, when the data span less than three decades, so
 # that a log10 axis over one decade still has labelled ticks: `eval logy_labels` after `set
-# logscale y 10`. (Columns 3 and 4 are the bars' ends: their range is the figure's.)
-logy_labels = "stats datafile using 3:4 nooutput; if (STATS_max_y / STATS_min_x < 1000) { do for [e = -12:12] { set ytics add (sprintf('%g', 2 * 10.0**e) 2 * 10.0**e 0, sprintf('%g', 5 * 10.0**e) 5 * 10.0**e 0) } }"
+# logscale y 10`. Columns 3 and 4 are the bars' ends: their range is the figure's. stats reads
+# them as x and y, so the worker axis's range is lifted while it runs.
+logy_labels = "set xrange [*:*]; stats datafile using 3:4 nooutput; if (STATS_max_y / STATS_min_x < 1000) { do for [e = -12:12] { set ytics add (sprintf('%g', 2 * 10.0**e) 2 * 10.0**e 0, sprintf('%g', 5 * 10.0**e) 5 * 10.0**e 0) } }; if (exists('pmin') && exists('pmax')) { set xrange [pmin / 1.3 : pmax * 1.3] }"
 
 # A line figure: one curve per method, markers at each P, bars from the confidence interval of
 # the median (columns: P, median, lo, hi). Each method is drawn a little to the side of its P
