@@ -23,8 +23,9 @@
  * - Arithmetic (norms, scatter-add, merge sums) follows IEEE: NaN and Inf propagate.
  * - Every operation counts the NaNs among the float values it inspects and reports the count
  *   in the context's record (deftsim_kctx_last()).
- * - Buffers live in memory the backend addresses: host memory for "cpu"; the "cuda" backend
- *   documents its own (device) convention.
+ * - Buffers live in memory the backend addresses: host memory for "cpu"; device memory for
+ *   "cuda", whose convention (which arguments are device pointers, which stay on the host, a
+ *   device memory pool, copies) is in kernels/cuda/deftsim_kcuda.h.
  * - Operations on one context must not run concurrently; use one context per caller thread.
  */
 #ifndef DEFTSIM_KERNELS_H
@@ -100,6 +101,10 @@ size_t deftsim_kernels_backend_count(void);
 const char *deftsim_kernels_backend_name(size_t i);
 /* 1 if the backend is compiled in and usable on this machine (for "cuda": a device exists). */
 int deftsim_kernels_backend_available(const char *name);
+/* NULL if the backend is available; otherwise why not, in words ("no backend 'cuda' in this
+ * build (have: cpu)", "no CUDA device found", the CUDA runtime's message). The string is
+ * static or thread-local: copy it before the next call. */
+const char *deftsim_kernels_backend_unavailable(const char *name);
 
 /* Creates a context on backend `name`. threads: 1 is the single-thread mode; 0 means every
  * online CPU; at most 256. The backend starts its worker threads here, once, so operations

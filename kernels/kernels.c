@@ -3,6 +3,7 @@
  * Everything a caller can get wrong is checked here, once, for every backend; the backends
  * check only what depends on data they alone can read (index ranges in device memory). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,6 +49,27 @@ int deftsim_kernels_backend_available(const char *name)
     return be && (!be->available || be->available());
 }
 
+#ifdef DEFTSIM_HAVE_CUDA
+#define BUILT_IN "cpu, cuda"
+#else
+#define BUILT_IN "cpu"
+#endif
+
+const char *deftsim_kernels_backend_unavailable(const char *name)
+{
+    static _Thread_local char why[256];
+    const deftsim_kbackend *be = find_backend(name);
+    if (!be) {
+        snprintf(why, sizeof why, "no backend '%s' in this build (have: " BUILT_IN ")",
+                 name ? name : "(null)");
+        return why;
+    }
+    if (!be->available || be->available()) return NULL;
+    const char *r = be->unavailable ? be->unavailable() : NULL;
+    snprintf(why, sizeof why, "%s", r ? r : "not usable on this machine");
+    return why;
+}
+
 deftsim_status deftsim_kctx_new(deftsim_kctx **out, const char *name, unsigned threads)
 {
     if (!out) return deftsim_error_set(DEFTSIM_E_USAGE, "kernels: NULL context pointer");
@@ -55,17 +77,12 @@ deftsim_status deftsim_kctx_new(deftsim_kctx **out, const char *name, unsigned t
     const deftsim_kbackend *be = find_backend(name);
     if (!be)
         return deftsim_error_set(DEFTSIM_E_UNSUPPORTED,
-                                 "kernels: no backend '%s' in this build (have: cpu%s)",
-                                 name ? name : "(null)",
-#ifdef DEFTSIM_HAVE_CUDA
-                                 ", cuda"
-#else
-                                 ""
-#endif
-        );
+                                 "kernels: no backend '%s' in this build (have: " BUILT_IN ")",
+                                 name ? name : "(null)");
     if (be->available && !be->available())
         return deftsim_error_set(DEFTSIM_E_UNSUPPORTED,
-                                 "kernels: backend '%s' is not usable on this machine", be->name);
+                                 "kernels: backend '%s' is not usable on this machine: %s",
+                                 be->name, deftsim_kernels_backend_unavailable(be->name));
     if (threads > 256)
         return deftsim_error_set(DEFTSIM_E_USAGE, "kernels: %u threads (at most 256)", threads);
     deftsim_kctx *ctx = calloc(1, sizeof *ctx);
@@ -93,7 +110,14 @@ const char *deftsim_kctx_backend(const deftsim_kctx *ctx) { return ctx->be->name
 unsigned deftsim_kctx_threads(const deftsim_kctx *ctx) { return ctx->threads; }
 void deftsim_kctx_set_flags(deftsim_kctx *ctx, unsigned flags) { ctx->flags = flags; }
 unsigned deftsim_kctx_flags(const deftsim_kctx *ctx) { return ctx->flags; }
-void deftsim_kctx_last(const deftsim_kctx *ctx, deftsim_kstats *out) { *out = ctx->last; }
+void deftsim_kctx_last(const deftsim_kctx *ctx, deftsim_kstats *out)
+{
+    /* A backend may finish the record lazily (the CUDA backend reads its counts back from the
+     * device only when asked); the record is a cache, so the cast does not change what the
+     * caller sees of ctx. */
+    if (ctx->be->record) ctx->be->record((deftsim_kctx *)ctx);
+    *out = ctx->last;
+}
 
 int deftsim_k_supports(const deftsim_kctx *ctx, deftsim_kop op)
 {

@@ -24,8 +24,14 @@ struct deftsim_kctx {
 struct deftsim_kbackend {
     const char *name;
     int (*available)(void);
+    /* Optional: why available() says no, for messages ("no CUDA device found"). */
+    const char *(*unavailable)(void);
     deftsim_status (*init)(deftsim_kctx *ctx);
     void (*fini)(deftsim_kctx *ctx);
+    /* Optional: completes ctx->last before deftsim_kctx_last() returns it, for a backend
+     * whose operations return before their counts are known (CUDA reads them back from the
+     * device). */
+    void (*record)(deftsim_kctx *ctx);
 
     deftsim_status (*absmax)(deftsim_kctx *ctx, const float *x, size_t n, float *out);
 
