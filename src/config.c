@@ -13,6 +13,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <ini.h>
 
@@ -37,6 +38,12 @@ _Static_assert(sizeof(deftsim_wire) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_feedback) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_cltk_charge) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_device_kind) == sizeof(int), "enum storage");
+_Static_assert(sizeof(deftsim_topology) == sizeof(int), "enum storage");
+_Static_assert(sizeof(deftsim_net_model) == sizeof(int), "enum storage");
+_Static_assert(sizeof(deftsim_allgather_algo) == sizeof(int), "enum storage");
+_Static_assert(sizeof(deftsim_allreduce_algo) == sizeof(int), "enum storage");
+_Static_assert(sizeof(deftsim_bcast_algo) == sizeof(int), "enum storage");
+_Static_assert(sizeof(deftsim_sim_mode) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_train_model) == sizeof(int), "enum storage");
 _Static_assert(sizeof method_names / sizeof method_names[0] == DEFTSIM_METHOD_COUNT + 1,
                "one name per method");
@@ -82,7 +89,9 @@ typedef enum {
     T_ENUM,        /* int-sized enum, one of names[] */
     T_ENUM_LIST,   /* int-sized enum array + size_t count; no duplicates */
     T_DOUBLE_LIST, /* double array + size_t count; in range, no duplicates */
-    T_INT_LIST     /* int64_t array + size_t count; ranges allowed; sorted, unique */
+    T_INT_LIST,    /* int64_t array + size_t count; ranges allowed; sorted, unique */
+    T_BANDWIDTH,   /* double, bytes/s: a number or SimGrid units (25Gbps); range as T_DOUBLE */
+    T_DURATION     /* double, seconds: a number or SimGrid units (1us); range as T_DOUBLE */
 } ktype;
 
 enum { LO_OPEN = 1, HI_OPEN = 2, HI_INF = 4 };
@@ -197,6 +206,50 @@ static const keydef keys[] = {
     {KEY("engine", "memory_budget", "number in (0, 1]", "0.8",
          "fraction of physical RAM the engine may use"),
      .type = T_DOUBLE, .off = F(engine.memory_budget), .lo = 0, .hi = 1, .flags = LO_OPEN},
+
+    /* [network]: the SimGrid simulation of the schedules (docs/NETWORK.md). */
+    {KEY("network", "simulate", "0 or 1", "1",
+         "1: simulate every point's communication with SimGrid; 0: no simulated times"),
+     .type = T_INT, .off = F(network.simulate), .imin = 0, .imax = 1},
+    {KEY("network", "topology", "one of: flat, fattree, torus, dragonfly, file", "flat",
+         "the cluster: one switch, SimGrid's fat tree, torus or dragonfly, or platform_file"),
+     .type = T_ENUM, .off = F(network.topology), .names = deftsim_topology_names},
+    {KEY("network", "platform_file", "path", "",
+         "a SimGrid platform XML file (topology = file only); workers on its hosts by name"),
+     .type = T_OPTPATH, .off = F(network.platform_file)},
+    {KEY("network", "topology_params", "SimGrid topo_parameters", "",
+         "fat tree 'levels;down;up;links', torus 'x,y,z', dragonfly 'g,l;c,l;r,l;n'; empty: from P"),
+     .type = T_OPTPATH, .off = F(network.topology_params)},
+    {KEY("network", "bandwidth", "bandwidth in (0, 1e15] bytes/s, or with a unit (25Gbps)",
+         "25Gbps", "every link's bandwidth"),
+     .type = T_BANDWIDTH, .off = F(network.bandwidth), .lo = 0, .hi = 1e15, .flags = LO_OPEN},
+    {KEY("network", "latency", "duration in [0, 1] s, or with a unit (1us)", "1us",
+         "every link's latency"),
+     .type = T_DURATION, .off = F(network.latency), .lo = 0, .hi = 1},
+    {KEY("network", "backbone_bandwidth", "bandwidth in [0, 1e15] bytes/s, or with a unit", "0",
+         "flat: a shared backbone of this bandwidth; 0: a non-blocking switch"),
+     .type = T_BANDWIDTH, .off = F(network.backbone_bandwidth), .lo = 0, .hi = 1e15},
+    {KEY("network", "model", "one of: LV08, CM02, SMPI", "LV08",
+         "SimGrid's network model (each has its own latency and bandwidth factors)"),
+     .type = T_ENUM, .off = F(network.model), .names = deftsim_net_model_names},
+    {KEY("network", "crosstraffic", "0 or 1", "0",
+         "SimGrid's network/crosstraffic: acknowledgements load the reverse path"),
+     .type = T_INT, .off = F(network.crosstraffic), .imin = 0, .imax = 1},
+    {KEY("network", "allgather", "one of: ring, recursive_doubling, bruck", "bruck",
+         "allgather and allgatherv algorithm"),
+     .type = T_ENUM, .off = F(network.allgather), .names = deftsim_allgather_names},
+    {KEY("network", "allreduce", "one of: ring, recursive_doubling, rabenseifner", "rabenseifner",
+         "allreduce algorithm"),
+     .type = T_ENUM, .off = F(network.allreduce), .names = deftsim_allreduce_names},
+    {KEY("network", "bcast", "one of: binomial, scatter_rdb_allgather, scatter_ring_allgather",
+         "binomial", "broadcast algorithm"),
+     .type = T_ENUM, .off = F(network.bcast), .names = deftsim_bcast_names},
+    {KEY("network", "eager_threshold", "integer in [0, 2147483647]", "65536",
+         "bytes: a smaller send returns at once, a larger one waits for its receiver"),
+     .type = T_INT, .off = F(network.eager_threshold), .imin = 0, .imax = INT32_MAX},
+    {KEY("network", "mode", "one of: exact, approximate", "exact",
+         "approximate: equal-block rings simulate 3 steps and scale (named in every row)"),
+     .type = T_ENUM, .off = F(network.mode), .names = deftsim_sim_mode_names},
 
     /* [train]: deftsim train and deftsim trace record (docs/TRAINING.md). */
     {KEY("train", "model", "one of: mlp, cnn", "mlp",
@@ -386,6 +439,33 @@ static deftsim_status parse_number(const keydef *k, const char *tok, double *out
     return DEFTSIM_OK;
 }
 
+/* T_BANDWIDTH and T_DURATION: a number in the base unit (bytes/s, seconds) or with one of
+ * SimGrid's units; the range is the base unit's. */
+static deftsim_status parse_unit_number(const keydef *k, const char *tok, double *out)
+{
+    double d;
+    int bw = k->type == T_BANDWIDTH;
+    if (bw ? deftsim_parse_bandwidth(tok, &d) : deftsim_parse_duration(tok, &d))
+        return deftsim_error_set(DEFTSIM_E_INPUT,
+                                 bw ? "'%s' is not a bandwidth (bytes/s, or a number with Bps, "
+                                      "kBps, MBps, GBps, KiBps, MiBps, GiBps, bps, kbps, Mbps, "
+                                      "Gbps, ...)"
+                                    : "'%s' is not a duration (seconds, or a number with s, ms, "
+                                      "us, ns, ps)",
+                                 tok);
+    int below = (k->flags & LO_OPEN) ? d <= k->lo : d < k->lo;
+    int above = (k->flags & HI_OPEN) ? d >= k->hi : d > k->hi;
+    if (below || above) {
+        char range[96], val[40];
+        format_range(k, range, sizeof range);
+        format_double(d, val, sizeof val);
+        return deftsim_error_set(DEFTSIM_E_INPUT, "%s (%s %s) is outside %s %s", tok, val,
+                                 bw ? "bytes/s" : "s", range, bw ? "bytes/s" : "s");
+    }
+    *out = d;
+    return DEFTSIM_OK;
+}
+
 static char *trim(char *s)
 {
     while (*s == ' ' || *s == '\t') s++;
@@ -556,6 +636,10 @@ static deftsim_status parse_value(const keydef *k, const char *text, kval *v)
     case T_DOUBLE:
         if (!text[0]) return deftsim_error_set(DEFTSIM_E_INPUT, "empty value");
         return parse_number(k, text, &v->d);
+    case T_BANDWIDTH:
+    case T_DURATION:
+        if (!text[0]) return deftsim_error_set(DEFTSIM_E_INPUT, "empty value");
+        return parse_unit_number(k, text, &v->d);
     case T_ENUM: {
         int e = 0;
         if (!text[0]) return deftsim_error_set(DEFTSIM_E_INPUT, "empty value");
@@ -592,10 +676,13 @@ static size_t render(const keydef *k, const kval *v, char *buf, size_t cap)
     case T_OPTPATH: PUT("%s", v->s ? v->s : ""); break;
     case T_U64: PUT("%llu", (unsigned long long)v->u); break;
     case T_INT: PUT("%lld", (long long)v->i); break;
-    case T_DOUBLE: {
+    case T_DOUBLE:
+    case T_BANDWIDTH:
+    case T_DURATION: {
+        /* Bandwidths and durations print in their base unit, with it: 3.125e+09Bps, 1e-06s. */
         char d[40];
         format_double(v->d, d, sizeof d);
-        PUT("%s", d);
+        PUT("%s%s", d, k->type == T_BANDWIDTH ? "Bps" : k->type == T_DURATION ? "s" : "");
         break;
     }
     case T_ENUM: PUT("%s", k->names[v->i]); break;
@@ -628,7 +715,9 @@ static kval view(const deftsim_config *cfg, const keydef *k)
     case T_U64: memcpy(&v.u, cfield(cfg, k->off), sizeof v.u); break;
     case T_INT:
     case T_ENUM: v.i = get_int(cfg, k->off); break;
-    case T_DOUBLE: memcpy(&v.d, cfield(cfg, k->off), sizeof v.d); break;
+    case T_DOUBLE:
+    case T_BANDWIDTH:
+    case T_DURATION: memcpy(&v.d, cfield(cfg, k->off), sizeof v.d); break;
     case T_ENUM_LIST:
     case T_DOUBLE_LIST:
     case T_INT_LIST:
@@ -682,7 +771,9 @@ static void commit(deftsim_config *cfg, const keydef *k, kval *v)
         memcpy(field(cfg, k->off), &i, sizeof i);
         break;
     }
-    case T_DOUBLE: memcpy(field(cfg, k->off), &v->d, sizeof v->d); break;
+    case T_DOUBLE:
+    case T_BANDWIDTH:
+    case T_DURATION: memcpy(field(cfg, k->off), &v->d, sizeof v->d); break;
     case T_ENUM_LIST:
     case T_DOUBLE_LIST:
     case T_INT_LIST:
@@ -864,7 +955,9 @@ int deftsim_config_equal(const deftsim_config *a, const deftsim_config *b)
         case T_U64: if (x.u != y.u) return 0; break;
         case T_INT:
         case T_ENUM: if (x.i != y.i) return 0; break;
-        case T_DOUBLE: if (x.d != y.d) return 0; break;
+        case T_DOUBLE:
+        case T_BANDWIDTH:
+        case T_DURATION: if (x.d != y.d) return 0; break;
         case T_ENUM_LIST:
         case T_DOUBLE_LIST:
         case T_INT_LIST:
@@ -1130,9 +1223,75 @@ deftsim_status deftsim_config_load(const char *path, const char *const *override
 
 /* ---- cross-field rules ------------------------------------------------------------------ */
 
+void deftsim_config_sim_params(const deftsim_config *cfg, uint32_t P, uint32_t elem_bytes,
+                               deftsim_sim_params *out)
+{
+    deftsim_sim_params_default(out);
+    out->P = P;
+    out->topology = cfg->network.topology;
+    out->platform_file = cfg->network.platform_file;
+    out->topology_params = cfg->network.topology_params;
+    out->bandwidth = cfg->network.bandwidth;
+    out->latency = cfg->network.latency;
+    out->backbone_bandwidth = cfg->network.backbone_bandwidth;
+    out->model = cfg->network.model;
+    out->crosstraffic = cfg->network.crosstraffic;
+    out->allgather = cfg->network.allgather;
+    out->allreduce = cfg->network.allreduce;
+    out->bcast = cfg->network.bcast;
+    out->eager_threshold = (uint64_t)cfg->network.eager_threshold;
+    out->elem_bytes = elem_bytes;
+    out->mode = cfg->network.mode;
+}
+
+/* [network]: the platform must hold the largest worker count. The simulation's messages start
+ * with the field they are about ("topology_params '4,4': ..."), which names the key here. */
+static deftsim_status network_check(const deftsim_config *cfg)
+{
+    char w[512];
+    uint32_t P = 1;
+    for (size_t i = 0; i < cfg->workers.ncounts; i++)
+        if ((uint32_t)cfg->workers.counts[i] > P) P = (uint32_t)cfg->workers.counts[i];
+    deftsim_sim_params sp;
+    deftsim_config_sim_params(cfg, P, 4, &sp);
+    char tp[128];
+    uint64_t hosts;
+    deftsim_status st = deftsim_sim_platform_shape(&sp, tp, sizeof tp, &hosts);
+    if (st) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", deftsim_error_message());
+        static const char *const fields[] = {"topology_params", "platform_file",
+                                             "backbone_bandwidth", "bandwidth", "latency"};
+        size_t k = kidx("network", "topology");
+        const char *rest = msg;
+        for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++) {
+            size_t len = strlen(fields[f]);
+            if (strncmp(msg, fields[f], len) == 0 && (msg[len] == ' ' || msg[len] == ':')) {
+                k = kidx("network", fields[f]);
+                rest = msg + len + (msg[len] == ':' ? 2 : 1);
+                break;
+            }
+        }
+        where(cfg, k, w, sizeof w);
+        if (P > 1 && strstr(rest, "workers"))
+            return deftsim_error_set(st, "%s: %s (the largest of [workers] counts)", w, rest);
+        return deftsim_error_set(st, "%s: %s", w, rest);
+    }
+    if (cfg->network.topology == DEFTSIM_TOPO_FILE && access(cfg->network.platform_file, R_OK) != 0) {
+        where(cfg, kidx("network", "platform_file"), w, sizeof w);
+        return deftsim_error_set(DEFTSIM_E_INPUT, "%s: cannot read %s: %s", w,
+                                 cfg->network.platform_file, strerror(errno));
+    }
+    return DEFTSIM_OK;
+}
+
 deftsim_status deftsim_config_check(const deftsim_config *cfg)
 {
     char w[512];
+    {
+        deftsim_status nst = network_check(cfg);
+        if (nst) return nst;
+    }
     int km = key_index("gradients", "model"), kt = key_index("gradients", "trace");
     int kc = key_index("workers", "counts");
     const char *src = deftsim_source_name(cfg->gradients.source);
@@ -1249,7 +1408,9 @@ json_t *deftsim_config_to_json(const deftsim_config *cfg)
             case T_OPTPATH: j = v.s ? json_string(v.s) : json_null(); break;
             case T_U64: j = json_integer((json_int_t)v.u); break;
             case T_INT: j = json_integer((json_int_t)v.i); break;
-            case T_DOUBLE: j = json_real(v.d); break;
+            case T_DOUBLE:
+            case T_BANDWIDTH:
+            case T_DURATION: j = json_real(v.d); break; /* bytes/s, seconds */
             case T_ENUM: j = json_string(k->names[v.i]); break;
             case T_ENUM_LIST:
             case T_DOUBLE_LIST:

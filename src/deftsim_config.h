@@ -36,6 +36,7 @@
 #include <jansson.h>
 
 #include "deftsim_error.h"
+#include "deftsim_sim.h"
 
 /* Longest line (without its newline) a scenario file may hold: inih's line buffer. */
 #define DEFTSIM_CONFIG_MAX_LINE 198
@@ -119,7 +120,24 @@ typedef struct deftsim_config {
     struct {
         double memory_budget;     /* fraction of physical RAM the engine may use */
     } engine;
-    /* [network] has no keys yet. */
+    struct {
+        int simulate;                     /* 1: every point's schedules go through SimGrid */
+        deftsim_topology topology;
+        char *platform_file;              /* the SimGrid platform file; set exactly when
+                                             topology = file */
+        char *topology_params;            /* SimGrid's topo_parameters; NULL: derived from P */
+        double bandwidth;                 /* bytes/s of every link */
+        double latency;                   /* seconds of every link */
+        double backbone_bandwidth;        /* flat: bytes/s of a shared backbone; 0 = none
+                                             (a non-blocking switch) */
+        deftsim_net_model model;
+        int crosstraffic;                 /* 0 or 1: SimGrid's network/crosstraffic */
+        deftsim_allgather_algo allgather;
+        deftsim_allreduce_algo allreduce;
+        deftsim_bcast_algo bcast;
+        int eager_threshold;              /* bytes: smaller sends do not wait (SMPI's rule) */
+        deftsim_sim_mode mode;            /* exact, or approximate (sampled rings) */
+    } network;                            /* docs/NETWORK.md */
     struct {
         deftsim_train_model model;
         char *data;               /* folder of the IDX files */
@@ -160,7 +178,9 @@ deftsim_status deftsim_config_apply_override(deftsim_config *cfg, const char *as
 
 /* Cross-field rules: the source's key is set and the other source's key is not; for a
  * synthetic source the model table loads (a built-in, or the CSV file is read and parsed) and
- * every worker count is at most its number of parameters. */
+ * every worker count is at most its number of parameters; the [network] platform holds the
+ * largest worker count (topology_params, platform_file readable and set exactly when topology
+ * = file, a backbone only on a flat cluster). */
 deftsim_status deftsim_config_check(const deftsim_config *cfg);
 
 /* Writes every key as INI that deftsim_config_parse() reads back into an equal config. */
@@ -169,6 +189,11 @@ deftsim_status deftsim_config_to_ini(const deftsim_config *cfg, FILE *f);
 /* {"section": {"key": value, ...}, ...} with typed values (numbers, strings, arrays, null for
  * an unset optional string). Returns a new reference, or NULL with a message on failure. */
 json_t *deftsim_config_to_json(const deftsim_config *cfg);
+
+/* The network simulation's parameters for P workers of a scenario ([network]);
+ * elem_bytes: the element size of the schedules' ALLREDUCE vectors (the value wire width). */
+void deftsim_config_sim_params(const deftsim_config *cfg, uint32_t P, uint32_t elem_bytes,
+                               deftsim_sim_params *out);
 
 /* Deep copy. */
 deftsim_status deftsim_config_clone(const deftsim_config *cfg, deftsim_config **out);

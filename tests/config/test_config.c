@@ -94,6 +94,20 @@ Test(config_good, example_file)
     cr_expect_eq(c->device.kind, DEFTSIM_DEVICE_CPU);
     cr_expect_eq(c->device.threads, 1);
     cr_expect_eq(c->engine.memory_budget, 0.8);
+    cr_expect_eq(c->network.simulate, 1);
+    cr_expect_eq(c->network.topology, DEFTSIM_TOPO_FLAT);
+    cr_expect_null(c->network.platform_file);
+    cr_expect_null(c->network.topology_params);
+    cr_expect_eq(c->network.bandwidth, 3.125e9);
+    cr_expect_eq(c->network.latency, 1e-6);
+    cr_expect_eq(c->network.backbone_bandwidth, 0);
+    cr_expect_eq(c->network.model, DEFTSIM_NET_LV08);
+    cr_expect_eq(c->network.crosstraffic, 0);
+    cr_expect_eq(c->network.allgather, DEFTSIM_AG_BRUCK);
+    cr_expect_eq(c->network.allreduce, DEFTSIM_AR_RABENSEIFNER);
+    cr_expect_eq(c->network.bcast, DEFTSIM_BC_BINOMIAL);
+    cr_expect_eq(c->network.eager_threshold, 65536);
+    cr_expect_eq(c->network.mode, DEFTSIM_SIM_EXACT);
     cr_expect_str_eq(c->path, "scenarios/example.ini");
     deftsim_config_free(c);
 }
@@ -369,7 +383,20 @@ Test(config_override, bad)
         {"sparsifier.densities=0.1", DEFTSIM_E_USAGE,
          "--set sparsifier.densities: unknown section (sections: scenario, gradients, synthetic, "
          "sparsify, workers, device, engine, network, train)"},
-        {"network.latency=1us", DEFTSIM_E_USAGE, "--set network.latency: unknown key (the section has no keys yet)"},
+        {"network.latency=2s", DEFTSIM_E_INPUT, "--set network.latency: 2s (2 s) is outside [0, 1] s"},
+        {"network.bandwith=1Gbps", DEFTSIM_E_USAGE,
+         "--set network.bandwith: unknown key (keys: simulate, topology, platform_file, "
+         "topology_params, bandwidth, latency, backbone_bandwidth, model, crosstraffic, allgather, "
+         "allreduce, bcast, eager_threshold, mode)"},
+        {"network.bandwidth=fast", DEFTSIM_E_INPUT,
+         "--set network.bandwidth: 'fast' is not a bandwidth (bytes/s, or a number with Bps, "
+         "kBps, MBps, GBps, KiBps, MiBps, GiBps, bps, kbps, Mbps, Gbps, ...)"},
+        {"network.bandwidth=0Gbps", DEFTSIM_E_INPUT,
+         "--set network.bandwidth: 0Gbps (0 bytes/s) is outside (0, 1e+15] bytes/s"},
+        {"network.latency=1 us", DEFTSIM_E_INPUT,
+         "--set network.latency: '1 us' is not a duration (seconds, or a number with s, ms, us, "
+         "ns, ps)"},
+        {"network.model=NS3", DEFTSIM_E_INPUT, "--set network.model: 'NS3' is not one of LV08, CM02, SMPI"},
         {"sparsify.densities=1.5", DEFTSIM_E_INPUT, "--set sparsify.densities: 1.5 is outside (0, 1]"},
         {"sparsify.densities=", DEFTSIM_E_INPUT, "--set sparsify.densities: empty list"},
         {"workers.counts=2..1000", DEFTSIM_E_INPUT,
@@ -420,6 +447,16 @@ Test(config_override, cross_field_errors_name_the_override)
     const char *ov4[] = {"sparsify.index_bytes=16"};
     cr_expect_eq(deftsim_config_load("minimal.ini", ov4, 1, &c), DEFTSIM_E_INPUT);
     cr_expect_str_eq(deftsim_error_message(), "--set sparsify.index_bytes: 16 is not one of 4, 8");
+    /* The platform must hold the largest worker count, and the message says it is that. */
+    const char *ov5[] = {"network.topology=torus", "network.topology_params=4,4", "workers.counts=4..32"};
+    cr_expect_eq(deftsim_config_load("minimal.ini", ov5, 3, &c), DEFTSIM_E_INPUT);
+    cr_expect_str_eq(deftsim_error_message(),
+                     "--set network.topology_params: '4,4': 16 hosts, fewer than the 32 workers "
+                     "(the largest of [workers] counts)");
+    const char *ov6[] = {"network.topology=file"};
+    cr_expect_eq(deftsim_config_load("minimal.ini", ov6, 1, &c), DEFTSIM_E_INPUT);
+    cr_expect_str_eq(deftsim_error_message(),
+                     "minimal.ini: [network] platform_file: missing (required when topology = file)");
 }
 
 /* ---- printing and reading back ---------------------------------------------------------- */
@@ -442,7 +479,8 @@ static void round_trip(deftsim_config *c, const char *what)
 Test(config_print, ini_round_trip)
 {
     chdir_source("tests/config/good");
-    const char *files[] = {"minimal.ini", "trace.ini", "odd_syntax.ini", "../../../scenarios/example.ini"};
+    const char *files[] = {"minimal.ini", "trace.ini", "odd_syntax.ini", "network.ini",
+                           "../../../scenarios/example.ini"};
     for (size_t i = 0; i < 4; i++) {
         deftsim_config *c = load_ok(files[i], NULL, 0);
         round_trip(c, files[i]);
@@ -523,7 +561,12 @@ Test(config_print, json)
     cr_assert_eq(json_array_size(w), 6);
     cr_expect_eq(json_integer_value(json_array_get(w, 5)), 64);
     cr_expect_eq(json_real_value(json_object_get(json_object_get(j, "engine"), "memory_budget")), 0.8);
-    cr_expect_eq(json_object_size(json_object_get(j, "network")), 0);
+    json_t *net = json_object_get(j, "network");
+    cr_expect_eq(json_object_size(net), 14);
+    cr_expect_str_eq(json_string_value(json_object_get(net, "topology")), "flat");
+    cr_expect_eq(json_real_value(json_object_get(net, "bandwidth")), 3.125e9);
+    cr_expect_eq(json_real_value(json_object_get(net, "latency")), 1e-6);
+    cr_expect(json_is_null(json_object_get(net, "platform_file")));
 
     /* A dump read back by jansson keeps every double exactly. */
     char *dump = json_dumps(j, 0);
@@ -576,7 +619,7 @@ Test(config_names, schema)
     cr_expect_str_eq(deftsim_config_section_name(7), "network");
     cr_expect_str_eq(deftsim_config_section_name(8), "train");
     cr_expect_null(deftsim_config_section_name(9));
-    cr_expect_eq(deftsim_config_key_count(), 37);
+    cr_expect_eq(deftsim_config_key_count(), 51);
     cr_expect_null(deftsim_config_key(deftsim_config_key_count()));
     /* Keys come grouped by section, in section order. */
     size_t s = 0;
@@ -688,5 +731,130 @@ Test(config_lists, format_parse_round_trip)
         cr_expect_eq(nb, n, "seed %llu round %d: '%s'", (unsigned long long)seed, round, text);
         cr_expect_arr_eq(back, v, n * sizeof *v, "seed %llu round %d: '%s'", (unsigned long long)seed, round, text);
         free(back);
+    }
+}
+
+/* ---- [network] ---------------------------------------------------------------------------- */
+
+/* Every [network] key away from its default, units included. */
+Test(config_network, every_key_parses)
+{
+    chdir_source("tests/config/good");
+    deftsim_config *c = load_ok("network.ini", NULL, 0);
+    cr_expect_eq(c->network.simulate, 0);
+    cr_expect_eq(c->network.topology, DEFTSIM_TOPO_FATTREE);
+    cr_expect_null(c->network.platform_file);
+    cr_expect_str_eq(c->network.topology_params, "2;8,4;1,8;1,1");
+    cr_expect_eq(c->network.bandwidth, 1.25e9);
+    cr_expect_eq(c->network.latency, 5e-6);
+    cr_expect_eq(c->network.backbone_bandwidth, 0);
+    cr_expect_eq(c->network.model, DEFTSIM_NET_CM02);
+    cr_expect_eq(c->network.crosstraffic, 1);
+    cr_expect_eq(c->network.allgather, DEFTSIM_AG_RING);
+    cr_expect_eq(c->network.allreduce, DEFTSIM_AR_RECURSIVE_DOUBLING);
+    cr_expect_eq(c->network.bcast, DEFTSIM_BC_SCATTER_RING_ALLGATHER);
+    cr_expect_eq(c->network.eager_threshold, 0);
+    cr_expect_eq(c->network.mode, DEFTSIM_SIM_APPROXIMATE);
+    deftsim_sim_params sp;
+    deftsim_config_sim_params(c, 32, 2, &sp);
+    cr_expect_eq(sp.P, 32);
+    cr_expect_eq(sp.elem_bytes, 2);
+    cr_expect_eq(sp.topology, DEFTSIM_TOPO_FATTREE);
+    cr_expect_str_eq(sp.topology_params, "2;8,4;1,8;1,1");
+    cr_expect_eq(sp.bandwidth, 1.25e9);
+    cr_expect_eq(sp.latency, 5e-6);
+    cr_expect_eq(sp.model, DEFTSIM_NET_CM02);
+    cr_expect_eq(sp.crosstraffic, 1);
+    cr_expect_eq(sp.allgather, DEFTSIM_AG_RING);
+    cr_expect_eq(sp.eager_threshold, 0);
+    cr_expect_eq(sp.envelope_bytes, 16);
+    cr_expect_eq(sp.mode, DEFTSIM_SIM_APPROXIMATE);
+    /* Printed in base units with the unit, and read back the same. */
+    char *text = to_ini(c);
+    cr_expect(strstr(text, "\nbandwidth = 1.25e+09Bps\nlatency = 5e-06s\nbackbone_bandwidth = 0Bps\n"),
+              "%s", text);
+    free(text);
+    deftsim_config_free(c);
+}
+
+/* The units SimGrid takes, and their bytes/s and seconds. */
+Test(config_network, units)
+{
+    const struct { const char *text; double bw; } bws[] = {
+        {"1e9", 1e9},         {"3125000000Bps", 3.125e9}, {"25Gbps", 3.125e9}, {"1GBps", 1e9},
+        {"1GiBps", 1073741824.0}, {"100Mbps", 12.5e6},    {"8bps", 1},         {"2kBps", 2000},
+        {"1Kibps", 128},     {"0.5TBps", 5e11}};
+    for (size_t i = 0; i < sizeof bws / sizeof bws[0]; i++) {
+        double v = -1;
+        cr_expect_eq(deftsim_parse_bandwidth(bws[i].text, &v), 0, "%s", bws[i].text);
+        cr_expect_eq(v, bws[i].bw, "%s: %.17g, want %.17g", bws[i].text, v, bws[i].bw);
+    }
+    const struct { const char *text; double s; } ds[] = {
+        {"0", 0}, {"1e-6", 1e-6}, {"1us", 1e-6}, {"50ns", 50e-9}, {"0.2ms", 0.2e-3}, {"2s", 2},
+        {"3ps", 3e-12}};
+    for (size_t i = 0; i < sizeof ds / sizeof ds[0]; i++) {
+        double v = -1;
+        cr_expect_eq(deftsim_parse_duration(ds[i].text, &v), 0, "%s", ds[i].text);
+        cr_expect_eq(v, ds[i].s, "%s: %.17g, want %.17g", ds[i].text, v, ds[i].s);
+    }
+    const char *bad[] = {"", "Gbps", "1 Gbps", "1gbps", "1Gbit", "1e999Bps", "nan", "1us"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        double v;
+        cr_expect_eq(deftsim_parse_bandwidth(bad[i], &v), -1, "'%s' parsed as %g", bad[i], v);
+    }
+    const char *bad_d[] = {"", "us", "1 us", "1sec", "1m", "inf", "1Gbps"};
+    for (size_t i = 0; i < sizeof bad_d / sizeof bad_d[0]; i++) {
+        double v;
+        cr_expect_eq(deftsim_parse_duration(bad_d[i], &v), -1, "'%s' parsed as %g", bad_d[i], v);
+    }
+}
+
+/* Derived shapes hold every P; given ones are checked against the largest. */
+Test(config_network, platform_shapes)
+{
+    deftsim_sim_params p;
+    deftsim_sim_params_default(&p);
+    char tp[128];
+    uint64_t hosts;
+    const struct { deftsim_topology t; uint32_t P; const char *params; uint64_t hosts; } cases[] = {
+        {DEFTSIM_TOPO_FLAT, 7, "", 7},
+        {DEFTSIM_TOPO_FATTREE, 16, "1;16;1;1", 16},
+        {DEFTSIM_TOPO_FATTREE, 100, "2;32,4;1,32;1,1", 128},
+        {DEFTSIM_TOPO_TORUS, 64, "4,4,4", 64},
+        {DEFTSIM_TOPO_TORUS, 12, "3,2,2", 12},
+        {DEFTSIM_TOPO_TORUS, 1024, "16,8,8", 1024},
+        {DEFTSIM_TOPO_TORUS, 13, "3,3,2", 18},     /* a prime: a near-cube with spare hosts */
+        {DEFTSIM_TOPO_DRAGONFLY, 20, "1,1;2,1;4,1;4", 32},
+        {DEFTSIM_TOPO_DRAGONFLY, 200, "4,1;4,1;4,1;4", 256},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        p.topology = cases[i].t;
+        p.P = cases[i].P;
+        cr_assert_eq(deftsim_sim_platform_shape(&p, tp, sizeof tp, &hosts), DEFTSIM_OK, "%s",
+                     deftsim_error_message());
+        cr_expect_str_eq(tp, cases[i].params, "%s P=%u", deftsim_topology_name(cases[i].t), cases[i].P);
+        cr_expect_eq(hosts, cases[i].hosts, "%s P=%u: %llu hosts", deftsim_topology_name(cases[i].t),
+                     cases[i].P, (unsigned long long)hosts);
+    }
+    const struct { deftsim_topology t; const char *params; const char *msg; } bad[] = {
+        {DEFTSIM_TOPO_FLAT, "4", "topology_params '4': a flat cluster has no parameters"},
+        {DEFTSIM_TOPO_TORUS, "4;4", "topology_params '4;4': a torus is its dimensions, 'x,y,...' (e.g. 4,4,4)"},
+        {DEFTSIM_TOPO_TORUS, "4,0,4", "topology_params '4,0,4': a torus is its dimensions, 'x,y,...' (e.g. 4,4,4)"},
+        {DEFTSIM_TOPO_TORUS, "2,2", "topology_params '2,2': 4 hosts, fewer than the 8 workers"},
+        {DEFTSIM_TOPO_FATTREE, "2;4;1,4;1,1",
+         "topology_params '2;4;1,4;1,1': a fat tree is 'levels;children,...;parents,...;links,...' "
+         "with one positive count per level in each list (e.g. 2;32,4;1,32;1,1)"},
+        {DEFTSIM_TOPO_DRAGONFLY, "2,1;4,1;4",
+         "topology_params '2,1;4,1;4': a dragonfly is 'groups,links;chassis,links;routers,links;hosts' "
+         "(e.g. 2,1;4,1;4,1;4)"},
+        {DEFTSIM_TOPO_TORUS, "4096,4096", "topology_params '4096,4096': more than 4194304 hosts"},
+    };
+    p.P = 8;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        p.topology = bad[i].t;
+        p.topology_params = bad[i].params;
+        cr_expect_eq(deftsim_sim_platform_shape(&p, tp, sizeof tp, &hosts), DEFTSIM_E_INPUT, "%s",
+                     bad[i].params);
+        cr_expect_str_eq(deftsim_error_message(), bad[i].msg);
     }
 }
