@@ -85,12 +85,15 @@ void deftsim_sim_params_default(deftsim_sim_params *p)
 
 /* ---- units -------------------------------------------------------------------------------------- */
 
+/* A unit: a power of ten and a power of two to scale by, and whether it counts bits. */
 typedef struct {
     const char *suffix;
-    double factor;
+    int dec, bin, bits;
 } unit;
 
-/* A number with an optional unit from the table (none: factor 1). */
+/* A number with an optional unit from the table. The decimal power goes into the number's own
+ * exponent before strtod rounds it, so "5us" is the double nearest 5e-6, as the literal is;
+ * binary prefixes and bits (/ 8) scale by powers of two, which is exact. */
 static int parse_with_units(const char *text, const unit *units, double *out)
 {
     if (!text || !*text) return -1;
@@ -98,35 +101,57 @@ static int parse_with_units(const char *text, const unit *units, double *out)
     errno = 0;
     double v = strtod(text, &end);
     if (end == text || errno == ERANGE || !isfinite(v)) return -1;
-    if (*end == '\0') {
-        *out = v;
-        return 0;
+    const unit *u = NULL;
+    if (*end) {
+        for (const unit *x = units; x->suffix; x++)
+            if (strcmp(end, x->suffix) == 0) u = x;
+        if (!u) return -1;
     }
-    for (const unit *u = units; u->suffix; u++)
-        if (strcmp(end, u->suffix) == 0) {
-            *out = v * u->factor;
-            return isfinite(*out) ? 0 : -1;
+    if (u && u->dec) {
+        /* mantissa [e exponent] -> mantissa e (exponent + dec) */
+        size_t nlen = (size_t)(end - text);
+        char num[128];
+        if (nlen >= sizeof num - 16) return -1;
+        memcpy(num, text, nlen);
+        num[nlen] = '\0';
+        char *e = strpbrk(num, "eE");
+        long exp = 0;
+        if (e) {
+            char *ee;
+            errno = 0;
+            exp = strtol(e + 1, &ee, 10);
+            if (errno || *ee) return -1;
+            *e = '\0';
         }
-    return -1;
+        char scaled[160];
+        snprintf(scaled, sizeof scaled, "%se%ld", num, exp + u->dec);
+        errno = 0;
+        v = strtod(scaled, &end);
+        if (*end || errno == ERANGE || !isfinite(v)) return -1;
+    }
+    if (u) v = ldexp(v, u->bin - (u->bits ? 3 : 0));
+    if (!isfinite(v)) return -1;
+    *out = v;
+    return 0;
 }
 
 int deftsim_parse_bandwidth(const char *text, double *bytes_per_s)
 {
     /* SimGrid's bandwidth units: B for bytes, b for bits; decimal and binary prefixes. */
     static const unit units[] = {
-        {"Bps", 1},           {"kBps", 1e3},          {"KBps", 1e3},          {"MBps", 1e6},
-        {"GBps", 1e9},        {"TBps", 1e12},         {"KiBps", 1024.0},      {"MiBps", 1048576.0},
-        {"GiBps", 1073741824.0}, {"TiBps", 1099511627776.0}, {"bps", 0.125}, {"kbps", 125.0},
-        {"Kbps", 125.0},      {"Mbps", 1.25e5},       {"Gbps", 1.25e8},       {"Tbps", 1.25e11},
-        {"Kibps", 128.0},     {"Mibps", 131072.0},    {"Gibps", 134217728.0},
-        {"Tibps", 137438953472.0}, {NULL, 0}};
+        {"Bps", 0, 0, 0},    {"kBps", 3, 0, 0},   {"KBps", 3, 0, 0},   {"MBps", 6, 0, 0},
+        {"GBps", 9, 0, 0},   {"TBps", 12, 0, 0},  {"KiBps", 0, 10, 0}, {"MiBps", 0, 20, 0},
+        {"GiBps", 0, 30, 0}, {"TiBps", 0, 40, 0}, {"bps", 0, 0, 1},    {"kbps", 3, 0, 1},
+        {"Kbps", 3, 0, 1},   {"Mbps", 6, 0, 1},   {"Gbps", 9, 0, 1},   {"Tbps", 12, 0, 1},
+        {"Kibps", 0, 10, 1}, {"Mibps", 0, 20, 1}, {"Gibps", 0, 30, 1}, {"Tibps", 0, 40, 1},
+        {NULL, 0, 0, 0}};
     return parse_with_units(text, units, bytes_per_s);
 }
 
 int deftsim_parse_duration(const char *text, double *seconds)
 {
-    static const unit units[] = {{"s", 1},     {"ms", 1e-3},  {"us", 1e-6},
-                                 {"ns", 1e-9}, {"ps", 1e-12}, {NULL, 0}};
+    static const unit units[] = {{"s", 0, 0, 0},   {"ms", -3, 0, 0},  {"us", -6, 0, 0},
+                                 {"ns", -9, 0, 0}, {"ps", -12, 0, 0}, {NULL, 0, 0, 0}};
     return parse_with_units(text, units, seconds);
 }
 
@@ -205,7 +230,8 @@ static void torus_dims(uint32_t P, uint64_t d[3])
         for (uint64_t b = a; a * b * b <= P; b++) {
             if ((P / a) % b) continue;
             uint64_t c = P / a / b;
-            if (c < best[0]) {
+            /* the smallest largest side; on a tie, the largest smallest side */
+            if (c < best[0] || (c == best[0] && a > best[2])) {
                 best[0] = c;
                 best[1] = b;
                 best[2] = a;
