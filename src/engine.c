@@ -501,16 +501,21 @@ static deftsim_status device_check(const deftsim_config *cfg, const char **backe
                                  "[device] kind = cuda: this build of deftsim has no CUDA kernel "
                                  "backend (its backends: %s); set kind = cpu",
                                  names);
-    if (!deftsim_kernels_backend_available("cuda"))
+    const char *why = deftsim_kernels_backend_unavailable("cuda");
+    if (why) /* no device, no driver, or the runtime's own error */
         return deftsim_error_set(DEFTSIM_E_UNSUPPORTED,
-                                 "[device] kind = cuda: the CUDA backend is built in but finds "
-                                 "no usable CUDA device on this machine; set kind = cpu");
-    /* The accumulators, the average and the provider's buffers are host memory; the CUDA
-     * backend addresses device memory. Until the engine stages accumulators on the device,
-     * refuse rather than hand the kernels pointers they cannot read. */
+                                 "[device] kind = cuda: the CUDA backend is built in but unusable "
+                                 "here: %s; set kind = cpu",
+                                 why);
+    /* The accumulators, the average and the provider's buffers are host memory, and so are
+     * the sparsifiers' scratch and outputs, which they also read on the host between kernel
+     * calls; the CUDA backend addresses device memory. Until both live on the device
+     * (docs/KERNELS_CUDA.md, "The engine"), refuse rather than hand the kernels pointers they
+     * cannot read, or time copies as selection. */
     return deftsim_error_set(DEFTSIM_E_UNSUPPORTED,
-                             "[device] kind = cuda: the engine keeps accumulators in host "
-                             "memory and cannot drive the CUDA backend yet; set kind = cpu");
+                             "[device] kind = cuda: a CUDA device is present, but the engine and "
+                             "the sparsifiers keep their buffers in host memory and cannot drive "
+                             "the CUDA backend yet (docs/KERNELS_CUDA.md); set kind = cpu");
 }
 
 static deftsim_status open_source(deftsim_engine *e)

@@ -32,7 +32,16 @@ static void probe(void)
     if (g_probed) return;
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess) {
+    if (e == cudaErrorNoDevice) {
+        snprintf(g_reason, sizeof g_reason, "no CUDA device found");
+        (void)cudaGetLastError();
+    } else if (e == cudaErrorInsufficientDriver) {
+        /* Also what a machine without any NVIDIA driver reports. */
+        snprintf(g_reason, sizeof g_reason,
+                 "no NVIDIA driver, or one older than this build's CUDA runtime (%s)",
+                 cudaGetErrorName(e));
+        (void)cudaGetLastError();
+    } else if (e != cudaSuccess) {
         snprintf(g_reason, sizeof g_reason, "the CUDA runtime finds no usable device: %s (%s)",
                  cudaGetErrorString(e), cudaGetErrorName(e));
         (void)cudaGetLastError();
