@@ -65,6 +65,10 @@ typedef struct {
     void *ctx;
     FILE *progress;        /* one line per row; NULL: quiet */
     float *params_out;     /* non-NULL: receives the final weights (n floats) */
+    /* 1: run the point's iterations through the network simulation of [network]
+     * (sim/deftsim_sim.h) and fill the rows' simulated times; 0: those columns stay NAN.
+     * deftsim_train_run sets it from [network] simulate. */
+    int simulate;
 } deftsim_train_options;
 
 void deftsim_train_options_default(deftsim_train_options *o);
@@ -83,6 +87,12 @@ typedef struct {
     double compute_seconds;    /* cumulative: per iteration the slowest worker's gradient */
     double sparsify_seconds;   /* cumulative: wall time of the sparsifier's steps */
     double wall_seconds;       /* since the point started, evaluations included */
+    /* Simulated time (options.simulate): each iteration is one schedule - the workers'
+     * gradient and accumulator times (the medians of the point's measurements), the
+     * sparsifier's measured phases and collectives, the optimizer step - through SimGrid's
+     * network model; cumulative over the iterations. */
+    double sim_seconds;        /* simulated training time */
+    double sim_comm_seconds;   /* of which collectives (last worker in to last worker out) */
 } deftsim_train_row;
 
 typedef struct {
@@ -95,6 +105,7 @@ typedef struct {
     size_t nrows;
     deftsim_train_row *rows;
     double seconds;            /* wall time of the point */
+    double sim_wall_seconds;   /* of which the network simulation */
 } deftsim_train_result;
 
 /* Trains one point. A diverging point (non-finite loss) is not an error: it ends with

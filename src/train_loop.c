@@ -16,6 +16,8 @@
 #include "deftsim_kernels.h"
 #include "deftsim_nn.h"
 #include "deftsim_philox.h"
+#include "deftsim_schedule.h"
+#include "deftsim_sim.h"
 #include "deftsim_sparsify.h"
 #include "deftsim_trace.h"
 #include "deftsim_util.h"
@@ -208,6 +210,9 @@ typedef struct {
     unsigned char *sparse;       /* DGC: 1 where the element's tensor has more than one dimension */
     uint32_t *perm;
     uint64_t perm_epoch;
+    double *grad_s, *acc_s;      /* P: this iteration's measured gradient and accumulator times */
+    deftsim_schedule *scheds;    /* one per iteration when simulating */
+    size_t nsched;
 } point_state;
 
 static void point_state_free(point_state *ps)
@@ -226,6 +231,10 @@ static void point_state_free(point_state *ps)
     free(ps->agg);
     free(ps->sparse);
     free(ps->perm);
+    free(ps->grad_s);
+    free(ps->acc_s);
+    for (size_t i = 0; i < ps->nsched; i++) deftsim_schedule_free(&ps->scheds[i]);
+    free(ps->scheds);
     memset(ps, 0, sizeof *ps);
 }
 
@@ -252,7 +261,9 @@ static deftsim_status point_state_init(point_state *ps, const deftsim_trainer *t
     ps->grad = calloc(P, sizeof *ps->grad);
     ps->acc = calloc(P, sizeof *ps->acc);
     ps->perm = malloc((size_t)tr->ntrain * sizeof *ps->perm);
-    if (!ps->grad || !ps->acc || !ps->perm) fail = 1;
+    ps->grad_s = calloc(P, sizeof *ps->grad_s);
+    ps->acc_s = calloc(P, sizeof *ps->acc_s);
+    if (!ps->grad || !ps->acc || !ps->perm || !ps->grad_s || !ps->acc_s) fail = 1;
     for (uint32_t w = 0; w < P && !fail; w++) {
         ps->grad[w] = zeros(ps->n, &fail);
         ps->acc[w] = zeros(ps->n, &fail);
@@ -344,6 +355,99 @@ static void apply_update(point_state *ps, const deftsim_config *cfg)
     }
 }
 
+/* One iteration as the network simulation sees it: every worker's gradient and accumulator
+ * update (measured; see use_median), the sparsifier's own schedule (measured phases and
+ * collectives), then the optimizer step (measured once; every worker runs the same one). */
+static deftsim_status add_schedule(point_state *ps, uint64_t T, const deftsim_step_result *r,
+                                   double update_seconds)
+{
+    if (!ps->scheds && !(ps->scheds = calloc(T, sizeof *ps->scheds)))
+        return deftsim_error_set(DEFTSIM_E_NOMEM, "train: out of memory for %" PRIu64
+                                 " schedules", T);
+    deftsim_schedule *s = &ps->scheds[ps->nsched++];
+    deftsim_schedule_init(s, ps->P);
+    deftsim_step *g = deftsim_schedule_add(s, DEFTSIM_STEP_COMPUTE, "gradient");
+    deftsim_step *a = g ? deftsim_schedule_add(s, DEFTSIM_STEP_COMPUTE, "accumulate") : NULL;
+    if (!a) return deftsim_error_wrap(DEFTSIM_E_NOMEM, "train: schedule");
+    for (uint32_t w = 0; w < ps->P; w++) {
+        g->seconds[w] = ps->grad_s[w];
+        a->seconds[w] = ps->acc_s[w];
+    }
+    for (size_t i = 0; i < r->schedule.nsteps; i++) {
+        const deftsim_step *from = &r->schedule.steps[i];
+        deftsim_step *to = deftsim_schedule_add(s, from->kind, from->name);
+        if (!to) return deftsim_error_wrap(DEFTSIM_E_NOMEM, "train: schedule");
+        to->root = from->root;
+        for (uint32_t w = 0; w < ps->P; w++) {
+            if (from->seconds) to->seconds[w] = from->seconds[w];
+            if (from->bytes) to->bytes[w] = from->bytes[w];
+            if (from->peer) to->peer[w] = from->peer[w];
+        }
+    }
+    deftsim_step *u = deftsim_schedule_add(s, DEFTSIM_STEP_COMPUTE, "update");
+    if (!u) return deftsim_error_wrap(DEFTSIM_E_NOMEM, "train: schedule");
+    for (uint32_t w = 0; w < ps->P; w++) u->seconds[w] = update_seconds;
+    return DEFTSIM_OK;
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Sets step `s` of every schedule to the median of its measured seconds over all iterations
+ * and workers. The gradient and accumulator work is the same every iteration, so its spread
+ * is the noise of a shared machine (other processes taking the core); the median keeps that
+ * noise out of the simulated time while the sparsifiers' phases stay as measured. */
+static deftsim_status use_median(point_state *ps, size_t s)
+{
+    size_t cnt = ps->nsched * ps->P;
+    double *v = malloc(cnt * sizeof *v);
+    if (!v) return deftsim_error_set(DEFTSIM_E_NOMEM, "train: out of memory");
+    for (size_t i = 0; i < ps->nsched; i++)
+        memcpy(v + i * ps->P, ps->scheds[i].steps[s].seconds, ps->P * sizeof *v);
+    qsort(v, cnt, sizeof *v, cmp_dbl);
+    double med = cnt % 2 ? v[cnt / 2] : 0.5 * (v[cnt / 2 - 1] + v[cnt / 2]);
+    free(v);
+    for (size_t i = 0; i < ps->nsched; i++)
+        for (uint32_t w = 0; w < ps->P; w++) ps->scheds[i].steps[s].seconds[w] = med;
+    return DEFTSIM_OK;
+}
+
+/* The network simulation of every iteration of the point; the rows get the cumulative
+ * simulated times. */
+static deftsim_status simulate(const deftsim_config *cfg, point_state *ps, uint32_t elem_bytes,
+                               deftsim_train_result *out)
+{
+    deftsim_status st;
+    if ((st = use_median(ps, 0)) || (st = use_median(ps, 1))) return st;
+    deftsim_sim_params sp;
+    deftsim_config_sim_params(cfg, ps->P, elem_bytes, &sp);
+    const deftsim_schedule **v = malloc(ps->nsched * sizeof *v);
+    if (!v) return deftsim_error_set(DEFTSIM_E_NOMEM, "train: out of memory");
+    for (size_t i = 0; i < ps->nsched; i++) v[i] = &ps->scheds[i];
+    deftsim_sim_result res;
+    double t0 = deftsim_now();
+    st = deftsim_sim_run(&sp, v, ps->nsched, &res);
+    free(v);
+    if (st) return deftsim_error_wrap(st, "network simulation");
+    out->sim_wall_seconds = deftsim_now() - t0;
+    double total = 0, comm = 0;
+    size_t row = 0;
+    for (size_t i = 0; i < res.nsched && row < out->nrows; i++) {
+        total += res.iteration_seconds[i];
+        comm += res.comm_seconds[i];
+        while (row < out->nrows && out->rows[row].iteration == i + 1) {
+            out->rows[row].sim_seconds = total;
+            out->rows[row].sim_comm_seconds = comm;
+            row++;
+        }
+    }
+    deftsim_sim_result_free(&res);
+    return DEFTSIM_OK;
+}
+
 static void progress_line(FILE *f, const deftsim_trainer *tr, const deftsim_train_result *r,
                           const deftsim_train_row *row, uint64_t T)
 {
@@ -405,6 +509,7 @@ deftsim_status deftsim_trainer_point(deftsim_trainer *tr, deftsim_method method,
     deftsim_acc_provider prov = {.get = prov_get, .ctx = &ps, .persistent = 1, .grad = prov_grad};
 
     const float mu = (float)cfg->train.momentum;
+    uint32_t elem_bytes = 4;
     double loss_acc = 0, buildup_acc = 0, dens_acc = 0, compute_s = 0, sparsify_s = 0;
     uint64_t correct_acc = 0, since = 0;
     const uint32_t B = tr->B;
@@ -424,6 +529,7 @@ deftsim_status deftsim_trainer_point(deftsim_trainer *tr, deftsim_method method,
             if ((st = deftsim_nn_grad(tr->net, ps.params, tr->x, tr->y, B, ps.grad[w], &loss, &ok)))
                 goto done;
             double dt = deftsim_now() - t0;
+            ps.grad_s[w] = dt;
             if (dt > slowest) slowest = dt;
             iter_loss += loss;
             correct_acc += ok;
@@ -439,6 +545,7 @@ deftsim_status deftsim_trainer_point(deftsim_trainer *tr, deftsim_method method,
 
         /* Accumulators: error feedback, and for DGC its momentum correction. */
         for (uint32_t w = 0; w < P; w++) {
+            double ta = deftsim_now();
             float *a = ps.acc[w];
             const float *g = ps.grad[w];
             if (ps.dgc) {
@@ -454,6 +561,7 @@ deftsim_status deftsim_trainer_point(deftsim_trainer *tr, deftsim_method method,
             } else {
                 for (uint64_t i = 0; i < ps.n; i++) a[i] += g[i];
             }
+            ps.acc_s[w] = deftsim_now() - ta;
         }
         deftsim_step_result *r;
         double t0 = deftsim_now();
@@ -472,9 +580,13 @@ deftsim_status deftsim_trainer_point(deftsim_trainer *tr, deftsim_method method,
                 for (uint64_t i = 0; i < count; i++) ps.u[w][sel[i]] = 0.0f;
             }
         }
+        double tu = deftsim_now();
         memset(ps.agg, 0, ps.n * sizeof *ps.agg);
         for (uint64_t i = 0; i < r->nnz; i++) ps.agg[r->agg_index[i]] = r->agg_value[i];
         apply_update(&ps, cfg);
+        tu = deftsim_now() - tu;
+        if (opt->simulate && (st = add_schedule(&ps, T, r, tu))) goto done;
+        elem_bytes = r->value_wire_bytes;
         since++;
 
         if ((t + 1) % (uint64_t)cfg->train.eval_every == 0 || t + 1 == T) {
@@ -489,6 +601,7 @@ deftsim_status deftsim_trainer_point(deftsim_trainer *tr, deftsim_method method,
             row->compute_seconds = compute_s;
             row->sparsify_seconds = sparsify_s;
             row->test_loss = row->test_accuracy = NAN;
+            row->sim_seconds = row->sim_comm_seconds = NAN;
             if (opt->evaluate && (st = evaluate(tr, ps.params, &row->test_loss, &row->test_accuracy)))
                 goto done;
             row->wall_seconds = deftsim_now() - t_start;
@@ -499,6 +612,7 @@ deftsim_status deftsim_trainer_point(deftsim_trainer *tr, deftsim_method method,
         out->iterations = t + 1;
     }
     if (opt->params_out) memcpy(opt->params_out, ps.params, ps.n * sizeof *ps.params);
+    if (opt->simulate && ps.nsched && (st = simulate(cfg, &ps, elem_bytes, out))) goto done;
     if (out->diverged && opt->progress)
         fprintf(opt->progress, "%s %s d=%g P=%u: the loss is no longer finite at iteration %" PRIu64
                 "; the point stops there\n", m->name, deftsim_method_name(method), density, P,
@@ -528,7 +642,7 @@ static const char *const columns[] = {
     "scenario", "model", "n", "method", "density", "k", "P", "batch_size", "lr",
     "iteration", "epoch", "samples", "train_loss", "train_accuracy", "test_loss",
     "test_accuracy", "buildup", "density_actual", "compute_seconds", "sparsify_seconds",
-    "wall_seconds", "diverged"};
+    "wall_seconds", "sim_seconds", "sim_comm_seconds", "diverged"};
 #define NCOLUMNS (sizeof columns / sizeof columns[0])
 
 size_t deftsim_train_column_count(void) { return NCOLUMNS; }
@@ -544,11 +658,12 @@ static void write_row(FILE *f, const deftsim_config *cfg, const deftsim_train_re
                       const deftsim_train_row *row, int last)
 {
     char b[16][40];
+    /* Columns 1 .. 21 as above; the simulated times and the divergence flag close the row. */
     deftsim_csv_field(f, cfg->scenario.name);
     fputc(',', f);
     deftsim_csv_field(f, cfg->train.model == DEFTSIM_TRAIN_CNN ? "fmnist_cnn" : "fmnist_mlp");
     fprintf(f, ",%" PRIu64 ",%s,%s,%" PRIu64 ",%u,%d,%s,%" PRIu64 ",%s,%" PRIu64
-            ",%s,%s,%s,%s,%s,%s,%s,%s,%s,%d\n",
+            ",%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%d\n",
             r->n, deftsim_method_name(r->method), deftsim_csv_double(b[0], 40, r->density), r->k,
             r->P, cfg->train.batch_size, deftsim_csv_double(b[1], 40, cfg->train.lr),
             row->iteration, deftsim_csv_double(b[2], 40, row->epoch), row->samples,
@@ -560,7 +675,9 @@ static void write_row(FILE *f, const deftsim_config *cfg, const deftsim_train_re
             deftsim_csv_double(b[8], 40, row->density_actual),
             deftsim_csv_double(b[9], 40, row->compute_seconds),
             deftsim_csv_double(b[10], 40, row->sparsify_seconds),
-            deftsim_csv_double(b[11], 40, row->wall_seconds), last && r->diverged);
+            deftsim_csv_double(b[11], 40, row->wall_seconds),
+            deftsim_csv_double(b[12], 40, row->sim_seconds),
+            deftsim_csv_double(b[13], 40, row->sim_comm_seconds), last && r->diverged);
 }
 
 typedef struct {
@@ -612,7 +729,7 @@ static deftsim_status write_tables(const deftsim_config *cfg, const point_record
     if ((st = deftsim_afile_open(&af, path))) return st;
     f = deftsim_afile_stream(af);
     fprintf(f, "scenario,model,n,method,density,k,P,batch_size,iterations,epoch,train_loss,"
-               "test_loss,test_accuracy,best_test_accuracy,diverged,seconds\n");
+               "test_loss,test_accuracy,best_test_accuracy,sim_seconds,diverged,seconds\n");
     for (size_t p = 0; p < n; p++) {
         const deftsim_train_result *r = &recs[p].res;
         if (!r->nrows) continue;
@@ -622,7 +739,7 @@ static deftsim_status write_tables(const deftsim_config *cfg, const point_record
             if (isnan(best) || r->rows[i].test_accuracy > best) best = r->rows[i].test_accuracy;
         char b[8][40];
         deftsim_csv_field(f, cfg->scenario.name);
-        fprintf(f, ",%s,%" PRIu64 ",%s,%s,%" PRIu64 ",%u,%d,%" PRIu64 ",%s,%s,%s,%s,%s,%d,%s\n",
+        fprintf(f, ",%s,%" PRIu64 ",%s,%s,%" PRIu64 ",%u,%d,%" PRIu64 ",%s,%s,%s,%s,%s,%s,%d,%s\n",
                 cfg->train.model == DEFTSIM_TRAIN_CNN ? "fmnist_cnn" : "fmnist_mlp", r->n,
                 deftsim_method_name(r->method), deftsim_csv_double(b[0], 40, r->density), r->k,
                 r->P, cfg->train.batch_size, last->iteration,
@@ -630,7 +747,8 @@ static deftsim_status write_tables(const deftsim_config *cfg, const point_record
                 deftsim_csv_double(b[2], 40, last->train_loss),
                 deftsim_csv_double(b[3], 40, last->test_loss),
                 deftsim_csv_double(b[4], 40, last->test_accuracy),
-                deftsim_csv_double(b[5], 40, best), r->diverged,
+                deftsim_csv_double(b[5], 40, best), deftsim_csv_double(b[7], 40, last->sim_seconds),
+                r->diverged,
                 deftsim_csv_double(b[6], 40, r->seconds));
     }
     return deftsim_afile_commit(af);
@@ -675,13 +793,14 @@ static deftsim_status write_manifest(const deftsim_config *cfg, const deftsim_tr
                                   tr->test->images_path, "test_labels", tr->test->labels_path,
                                   "test_count", (int)tr->ntest));
     for (size_t i = 0; i < n; i++)
-        json_array_append_new(pts, json_pack("{s:s, s:f, s:i, s:s, s:I, s:I, s:b, s:f}", "method",
-                                             deftsim_method_name(recs[i].method), "density",
-                                             recs[i].density, "P", (int)recs[i].P, "file",
-                                             recs[i].file, "iterations",
+        json_array_append_new(pts, json_pack("{s:s, s:f, s:i, s:s, s:I, s:I, s:b, s:f, s:f}",
+                                             "method", deftsim_method_name(recs[i].method),
+                                             "density", recs[i].density, "P", (int)recs[i].P,
+                                             "file", recs[i].file, "iterations",
                                              (json_int_t)recs[i].res.iterations, "rows",
                                              (json_int_t)recs[i].res.nrows, "diverged",
-                                             recs[i].res.diverged, "seconds", recs[i].res.seconds));
+                                             recs[i].res.diverged, "seconds", recs[i].res.seconds,
+                                             "sim_seconds", recs[i].res.sim_wall_seconds));
     json_object_set_new(root, "points", pts);
     json_object_set_new(root, "config", config);
     char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
@@ -727,6 +846,7 @@ deftsim_status deftsim_train_run(const deftsim_config *cfg, FILE *progress,
     deftsim_train_options opt;
     deftsim_train_options_default(&opt);
     opt.progress = progress;
+    opt.simulate = cfg->network.simulate;
     for (size_t mi = 0; mi < cfg->sparsify.nmethods && !st; mi++) {
         deftsim_method method = cfg->sparsify.methods[mi];
         size_t nd = method == DEFTSIM_METHOD_DENSE ? 1 : cfg->sparsify.ndensities;

@@ -358,3 +358,40 @@ Test(train, model_tables_match_networks, .init = setup, .fini = teardown)
         deftsim_nn_free(net);
     }
 }
+
+/* Simulated time: the rows' clock advances, and dense training's collectives take at least
+ * what a ring allreduce of the whole gradient needs on the default 25 Gbit/s links. */
+Test(train, simulated_time, .init = setup, .fini = teardown)
+{
+    deftsim_config *cfg = scenario("", "dense", "2");
+    deftsim_trainer *tr;
+    cr_assert_eq(deftsim_trainer_new(cfg, &tr), DEFTSIM_OK, "%s", deftsim_error_message());
+    deftsim_train_options opt;
+    deftsim_train_options_default(&opt);
+    opt.iterations = 6;
+    opt.evaluate = 0;
+    opt.simulate = 1;
+    uint64_t n = deftsim_trainer_model(tr)->numel;
+    for (int sparse = 0; sparse < 2; sparse++) {
+        deftsim_train_result r;
+        deftsim_method m = sparse ? DEFTSIM_METHOD_DEFT : DEFTSIM_METHOD_DENSE;
+        cr_assert_eq(deftsim_trainer_point(tr, m, sparse ? 0.01 : 1.0, 2, &opt, &r), DEFTSIM_OK,
+                     "%s", deftsim_error_message());
+        cr_assert_eq(r.nrows, 1);
+        const deftsim_train_row *row = &r.rows[0];
+        double floor = 6 * (2.0 * (2 - 1) / 2) * (double)n * 4 / (25e9 / 8);
+        fprintf(stderr, "%s: simulated %.6f s, of which collectives %.6f s (ring floor for dense "
+                "%.6f s)\n", deftsim_method_name(m), row->sim_seconds, row->sim_comm_seconds, floor);
+        cr_expect_gt(row->sim_seconds, row->sim_comm_seconds);
+        if (!sparse) cr_expect_geq(row->sim_comm_seconds, floor);
+        else cr_expect_lt(row->sim_comm_seconds, floor / 2, "DEFT at 1%% sends far less than dense");
+        deftsim_train_result_free(&r);
+    }
+    opt.simulate = 0;
+    deftsim_train_result r;
+    cr_assert_eq(deftsim_trainer_point(tr, DEFTSIM_METHOD_DENSE, 1.0, 2, &opt, &r), DEFTSIM_OK);
+    cr_expect(isnan(r.rows[0].sim_seconds));
+    deftsim_train_result_free(&r);
+    deftsim_trainer_free(tr);
+    deftsim_config_free(cfg);
+}
