@@ -19,7 +19,12 @@
  *            without, so memory is O(S n); every row says whether its worker kept a residual.
  * Before anything runs the engine computes what every point needs and refuses (DEFTSIM_E_INPUT)
  * when one exceeds [engine] memory_budget of the machine's RAM, naming the largest P that
- * fits. */
+ * fits.
+ *
+ * With [network] simulate = 1 (the default) every point's iterations then run through the
+ * network simulation (sim/deftsim_sim.h, docs/NETWORK.md): one SimGrid simulation per point,
+ * whose simulated times become the rows' last columns, and the generated platform is written
+ * to <output>/platforms/P<P>.xml. */
 #ifndef DEFTSIM_ENGINE_H
 #define DEFTSIM_ENGINE_H
 
@@ -106,6 +111,8 @@ typedef struct {
     double seconds;          /* wall time of the point */
     double prepare_seconds;  /* of which preparing accumulators */
     double step_seconds;     /* of which the sparsifier's steps */
+    double sim_seconds;      /* of which the network simulation ([network] simulate = 1) */
+    uint64_t sim_messages;   /* point-to-point messages it simulated */
 } deftsim_point_summary;
 
 /* Runs one point (method, density, P) over the source's iterations, as deftsim_engine_run()

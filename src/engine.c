@@ -59,6 +59,10 @@ static const char *const columns[] = {
     /* the run */
     "error_feedback", "sampled_workers", "index_bytes", "value_bytes", "wire", "backend",
     "threads", "seed",
+    /* the network simulation: the row, the iteration, the run */
+    "sim_start", "sim_end", "comm_seconds", "select_critical_seconds", "iteration_seconds",
+    "net_topology", "net_model", "net_bandwidth", "net_latency", "net_allgather",
+    "net_allreduce", "net_bcast", "sim_mode",
 };
 #define NCOLUMNS (sizeof columns / sizeof columns[0])
 
@@ -1036,10 +1040,47 @@ static const char *dbl(char *buf, double v) { return deftsim_csv_double(buf, 40,
 
 /* The rows of one iteration: per worker, its phases, then its share of every collective,
  * with the worker's and the iteration's columns repeated. */
-static uint64_t write_rows(FILE *f, const point_state *ps, const point_desc *pd,
+/* A point's rows before the network simulation's columns are appended: the text, and where
+ * each row ends (after its newline). */
+typedef struct {
+    FILE *f;                 /* open_memstream over buf */
+    char *buf;
+    size_t len;
+    uint64_t *end;
+    size_t n, cap;
+    int failed;              /* out of memory recording a row */
+} row_buffer;
+
+static void row_done(row_buffer *rb)
+{
+    if (rb->n == rb->cap) {
+        size_t nc = rb->cap ? 2 * rb->cap : 1024;
+        uint64_t *ne = realloc(rb->end, nc * sizeof *ne);
+        if (!ne) {
+            rb->failed = 1;
+            return;
+        }
+        rb->end = ne;
+        rb->cap = nc;
+    }
+    long at = ftell(rb->f);
+    if (at < 0) rb->failed = 1;
+    rb->end[rb->n++] = at < 0 ? 0 : (uint64_t)at;
+}
+
+static void row_buffer_free(row_buffer *rb)
+{
+    if (rb->f) fclose(rb->f);
+    free(rb->buf);
+    free(rb->end);
+    memset(rb, 0, sizeof *rb);
+}
+
+static uint64_t write_rows(row_buffer *rb, const point_state *ps, const point_desc *pd,
                            const deftsim_step_result *r, const step_metrics *m, double prep_s,
                            double step_s)
 {
+    FILE *f = rb->f;
     uint32_t P = ps->P;
     char b[16][40];
     char itcols[1024];
@@ -1066,6 +1107,7 @@ static uint64_t write_rows(FILE *f, const point_state *ps, const point_desc *pd,
             deftsim_csv_field(f, r->phase_name[ph]);
             fprintf(f, ",compute,%d,%s,0,0,%s,%s,%s\n", r->phase_selection[ph] ? 1 : 0,
                     dbl(b[15], r->phase_seconds[(size_t)w * r->nphases + ph]), wcols, itcols, tail);
+            row_done(rb);
             rows++;
         }
         for (size_t c = 0; c < m->ncoll; c++, pi++) {
@@ -1074,6 +1116,7 @@ static uint64_t write_rows(FILE *f, const point_state *ps, const point_desc *pd,
             deftsim_csv_field(f, st->name);
             fprintf(f, ",%s,0,,%" PRIu64 ",%" PRIu64 ",%s,%s,%s\n", deftsim_step_kind_name(st->kind),
                     m->coll_sent[c * P + w], m->coll_recv[c * P + w], wcols, itcols, tail);
+            row_done(rb);
             rows++;
         }
         /* A worker with neither (dense at P = 1) still gets a row: the iteration's metrics
@@ -1081,6 +1124,7 @@ static uint64_t write_rows(FILE *f, const point_state *ps, const point_desc *pd,
         if (pi == 0) {
             fprintf(f, "%s,%zu,%" PRIu64 ",%u,0,none,none,0,0,0,0,%s,%s,%s\n", pd->prefix, ps->it,
                     ps->src_iter, w, wcols, itcols, tail);
+            row_done(rb);
             rows++;
         }
     }
@@ -1118,6 +1162,201 @@ static void write_header(FILE *f)
     fputc('\n', f);
 }
 
+/* ---- one point: the network simulation -------------------------------------------------------
+ * All iterations of a point go through one SimGrid simulation (sim/, in a forked child) once
+ * the sparsifier has run them; the point's rows wait in a row_buffer meanwhile and get the
+ * simulated columns appended when they are written out. */
+
+/* One iteration: its schedule (a copy: the sparsifier reuses its own) and how its rows map
+ * onto the schedule's steps. */
+typedef struct {
+    deftsim_schedule sched;
+    size_t nphases;
+    char phase[DEFTSIM_MAX_PHASES][DEFTSIM_STEP_NAME_MAX]; /* as the COMPUTE steps name them */
+    unsigned char selection[DEFTSIM_MAX_PHASES];
+    size_t ncoll;
+    size_t *coll_step;
+} sim_iter;
+
+typedef struct {
+    sim_iter *it;
+    size_t n, cap;
+    uint32_t elem_bytes;      /* the value wire width: ALLREDUCE element size */
+} point_sim;
+
+static void point_sim_free(point_sim *s)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        deftsim_schedule_free(&s->it[i].sched);
+        free(s->it[i].coll_step);
+    }
+    free(s->it);
+    memset(s, 0, sizeof *s);
+}
+
+static deftsim_status schedule_copy(deftsim_schedule *dst, const deftsim_schedule *src)
+{
+    deftsim_schedule_init(dst, src->P);
+    size_t P = src->P ? src->P : 1;
+    for (size_t k = 0; k < src->nsteps; k++) {
+        const deftsim_step *st = &src->steps[k];
+        deftsim_step *d = deftsim_schedule_add(dst, st->kind, st->name);
+        if (!d) return DEFTSIM_E_NOMEM;
+        d->root = st->root;
+        if (st->seconds) memcpy(d->seconds, st->seconds, P * sizeof *d->seconds);
+        if (st->bytes) memcpy(d->bytes, st->bytes, P * sizeof *d->bytes);
+        if (st->peer) memcpy(d->peer, st->peer, P * sizeof *d->peer);
+    }
+    return DEFTSIM_OK;
+}
+
+/* Records iteration r's row layout, and its schedule when it is to be simulated. */
+static deftsim_status point_sim_add(point_sim *s, const deftsim_step_result *r,
+                                    const step_metrics *m, int with_schedule)
+{
+    if (s->n == s->cap) {
+        size_t nc = s->cap ? 2 * s->cap : 8;
+        sim_iter *ni = realloc(s->it, nc * sizeof *ni);
+        if (!ni) return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory");
+        s->it = ni;
+        s->cap = nc;
+    }
+    sim_iter *it = &s->it[s->n];
+    memset(it, 0, sizeof *it);
+    deftsim_schedule_init(&it->sched, r->P);
+    s->n++;
+    if (with_schedule && schedule_copy(&it->sched, &r->schedule))
+        return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory copying a schedule");
+    it->nphases = r->nphases;
+    for (size_t ph = 0; ph < r->nphases; ph++) {
+        snprintf(it->phase[ph], sizeof it->phase[ph], "%s", r->phase_name[ph]);
+        it->selection[ph] = r->phase_selection[ph];
+    }
+    it->ncoll = m->ncoll;
+    if (m->ncoll) {
+        if (!(it->coll_step = malloc(m->ncoll * sizeof *it->coll_step)))
+            return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory");
+        memcpy(it->coll_step, m->coll_step, m->ncoll * sizeof *it->coll_step);
+    }
+    s->elem_bytes = r->value_wire_bytes;
+    return DEFTSIM_OK;
+}
+
+/* Worker w's simulated start and end in row pi of iteration i: a compute phase spans its
+ * COMPUTE steps (gTop-k merges once per round), a collective is its own step. 0: no step (a
+ * phase the iteration did not run, or the row of a worker with neither). */
+static int row_span(const point_sim *s, const deftsim_sim_result *res, size_t i, uint32_t w,
+                    size_t pi, double *a, double *b)
+{
+    const sim_iter *it = &s->it[i];
+    if (pi < it->nphases) {
+        int any = 0;
+        for (size_t k = 0; k < it->sched.nsteps; k++) {
+            const deftsim_step *st = &it->sched.steps[k];
+            if (st->kind != DEFTSIM_STEP_COMPUTE || strcmp(st->name, it->phase[pi])) continue;
+            double x = deftsim_sim_start(res, i, k, w), y = deftsim_sim_end(res, i, k, w);
+            if (!any || x < *a) *a = x;
+            if (!any || y > *b) *b = y;
+            any = 1;
+        }
+        return any;
+    }
+    size_t c = pi - it->nphases;
+    if (c >= it->ncoll) return 0;
+    *a = deftsim_sim_start(res, i, it->coll_step[c], w);
+    *b = deftsim_sim_end(res, i, it->coll_step[c], w);
+    return 1;
+}
+
+/* The iteration's selection critical path: when the last worker finished its last selection
+ * phase (leader phases and the broadcasts before a worker's own selection included). NaN
+ * when the method selects nothing (dense). */
+static double select_critical(const point_sim *s, const deftsim_sim_result *res, size_t i)
+{
+    const sim_iter *it = &s->it[i];
+    double crit = NAN;
+    for (size_t k = 0; k < it->sched.nsteps; k++) {
+        const deftsim_step *st = &it->sched.steps[k];
+        if (st->kind != DEFTSIM_STEP_COMPUTE) continue;
+        int sel = 0;
+        for (size_t ph = 0; ph < it->nphases; ph++)
+            if (it->selection[ph] && strcmp(st->name, it->phase[ph]) == 0) sel = 1;
+        if (!sel) continue;
+        for (uint32_t w = 0; w < res->P; w++) {
+            double e = deftsim_sim_end(res, i, k, w);
+            if (isnan(crit) || e > crit) crit = e;
+        }
+    }
+    return crit;
+}
+
+/* Writes the buffered rows to out with the simulated columns appended (empty without res). */
+static deftsim_status emit_rows(FILE *out, row_buffer *rb, const point_sim *s, uint32_t P,
+                                const deftsim_sim_result *res, const char *run_cols)
+{
+    if (rb->failed || fflush(rb->f) != 0)
+        return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory buffering rows");
+    size_t row = 0;
+    uint64_t prev = 0;
+    char b[5][40];
+    for (size_t i = 0; i < s->n; i++) {
+        const sim_iter *it = &s->it[i];
+        size_t per = it->nphases + it->ncoll ? it->nphases + it->ncoll : 1;
+        char itcols[160] = ",,";
+        if (res)
+            snprintf(itcols, sizeof itcols, "%s,%s,%s", dbl(b[0], res->comm_seconds[i]),
+                     dbl(b[1], select_critical(s, res, i)), dbl(b[2], res->iteration_seconds[i]));
+        for (uint32_t w = 0; w < P; w++)
+            for (size_t pi = 0; pi < per; pi++, row++) {
+                if (row >= rb->n || rb->end[row] <= prev || rb->end[row] > rb->len)
+                    return deftsim_error_set(DEFTSIM_E_INTERNAL,
+                                             "engine: row %zu of the point is not where the "
+                                             "schedule puts it",
+                                             row);
+                fwrite(rb->buf + prev, 1, (size_t)(rb->end[row] - prev - 1), out);
+                double x = 0, y = 0;
+                if (res && row_span(s, res, i, w, pi, &x, &y))
+                    fprintf(out, ",%s,%s", dbl(b[3], x), dbl(b[4], y));
+                else
+                    fputs(",,", out);
+                fprintf(out, ",%s,%s\n", itcols, run_cols);
+                prev = rb->end[row];
+            }
+    }
+    if (row != rb->n)
+        return deftsim_error_set(DEFTSIM_E_INTERNAL, "engine: %zu rows buffered, %zu laid out",
+                                 rb->n, row);
+    return DEFTSIM_OK;
+}
+
+/* The simulated run's columns: net_topology .. sim_mode. */
+static void sim_run_cols(const deftsim_config *cfg, char *buf, size_t cap)
+{
+    if (!cfg->network.simulate) {
+        snprintf(buf, cap, ",,,,,,,off");
+        return;
+    }
+    char bw[40], lat[40];
+    snprintf(buf, cap, "%s,%s,%s,%s,%s,%s,%s,%s", deftsim_topology_name(cfg->network.topology),
+             deftsim_net_model_name(cfg->network.model), dbl(bw, cfg->network.bandwidth),
+             dbl(lat, cfg->network.latency), deftsim_allgather_name(cfg->network.allgather),
+             deftsim_allreduce_name(cfg->network.allreduce), deftsim_bcast_name(cfg->network.bcast),
+             deftsim_sim_mode_name(cfg->network.mode));
+}
+
+/* The generated platform of P workers, into <output>/platforms/P<P>.xml (rewritten for every
+ * point: the same bytes each time), so that the run can be reproduced outside deftsim. */
+static deftsim_status write_platform(const deftsim_config *cfg, const deftsim_sim_params *sp)
+{
+    if (cfg->network.topology == DEFTSIM_TOPO_FILE) return DEFTSIM_OK;
+    char dir[4200], path[4300];
+    snprintf(dir, sizeof dir, "%s/platforms", cfg->scenario.output);
+    deftsim_status st = deftsim_mkdir_p(dir);
+    if (st) return deftsim_error_wrap(st, "[scenario] output");
+    snprintf(path, sizeof path, "%s/P%u.xml", dir, sp->P);
+    return deftsim_sim_write_platform(sp, path);
+}
+
 typedef struct {
     char *file;        /* relative to the output folder */
     const char *method;
@@ -1126,6 +1365,9 @@ typedef struct {
     uint64_t rows;
     double seconds;
     double prepare_seconds, step_seconds;
+    double sim_seconds;        /* the network simulation's wall time */
+    uint64_t sim_messages;     /* messages it simulated */
+    uint64_t sim_peak_rss;     /* its process's peak resident bytes */
 } point_record;
 
 static deftsim_status run_point(deftsim_engine *e, deftsim_method method, double density,
@@ -1168,13 +1410,23 @@ static deftsim_status run_point(deftsim_engine *e, deftsim_method method, double
     memset(&m, 0, sizeof m);
     memset(&ps, 0, sizeof ps);
     deftsim_afile *af = NULL;
-    int in_iter = 0;
+    row_buffer rb;
+    point_sim psim;
+    deftsim_sim_result sres;
+    memset(&rb, 0, sizeof rb);
+    memset(&psim, 0, sizeof psim);
+    memset(&sres, 0, sizeof sres);
+    int in_iter = 0, simulated = 0;
     double t_start = deftsim_now();
     if ((st = deftsim_sparsifier_new(&params, &sp))) goto done;
     if ((st = point_state_init(&ps, e, P))) goto done;
     if ((st = deftsim_afile_open(&af, csv_path))) goto done;
     FILE *f = deftsim_afile_stream(af);
     write_header(f);
+    if (!(rb.f = open_memstream(&rb.buf, &rb.len))) {
+        st = deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory");
+        goto done;
+    }
     deftsim_acc_provider prov = {.get = acc_get,
                                  .ctx = &ps,
                                  .persistent = provider_persistent(cfg),
@@ -1201,10 +1453,35 @@ static deftsim_status run_point(deftsim_engine *e, deftsim_method method, double
             goto done;
         }
         if ((st = compute_metrics(&ps, &pd, r, &m))) goto done;
-        rec->rows += write_rows(f, &ps, &pd, r, &m, t1 - t0, t2 - t1);
+        rec->rows += write_rows(&rb, &ps, &pd, r, &m, t1 - t0, t2 - t1);
         rec->prepare_seconds += t1 - t0;
         rec->step_seconds += t2 - t1;
+        if ((st = point_sim_add(&psim, r, &m, cfg->network.simulate))) goto done;
         if (e->dump_dir && (st = dump_iteration(&ps, &pd, sp, r))) goto done;
+    }
+    in_iter = 0;
+    if (cfg->network.simulate) {
+        deftsim_sim_params sp_net;
+        deftsim_config_sim_params(cfg, P, psim.elem_bytes, &sp_net);
+        const deftsim_schedule **scheds = malloc((psim.n ? psim.n : 1) * sizeof *scheds);
+        if (!scheds) {
+            st = deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory");
+            goto done;
+        }
+        for (size_t i = 0; i < psim.n; i++) scheds[i] = &psim.it[i].sched;
+        st = write_platform(cfg, &sp_net);
+        if (!st) st = deftsim_sim_run(&sp_net, scheds, psim.n, &sres);
+        free(scheds);
+        if (st) goto done;
+        simulated = 1;
+        rec->sim_seconds = sres.wall_seconds;
+        rec->sim_messages = sres.messages;
+        rec->sim_peak_rss = sres.peak_rss_bytes;
+    }
+    {
+        char run_cols[512];
+        sim_run_cols(cfg, run_cols, sizeof run_cols);
+        if ((st = emit_rows(f, &rb, &psim, P, simulated ? &sres : NULL, run_cols))) goto done;
     }
     st = deftsim_afile_commit(af);
     af = NULL;
@@ -1214,6 +1491,9 @@ done:
     else if (st)
         st = deftsim_error_wrap(st, "%s d=%s P=%u", pd.method, pd.dens_text, P);
     if (af) deftsim_afile_abort(af);
+    row_buffer_free(&rb);
+    point_sim_free(&psim);
+    deftsim_sim_result_free(&sres);
     step_metrics_free(&m);
     point_state_free(&ps);
     deftsim_sparsifier_free(sp);
@@ -1293,12 +1573,16 @@ static json_t *manifest_json(const deftsim_engine *e, const char *started, const
 
     json_t *pts = json_array();
     for (size_t i = 0; i < nrecs; i++)
-        json_array_append_new(pts, json_pack("{s:s, s:f, s:i, s:s, s:I, s:f, s:f, s:f}", "method",
+        json_array_append_new(pts, json_pack("{s:s, s:f, s:i, s:s, s:I, s:f, s:f, s:f, s:f, s:I, "
+                                             "s:I}", "method",
                                              recs[i].method, "density", recs[i].density, "P",
                                              (int)recs[i].P, "file", recs[i].file, "rows",
                                              (json_int_t)recs[i].rows, "seconds", recs[i].seconds,
                                              "prepare_seconds", recs[i].prepare_seconds,
-                                             "step_seconds", recs[i].step_seconds));
+                                             "step_seconds", recs[i].step_seconds,
+                                             "sim_seconds", recs[i].sim_seconds, "sim_messages",
+                                             (json_int_t)recs[i].sim_messages, "sim_peak_rss_bytes",
+                                             (json_int_t)recs[i].sim_peak_rss));
     json_object_set_new(root, "points", pts);
     json_object_set_new(root, "rows_csv", rows_written ? json_string("rows.csv") : json_null());
     json_object_set_new(root, "dump", e->dump_dir ? json_string(e->dump_dir) : json_null());
@@ -1405,6 +1689,8 @@ deftsim_status deftsim_engine_run_point(deftsim_engine *e, deftsim_method method
         out->seconds = rec.seconds;
         out->prepare_seconds = rec.prepare_seconds;
         out->step_seconds = rec.step_seconds;
+        out->sim_seconds = rec.sim_seconds;
+        out->sim_messages = rec.sim_messages;
     }
     return st;
 }
@@ -1460,10 +1746,10 @@ deftsim_status deftsim_engine_run(deftsim_engine *e, deftsim_run_summary *summar
                 if (e->opt.progress) {
                     fprintf(e->opt.progress,
                             "deftsim run: [%zu/%zu] %s d=%s P=%u: %zu iteration%s in %.2f s "
-                            "(prepare %.2f s, step %.2f s), %" PRIu64 " rows\n",
+                            "(prepare %.2f s, step %.2f s, network %.2f s), %" PRIu64 " rows\n",
                             done, total, rec->method, dt, P, e->iterations,
                             e->iterations == 1 ? "" : "s", rec->seconds, rec->prepare_seconds,
-                            rec->step_seconds, rec->rows);
+                            rec->step_seconds, rec->sim_seconds, rec->rows);
                     fflush(e->opt.progress);
                 }
             }

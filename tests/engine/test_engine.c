@@ -112,11 +112,14 @@ static deftsim_run_summary run_ok(const char *out, const char *dump, const char 
     return sum;
 }
 
-/* Columns that hold measured times: they differ from run to run. */
+/* Columns that hold measured times, or simulated times that start from them: they differ from
+ * run to run. */
 static int is_timing(const char *name)
 {
     static const char *const timing[] = {"phase_seconds", "select_seconds", "worker_seconds",
-                                         "imbalance_seconds", "prepare_seconds", "step_seconds"};
+                                         "imbalance_seconds", "prepare_seconds", "step_seconds",
+                                         "sim_start", "sim_end", "comm_seconds",
+                                         "select_critical_seconds", "iteration_seconds"};
     for (size_t i = 0; i < sizeof timing / sizeof timing[0]; i++)
         if (strcmp(name, timing[i]) == 0) return 1;
     return 0;
@@ -1017,4 +1020,162 @@ Test(cli, run_exit_codes_and_messages)
     free(out);
     free(err);
     free(ini);
+}
+
+/* ---- the network simulation ------------------------------------------------------------ */
+
+/* The simulated columns of every method agree with the measured ones: a compute phase lasts in
+ * simulated time what it took on the kernel, the iteration ends with its last row, the
+ * selection critical path ends no later; the platform is in the output and the manifest says
+ * what the simulation cost. */
+Test(engine, network_simulation_columns)
+{
+    const char *ov[] = {"network.model=CM02"};
+    run_ok("net", NULL, ov, 1);
+    char *path = in_tmp("net/rows.csv");
+    table *t = load_csv(path);
+    free(path);
+    for (size_t r = 0; r < t->nrows; r++) {
+        cr_assert_str_eq(cell(t, r, "net_topology"), "flat");
+        cr_assert_str_eq(cell(t, r, "net_model"), "CM02");
+        cr_assert_eq(num(t, r, "net_bandwidth"), 3.125e9);
+        cr_assert_eq(num(t, r, "net_latency"), 1e-6);
+        cr_assert_str_eq(cell(t, r, "net_allgather"), "bruck");
+        cr_assert_str_eq(cell(t, r, "net_allreduce"), "rabenseifner");
+        cr_assert_str_eq(cell(t, r, "net_bcast"), "binomial");
+        cr_assert_str_eq(cell(t, r, "sim_mode"), "exact");
+        const char *method = cell(t, r, "method"), *kind = cell(t, r, "phase_kind");
+        double it_s = num(t, r, "iteration_seconds");
+        cr_assert(it_s >= 0);
+        cr_assert(num(t, r, "comm_seconds") >= 0 && num(t, r, "comm_seconds") <= it_s);
+        if (strcmp(method, "dense") == 0)
+            cr_assert_str_eq(cell(t, r, "select_critical_seconds"), "", "dense selects nothing");
+        else
+            cr_assert(num(t, r, "select_critical_seconds") <= it_s);
+        /* Empty: a worker with no phase (dense at P = 1) or a phase that did not run (gTop-k's
+         * merge at P = 1: no tree). */
+        if (strcmp(kind, "none") == 0 ||
+            (!strcmp(method, "gtopk") && !strcmp(cell(t, r, "phase"), "merge") && num(t, r, "P") == 1)) {
+            cr_assert_str_eq(cell(t, r, "sim_start"), "");
+            cr_assert_str_eq(cell(t, r, "sim_end"), "");
+            continue;
+        }
+        double a = num(t, r, "sim_start"), b = num(t, r, "sim_end");
+        cr_assert(a >= 0 && b >= a && b <= it_s, "row %zu: %g .. %g in an iteration of %g", r, a, b, it_s);
+        if (strcmp(kind, "compute") == 0) {
+            /* gTop-k's merge runs once per round, with waits between: its span holds at least
+             * the measured sum. Every other phase is one step: its measured time, to SimGrid's
+             * timing precision (surf/precision, 1 ns: events closer than that coincide). */
+            double want = num(t, r, "phase_seconds");
+            if (strcmp(method, "gtopk") == 0 && strcmp(cell(t, r, "phase"), "merge") == 0)
+                cr_assert(b - a >= want - 4e-9, "row %zu", r);
+            else
+                cr_assert(fabs((b - a) - want) <= 1e-12 * want + 1e-9,
+                          "row %zu: %s %s simulated %.17g s, measured %.17g s", r, method,
+                          cell(t, r, "phase"), b - a, want);
+        }
+    }
+    /* iteration_seconds is when the iteration's last row ends. */
+    for (size_t r0 = 0; r0 < t->nrows;) {
+        size_t r1 = r0;
+        double last = 0;
+        while (r1 < t->nrows && !strcmp(cell(t, r1, "method"), cell(t, r0, "method")) &&
+               !strcmp(cell(t, r1, "P"), cell(t, r0, "P")) &&
+               !strcmp(cell(t, r1, "iteration"), cell(t, r0, "iteration"))) {
+            if (cell(t, r1, "sim_end")[0] && num(t, r1, "sim_end") > last) last = num(t, r1, "sim_end");
+            r1++;
+        }
+        cr_assert_eq(num(t, r0, "iteration_seconds"), last, "%s P=%s iteration %s",
+                     cell(t, r0, "method"), cell(t, r0, "P"), cell(t, r0, "iteration"));
+        r0 = r1;
+    }
+    table_free(t);
+
+    char *plat = in_tmp("net/platforms/P4.xml");
+    char *xml;
+    cr_assert_eq(deftsim_read_file(plat, &xml, NULL), DEFTSIM_OK, "%s", deftsim_error_message());
+    cr_expect(strstr(xml, "<cluster id=\"deftsim\" prefix=\"node-\"") && strstr(xml, "radical=\"0-3\""),
+              "%s", xml);
+    free(xml);
+    free(plat);
+    char *mp = in_tmp("net/manifest.json");
+    json_t *man = json_load_file(mp, 0, NULL);
+    cr_assert(man);
+    json_t *pts = json_object_get(man, "points");
+    cr_assert_gt(json_array_size(pts), 0);
+    for (size_t i = 0; i < json_array_size(pts); i++) {
+        json_t *pt = json_array_get(pts, i);
+        cr_expect(json_real_value(json_object_get(pt, "sim_seconds")) > 0);
+        if (json_integer_value(json_object_get(pt, "P")) > 1 &&
+            strcmp(json_string_value(json_object_get(pt, "method")), "dense") == 0)
+            cr_expect_gt(json_integer_value(json_object_get(pt, "sim_messages")), 0);
+    }
+    json_decref(man);
+    free(mp);
+}
+
+/* dense is one allreduce and nothing else, so its simulated time is the alpha-beta formula:
+ * under CM02 on the flat cluster, Rabenseifner on P = 4 and 4096 floats is two rounds of
+ * recursive halving (2048, then 1024 floats) and two of doubling (1024, 2048), each message
+ * 16 bytes of envelope heavier and crossing two links of latency L. */
+Test(engine, dense_allreduce_is_the_alpha_beta_formula)
+{
+    static const char even_csv[] = "index,name,shape,numel\n0,w,64x64,4096\n";
+    char *model = in_tmp("even.csv");
+    cr_assert_eq(deftsim_write_file_atomic(model, even_csv, strlen(even_csv)), DEFTSIM_OK);
+    char mset[600];
+    snprintf(mset, sizeof mset, "gradients.model=%s", model);
+    free(model);
+    const char *ov[] = {mset, "sparsify.methods=dense", "workers.counts=4", "network.model=CM02"};
+    run_ok("even", NULL, ov, 4);
+    char *path = in_tmp("even/rows.csv");
+    table *t = load_csv(path);
+    free(path);
+    const double L = 1e-6, B = 3.125e9;
+    double want = 2 * ((2 * L + (2048 * 4 + 16) / B) + (2 * L + (1024 * 4 + 16) / B));
+    cr_assert_gt(t->nrows, 0);
+    for (size_t r = 0; r < t->nrows; r++) {
+        double got = num(t, r, "iteration_seconds");
+        cr_assert(fabs(got - want) <= 1e-12 * want, "simulated %.17g s, formula %.17g s", got, want);
+        cr_assert(fabs(num(t, r, "comm_seconds") - want) <= 1e-12 * want);
+        cr_assert_eq(num(t, r, "sim_start"), 0);
+        cr_assert(fabs(num(t, r, "sim_end") - want) <= 1e-12 * want);
+    }
+    printf("dense P=4, 16 KiB allreduce (rabenseifner, CM02): simulated %.9e s, formula %.9e s\n",
+           num(t, 0, "iteration_seconds"), want);
+    table_free(t);
+}
+
+/* simulate = 0: the simulated columns stay empty and the rows say so; approximate mode is
+ * named in every row it produced. */
+Test(engine, network_off_and_approximate_are_named)
+{
+    const char *off[] = {"network.simulate=0", "sparsify.methods=topk, gtopk"};
+    run_ok("off", NULL, off, 2);
+    const char *approx[] = {"network.mode=approximate", "network.allgather=ring",
+                            "sparsify.methods=topk-ag"};
+    run_ok("approx", NULL, approx, 3);
+    char *po = in_tmp("off/rows.csv"), *pa = in_tmp("approx/rows.csv");
+    table *to = load_csv(po), *ta = load_csv(pa);
+    for (size_t r = 0; r < to->nrows; r++) {
+        cr_assert_str_eq(cell(to, r, "sim_mode"), "off");
+        static const char *const empty[] = {"sim_start", "sim_end", "comm_seconds",
+                                            "select_critical_seconds", "iteration_seconds",
+                                            "net_topology", "net_model", "net_allgather"};
+        for (size_t i = 0; i < sizeof empty / sizeof empty[0]; i++)
+            cr_assert_str_eq(cell(to, r, empty[i]), "", "%s", empty[i]);
+    }
+    for (size_t r = 0; r < ta->nrows; r++) {
+        cr_assert_str_eq(cell(ta, r, "sim_mode"), "approximate");
+        cr_assert_str_eq(cell(ta, r, "net_allgather"), "ring");
+        cr_assert(num(ta, r, "iteration_seconds") > 0);
+    }
+    char *plat = in_tmp("off/platforms");
+    struct stat sb;
+    cr_expect_neq(stat(plat, &sb), 0, "no simulation, no platform");
+    free(plat);
+    table_free(to);
+    table_free(ta);
+    free(po);
+    free(pa);
 }
