@@ -45,6 +45,7 @@ struct sim_worker {
     sim_ctx *ctx;
     uint64_t sent, recv;       /* payload bytes of the current step */
     uint64_t messages;
+    uint64_t agreements;       /* approximate mode: sim_approx_agree() calls so far */
     size_t cur_sched, cur_step;  /* where the worker is, for a deadlock report */
     int done;
     uint32_t in_peer[MBOX_CACHE], out_peer[MBOX_CACHE];
@@ -65,6 +66,11 @@ struct sim_ctx {
     uint32_t **in_off;         /* P + 1 offsets into in_list[row] */
     uint32_t max_in;
     sim_worker *workers;
+    /* Approximate mode's agreements, by the parity of a worker's count of them: a worker can
+     * be at most one agreement ahead of the slowest (the barrier holds it), so two slots do. */
+    sg_bar_t approx_bar;
+    double approx_end[2], approx_step[2];
+    uint32_t approx_read[2];
 };
 
 uint32_t sim_rank(const sim_worker *w) { return w->rank; }
@@ -74,6 +80,22 @@ double sim_now(void) { return simgrid_get_clock(); }
 void sim_sleep(double seconds)
 {
     if (seconds > 0) sg_actor_sleep_for(seconds);
+}
+
+void sim_approx_agree(sim_worker *w, double end, double step, double *max_end, double *max_step)
+{
+    sim_ctx *c = w->ctx;
+    unsigned slot = (unsigned)(w->agreements++ & 1u);
+    if (end > c->approx_end[slot]) c->approx_end[slot] = end;
+    if (step > c->approx_step[slot]) c->approx_step[slot] = step;
+    sg_barrier_wait(c->approx_bar);
+    *max_end = c->approx_end[slot];
+    *max_step = c->approx_step[slot];
+    /* The last reader clears the slot for the agreement after next. */
+    if (++c->approx_read[slot] == w->P) {
+        c->approx_read[slot] = 0;
+        c->approx_end[slot] = c->approx_step[slot] = 0;
+    }
 }
 
 /* ---- point to point ---------------------------------------------------------------------------- */
@@ -359,6 +381,7 @@ int sim_child_run(const deftsim_sim_params *p, const char *platform_path,
         }
     }
     c.barrier = sg_barrier_init(P);
+    c.approx_bar = sg_barrier_init(P);
     for (uint32_t r = 0; r < P; r++) {
         sim_worker *w = &c.workers[r];
         w->rank = r;

@@ -15,8 +15,9 @@
  *                 bruck               Open MPI's (SMPI: allgather bruck, allgatherv ompi_bruck)
  *   allreduce     ring                reduce-scatter then allgather around the ring over P
  *                                     chunks, the first count mod P one element larger (MPICH's
- *                                     and Open MPI's split; SMPI's lr when P divides the count);
- *                                     fewer elements than ranks: recursive doubling, as Open MPI
+ *                                     and Open MPI's split, MPICH's chunk order; SMPI's lr, a
+ *                                     rotation of it, when P divides the count); fewer elements
+ *                                     than ranks: recursive doubling, as Open MPI
  *                 recursive_doubling  MPICH's (SMPI: allreduce rdb): the first 2 rem ranks pair
  *                                     up, rem = P - the largest power of two pof2 <= P
  *                 rabenseifner        MPICH's reduce-scatter by recursive halving + allgather
@@ -49,9 +50,10 @@ static uint64_t block_sum(const sim_ag_info *in, uint32_t P, uint32_t r, uint32_
 }
 
 /* Approximate mode for an equal-block ring: steps 1 .. SIM_APPROX_RING_STEPS run; the others
- * would repeat the last one exactly (every step moves the same block size between the same
- * neighbours), so the rank waits for that many copies of its duration. Returns 1 if it handled
- * the ring. */
+ * repeat the same exchange (the same block size between the same neighbours), and a ring moves
+ * at the pace of its slowest hop, so every rank ends the ring at the latest end of the sampled
+ * steps plus the remaining steps at the longest sampled step. Returns 1 if it handled the
+ * ring. */
 static int ring_approx(sim_worker *w, const deftsim_sim_params *p, uint32_t steps,
                        uint64_t bytes)
 {
@@ -64,7 +66,9 @@ static int ring_approx(sim_worker *w, const deftsim_sim_params *p, uint32_t step
         sim_sendrecv(w, right, bytes, left);
         last = sim_now() - t0;
     }
-    sim_sleep((double)(steps - SIM_APPROX_RING_STEPS) * last);
+    double end, step;
+    sim_approx_agree(w, sim_now(), last, &end, &step);
+    sim_sleep(end + (double)(steps - SIM_APPROX_RING_STEPS) * step - sim_now());
     return 1;
 }
 
@@ -218,14 +222,15 @@ static void ar_ring(sim_worker *w, const deftsim_sim_params *p, uint64_t bytes)
     uint64_t base = count / P, extra = count % P;
 #define CHUNK(c) ((base + ((uint64_t)(c) < extra)) * e)
     uint32_t left = (r + P - 1) % P, right = (r + 1) % P;
-    /* Reduce-scatter: in step i rank r sends chunk r-1-i and receives chunk r-2-i. */
+    /* Reduce-scatter, MPICH's chunk order: in step i rank r sends chunk r-i and receives chunk
+     * r-i-1, so that it ends owning chunk r+1. */
     if (extra || !ring_approx(w, p, P - 1, base * e))
         for (uint32_t i = 0; i + 1 < P; i++)
-            sim_sendrecv(w, right, CHUNK((r + 2 * P - 1 - i) % P), left);
-    /* Allgather of the reduced chunks: rank r sends chunk r-i, receives chunk r-1-i. */
+            sim_sendrecv(w, right, CHUNK((r + P - i) % P), left);
+    /* Allgather of the reduced chunks: rank r sends chunk r+1-i, receives chunk r-i. */
     if (extra || !ring_approx(w, p, P - 1, base * e))
         for (uint32_t i = 0; i + 1 < P; i++)
-            sim_sendrecv(w, right, CHUNK((r + 2 * P - i) % P), left);
+            sim_sendrecv(w, right, CHUNK((r + 1 + P - i) % P), left);
 #undef CHUNK
 }
 

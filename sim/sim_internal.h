@@ -27,6 +27,12 @@ uint64_t sim_sendrecv(sim_worker *w, uint32_t dst, uint64_t sbytes, uint32_t src
 double sim_now(void);
 void sim_sleep(double seconds);
 
+/* Approximate mode: every rank reports when its sampled ring steps ended and how long its last
+ * one took, and learns the latest end and the longest step over all ranks. A synchronisation
+ * of the actors, not a message: it takes no simulated time. Every rank of the collective must
+ * call it. */
+void sim_approx_agree(sim_worker *w, double end, double step, double *max_end, double *max_step);
+
 /* Per ALLGATHER step, computed once for all workers: the sum and smallest of the
  * contributions and their prefix sums (prefix[i] = sum of b[0 .. i-1], P + 1 entries). */
 typedef struct {
@@ -42,7 +48,7 @@ void sim_allreduce(sim_worker *w, const deftsim_sim_params *p, uint64_t bytes);
 void sim_bcast(sim_worker *w, const deftsim_sim_params *p, uint32_t root, uint64_t bytes);
 
 /* Approximate mode: ring steps simulated before the rest is scaled from the last of them. */
-#define SIM_APPROX_RING_STEPS 3u
+#define SIM_APPROX_RING_STEPS 6u
 
 /* Results the child fills: layout as deftsim_sim_result (start, end, sent, recv per step and
  * worker) plus the message count. */

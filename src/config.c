@@ -248,7 +248,7 @@ static const keydef keys[] = {
          "bytes: a smaller send returns at once, a larger one waits for its receiver"),
      .type = T_INT, .off = F(network.eager_threshold), .imin = 0, .imax = INT32_MAX},
     {KEY("network", "mode", "one of: exact, approximate", "exact",
-         "approximate: equal-block rings simulate 3 steps and scale (named in every row)"),
+         "approximate: equal-block rings simulate 6 steps and scale (named in every row)"),
      .type = T_ENUM, .off = F(network.mode), .names = deftsim_sim_mode_names},
 
     /* [train]: deftsim train and deftsim trace record (docs/TRAINING.md). */
