@@ -163,6 +163,28 @@ __device__ __forceinline__ uint32_t kc_gsuffix(uint32_t c, kc_gshared<NT> &sh, u
     return tot - before - p;
 }
 
+/* Calls f(key) for every element of the source, each thread taking elements t, t + NT, ...
+ * KC_GU at a time: their loads are issued together, so a thread has KC_GU reads in flight
+ * instead of waiting for each (the sources are read from L1 or L2, where latency, not
+ * bandwidth, bounds a single group). */
+#define KC_GU 8
+template <int NT, class S, class F>
+__device__ __forceinline__ void kc_gforeach(const S &s, unsigned t, F f)
+{
+    const kc_u64 m = s.m;
+    for (kc_u64 i0 = t; i0 < m; i0 += (kc_u64)KC_GU * NT) {
+        kc_u64 k[KC_GU];
+#pragma unroll
+        for (int j = 0; j < KC_GU; j++) {
+            kc_u64 i = i0 + (kc_u64)j * NT;
+            k[j] = i < m ? s.key((uint32_t)i) : 0ull;
+        }
+#pragma unroll
+        for (int j = 0; j < KC_GU; j++)
+            if (i0 + (kc_u64)j * NT < m) f(k[j]);
+    }
+}
+
 /* The key U such that exactly `need` of the source's m elements have key >= U
  * (1 <= need <= m). Each round histograms the keys inside the current range [lo, hi] over
  * 8 NT buckets of the smallest power-of-two width that covers it, and keeps the bucket where
@@ -175,42 +197,41 @@ __device__ kc_u64 kc_gthreshold(const S &s, uint32_t need, kc_gshared<NT> &sh, u
     const uint32_t m = s.m;
     kc_u64 lo = ~0ull, hi = 0;
     uint32_t nn = 0;
-    for (uint32_t i = t; i < m; i += NT) {
-        kc_u64 k = s.key(i);
+    kc_gforeach<NT>(s, t, [&](kc_u64 k) {
         lo = k < lo ? k : lo;
         hi = k > hi ? k : hi;
         nn += (uint32_t)(k >> 32) == 0u;
-    }
+    });
     lo = kc_gred64<NT, 0>(lo, sh, t);
     hi = kc_gred64<NT, 1>(hi, sh, t);
     if (nan) *nan = kc_gsum<NT>(nn, sh, t);
     if (need >= m) return lo;
     for (;;) {
         if (lo == hi) return lo;
-        unsigned sft = kc_shift(hi - lo, 8u * NT);
+        const unsigned sft = kc_shift(hi - lo, 8u * NT);
+        const kc_u64 l = lo, h = hi;
 #pragma unroll
         for (int j = 0; j < 8; j++) sh.hist[j * NT + t] = 0;
         kc_gsync<NT>();
-        for (uint32_t i = t; i < m; i += NT) {
-            kc_u64 k = s.key(i);
-            if (k >= lo && k <= hi) atomicAdd(&sh.hist[(uint32_t)((k - lo) >> sft)], 1u);
-        }
+        kc_gforeach<NT>(s, t, [&](kc_u64 k) {
+            if (k >= l && k <= h) atomicAdd(&sh.hist[(uint32_t)((k - l) >> sft)], 1u);
+        });
         kc_gsync<NT>();
-        uint32_t h[8], c = 0;
+        uint32_t hb[8], c = 0;
 #pragma unroll
         for (int j = 0; j < 8; j++) {
-            h[j] = sh.hist[8 * t + j];
-            c += h[j];
+            hb[j] = sh.hist[8 * t + j];
+            c += hb[j];
         }
         uint32_t acc = kc_gsuffix<NT>(c, sh, t);
 #pragma unroll
         for (int j = 7; j >= 0; j--) {
-            if (acc < need && need <= acc + h[j]) {
+            if (acc < need && need <= acc + hb[j]) {
                 sh.d = 8 * t + (unsigned)j;
                 sh.above = acc;
-                sh.cnt = h[j];
+                sh.cnt = hb[j];
             }
-            acc += h[j];
+            acc += hb[j];
         }
         kc_gsync<NT>();
         uint32_t d = sh.d, above = sh.above, cnt = sh.cnt;
@@ -225,33 +246,40 @@ __device__ kc_u64 kc_gthreshold(const S &s, uint32_t need, kc_gshared<NT> &sh, u
     }
 }
 
-/* Writes out(i) of every element with key >= U to out[0..), in any order. */
+/* Writes out(i) of every element with key >= U to out[0..), in any order: KC_GU rows of NT
+ * elements at a time, their loads issued together, then one ballot per row. */
 template <int NT, class S>
 __device__ void kc_gemit(const S &s, kc_u64 U, uint32_t *out, kc_gshared<NT> &sh, unsigned t)
 {
     const unsigned lane = t & 31;
     const unsigned below = (1u << lane) - 1u;
-    if (NT == 32) {
-        uint32_t base = 0;
-        for (uint32_t i0 = 0; i0 < s.m; i0 += 32) {
-            uint32_t i = i0 + lane;
-            bool p = i < s.m && s.key(i) >= U;
-            unsigned b = __ballot_sync(0xffffffffu, p);
-            if (p) out[base + __popc(b & below)] = s.out(i);
-            base += __popc(b);
-        }
-        return;
+    const kc_u64 m = s.m;
+    uint32_t base = 0; /* warps: the next free slot */
+    if (NT != 32) {
+        if (t == 0) sh.ctr = 0;
+        __syncthreads();
     }
-    if (t == 0) sh.ctr = 0;
-    __syncthreads();
-    for (uint32_t i0 = 0; i0 < s.m; i0 += NT) {
-        uint32_t i = i0 + t;
-        bool p = i < s.m && s.key(i) >= U;
-        unsigned b = __ballot_sync(0xffffffffu, p);
-        uint32_t wb = 0;
-        if (lane == 0 && b) wb = atomicAdd(&sh.ctr, (uint32_t)__popc(b));
-        wb = __shfl_sync(0xffffffffu, wb, 0);
-        if (p) out[wb + __popc(b & below)] = s.out(i);
+    for (kc_u64 r0 = 0; r0 < m; r0 += (kc_u64)KC_GU * NT) {
+        bool p[KC_GU];
+#pragma unroll
+        for (int j = 0; j < KC_GU; j++) {
+            kc_u64 i = r0 + (kc_u64)j * NT + t;
+            p[j] = i < m && s.key((uint32_t)i) >= U;
+        }
+#pragma unroll
+        for (int j = 0; j < KC_GU; j++) {
+            kc_u64 i = r0 + (kc_u64)j * NT + t;
+            unsigned b = __ballot_sync(0xffffffffu, p[j]);
+            if (NT == 32) {
+                if (p[j]) out[base + __popc(b & below)] = s.out((uint32_t)i);
+                base += __popc(b);
+            } else {
+                uint32_t wb = 0;
+                if (lane == 0 && b) wb = atomicAdd(&sh.ctr, (uint32_t)__popc(b));
+                wb = __shfl_sync(0xffffffffu, wb, 0);
+                if (p[j]) out[wb + __popc(b & below)] = s.out((uint32_t)i);
+            }
+        }
     }
 }
 
@@ -285,6 +313,8 @@ __global__ void __launch_bounds__(KC_THREADS)
     const unsigned t = threadIdx.x;
     const kc_frag f = fr[blockIdx.x];
     uint32_t *r = smp + f.smp_off;
+    /* Sectors are independent: unrolling keeps several random reads in flight per thread. */
+#pragma unroll 4
     for (uint32_t j = t; j < f.nsect; j += KC_THREADS) {
         unsigned long long a = (unsigned long long)j * f.len / f.nsect;
         unsigned long long b = (unsigned long long)(j + 1) * f.len / f.nsect;
