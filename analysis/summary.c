@@ -23,7 +23,8 @@ static const deftsim_metric_info metrics[DEFTSIM_M_COUNT] = {
     [DEFTSIM_M_COMPUTE] = {"compute_seconds", "worker_seconds", "s",
                            "compute time of the slowest worker (max over workers of worker_seconds)", 0},
     [DEFTSIM_M_SELECT_CRIT] = {"select_critical_seconds", "select_critical_seconds", "s",
-                               "selection time on the simulated critical path of the iteration", 1},
+                               "simulated time from the iteration's start until the last worker "
+                               "ends its selection (collectives before it included)", 1},
     [DEFTSIM_M_COMM] = {"comm_seconds", "comm_seconds", "s",
                         "simulated communication time of the iteration", 1},
     [DEFTSIM_M_ITERATION] = {"iteration_seconds", "iteration_seconds", "s",
@@ -94,6 +95,14 @@ typedef struct {
     size_t n, cap;
 } strlist;
 
+/* Run-level columns whose values summary.md reports (the settings the numbers depend on). */
+static const char *const context_cols[] = {
+    "backend", "threads", "error_feedback", "sampled_workers", "wire", "index_bytes",
+    "value_bytes", "net_topology", "net_model", "net_bandwidth", "net_latency",
+    "net_allgather", "net_allreduce", "net_bcast", "sim_mode"};
+#define NCONTEXT (sizeof context_cols / sizeof context_cols[0])
+#define CONTEXT_MAX 8 /* distinct values kept per column; more are summarised */
+
 struct deftsim_analysis {
     deftsim_analysis_options opt;
     char **axes;
@@ -103,6 +112,8 @@ struct deftsim_analysis {
     group *last;
     strlist variants, models, dens, methods;
     int has_col[DEFTSIM_M_COUNT], has_val[DEFTSIM_M_COUNT];
+    strlist context[NCONTEXT];      /* distinct values of each context column */
+    int context_more[NCONTEXT];     /* more than CONTEXT_MAX of them */
     size_t files;
     uint64_t rows;
     int finished;
@@ -192,6 +203,7 @@ void deftsim_analysis_free(deftsim_analysis *a)
     strlist_free(&a->models);
     strlist_free(&a->dens);
     strlist_free(&a->methods);
+    for (size_t i = 0; i < NCONTEXT; i++) strlist_free(&a->context[i]);
     for (size_t i = 0; i < a->ncolnames; i++) free(a->colnames[i]);
     free(a->colnames);
     free(a);
@@ -399,6 +411,8 @@ deftsim_status deftsim_analysis_add_file(deftsim_analysis *a, const char *path,
         }
         if (mc[m] >= 0) a->has_col[m] = 1;
     }
+    long cc[NCONTEXT];
+    for (size_t i = 0; i < NCONTEXT; i++) cc[i] = deftsim_csvr_find(r, context_cols[i]);
     static const char *const none[1] = {""};
     const char *const *axv = a->naxes ? values : none;
     a->files++;
@@ -435,6 +449,18 @@ deftsim_status deftsim_analysis_add_file(deftsim_analysis *a, const char *path,
             }
             ir->v[DEFTSIM_M_SELECT] = ir->v[DEFTSIM_M_COMPUTE] = -INFINITY;
             ir->v[DEFTSIM_M_BYTES_MAX] = -INFINITY;
+            for (size_t i = 0; i < NCONTEXT; i++) {
+                if (cc[i] < 0) continue;
+                const char *v = deftsim_csvr_field(r, (size_t)cc[i]);
+                size_t k = 0;
+                while (k < a->context[i].n && strcmp(a->context[i].items[k], v)) k++;
+                if (k < a->context[i].n) continue;
+                if (a->context[i].n >= CONTEXT_MAX) {
+                    a->context_more[i] = 1;
+                    continue;
+                }
+                if ((st = rank_of(&a->context[i], v, &k))) goto done;
+            }
         }
         if (pi != 0) continue;
         /* The worker's own columns, once per worker. */
@@ -740,6 +766,25 @@ deftsim_status deftsim_analysis_write_md(const deftsim_analysis *a, const char *
     fprintf(f, "# Summary\n\n");
     for (size_t i = 0; provenance && provenance[i]; i++) fprintf(f, "%s\n", provenance[i]);
     if (provenance && provenance[0]) fputc('\n', f);
+    /* The run settings the rows record, as they are (several values: several runs). */
+    int anyctx = 0;
+    for (size_t i = 0; i < NCONTEXT; i++) {
+        if (!a->context[i].n) continue;
+        fprintf(f, "%s`%s` ", anyctx ? ", " : "Settings (from the rows): ", context_cols[i]);
+        anyctx = 1;
+        for (size_t k = 0; k < a->context[i].n; k++) {
+            const char *v = a->context[i].items[k];
+            double d;
+            fprintf(f, "%s%s", k ? " | " : "", v[0] ? v : "(empty)");
+            /* Units a reader wants: bandwidth in Gb/s, latency in microseconds. */
+            if (!strcmp(context_cols[i], "net_bandwidth") && !deftsim_parse_double(v, &d))
+                fprintf(f, " B/s (%g Gb/s)", d * 8 / 1e9);
+            else if (!strcmp(context_cols[i], "net_latency") && !deftsim_parse_double(v, &d))
+                fprintf(f, " s (%g us)", d * 1e6);
+        }
+        if (a->context_more[i]) fprintf(f, " | ...");
+    }
+    if (anyctx) fprintf(f, ".\n\n");
     fprintf(f, "%zu points from %zu file%s (%llu rows); ", a->ng, a->files, a->files == 1 ? "" : "s",
             (unsigned long long)a->rows);
     if (minit == maxit) fprintf(f, "%zu iteration%s per point", minit, minit == 1 ? "" : "s");
@@ -754,9 +799,13 @@ deftsim_status deftsim_analysis_write_md(const deftsim_analysis *a, const char *
             "iteration's build-up and so on. With few iterations the interval is wide, and with "
             "one there is none (shown without brackets); iterations of one point are consecutive "
             "steps of one run, not independent trials, so read the interval as the spread of this "
-            "run, not of all runs. `-` marks an undefined value. Times are wall-clock times of the "
-            "selection kernels measured on this machine.\n\n",
-            pct, a->opt.boot.resamples, (unsigned long long)a->opt.boot.seed);
+            "run, not of all runs. `-` marks an undefined value. Selection and compute times are "
+            "wall-clock times of the kernels measured on this machine%s\n\n",
+            pct, a->opt.boot.resamples, (unsigned long long)a->opt.boot.seed,
+            comm || iter ? "; communication and iteration times are simulated by the network "
+                           "model (SimGrid, docs/NETWORK.md), with the measured compute times "
+                           "injected into the simulation."
+                         : ".");
 
     /* What the network simulation would add, stated rather than left blank. */
     if (!comm || !iter) {

@@ -2,7 +2,9 @@
 # datafile: one block per worker count (the words of `plist`), one row per method:
 #   "method selection other communication" in milliseconds, means over the iterations
 # (means, so that the parts add up to the whole). With the network simulation the whole is the
-# simulated iteration; without it (have_comm = 0) it is the slowest worker's compute time.
+# simulated iteration: communication (the collectives' time), the slowest worker's selection and
+# the rest (other compute, waiting). Without it (have_comm = 0) the whole is the slowest
+# worker's compute time: its selection and the other phases.
 # Extra variables: plist (worker counts of the blocks), have_comm (0 or 1).
 figtitle = "Where the time of an iteration goes"
 load plotdir."/style.gp"
@@ -25,7 +27,7 @@ cmd = "plot "
 do for [b = 1:words(plist)] {
     sep = (b > 1) ? ", " : ""
     t1 = (b == 1) ? "title \"selection\"" : "notitle"
-    t2 = (b == 1) ? "title \"other compute\"" : "notitle"
+    t2 = (b == 1) ? (have_comm ? "title \"other compute and waiting\"" : "title \"other compute\"") : "notitle"
     t3 = (b == 1) ? "title \"communication\"" : "notitle"
     cmd = cmd . sep . sprintf("newhistogram \"P = %s\", datafile index %d using 2:xtic(1) %s lc rgb \"#D55E00\", '' index %d using 3 %s lc rgb \"#BBBBBB\"", word(plist, b), b - 1, t1, b - 1, t2)
     if (have_comm) {

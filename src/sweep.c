@@ -113,50 +113,62 @@ void deftsim_sweep_free(deftsim_sweep *s)
     free(s);
 }
 
+static void free_list(char **items, size_t n)
+{
+    for (size_t i = 0; i < n; i++) free(items[i]);
+    free(items);
+}
+
 /* Splits "a, b ,c" at commas into trimmed, non-empty, distinct items. what names the list in
- * messages. */
+ * messages. On failure nothing is left allocated. */
 static deftsim_status split_list(const char *text, const char *what, char ***items, size_t *n)
 {
-    *items = NULL;
-    *n = 0;
-    size_t cap = 0;
+    char **v = NULL;
+    size_t k = 0, cap = 0;
+    deftsim_status st = DEFTSIM_OK;
     const char *p = text;
     for (;;) {
         size_t len = strcspn(p, ",");
         const char *b = p, *e = p + len;
         while (b < e && isspace((unsigned char)*b)) b++;
         while (e > b && isspace((unsigned char)e[-1])) e--;
-        if (b == e)
-            return deftsim_error_set(DEFTSIM_E_USAGE, "%s: an empty value in '%s'", what, text);
-        char *one = strndup(b, (size_t)(e - b));
-        if (!one) return nomem();
-        for (size_t i = 0; i < *n; i++)
-            if (!strcmp((*items)[i], one)) {
-                deftsim_status st = deftsim_error_set(DEFTSIM_E_USAGE, "%s: '%s' given twice", what, one);
-                free(one);
-                return st;
-            }
-        if (*n == cap) {
-            cap = cap ? 2 * cap : 4;
-            char **q = realloc(*items, cap * sizeof *q);
-            if (!q) {
-                free(one);
-                return nomem();
-            }
-            *items = q;
+        if (b == e) {
+            st = deftsim_error_set(DEFTSIM_E_USAGE, "%s: an empty value in '%s'", what, text);
+            break;
         }
-        (*items)[(*n)++] = one;
+        char *one = strndup(b, (size_t)(e - b));
+        if (!one) {
+            st = nomem();
+            break;
+        }
+        for (size_t i = 0; i < k && !st; i++)
+            if (!strcmp(v[i], one)) st = deftsim_error_set(DEFTSIM_E_USAGE, "%s: '%s' given twice", what, one);
+        if (!st && k == cap) {
+            size_t c = cap ? 2 * cap : 4;
+            char **q = realloc(v, c * sizeof *q);
+            if (!q) st = nomem();
+            else {
+                v = q;
+                cap = c;
+            }
+        }
+        if (st) {
+            free(one);
+            break;
+        }
+        v[k++] = one;
         p += len;
         if (!*p) break;
         p++;
     }
-    return DEFTSIM_OK;
-}
-
-static void free_list(char **items, size_t n)
-{
-    for (size_t i = 0; i < n; i++) free(items[i]);
-    free(items);
+    if (st) {
+        free_list(v, k);
+        v = NULL;
+        k = 0;
+    }
+    *items = v;
+    *n = k;
+    return st;
 }
 
 static int key_exists(const char *key)

@@ -372,9 +372,10 @@ static int cmp_u(const void *a, const void *b)
 static deftsim_status breakdown_plot(plot_ctx *x, const stable *t, size_t b, size_t e,
                                      const char *suffix, const char *subtitle)
 {
-    /* With the network simulated: the iteration's time split into selection on the critical
-     * path, communication and the rest. Without: the slowest worker's compute time split into
-     * selection and the other phases. Means, so that the parts add up. */
+    /* With the network simulated: the simulated iteration split into communication (the
+     * collectives' time), the slowest worker's selection and the rest (other compute, waiting).
+     * Without: the slowest worker's compute time split into selection and the other phases.
+     * Means, so that the parts add up to the whole. */
     int net = 0;
     for (size_t r = b; r < e; r++)
         if (!isnan(numv(t, r, "iteration_seconds_mean")) && !isnan(numv(t, r, "comm_seconds_mean"))) net = 1;
@@ -408,7 +409,9 @@ static deftsim_status breakdown_plot(plot_ctx *x, const stable *t, size_t b, siz
     fprintf(f, "# %s: %s\n# one block per P; columns: method selection other communication (ms, "
                "means over iterations; %s)\n",
             stem, subtitle,
-            net ? "the simulated iteration" : "the slowest worker's compute, no network simulated");
+            net ? "parts of the simulated iteration: selection of the slowest worker, the rest "
+                  "outside communication, communication"
+                : "the slowest worker's compute, no network simulated");
     char plist[256] = "";
     size_t pl = 0;
     for (size_t k = 0; k < npick; k++) {
@@ -422,9 +425,13 @@ static deftsim_status breakdown_plot(plot_ctx *x, const stable *t, size_t b, siz
                 if (net) {
                     double it = numv(t, r, "iteration_seconds_mean");
                     comm = numv(t, r, "comm_seconds_mean");
-                    sel = numv(t, r, "select_critical_seconds_mean");
-                    if (isnan(sel)) sel = numv(t, r, "select_seconds_mean");
-                    other = it - sel - comm;
+                    sel = numv(t, r, "select_seconds_mean");
+                    if (isnan(comm)) comm = 0;
+                    if (isnan(sel)) sel = 0;
+                    /* The parts must add up to the iteration: selection takes what communication
+                     * leaves at most. */
+                    if (sel > it - comm) sel = it - comm > 0 ? it - comm : 0;
+                    other = it - comm - sel;
                 } else {
                     sel = numv(t, r, "select_seconds_mean");
                     other = numv(t, r, "compute_seconds_mean") - sel;
@@ -438,7 +445,7 @@ static deftsim_status breakdown_plot(plot_ctx *x, const stable *t, size_t b, siz
     if ((st = deftsim_afile_commit(af))) return st;
     char sub[1200], extra[400];
     snprintf(sub, sizeof sub, "%s; means over iterations%s", subtitle,
-             net ? "" : "; compute only: the network was not simulated");
+             net ? "; bar: the simulated iteration" : "; compute only: the network was not simulated");
     snprintf(extra, sizeof extra, "plist='%s'; have_comm=%d", plist, net);
     const char *names = "";
     return render(x, "breakdown", stem, data, names, sub, "", extra);

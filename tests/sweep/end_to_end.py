@@ -148,6 +148,11 @@ counts = 1..8
                 "buildup": med(m, P, "buildup"),
                 "captured_frac": med(m, P, "captured"),
             }
+            # The network simulation's per-iteration times, when the rows have them.
+            for key, col in (("comm", "comm_seconds"), ("iter", "iteration_seconds")):
+                vals = [it[key] for it in its.values() if not math.isnan(it[key])]
+                if vals:
+                    want[col] = statistics.median(vals)
             imb = [it["imbalance"] for it in its.values() if not math.isnan(it["imbalance"])]
             want["imbalance_seconds"] = statistics.median(imb) if imb else math.nan
             for k, v in want.items():
