@@ -361,6 +361,13 @@ static deftsim_status build_variants(deftsim_sweep *s)
                 break;
             }
         if (!(var->label = strdup(s->naxes ? label : ""))) return nomem();
+        /* What the engine writes beside the rows (the generated network platform of each P)
+         * goes to the variant's own folder, where other variants cannot overwrite it. */
+        if (s->naxes) {
+            char ov[4400];
+            snprintf(ov, sizeof ov, "scenario.output=%s/points/%s", s->base->scenario.output, label);
+            if ((st = deftsim_config_apply_override(var->cfg, ov))) return st;
+        }
     }
     return DEFTSIM_OK;
 }
