@@ -84,13 +84,15 @@ typedef struct {
     double test_accuracy;      /* NAN if not evaluated */
     double buildup;            /* mean |U| / k since the last row */
     double density_actual;     /* mean |U| / n since the last row */
-    double compute_seconds;    /* cumulative: per iteration the slowest worker's gradient */
+    double compute_seconds;    /* cumulative: per iteration the slowest worker's gradient
+                                  (the thread's CPU time with [train] threads = 1, else wall
+                                  time) */
     double sparsify_seconds;   /* cumulative: wall time of the sparsifier's steps */
     double wall_seconds;       /* since the point started, evaluations included */
     /* Simulated time (options.simulate): each iteration is one schedule - the workers'
-     * gradient and accumulator times (the medians of the point's measurements), the
-     * sparsifier's measured phases and collectives, the optimizer step - through SimGrid's
-     * network model; cumulative over the iterations. */
+     * gradient and accumulator times (the medians of the point's measurements, on the clock
+     * of compute_seconds), the sparsifier's measured phases and collectives, the optimizer
+     * step - through SimGrid's network model; cumulative over the iterations. */
     double sim_seconds;        /* simulated training time */
     double sim_comm_seconds;   /* of which collectives (last worker in to last worker out) */
 } deftsim_train_row;
