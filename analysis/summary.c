@@ -789,7 +789,8 @@ deftsim_status deftsim_analysis_write_md(const deftsim_analysis *a, const char *
             (unsigned long long)a->rows);
     if (minit == maxit) fprintf(f, "%zu iteration%s per point", minit, minit == 1 ? "" : "s");
     else fprintf(f, "%zu to %zu iterations per point", minit, maxit);
-    if (a->opt.warmup) fprintf(f, " after leaving out the first %zu", a->opt.warmup);
+    if (a->opt.warmup == 1) fprintf(f, " after leaving out each point's first iteration");
+    else if (a->opt.warmup) fprintf(f, " after leaving out each point's first %zu", a->opt.warmup);
     fprintf(f, ".\n\n");
     fprintf(f,
             "**How to read the numbers.** Each cell is the median over a point's iterations, with a "
