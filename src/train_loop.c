@@ -182,13 +182,16 @@ deftsim_status deftsim_trainer_new(const deftsim_config *cfg, deftsim_trainer **
         st = deftsim_error_set(DEFTSIM_E_NOMEM, "train: out of memory");
         goto fail;
     }
-    const char *backend = deftsim_device_kind_name(c->device.kind);
-    if (!deftsim_kernels_backend_available(backend)) {
-        st = deftsim_error_set(DEFTSIM_E_UNSUPPORTED, "[device] kind = %s: this build or machine "
-                               "has no usable %s backend", backend, backend);
+    /* The workers' accumulators, gradients and weights are host memory, which the CUDA
+     * backend's kernels do not address (docs/KERNELS_CUDA.md). */
+    if (c->device.kind != DEFTSIM_DEVICE_CPU) {
+        st = deftsim_error_set(DEFTSIM_E_UNSUPPORTED,
+                               "[device] kind = %s: deftsim train keeps the workers' accumulators "
+                               "in host memory, which only the cpu kernels read; set kind = cpu",
+                               deftsim_device_kind_name(c->device.kind));
         goto fail;
     }
-    if ((st = deftsim_kctx_new(&tr->kctx, backend, (unsigned)c->device.threads))) {
+    if ((st = deftsim_kctx_new(&tr->kctx, "cpu", (unsigned)c->device.threads))) {
         st = deftsim_error_wrap(st, "[device] threads = %d", c->device.threads);
         goto fail;
     }

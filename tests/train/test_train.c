@@ -328,6 +328,14 @@ Test(train, bad_scenarios, .init = setup, .fini = teardown)
     deftsim_config_free(cfg);
 
     cfg = scenario("", "dense", "2");
+    cr_assert_eq(deftsim_config_apply_override(cfg, "device.kind=cuda"), DEFTSIM_OK);
+    cr_expect_eq(deftsim_trainer_new(cfg, &tr), DEFTSIM_E_UNSUPPORTED);
+    cr_expect_str_eq(deftsim_error_message(),
+                     "[device] kind = cuda: deftsim train keeps the workers' accumulators in host "
+                     "memory, which only the cpu kernels read; set kind = cpu");
+    deftsim_config_free(cfg);
+
+    cfg = scenario("", "dense", "2");
     cr_expect_eq(deftsim_train_record(cfg, DEFTSIM_METHOD_DENSE, 1, 2, "/proc/nope/x", NULL),
                  DEFTSIM_E_IO);
     deftsim_config_free(cfg);
