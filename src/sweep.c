@@ -973,13 +973,16 @@ static void draw_bar(progress *g)
         fmt_duration(d, sizeof d, left);
         snprintf(lf, sizeof lf, "~%s left", d);
     }
-    snprintf(tail, sizeof tail, " %zu/%zu %s | %s elapsed, %s", g->finished, g->total, what, el, lf);
+    snprintf(tail, sizeof tail, " %zu/%zu%s%s | %s elapsed, %s", g->finished, g->total,
+             what[0] ? " " : "", what, el, lf);
+    /* A bar of fixed width (it should not jump as the text changes): 30 columns on a wide
+     * terminal, less on a narrow one, none below 10; the text is cut at the edge. */
     int width = term_width(g->f) - 1;
-    int barw = width - (int)strlen(tail) - 2;
-    if (barw > 30) barw = 30;
+    int barw = width >= 100 ? 30 : width - 70;
+    if (barw < 10) barw = 0;
     char line[1024];
     size_t o = 0;
-    if (barw >= 5) {
+    if (barw > 0) {
         int fill = g->total ? (int)((double)barw * (double)g->finished / (double)g->total) : barw;
         line[o++] = '[';
         for (int i = 0; i < barw; i++) line[o++] = i < fill ? '#' : '.';
