@@ -46,7 +46,10 @@ run_study() {
 
 network() {
   # The bandwidth axis needs the network simulation's [network] bandwidth key.
-  if ! "$deftsim" config --keys | grep -q '^network\.bandwidth '; then
+  # (Read the keys whole first: grep -q would close the pipe early and fail it under pipefail.)
+  local keys
+  keys=$("$deftsim" config --keys)
+  if ! grep -q '^network\.bandwidth ' <<<"$keys"; then
     echo "sweep-studies: this deftsim has no [network] bandwidth key yet (the network" \
          "simulation is not built in); the network comparison cannot run" >&2
     return 2
