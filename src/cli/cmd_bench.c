@@ -1,4 +1,4 @@
-/* cmd_bench.c - `deftsim bench <target>`: benchmarks. Targets: kernels.
+/* cmd_bench.c - `deftsim bench <target>`: benchmarks. Targets: kernels, sim (bench_sim.c).
  *
  * `deftsim bench kernels` times the selection kernels against two yardsticks measured in the
  * same run on the same input: the memory floor (one streaming read of the input, the absmax
@@ -645,8 +645,11 @@ typedef struct {
     const char *summary;
 } bench_target;
 
+int deftsim_bench_sim(int argc, char **argv); /* bench_sim.c */
+
 static const bench_target targets[] = {
     {"kernels", bench_kernels, "selection kernels against the memory floor and a baseline"},
+    {"sim", deftsim_bench_sim, "the network simulation's wall time and memory against P"},
 };
 #define NTARGETS (sizeof targets / sizeof targets[0])
 
