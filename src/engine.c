@@ -1040,16 +1040,31 @@ static const char *dbl(char *buf, double v) { return deftsim_csv_double(buf, 40,
 
 /* The rows of one iteration: per worker, its phases, then its share of every collective,
  * with the worker's and the iteration's columns repeated. */
-/* A point's rows before the network simulation's columns are appended: the text, and where
- * each row ends (after its newline). */
+/* A point's rows before the network simulation's columns are appended: the text, in an
+ * unlinked temporary file next to the point's file (a point of DGC at P = 4096 has close to a
+ * million rows: not memory the plan counts), and where each row ends (after its newline). */
 typedef struct {
-    FILE *f;                 /* open_memstream over buf */
-    char *buf;
-    size_t len;
+    FILE *f;
+    char *line;              /* one row read back */
+    size_t line_cap;
     uint64_t *end;
     size_t n, cap;
     int failed;              /* out of memory recording a row */
 } row_buffer;
+
+static deftsim_status row_buffer_open(row_buffer *rb, const char *csv_path)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.rows.XXXXXX", csv_path);
+    int fd = mkstemp(tmp);
+    if (fd < 0) return deftsim_error_set(DEFTSIM_E_IO, "%s: cannot create: %s", tmp, strerror(errno));
+    unlink(tmp); /* gone with the process, whatever happens */
+    if (!(rb->f = fdopen(fd, "w+"))) {
+        close(fd);
+        return deftsim_error_set(DEFTSIM_E_IO, "%s: cannot open: %s", tmp, strerror(errno));
+    }
+    return DEFTSIM_OK;
+}
 
 static void row_done(row_buffer *rb)
 {
@@ -1071,7 +1086,7 @@ static void row_done(row_buffer *rb)
 static void row_buffer_free(row_buffer *rb)
 {
     if (rb->f) fclose(rb->f);
-    free(rb->buf);
+    free(rb->line);
     free(rb->end);
     memset(rb, 0, sizeof *rb);
 }
@@ -1294,8 +1309,10 @@ static double select_critical(const point_sim *s, const deftsim_sim_result *res,
 static deftsim_status emit_rows(FILE *out, row_buffer *rb, const point_sim *s, uint32_t P,
                                 const deftsim_sim_result *res, const char *run_cols)
 {
-    if (rb->failed || fflush(rb->f) != 0)
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory buffering rows");
+    if (rb->failed) return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory buffering rows");
+    if (fflush(rb->f) != 0 || fseek(rb->f, 0, SEEK_SET) != 0)
+        return deftsim_error_set(DEFTSIM_E_IO, "engine: the point's rows cannot be read back: %s",
+                                 strerror(errno));
     size_t row = 0;
     uint64_t prev = 0;
     char b[5][40];
@@ -1308,12 +1325,22 @@ static deftsim_status emit_rows(FILE *out, row_buffer *rb, const point_sim *s, u
                      dbl(b[1], select_critical(s, res, i)), dbl(b[2], res->iteration_seconds[i]));
         for (uint32_t w = 0; w < P; w++)
             for (size_t pi = 0; pi < per; pi++, row++) {
-                if (row >= rb->n || rb->end[row] <= prev || rb->end[row] > rb->len)
+                if (row >= rb->n || rb->end[row] <= prev)
                     return deftsim_error_set(DEFTSIM_E_INTERNAL,
                                              "engine: row %zu of the point is not where the "
                                              "schedule puts it",
                                              row);
-                fwrite(rb->buf + prev, 1, (size_t)(rb->end[row] - prev - 1), out);
+                size_t len = (size_t)(rb->end[row] - prev);
+                if (len > rb->line_cap) {
+                    char *nl = realloc(rb->line, len);
+                    if (!nl) return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory");
+                    rb->line = nl;
+                    rb->line_cap = len;
+                }
+                if (fread(rb->line, 1, len, rb->f) != len)
+                    return deftsim_error_set(DEFTSIM_E_IO, "engine: the point's rows cannot be "
+                                             "read back");
+                fwrite(rb->line, 1, len - 1, out); /* without its newline */
                 double x = 0, y = 0;
                 if (res && row_span(s, res, i, w, pi, &x, &y))
                     fprintf(out, ",%s,%s", dbl(b[3], x), dbl(b[4], y));
@@ -1423,10 +1450,7 @@ static deftsim_status run_point(deftsim_engine *e, deftsim_method method, double
     if ((st = deftsim_afile_open(&af, csv_path))) goto done;
     FILE *f = deftsim_afile_stream(af);
     write_header(f);
-    if (!(rb.f = open_memstream(&rb.buf, &rb.len))) {
-        st = deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory");
-        goto done;
-    }
+    if ((st = row_buffer_open(&rb, csv_path))) goto done;
     deftsim_acc_provider prov = {.get = acc_get,
                                  .ctx = &ps,
                                  .persistent = provider_persistent(cfg),
