@@ -54,8 +54,8 @@ static uint64_t block_sum(const sim_ag_info *in, uint32_t P, uint32_t r, uint32_
  * at the pace of its slowest hop, so every rank ends the ring at the latest end of the sampled
  * steps plus the remaining steps at the longest sampled step. Returns 1 if it handled the
  * ring. */
-static int ring_approx(sim_worker *w, const deftsim_sim_params *p, uint32_t steps,
-                       uint64_t bytes)
+static int ring_approx_sizes(sim_worker *w, const deftsim_sim_params *p, uint32_t steps,
+                             const uint64_t *bytes)
 {
     if (p->mode != DEFTSIM_SIM_APPROXIMATE || steps <= SIM_APPROX_RING_STEPS) return 0;
     uint32_t P = sim_size(w), r = sim_rank(w);
@@ -63,13 +63,20 @@ static int ring_approx(sim_worker *w, const deftsim_sim_params *p, uint32_t step
     double last = 0;
     for (uint32_t i = 0; i < SIM_APPROX_RING_STEPS; i++) {
         double t0 = sim_now();
-        sim_sendrecv(w, right, bytes, left);
+        sim_sendrecv(w, right, bytes[i], left);
         last = sim_now() - t0;
     }
     double end, step;
     sim_approx_agree(w, sim_now(), last, &end, &step);
     sim_sleep(end + (double)(steps - SIM_APPROX_RING_STEPS) * step - sim_now());
     return 1;
+}
+
+static int ring_approx(sim_worker *w, const deftsim_sim_params *p, uint32_t steps, uint64_t bytes)
+{
+    uint64_t b[SIM_APPROX_RING_STEPS];
+    for (uint32_t i = 0; i < SIM_APPROX_RING_STEPS; i++) b[i] = bytes;
+    return ring_approx_sizes(w, p, steps, b);
 }
 
 static void ag_ring(sim_worker *w, const deftsim_sim_params *p, const uint64_t *b,
@@ -222,13 +229,20 @@ static void ar_ring(sim_worker *w, const deftsim_sim_params *p, uint64_t bytes)
     uint64_t base = count / P, extra = count % P;
 #define CHUNK(c) ((base + ((uint64_t)(c) < extra)) * e)
     uint32_t left = (r + P - 1) % P, right = (r + 1) % P;
+    /* Approximate mode samples each phase's first steps with their own chunks: chunks differ by
+     * one element at most, so the steps left out are the sampled ones to within an element. */
+    uint64_t rs[SIM_APPROX_RING_STEPS], ag[SIM_APPROX_RING_STEPS];
+    for (uint32_t i = 0; i < SIM_APPROX_RING_STEPS; i++) {
+        rs[i] = CHUNK((r + P - i % P) % P);
+        ag[i] = CHUNK((r + 1 + P - i % P) % P);
+    }
     /* Reduce-scatter, MPICH's chunk order: in step i rank r sends chunk r-i and receives chunk
      * r-i-1, so that it ends owning chunk r+1. */
-    if (extra || !ring_approx(w, p, P - 1, base * e))
+    if (!ring_approx_sizes(w, p, P - 1, rs))
         for (uint32_t i = 0; i + 1 < P; i++)
             sim_sendrecv(w, right, CHUNK((r + P - i) % P), left);
     /* Allgather of the reduced chunks: rank r sends chunk r+1-i, receives chunk r-i. */
-    if (extra || !ring_approx(w, p, P - 1, base * e))
+    if (!ring_approx_sizes(w, p, P - 1, ag))
         for (uint32_t i = 0; i + 1 < P; i++)
             sim_sendrecv(w, right, CHUNK((r + 1 + P - i) % P), left);
 #undef CHUNK
