@@ -20,7 +20,7 @@ typedef struct {
 
 static const cli_command commands[] = {
     {"analyze", deftsim_cmd_analyze, "statistics of a results folder: summary.csv, summary.md"},
-    {"bench", deftsim_cmd_bench, "benchmarks: kernels"},
+    {"bench", deftsim_cmd_bench, "benchmarks: kernels, sim"},
     {"config", deftsim_cmd_config, "print the fully resolved configuration of a scenario"},
     {"models", deftsim_cmd_models, "list the built-in model tables"},
     {"plot", deftsim_cmd_plot, "figures of a results folder (PNG, SVG, PDF) with gnuplot"},
