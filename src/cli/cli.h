@@ -2,6 +2,8 @@
 #ifndef DEFTSIM_CLI_H
 #define DEFTSIM_CLI_H
 
+#include <stdint.h>
+
 #include "deftsim_error.h"
 
 /* Each subcommand: argv[0] is the subcommand name; returns the process exit code
@@ -26,5 +28,9 @@ int deftsim_cli_fail(deftsim_status st);
 /* Prints "deftsim <cmd>: <message>\nTry 'deftsim <cmd> --help'." and returns 2. */
 int deftsim_cli_usage_error(const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* A byte count such as "24G", "1.5T" or "4096" (binary suffixes K, M, G, T, optionally
+ * followed by "B" or "iB"). Returns 0, or -1 if malformed or out of range. */
+int deftsim_cli_parse_size(const char *s, uint64_t *out);
 
 #endif

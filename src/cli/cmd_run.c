@@ -43,30 +43,6 @@ static void usage(FILE *out)
             "budget), 1 failure while running.\n");
 }
 
-/* "24G", "1.5T", "4096": bytes, binary suffixes. -1 if malformed. */
-static int parse_size(const char *s, uint64_t *out)
-{
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || !isfinite(v) || v <= 0) return -1;
-    double mul = 1;
-    if (*end) {
-        switch (*end) {
-        case 'k': case 'K': mul = 1024.0; break;
-        case 'm': case 'M': mul = 1024.0 * 1024; break;
-        case 'g': case 'G': mul = 1024.0 * 1024 * 1024; break;
-        case 't': case 'T': mul = 1024.0 * 1024 * 1024 * 1024; break;
-        default: return -1;
-        }
-        end++;
-        if (strcmp(end, "") != 0 && strcmp(end, "iB") != 0 && strcmp(end, "B") != 0) return -1;
-    }
-    v *= mul;
-    if (v < 1 || v > 1.8e19) return -1;
-    *out = (uint64_t)v;
-    return 0;
-}
-
 int deftsim_cmd_run(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -98,7 +74,7 @@ int deftsim_cmd_run(int argc, char **argv)
         case 'd': opt.dump_dir = optarg; break;
         case 'n': dry = 1; break;
         case 'r':
-            if (parse_size(optarg, &opt.ram_bytes)) {
+            if (deftsim_cli_parse_size(optarg, &opt.ram_bytes)) {
                 rc = deftsim_cli_usage_error("run", "--ram: '%s' is not a size (e.g. 24G)", optarg);
                 goto done;
             }

@@ -3,8 +3,10 @@
  * Exit codes: 0 success, 2 usage or input error, 1 runtime failure. Data goes to stdout or
  * files, messages to stderr. */
 #include <getopt.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <gsl/gsl_errno.h>
@@ -59,6 +61,29 @@ int deftsim_cli_usage_error(const char *cmd, const char *fmt, ...)
     va_end(ap);
     fprintf(stderr, "\nTry 'deftsim %s --help'.\n", cmd);
     return 2;
+}
+
+int deftsim_cli_parse_size(const char *s, uint64_t *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || !isfinite(v) || v <= 0) return -1;
+    double mul = 1;
+    if (*end) {
+        switch (*end) {
+        case 'k': case 'K': mul = 1024.0; break;
+        case 'm': case 'M': mul = 1024.0 * 1024; break;
+        case 'g': case 'G': mul = 1024.0 * 1024 * 1024; break;
+        case 't': case 'T': mul = 1024.0 * 1024 * 1024 * 1024; break;
+        default: return -1;
+        }
+        end++;
+        if (strcmp(end, "") != 0 && strcmp(end, "iB") != 0 && strcmp(end, "B") != 0) return -1;
+    }
+    v *= mul;
+    if (v < 1 || v > 1.8e19) return -1;
+    *out = (uint64_t)v;
+    return 0;
 }
 
 /* GSL's default handler aborts the process; deftsim records the error instead and lets the
