@@ -668,7 +668,7 @@ static deftsim_status parse_value(const keydef *k, const char *text, kval *v)
 static size_t render(const keydef *k, const kval *v, char *buf, size_t cap)
 {
     size_t o = 0;
-#define PUT(...) (o += (size_t)snprintf(buf + (o < cap ? o : cap), o < cap ? cap - o : 0, __VA_ARGS__))
+#define PUT(...) (o += (size_t)snprintf(o < cap ? buf + o : NULL, o < cap ? cap - o : 0, __VA_ARGS__))
     if (cap) buf[0] = '\0';
     switch (k->type) {
     case T_NAME:
@@ -1561,7 +1561,7 @@ deftsim_status deftsim_parse_int_list(const char *text, int64_t min, int64_t max
 size_t deftsim_format_int_list(const int64_t *v, size_t n, char *buf, size_t cap)
 {
     size_t o = 0;
-#define PUT(...) (o += (size_t)snprintf(buf + (o < cap ? o : cap), o < cap ? cap - o : 0, __VA_ARGS__))
+#define PUT(...) (o += (size_t)snprintf(o < cap ? buf + o : NULL, o < cap ? cap - o : 0, __VA_ARGS__))
     if (cap) buf[0] = '\0';
     for (size_t i = 0; i < n;) {
         const char *sep = i ? ", " : "";

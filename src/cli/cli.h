@@ -10,6 +10,13 @@
  * (0 ok, 2 usage or input error, 1 runtime failure). */
 typedef int (*deftsim_cli_fn)(int argc, char **argv);
 
+/* The whole program (main() only calls it): dispatches argv to a subcommand. */
+int deftsim_cli_main(int argc, char **argv);
+
+/* Nonzero: every subcommand returns 0 right after its options and arguments were parsed and
+ * validated, before any work or file output (the command-line fuzz target, tests/fuzz). */
+extern int deftsim_cli_parse_only;
+
 int deftsim_cmd_bench(int argc, char **argv);
 int deftsim_cmd_config(int argc, char **argv);
 int deftsim_cmd_models(int argc, char **argv);

@@ -94,9 +94,12 @@ static void gsl_handler(const char *reason, const char *file, int line, int gsl_
                       gsl_errno);
 }
 
-int main(int argc, char **argv)
+int deftsim_cli_parse_only = 0;
+
+int deftsim_cli_main(int argc, char **argv)
 {
     gsl_set_error_handler(gsl_handler);
+    optind = 0; /* a fresh getopt state: this may run more than once in a process */
 
     static const struct option opts[] = {
         {"help", no_argument, NULL, 'h'},
