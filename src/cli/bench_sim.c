@@ -255,6 +255,10 @@ int deftsim_bench_sim(int argc, char **argv)
         if ((st = deftsim_config_apply_override(cfg, ov[i]))) goto fail;
     if ((st = deftsim_config_check(cfg))) goto fail;
     if ((st = deftsim_model_load(model_name, &model))) goto fail;
+    if (deftsim_cli_parse_only) {
+        rc = 0;
+        goto fail;
+    }
 
     workload wl = {.m = model, .density = density, .si = 4, .sv = 4};
     wl.k = (uint64_t)floor(density * (double)model->numel);

@@ -96,6 +96,7 @@ int deftsim_cmd_analyze(int argc, char **argv)
     if (optind >= argc) return deftsim_cli_usage_error("analyze", "missing DIR");
     if (optind + 1 < argc)
         return deftsim_cli_usage_error("analyze", "unexpected argument '%s'", argv[optind + 1]);
+    if (deftsim_cli_parse_only) return 0;
     const char *in = argv[optind];
     double t0 = deftsim_now();
     deftsim_status st = deftsim_results_list(in, &rs);

@@ -532,6 +532,7 @@ static int bench_kernels(int argc, char **argv)
     if (!deftsim_kernels_backend_available(o.backend))
         return deftsim_cli_usage_error("bench kernels", "backend '%s' is not available here",
                                        o.backend);
+    if (deftsim_cli_parse_only) return 0;
 
     deftsim_status st = DEFTSIM_OK;
     deftsim_model *model = NULL;
@@ -673,7 +674,7 @@ int deftsim_cmd_bench(int argc, char **argv)
     }
     for (size_t i = 0; i < NTARGETS; i++)
         if (strcmp(argv[1], targets[i].name) == 0) {
-            optind = 1;
+            optind = 0; /* glibc's getopt starts afresh (main's scan stopped at "bench") */
             return targets[i].fn(argc - 1, argv + 1);
         }
     return deftsim_cli_usage_error("bench", "unknown target '%s'", argv[1]);

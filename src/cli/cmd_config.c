@@ -67,7 +67,7 @@ int deftsim_cmd_config(int argc, char **argv)
             rc = deftsim_cli_usage_error("config", "--keys takes no scenario");
             goto done;
         }
-        print_keys();
+        if (!deftsim_cli_parse_only) print_keys();
         goto done;
     }
     if (optind >= argc) {
@@ -83,6 +83,10 @@ int deftsim_cmd_config(int argc, char **argv)
     deftsim_status st = deftsim_config_load(argv[optind], sets, nsets, &cfg);
     if (st) {
         rc = deftsim_cli_fail(st);
+        goto done;
+    }
+    if (deftsim_cli_parse_only) {
+        deftsim_config_free(cfg);
         goto done;
     }
     if (json) {

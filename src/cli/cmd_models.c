@@ -42,6 +42,10 @@ int deftsim_cmd_models(int argc, char **argv)
     deftsim_status st;
     if (layers) {
         if ((st = deftsim_model_load(layers, &m))) return deftsim_cli_fail(st);
+        if (deftsim_cli_parse_only) {
+            deftsim_model_free(m);
+            return 0;
+        }
         printf(csv ? "index,name,shape,numel,offset\n" : "%5s  %-48s %-18s %12s %12s\n", "index",
                "name", "shape", "numel", "offset");
         for (size_t i = 0; i < m->nlayers; i++) {
@@ -58,6 +62,7 @@ int deftsim_cmd_models(int argc, char **argv)
         deftsim_model_free(m);
         return 0;
     }
+    if (deftsim_cli_parse_only) return 0;
     printf(csv ? "model,tensors,parameters\n" : "%-20s %8s %14s\n", "model", "tensors", "parameters");
     for (size_t i = 0; i < deftsim_model_builtin_count(); i++) {
         if ((st = deftsim_model_builtin(deftsim_model_builtin_name(i), &m))) return deftsim_cli_fail(st);

@@ -513,6 +513,7 @@ int deftsim_cmd_plot(int argc, char **argv)
     if (!x.nformats) return deftsim_cli_usage_error("plot", "--format: no format given");
     if (!x.scripts) x.scripts = getenv("DEFTSIM_PLOTS_DIR");
     if (!x.scripts || !*x.scripts) x.scripts = DEFTSIM_PLOTS_DIR;
+    if (deftsim_cli_parse_only) return 0;
 
     const char *dir = argv[optind];
     char summary[4200], outdir[4200], datadir[4300];

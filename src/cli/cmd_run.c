@@ -107,6 +107,7 @@ int deftsim_cmd_run(int argc, char **argv)
         rc = deftsim_cli_fail(st);
         goto done;
     }
+    if (deftsim_cli_parse_only) goto done;
     opt.progress = quiet ? NULL : stderr;
     if ((st = deftsim_engine_new(cfg, &opt, &e))) {
         rc = deftsim_cli_fail(st);

@@ -133,6 +133,7 @@ int deftsim_cmd_sweep(int argc, char **argv)
         rc = deftsim_cli_fail(st);
         goto done;
     }
+    if (deftsim_cli_parse_only) goto done;
     so.vary = vary;
     so.nvary = nvary;
     so.progress = quiet ? NULL : stderr;

@@ -215,6 +215,7 @@ static int cmd_info(int argc, char **argv)
         }
     }
     if (optind + 1 != argc) return deftsim_cli_usage_error("trace", "info needs exactly one DIR");
+    if (deftsim_cli_parse_only) return 0;
     deftsim_trace *t;
     deftsim_status st = deftsim_trace_open(argv[optind], &t);
     if (st) return deftsim_cli_fail(st);
@@ -243,6 +244,7 @@ static int cmd_check(int argc, char **argv)
         return 0;
     }
     if (argc != 2) return deftsim_cli_usage_error("trace", "check needs exactly one DIR");
+    if (deftsim_cli_parse_only) return 0;
     deftsim_trace *t;
     deftsim_status st = deftsim_trace_open(argv[1], &t);
     if (st) return deftsim_cli_fail(st);
@@ -289,6 +291,7 @@ static int cmd_dump(int argc, char **argv)
     if (optind + 1 != argc) return deftsim_cli_usage_error("trace", "dump needs exactly one DIR");
     if (!have_iter || !have_worker)
         return deftsim_cli_usage_error("trace", "dump needs --iteration and --worker");
+    if (deftsim_cli_parse_only) return 0;
     deftsim_trace *t;
     deftsim_status st = deftsim_trace_open(argv[optind], &t);
     if (st) return deftsim_cli_fail(st);
@@ -378,6 +381,11 @@ static int cmd_gen(int argc, char **argv)
         deftsim_model_free(m);
         return deftsim_cli_fail(st);
     }
+    if (deftsim_cli_parse_only) {
+        deftsim_gen_free(g);
+        deftsim_model_free(m);
+        return 0;
+    }
     double t0 = deftsim_now();
     st = deftsim_gen_write_trace(g, dir, (uint32_t)workers, iterations);
     double dt = deftsim_now() - t0;
@@ -422,6 +430,10 @@ static int cmd_bench(int argc, char **argv)
     deftsim_model *m;
     deftsim_status st = deftsim_model_load(model, &m);
     if (st) return deftsim_cli_fail(st);
+    if (deftsim_cli_parse_only) {
+        deftsim_model_free(m);
+        return 0;
+    }
     deftsim_gen_params p;
     deftsim_gen_params_default(&p);
     deftsim_gen *g = NULL;

@@ -107,6 +107,7 @@ int deftsim_cmd_train(int argc, char **argv)
         rc = deftsim_cli_fail(st);
         goto done;
     }
+    if (deftsim_cli_parse_only) goto done;
     deftsim_train_summary sum;
     if ((st = deftsim_train_run(cfg, quiet ? NULL : stderr, &sum))) {
         rc = deftsim_cli_fail(st);
@@ -226,6 +227,7 @@ int deftsim_cmd_trace_record(int argc, char **argv)
         P = (uint64_t)cfg->workers.counts[0];
     }
     if (!have_density) density = cfg->sparsify.densities[0];
+    if (deftsim_cli_parse_only) goto done;
     double t0 = deftsim_now();
     if ((st = deftsim_train_record(cfg, method, density, (uint32_t)P, dir, quiet ? NULL : stderr))) {
         rc = deftsim_cli_fail(st);

@@ -4,7 +4,8 @@
  * and arguments (scenario files load, with their --set overrides) and returns before any work
  * or file output.
  *
- * The process works in a scratch directory that holds a valid scenario (s.ini), a model table
+ * Each input runs in a scratch directory (the working directory is restored afterwards, so
+ * libFuzzer's relative corpus paths keep working) that holds a valid scenario (s.ini), a model table
  * (m.csv) and a results folder name (r), so that seed lines such as "run\ns.ini\n-n" reach the
  * end of the parsing. stdout goes to /dev/null (help texts); stderr stays (run libFuzzer with
  * -close_fd_mask=2 to silence the messages). */
@@ -23,16 +24,20 @@ static const char scenario[] =
     "[workers]\ncounts = 2..16\n";
 static const char model[] = "index,name,shape,numel\n0,w,4x4,16\n1,b,4,4\n";
 
+static int home = -1; /* the working directory libFuzzer started in */
+
 static void setup(void)
 {
     static int done;
     if (done) return;
     done = 1;
+    if ((home = open(".", O_RDONLY | O_DIRECTORY)) < 0) abort();
     const char *dir = fuzz_scratch();
     if (chdir(dir) != 0) abort();
     fuzz_write("s.ini", scenario, sizeof scenario - 1);
     fuzz_write("m.csv", model, sizeof model - 1);
     if (mkdir("r", 0755) != 0) abort();
+    if (fchdir(home) != 0) abort();
     if (!freopen("/dev/null", "w", stdout)) abort();
     deftsim_cli_parse_only = 1;
 }
@@ -53,9 +58,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         p = nl + 1;
     }
     argv[argc] = NULL;
-    optind = 0;
+    if (chdir(fuzz_scratch()) != 0) abort();
     deftsim_cli_main(argc, argv);
     fflush(stdout);
+    if (fchdir(home) != 0) abort();
     free(text);
     return 0;
 }
