@@ -126,6 +126,14 @@ deftsim_status deftsim_sim_platform_shape(const deftsim_sim_params *p, char *par
  * atomically. Refused for topology = file. Host i is named "node-<i>"; worker i runs on it. */
 deftsim_status deftsim_sim_write_platform(const deftsim_sim_params *p, const char *path);
 
+/* topology = file: loads p->platform_file with SimGrid in a forked child (SimGrid aborts the
+ * process on a file it cannot parse) and checks that it can carry p->P workers: at least P
+ * hosts, and a route between the first worker's host and every other one. DEFTSIM_E_INPUT with
+ * a message naming the file: "net.xml is not a SimGrid platform: Parse error at net.xml:5:
+ * ...", "net.xml has 1 host, fewer than the 2 workers", "net.xml has no route from host a to
+ * host b (workers 0 and 1)". Other topologies: DEFTSIM_OK, nothing loaded. */
+deftsim_status deftsim_sim_check_platform(const deftsim_sim_params *p);
+
 /* What a simulation produced. Step s of schedule i is row step_offset[i] + s of every per-step
  * array, which holds one entry per worker: [(step_offset[i] + s) * P + w]. Times are seconds
  * relative to the start of the schedule (every worker starts it at once). */

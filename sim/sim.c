@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/time.h>
 #include <sys/types.h>
@@ -600,6 +601,135 @@ static void tail_append(char *tail, size_t *len, const char *data, size_t n)
     *len += n;
 }
 
+/* What a failed SimGrid child said, for a message: the first line SimGrid logged as an error
+ * (its log prefix "[time] file:line: [category/ERROR] " dropped), else the first non-empty
+ * line; "" if it said nothing. */
+static void simgrid_said(const char *text, char *out, size_t cap)
+{
+    out[0] = '\0';
+    const char *pick = NULL;
+    static const char *const tags[] = {"/ERROR] ", "/CRITICAL] "};
+    for (size_t i = 0; i < 2 && !pick; i++) {
+        const char *t = strstr(text, tags[i]);
+        if (t) pick = t + strlen(tags[i]);
+    }
+    if (!pick) {
+        pick = text;
+        while (*pick == '\n' || *pick == '\r' || *pick == ' ') pick++;
+    }
+    size_t n = strcspn(pick, "\r\n");
+    if (n >= cap) n = cap - 1;
+    memcpy(out, pick, n);
+    out[n] = '\0';
+}
+
+deftsim_status deftsim_sim_check_platform(const deftsim_sim_params *p)
+{
+    if (p->topology != DEFTSIM_TOPO_FILE) return DEFTSIM_OK;
+    const char *path = p->platform_file;
+    if (!path || !path[0])
+        return deftsim_error_set(DEFTSIM_E_INPUT,
+                                 "platform_file: missing (required when topology = file)");
+    if (access(path, R_OK) != 0)
+        return deftsim_error_set(DEFTSIM_E_INPUT, "cannot read %s: %s", path, strerror(errno));
+    sim_check_progress *prog = mmap(NULL, sizeof *prog, PROT_READ | PROT_WRITE,
+                                    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (prog == MAP_FAILED)
+        return deftsim_error_set(DEFTSIM_E_RUNTIME, "platform check: mmap: %s", strerror(errno));
+    memset(prog, 0, sizeof *prog);
+    int outp[2], errp[2];
+    if (pipe(outp) != 0) {
+        munmap(prog, sizeof *prog);
+        return deftsim_error_set(DEFTSIM_E_RUNTIME, "platform check: pipe: %s", strerror(errno));
+    }
+    if (pipe(errp) != 0) {
+        close(outp[0]);
+        close(outp[1]);
+        munmap(prog, sizeof *prog);
+        return deftsim_error_set(DEFTSIM_E_RUNTIME, "platform check: pipe: %s", strerror(errno));
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        int err = errno;
+        close(outp[0]);
+        close(outp[1]);
+        close(errp[0]);
+        close(errp[1]);
+        munmap(prog, sizeof *prog);
+        return deftsim_error_set(DEFTSIM_E_RUNTIME, "platform check: fork: %s", strerror(err));
+    }
+    if (pid == 0) {
+        close(outp[0]);
+        close(errp[0]);
+        dup2(errp[1], 2);
+        dup2(errp[1], 1);
+        char msg[MSG_MAX] = "";
+        int32_t rc = sim_child_check_platform(path, p->P, prog, msg, sizeof msg);
+        uint32_t len = (uint32_t)strlen(msg);
+        int bad = write_all(outp[1], &rc, sizeof rc) || write_all(outp[1], &len, sizeof len) ||
+                  write_all(outp[1], msg, len);
+        _exit(bad ? 3 : 0);
+    }
+    close(outp[1]);
+    close(errp[1]);
+    /* The result is a few bytes (it fits the pipe, the child never blocks on it): read what
+     * SimGrid says to the end, then the result. */
+    char said[ERR_TAIL + 1];
+    size_t said_len = 0;
+    for (;;) {
+        char chunk[4096];
+        ssize_t r = read(errp[0], chunk, sizeof chunk);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        size_t take = (size_t)r < ERR_TAIL - said_len ? (size_t)r : ERR_TAIL - said_len;
+        memcpy(said + said_len, chunk, take); /* the first lines: where SimGrid's error is */
+        said_len += take;
+    }
+    said[said_len] = '\0';
+    close(errp[0]);
+    char res[8 + MSG_MAX + 1];
+    size_t have = 0;
+    for (;;) {
+        ssize_t r = read(outp[0], res + have, sizeof res - 1 - have);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        have += (size_t)r;
+        if (have == sizeof res - 1) break;
+    }
+    close(outp[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    sim_check_progress pr = *prog;
+    munmap(prog, sizeof *prog);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || have < 8) {
+        char what[1024], how[64];
+        simgrid_said(said, what, sizeof what);
+        if (WIFSIGNALED(status))
+            snprintf(how, sizeof how, "killed by signal %d", WTERMSIG(status));
+        else
+            snprintf(how, sizeof how, "exit status %d", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+        pr.from_name[sizeof pr.from_name - 1] = pr.to_name[sizeof pr.to_name - 1] = '\0';
+        if (pr.stage == 1) /* SimGrid 3.32 crashes on a route that does not exist */
+            return deftsim_error_set(DEFTSIM_E_INPUT,
+                                     "%s has no route from host %s to host %s (workers %" PRIu32
+                                     " and %" PRIu32 ")",
+                                     path, pr.from_name, pr.to_name, pr.from, pr.to);
+        if (what[0])
+            return deftsim_error_set(DEFTSIM_E_INPUT, "%s is not a SimGrid platform: %s", path,
+                                     what);
+        return deftsim_error_set(DEFTSIM_E_INPUT, "%s: SimGrid failed loading it (%s)", path, how);
+    }
+    int32_t rc;
+    uint32_t len;
+    memcpy(&rc, res, sizeof rc);
+    memcpy(&len, res + 4, sizeof len);
+    if (len > have - 8) len = (uint32_t)(have - 8);
+    res[8 + len] = '\0';
+    if (rc != 0) return deftsim_error_set(DEFTSIM_E_INPUT, "%s", res + 8);
+    return DEFTSIM_OK;
+}
+
 deftsim_status deftsim_sim_run(const deftsim_sim_params *p, const deftsim_schedule *const *scheds,
                                size_t nsched, deftsim_sim_result *out)
 {
@@ -740,6 +870,12 @@ deftsim_status deftsim_sim_run(const deftsim_sim_params *p, const deftsim_schedu
     /* The last lines of what SimGrid said, on one line, for the error message. */
     for (size_t i = 0; i < tail_len; i++)
         if (tail[i] == '\n' || tail[i] == '\r') tail[i] = ' ';
+    /* Without the backtrace SimGrid prints after a failed assertion: the reason is before it. */
+    char *bt = strstr(tail, " Backtrace (displayed");
+    if (bt) {
+        *bt = '\0';
+        tail_len = (size_t)(bt - tail);
+    }
 
     child_header h;
     memset(&h, 0, sizeof h);

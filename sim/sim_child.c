@@ -423,3 +423,55 @@ int sim_child_run(const deftsim_sim_params *p, const char *platform_path,
     }
     return 0;
 }
+
+int sim_child_check_platform(const char *platform_path, uint32_t P, sim_check_progress *prog,
+                             char *msg, size_t msgcap)
+{
+    /* Messages bare (no time stamp or source line): on a parse error SimGrid's only output is
+     * its message, which the parent quotes. */
+    char *argv[] = {"deftsim-check", "--log=root.thres:warning", "--log=root.fmt:%m%n", NULL};
+    int argc = (int)(sizeof argv / sizeof argv[0]) - 1;
+    simgrid_init(&argc, argv);
+    simgrid_load_platform(platform_path);
+    size_t nh = sg_host_count();
+    if (nh < P) {
+        snprintf(msg, msgcap, "%s has %zu host%s, fewer than the %" PRIu32 " workers",
+                 platform_path, nh, nh == 1 ? "" : "s", P);
+        return -1;
+    }
+    sg_host_t *all = sg_host_list();
+    if (!all) {
+        snprintf(msg, msgcap, "out of memory listing the hosts of %s", platform_path);
+        return -1;
+    }
+    qsort(all, nh, sizeof *all, host_cmp);
+    xbt_dynar_t links = xbt_dynar_new(sizeof(sg_link_t), NULL);
+    int rc = 0;
+    for (uint32_t w = 1; w < P && rc == 0; w++) {
+        for (int back = 0; back < 2; back++) {
+            sg_host_t a = back ? all[w] : all[0], b = back ? all[0] : all[w];
+            prog->from = back ? w : 0;
+            prog->to = back ? 0 : w;
+            snprintf(prog->from_name, sizeof prog->from_name, "%s", sg_host_get_name(a));
+            snprintf(prog->to_name, sizeof prog->to_name, "%s", sg_host_get_name(b));
+            prog->stage = 1;
+            xbt_dynar_reset(links);
+            sg_host_get_route(a, b, links);
+            /* What SimGrid's network model refuses when a message is sent: no link and no
+             * latency between two hosts. */
+            if (xbt_dynar_is_empty(links) && !(sg_host_get_route_latency(a, b) > 0)) {
+                snprintf(msg, msgcap,
+                         "%s has no route from host %s to host %s (workers %" PRIu32 " and %" PRIu32
+                         ")",
+                         platform_path, sg_host_get_name(a), sg_host_get_name(b), back ? w : 0,
+                         back ? 0 : w);
+                rc = -1;
+                break;
+            }
+        }
+    }
+    prog->stage = 2;
+    xbt_dynar_free(&links);
+    free(all);
+    return rc;
+}

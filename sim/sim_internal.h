@@ -65,6 +65,20 @@ int sim_child_run(const deftsim_sim_params *p, const char *platform_path,
                   const deftsim_schedule *const *scheds, size_t nsched, const size_t *step_offset,
                   sim_child_out *out, char *msg, size_t msgcap);
 
+/* Loads the user's platform file in the current (forked) process and checks that it can
+ * carry P workers: at least P hosts, and a route from the first worker's host to every other
+ * worker's host and back (hosts in worker order, as sim_child_run takes them). Returns 0, or
+ * -1 with msg filled ("PATH has 1 host, fewer than the 2 workers"). A file SimGrid cannot
+ * parse aborts the process, and SimGrid 3.32 crashes looking up a route that does not exist:
+ * prog (memory shared with the parent) says how far the check went. */
+typedef struct {
+    int32_t stage;           /* 0 loading the file, 1 looking up the route below, 2 done */
+    uint32_t from, to;       /* workers */
+    char from_name[128], to_name[128];
+} sim_check_progress;
+int sim_child_check_platform(const char *platform_path, uint32_t P, sim_check_progress *prog,
+                             char *msg, size_t msgcap);
+
 /* Host names of a user platform in worker order: names compared with digit runs as numbers
  * ("node-2" before "node-10"). */
 int sim_natural_cmp(const char *a, const char *b);

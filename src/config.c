@@ -1282,6 +1282,17 @@ static deftsim_status network_check(const deftsim_config *cfg)
         return deftsim_error_set(DEFTSIM_E_INPUT, "%s: cannot read %s: %s", w,
                                  cfg->network.platform_file, strerror(errno));
     }
+    /* A user's platform is loaded once here (in a child: SimGrid aborts on a file it cannot
+     * parse), so that a broken file stops the run before any point, naming the file. */
+    if (cfg->network.topology == DEFTSIM_TOPO_FILE && cfg->network.simulate &&
+        (st = deftsim_sim_check_platform(&sp))) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", deftsim_error_message());
+        where(cfg, kidx("network", "platform_file"), w, sizeof w);
+        return deftsim_error_set(st, "%s: %s%s", w, msg,
+                                 P > 1 && strstr(msg, "fewer than")
+                                     ? " (the largest of [workers] counts)" : "");
+    }
     return DEFTSIM_OK;
 }
 
