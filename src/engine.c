@@ -1050,6 +1050,8 @@ typedef struct {
     uint64_t *end;
     size_t n, cap;
     int failed;              /* out of memory recording a row */
+    int werr;                /* errno of the first failed write, 0 if none */
+    const char *csv_path;    /* the point's file, named in messages */
 } row_buffer;
 
 static deftsim_status row_buffer_open(row_buffer *rb, const char *csv_path)
@@ -1059,6 +1061,7 @@ static deftsim_status row_buffer_open(row_buffer *rb, const char *csv_path)
     int fd = mkstemp(tmp);
     if (fd < 0) return deftsim_error_set(DEFTSIM_E_IO, "%s: cannot create: %s", tmp, strerror(errno));
     unlink(tmp); /* gone with the process, whatever happens */
+    rb->csv_path = csv_path;
     if (!(rb->f = fdopen(fd, "w+"))) {
         close(fd);
         return deftsim_error_set(DEFTSIM_E_IO, "%s: cannot open: %s", tmp, strerror(errno));
@@ -1078,9 +1081,20 @@ static void row_done(row_buffer *rb)
         rb->end = ne;
         rb->cap = nc;
     }
+    if (!rb->werr && ferror(rb->f)) rb->werr = errno ? errno : EIO;
     long at = ftell(rb->f);
     if (at < 0) rb->failed = 1;
     rb->end[rb->n++] = at < 0 ? 0 : (uint64_t)at;
+}
+
+/* A failed write of the buffered rows (a full disk, a file size limit), naming the point's
+ * file: the buffer is an unlinked file beside it. */
+static deftsim_status row_buffer_error(const row_buffer *rb, int err)
+{
+    return deftsim_error_set(DEFTSIM_E_IO,
+                             "%s: write failed: %s (buffering the point's rows in a temporary "
+                             "file beside it)",
+                             rb->csv_path, strerror(err ? err : EIO));
 }
 
 static void row_buffer_free(row_buffer *rb)
@@ -1310,7 +1324,9 @@ static deftsim_status emit_rows(FILE *out, row_buffer *rb, const point_sim *s, u
                                 const deftsim_sim_result *res, const char *run_cols)
 {
     if (rb->failed) return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory buffering rows");
-    if (fflush(rb->f) != 0 || fseek(rb->f, 0, SEEK_SET) != 0)
+    if (rb->werr) return row_buffer_error(rb, rb->werr);
+    if (fflush(rb->f) != 0) return row_buffer_error(rb, errno);
+    if (fseek(rb->f, 0, SEEK_SET) != 0)
         return deftsim_error_set(DEFTSIM_E_IO, "engine: the point's rows cannot be read back: %s",
                                  strerror(errno));
     size_t row = 0;
@@ -1478,6 +1494,10 @@ static deftsim_status run_point(deftsim_engine *e, deftsim_method method, double
         }
         if ((st = compute_metrics(&ps, &pd, r, &m))) goto done;
         rec->rows += write_rows(&rb, &ps, &pd, r, &m, t1 - t0, t2 - t1);
+        if (rb.werr) { /* stop at once: the point cannot be written */
+            st = row_buffer_error(&rb, rb.werr);
+            goto done;
+        }
         rec->prepare_seconds += t1 - t0;
         rec->step_seconds += t2 - t1;
         if ((st = point_sim_add(&psim, r, &m, cfg->network.simulate))) goto done;
