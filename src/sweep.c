@@ -14,7 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <signal.h>
 #include <sys/ioctl.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -81,6 +85,8 @@ size_t deftsim_sweep_point_count(const deftsim_sweep *s) { return s->npoints; }
 size_t deftsim_sweep_variant_count(const deftsim_sweep *s) { return s->nvariants; }
 const char *deftsim_sweep_output(const deftsim_sweep *s) { return s->base->scenario.output; }
 
+static void lock_forget(int fd);
+
 void deftsim_sweep_free(deftsim_sweep *s)
 {
     if (!s) return;
@@ -108,7 +114,10 @@ void deftsim_sweep_free(deftsim_sweep *s)
     json_decref(s->identity);
     json_decref(s->extra_points);
     free(s->started);
-    if (s->lock_fd >= 0) close(s->lock_fd);
+    if (s->lock_fd >= 0) {
+        lock_forget(s->lock_fd);
+        close(s->lock_fd);
+    }
     deftsim_config_free(s->base);
     free(s);
 }
@@ -1099,6 +1108,62 @@ static void progress_done(progress *g, const point *p, int ok)
 
 /* ---- running ------------------------------------------------------------------------------------ */
 
+/* The folder's lock is a flock on .sweep.lock, which belongs to the open file description:
+ * a child forked while the sweep runs (the network simulation's) shares it, and a child that
+ * outlives a killed sweep would keep the folder locked, refusing the resume, until it ends.
+ * A fork handler closes the locks' descriptors in every child, so that the lock lives and dies
+ * with the sweep's process; and, on Linux, asks for SIGKILL when that process dies, so that
+ * a simulation does not go on for nobody (its results go to a pipe only the sweep reads). */
+#define MAX_LOCKS 8
+static pthread_mutex_t locks_mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t locks_once = PTHREAD_ONCE_INIT;
+static int lock_fds[MAX_LOCKS] = {-1, -1, -1, -1, -1, -1, -1, -1};
+static pid_t lock_owner;
+
+static void lock_child(void)
+{
+    int any = 0;
+    for (int i = 0; i < MAX_LOCKS; i++)
+        if (lock_fds[i] >= 0) {
+            close(lock_fds[i]);
+            lock_fds[i] = -1;
+            any = 1;
+        }
+#ifdef __linux__
+    if (any) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != lock_owner) _exit(1); /* the sweep died before the call */
+    }
+#else
+    (void)any;
+#endif
+}
+
+static void locks_init(void) { pthread_atfork(NULL, NULL, lock_child); }
+
+static int lock_remember(int fd)
+{
+    pthread_once(&locks_once, locks_init);
+    pthread_mutex_lock(&locks_mutex);
+    int slot = -1;
+    for (int i = 0; i < MAX_LOCKS && slot < 0; i++)
+        if (lock_fds[i] < 0) slot = i;
+    if (slot >= 0) {
+        lock_fds[slot] = fd;
+        lock_owner = getpid();
+    }
+    pthread_mutex_unlock(&locks_mutex);
+    return slot >= 0 ? 0 : -1;
+}
+
+static void lock_forget(int fd)
+{
+    pthread_mutex_lock(&locks_mutex);
+    for (int i = 0; i < MAX_LOCKS; i++)
+        if (lock_fds[i] == fd) lock_fds[i] = -1;
+    pthread_mutex_unlock(&locks_mutex);
+}
+
 static deftsim_status take_lock(deftsim_sweep *s)
 {
     char path[4200];
@@ -1115,20 +1180,45 @@ static deftsim_status take_lock(deftsim_sweep *s)
                                      s->base->scenario.output);
         return deftsim_error_set(DEFTSIM_E_IO, "%s: cannot lock: %s", path, strerror(err));
     }
+    if (lock_remember(fd) != 0) {
+        close(fd);
+        return deftsim_error_set(DEFTSIM_E_RUNTIME,
+                                 "%s: more than %d sweeps at once in one process",
+                                 s->base->scenario.output, MAX_LOCKS);
+    }
     s->lock_fd = fd;
     return DEFTSIM_OK;
 }
 
-/* Temporary files of points that were running when an earlier sweep stopped (the atomic
- * writer's "<file>.tmp.<pid>"); safe to remove while this sweep holds the folder's lock. */
-static void remove_stale(const char *dir)
+/* Whether name is "<base><suffix><digits>" for a base ending in one of the given
+ * extensions: the atomic writer's "<file>.tmp.<pid>". */
+static int stale_name(const char *name, const char *const *exts, size_t nexts)
+{
+    const char *t = strstr(name, ".tmp.");
+    if (!t || !t[5]) return 0;
+    for (const char *q = t + 5; *q; q++)
+        if (!isdigit((unsigned char)*q)) return 0;
+    for (size_t i = 0; i < nexts; i++) {
+        size_t el = strlen(exts[i]);
+        if ((size_t)(t - name) >= el && !strncmp(t - el, exts[i], el)) return 1;
+    }
+    return 0;
+}
+
+/* What a sweep that was killed can leave in dir: the temporary files of the atomic writer
+ * ("<file>.tmp.<pid>": a point that was running, a manifest, rows.csv, a platform or a
+ * .failed file being committed) and the engine's row buffer ("<point>.csv.rows.XXXXXX", if
+ * the kill fell between its creation and its unlink). Only names a sweep writes, so that a
+ * deftsim analyze writing its summary here at the same time keeps its own; safe to remove
+ * while this sweep holds the folder's lock. */
+static void remove_stale(const char *dir, const char *const *exts, size_t nexts)
 {
     DIR *d = opendir(dir);
     if (!d) return;
     struct dirent *e;
     char path[4600];
     while ((e = readdir(d))) {
-        if (!strstr(e->d_name, ".csv.tmp.")) continue;
+        if (!stale_name(e->d_name, exts, nexts) && !strstr(e->d_name, ".csv.rows.")) continue;
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         unlink(path);
     }
@@ -1152,15 +1242,25 @@ static deftsim_status prepare_folders(deftsim_sweep *s)
 
 static void clean_stale(deftsim_sweep *s)
 {
+    static const char *const top[] = {"manifest.json", "rows.csv"};
+    static const char *const points[] = {".csv", ".failed"};
+    static const char *const platforms[] = {".xml"};
     char path[4200];
+    path_in(s, "", path, sizeof path);
+    remove_stale(path, top, 2);
     path_in(s, "points", path, sizeof path);
-    remove_stale(path);
+    remove_stale(path, points, 2);
+    path_in(s, "platforms", path, sizeof path);
+    remove_stale(path, platforms, 1);
     for (size_t v = 0; v < s->nvariants; v++) {
         if (!s->variants[v].label[0]) continue;
         char rel[1200];
         snprintf(rel, sizeof rel, "points/%s", s->variants[v].label);
         path_in(s, rel, path, sizeof path);
-        remove_stale(path);
+        remove_stale(path, points, 2);
+        snprintf(rel, sizeof rel, "points/%s/platforms", s->variants[v].label);
+        path_in(s, rel, path, sizeof path);
+        remove_stale(path, platforms, 1);
     }
 }
 
