@@ -29,9 +29,18 @@ deftsim_status deftsim_mkdir_p(const char *path)
         if (buf[i] == '/' || buf[i] == '\0') {
             char c = buf[i];
             buf[i] = '\0';
-            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-                return deftsim_error_set(DEFTSIM_E_IO, "%s: cannot create directory: %s", buf,
-                                         strerror(errno));
+            if (mkdir(buf, 0777) != 0) {
+                int err = errno;
+                struct stat sb;
+                if (err != EEXIST)
+                    return deftsim_error_set(DEFTSIM_E_IO, "%s: cannot create directory: %s", buf,
+                                             strerror(err));
+                /* Something is there already: fine if it is a directory (or a link to one). */
+                if (stat(buf, &sb) != 0 || !S_ISDIR(sb.st_mode))
+                    return deftsim_error_set(DEFTSIM_E_IO,
+                                             "%s: cannot create directory: %s is not a directory",
+                                             path, buf);
+            }
             buf[i] = c;
         }
     }
