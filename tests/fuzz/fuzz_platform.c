@@ -1,14 +1,16 @@
 /* fuzz_platform.c - the [network] section (platform settings) inside an otherwise valid
  * scenario, through everything deftsim derives and checks before SimGrid starts.
  *
- * Input: the text after a "[network]" header line of a fixed scenario (a built-in model with
+ * Input: the text after the "[network]" header and its "simulate = 0" line (so that a user's
+ * platform_file is not loaded by SimGrid in a child process, deftsim_sim_check_platform, which
+ * the scenario check does when simulating) of a fixed scenario (a built-in model with
  * 11 million parameters, so any worker count up to 2^20 fits); it may open further sections,
  * e.g. "[workers]" to vary the worker counts. For a scenario that parses, each worker count P
  * gets the simulation parameters (deftsim_config_sim_params) and the platform's shape
  * (deftsim_sim_platform_shape: topology parameters derived or checked, host count); for the
  * largest P the generated SimGrid platform XML is written to a scratch file
- * (deftsim_sim_write_platform). A user's platform_file is only checked for readability by
- * deftsim; SimGrid parses it in the simulation's child process, which is not started here. */
+ * (deftsim_sim_write_platform). A user's platform_file is checked for readability only here;
+ * SimGrid parses it in a child process, which is not started here. */
 #include <inttypes.h>
 
 #include "deftsim_config.h"
@@ -18,7 +20,7 @@
 static const char prefix[] =
     "[scenario]\nname = fuzz\noutput = fuzz-out\niterations = 1\n"
     "[gradients]\nsource = synthetic\nmodel = resnet18_cifar10\n"
-    "[network]\n";
+    "[network]\nsimulate = 0\n";
 
 static void shape(const deftsim_config *cfg, uint32_t P, int write)
 {
