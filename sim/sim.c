@@ -3,6 +3,7 @@
 #include "deftsim_sim.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <poll.h>
@@ -736,6 +737,7 @@ deftsim_status deftsim_sim_run(const deftsim_sim_params *p, const deftsim_schedu
     memset(out, 0, sizeof *out);
     char tp[128];
     char tmp_path[4200] = ""; /* the generated platform, removed at the end */
+    int platform_fd = -1, tmp_path_is_fd = 0; /* or its descriptor, already unlinked */
     uint64_t hosts;
     deftsim_status st = deftsim_sim_platform_shape(p, tp, sizeof tp, &hosts);
     if (st) return st;
@@ -785,6 +787,17 @@ deftsim_status deftsim_sim_run(const deftsim_sim_params *p, const deftsim_schedu
         if (!st && bad) st = deftsim_error_set(DEFTSIM_E_IO, "%s: write failed", tmp_path);
         if (st) goto fail;
         platform = tmp_path;
+#ifdef __linux__
+        /* The child reads the file through a descriptor it inherits, and the name goes now:
+         * nothing is left in TMPDIR when this process is killed while the child runs. */
+        platform_fd = open(tmp_path, O_RDONLY | O_CLOEXEC);
+        if (platform_fd >= 0) { /* close-on-exec: the child inherits it (it does not exec) */
+            unlink(tmp_path);
+            snprintf(tmp_path, sizeof tmp_path, "/proc/self/fd/%d", platform_fd);
+            platform = tmp_path;
+            tmp_path_is_fd = 1;
+        }
+#endif
     }
 
     int outp[2], errp[2];
@@ -890,8 +903,8 @@ deftsim_status deftsim_sim_run(const deftsim_sim_params *p, const deftsim_schedu
             snprintf(how, sizeof how, "status %d", status);
         st = deftsim_error_set(DEFTSIM_E_RUNTIME,
                                "network simulation (SimGrid, %u workers, platform %s) failed: %s%s%s",
-                               P, platform, how, tail_len ? "; SimGrid said: " : "",
-                               tail_len ? tail : "");
+                               P, tmp_path_is_fd ? "generated" : platform, how,
+                               tail_len ? "; SimGrid said: " : "", tail_len ? tail : "");
         free(buf);
         goto fail;
     }
@@ -922,7 +935,8 @@ deftsim_status deftsim_sim_run(const deftsim_sim_params *p, const deftsim_schedu
     memcpy(out->recv, q, cells * sizeof(uint64_t));
     free(buf);
     out->messages = h.messages;
-    if (tmp_path[0]) unlink(tmp_path);
+    if (platform_fd >= 0) close(platform_fd);
+    else if (tmp_path[0]) unlink(tmp_path);
 
     /* Per schedule: the end of its last step, and its communication time. */
     for (size_t i = 0; i < nsched; i++) {
@@ -946,7 +960,8 @@ deftsim_status deftsim_sim_run(const deftsim_sim_params *p, const deftsim_schedu
 nomem:
     st = deftsim_error_set(DEFTSIM_E_NOMEM, "network simulation: out of memory for %u workers", P);
 fail:
-    if (tmp_path[0]) unlink(tmp_path);
+    if (platform_fd >= 0) close(platform_fd);
+    else if (tmp_path[0]) unlink(tmp_path);
     deftsim_sim_result_free(out);
     return st;
 }
