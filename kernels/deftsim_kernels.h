@@ -99,7 +99,9 @@ typedef struct {
 
 size_t deftsim_kernels_backend_count(void);
 const char *deftsim_kernels_backend_name(size_t i);
-/* 1 if the backend is compiled in and usable on this machine (for "cuda": a device exists). */
+/* Backends: "cpu"; with CUDA built in, "cuda" (device pointers, deftsim_kcuda.h) and
+ * "cuda-staged" (the same operations on the device, for callers that hold host buffers).
+ * 1 if the backend is compiled in and usable on this machine (for "cuda": a device exists). */
 int deftsim_kernels_backend_available(const char *name);
 /* NULL if the backend is available; otherwise why not, in words ("no backend 'cuda' in this
  * build (have: cpu)", "no CUDA device found", the CUDA runtime's message). The string is
@@ -122,6 +124,26 @@ void deftsim_kctx_last(const deftsim_kctx *ctx, deftsim_kstats *out);
 
 /* 1 if ctx's backend implements op. */
 int deftsim_k_supports(const deftsim_kctx *ctx, deftsim_kop op);
+
+/* What a context spent moving data, summed over its operations since it was created. Only the
+ * "cuda-staged" backend moves anything (it takes host buffers, copies the arrays of every call
+ * to the device and the results back, and runs the operation there; deftsim_kcuda.h); every
+ * other backend reports zeros. Times come from CUDA events on the context's stream. */
+typedef struct {
+    uint64_t calls;              /* operations run */
+    uint64_t bytes_to_device;    /* copied host -> device */
+    uint64_t bytes_from_device;  /* copied device -> host */
+    double copy_seconds;         /* device time of those copies */
+    double device_seconds;       /* device time of the operations proper */
+    /* Host wall time of the calls less device_seconds: the copies, queueing and waiting. A
+     * caller that times a region with a wall clock and subtracts the growth of this figure
+     * over the region gets its host work plus the device time of its operations. */
+    double untimed_seconds;
+} deftsim_kxfer;
+
+void deftsim_kctx_transfers(const deftsim_kctx *ctx, deftsim_kxfer *out);
+/* deftsim_kxfer.untimed_seconds alone (0 for every backend but "cuda-staged"). */
+double deftsim_kctx_untimed_seconds(const deftsim_kctx *ctx);
 
 /* ---- Operations ----------------------------------------------------------------------- */
 

@@ -15,6 +15,7 @@ static const deftsim_kbackend *const backends[] = {
     &deftsim_kbackend_cpu,
 #ifdef DEFTSIM_HAVE_CUDA
     &deftsim_kbackend_cuda,
+    &deftsim_kbackend_cuda_staged,
 #endif
 };
 #define NBACKENDS (sizeof backends / sizeof backends[0])
@@ -50,7 +51,7 @@ int deftsim_kernels_backend_available(const char *name)
 }
 
 #ifdef DEFTSIM_HAVE_CUDA
-#define BUILT_IN "cpu, cuda"
+#define BUILT_IN "cpu, cuda, cuda-staged"
 #else
 #define BUILT_IN "cpu"
 #endif
@@ -118,6 +119,13 @@ void deftsim_kctx_last(const deftsim_kctx *ctx, deftsim_kstats *out)
     if (ctx->be->record) ctx->be->record((deftsim_kctx *)ctx);
     *out = ctx->last;
 }
+
+void deftsim_kctx_transfers(const deftsim_kctx *ctx, deftsim_kxfer *out)
+{
+    *out = ctx->xfer;
+}
+
+double deftsim_kctx_untimed_seconds(const deftsim_kctx *ctx) { return ctx->xfer.untimed_seconds; }
 
 int deftsim_k_supports(const deftsim_kctx *ctx, deftsim_kop op)
 {

@@ -18,6 +18,7 @@ struct deftsim_kctx {
     unsigned threads;
     unsigned flags;
     deftsim_kstats last;
+    deftsim_kxfer xfer; /* zero unless the backend moves data (cuda-staged) */
     void *state; /* the backend's own (thread pool, streams) */
 };
 
@@ -85,6 +86,7 @@ struct deftsim_kbackend {
 extern const deftsim_kbackend deftsim_kbackend_cpu;
 #ifdef DEFTSIM_HAVE_CUDA
 extern const deftsim_kbackend deftsim_kbackend_cuda;
+extern const deftsim_kbackend deftsim_kbackend_cuda_staged;
 #endif
 
 #endif

@@ -21,6 +21,9 @@
 #include "deftsim_csv.h"
 #include "deftsim_gen.h"
 #include "deftsim_kernels.h"
+#ifdef DEFTSIM_HAVE_CUDA
+#include "deftsim_kcuda.h"
+#endif
 #include "deftsim_npy.h"
 #include "deftsim_sparsify.h"
 #include "deftsim_trace.h"
@@ -488,7 +491,11 @@ void deftsim_engine_print_plan(const deftsim_engine *e, FILE *f)
         fprintf(f, "not even P = 1 fits\n");
 }
 
-/* Refuses [device] kind = cuda with the reason. */
+/* The kernel backend of [device]: "cpu", or for kind = cuda "cuda-staged" (the sparsifiers
+ * keep their buffers in host memory; that backend copies each kernel call's arrays to the
+ * device, runs the operation there and copies the results back, and the timed phases count
+ * the device time of the operations, not the copies: docs/KERNELS_CUDA.md). Refuses kind =
+ * cuda with the reason when this build or this machine cannot run it. */
 static deftsim_status device_check(const deftsim_config *cfg, const char **backend)
 {
     *backend = "cpu";
@@ -497,7 +504,7 @@ static deftsim_status device_check(const deftsim_config *cfg, const char **backe
     char names[128] = "";
     for (size_t i = 0, o = 0; i < deftsim_kernels_backend_count() && o < sizeof names; i++) {
         const char *b = deftsim_kernels_backend_name(i);
-        if (strcmp(b, "cuda") == 0) compiled = 1;
+        if (strcmp(b, "cuda-staged") == 0) compiled = 1;
         o += (size_t)snprintf(names + o, sizeof names - o, "%s%s", i ? ", " : "", b);
     }
     if (!compiled)
@@ -505,21 +512,14 @@ static deftsim_status device_check(const deftsim_config *cfg, const char **backe
                                  "[device] kind = cuda: this build of deftsim has no CUDA kernel "
                                  "backend (its backends: %s); set kind = cpu",
                                  names);
-    const char *why = deftsim_kernels_backend_unavailable("cuda");
+    const char *why = deftsim_kernels_backend_unavailable("cuda-staged");
     if (why) /* no device, no driver, or the runtime's own error */
         return deftsim_error_set(DEFTSIM_E_UNSUPPORTED,
                                  "[device] kind = cuda: the CUDA backend is built in but unusable "
                                  "here: %s; set kind = cpu",
                                  why);
-    /* The accumulators, the average and the provider's buffers are host memory, and so are
-     * the sparsifiers' scratch and outputs, which they also read on the host between kernel
-     * calls; the CUDA backend addresses device memory. Until both live on the device
-     * (docs/KERNELS_CUDA.md, "The engine"), refuse rather than hand the kernels pointers they
-     * cannot read, or time copies as selection. */
-    return deftsim_error_set(DEFTSIM_E_UNSUPPORTED,
-                             "[device] kind = cuda: a CUDA device is present, but the engine and "
-                             "the sparsifiers keep their buffers in host memory and cannot drive "
-                             "the CUDA backend yet (docs/KERNELS_CUDA.md); set kind = cpu");
+    *backend = "cuda-staged";
+    return DEFTSIM_OK;
 }
 
 static deftsim_status open_source(deftsim_engine *e)
@@ -1411,6 +1411,7 @@ typedef struct {
     double sim_seconds;        /* the network simulation's wall time */
     uint64_t sim_messages;     /* messages it simulated */
     uint64_t sim_peak_rss;     /* its process's peak resident bytes */
+    deftsim_kxfer xfer;        /* the kernel context's copies over the point (cuda-staged) */
 } point_record;
 
 static deftsim_status run_point(deftsim_engine *e, deftsim_method method, double density,
@@ -1460,6 +1461,8 @@ static deftsim_status run_point(deftsim_engine *e, deftsim_method method, double
     memset(&psim, 0, sizeof psim);
     memset(&sres, 0, sizeof sres);
     int in_iter = 0, simulated = 0;
+    deftsim_kxfer x0;
+    deftsim_kctx_transfers(e->kctx, &x0);
     double t_start = deftsim_now();
     if ((st = deftsim_sparsifier_new(&params, &sp))) goto done;
     if ((st = point_state_init(&ps, e, P))) goto done;
@@ -1542,10 +1545,31 @@ done:
     point_state_free(&ps);
     deftsim_sparsifier_free(sp);
     rec->seconds = deftsim_now() - t_start;
+    deftsim_kctx_transfers(e->kctx, &rec->xfer);
+    rec->xfer.calls -= x0.calls;
+    rec->xfer.bytes_to_device -= x0.bytes_to_device;
+    rec->xfer.bytes_from_device -= x0.bytes_from_device;
+    rec->xfer.copy_seconds -= x0.copy_seconds;
+    rec->xfer.device_seconds -= x0.device_seconds;
+    rec->xfer.untimed_seconds -= x0.untimed_seconds;
     return st;
 }
 
 /* ---- manifest ------------------------------------------------------------------------------ */
+
+/* 1 when the kernel backend copies data between host and device (cuda-staged). */
+static int moves_data(const deftsim_engine *e)
+{
+    return strcmp(deftsim_kctx_backend(e->kctx), "cuda-staged") == 0;
+}
+
+static json_t *xfer_json(const deftsim_kxfer *x)
+{
+    return json_pack("{s:I, s:I, s:I, s:f, s:f, s:f}", "calls", (json_int_t)x->calls,
+                     "bytes_to_device", (json_int_t)x->bytes_to_device, "bytes_from_device",
+                     (json_int_t)x->bytes_from_device, "copy_seconds", x->copy_seconds,
+                     "device_seconds", x->device_seconds, "untimed_seconds", x->untimed_seconds);
+}
 
 static json_t *manifest_json(const deftsim_engine *e, const char *started, const char *finished,
                              const char *status, const char *error, const point_record *recs,
@@ -1628,6 +1652,19 @@ static json_t *manifest_json(const deftsim_engine *e, const char *started, const
                                              (json_int_t)recs[i].sim_messages, "sim_peak_rss_bytes",
                                              (json_int_t)recs[i].sim_peak_rss));
     json_object_set_new(root, "points", pts);
+    if (moves_data(e)) {
+        /* What the cuda-staged backend copied, per point and in all (docs/OUTPUT.md). */
+        deftsim_kxfer tot;
+        deftsim_kctx_transfers(e->kctx, &tot);
+        json_t *kj = json_object_get(root, "kernels");
+#ifdef DEFTSIM_HAVE_CUDA
+        json_object_set_new(kj, "device", json_string(deftsim_kcuda_device_name(
+                                              deftsim_kcuda_staged_device(e->kctx))));
+#endif
+        json_object_set_new(kj, "copies", xfer_json(&tot));
+        for (size_t i = 0; i < nrecs; i++)
+            json_object_set_new(json_array_get(pts, i), "copies", xfer_json(&recs[i].xfer));
+    }
     json_object_set_new(root, "rows_csv", rows_written ? json_string("rows.csv") : json_null());
     json_object_set_new(root, "dump", e->dump_dir ? json_string(e->dump_dir) : json_null());
     json_object_set_new(root, "config", config);

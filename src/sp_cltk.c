@@ -129,9 +129,9 @@ static deftsim_status cltk_step(deftsim_sparsifier *s, uint64_t t, const deftsim
         SP_TIMED(s, c_gather, d->ph_gather, w,
                  deftsim_k_gather(s->kc, acc, n, s->agg_idx, k, v));
         if (filter) {
-            double t0 = deftsim_now();
+            double t0 = sp_now(s);
             low_pass(s, acc, g, s->agg_idx, v, k);
-            sp_charge(s, c_res, d->ph_residual, w, deftsim_now() - t0);
+            sp_charge(s, c_res, d->ph_residual, w, sp_now(s) - t0);
             low_pass_loss(s, g, s->agg_idx, v, k, &r->lost_mass, &r->lost_abs_mass);
         } else {
             SP_TIMED(s, c_res, d->ph_residual, w,

@@ -102,9 +102,9 @@ static deftsim_status norms_and_k(deftsim_sparsifier *s, deft_state *d, const fl
     SP_TIMED(s, c_norms, d->ph_norms, w,
              deftsim_k_seg_norms(s->kc, acc, (size_t)s->n, d->all, d->nfrag, d->norms, s->scratch,
                                  s->scratch_bytes));
-    double t0 = deftsim_now();
+    double t0 = sp_now(s);
     *total = deftsim_deft_allocate_k(d->frags, d->nfrag, d->norms, s->k, kj, d->order);
-    sp_charge(s, c_alloc, d->ph_alloc, w, deftsim_now() - t0);
+    sp_charge(s, c_alloc, d->ph_alloc, w, sp_now(s) - t0);
     return DEFTSIM_OK;
 }
 
@@ -139,9 +139,9 @@ static deftsim_status deft_step(deftsim_sparsifier *s, uint64_t t, const deftsim
     r->kj_total = lead_total;
     deftsim_deft_packing_free(&d->pack);
     {
-        double t0 = deftsim_now();
+        double t0 = sp_now(s);
         st = deftsim_deft_pack(d->frags, d->nfrag, d->kj_lead, P, &d->pack);
-        sp_charge(s, c_pack, d->ph_pack, lead, deftsim_now() - t0);
+        sp_charge(s, c_pack, d->ph_pack, lead, sp_now(s) - t0);
         if (st) return st;
     }
 

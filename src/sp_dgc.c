@@ -182,7 +182,7 @@ static deftsim_status select_tensor(deftsim_sparsifier *s, dgc_state *d, const d
 
     /* Threshold: the smallest of the top sampled magnitudes. */
     if ((st = sp_scratch_topk(s, (size_t)g->samples, (size_t)g->top_samples))) return st;
-    double t0 = deftsim_now();
+    double t0 = sp_now(s);
     st = deftsim_k_sample_strided(s->kc, x, numel, start, (size_t)g->stride, (size_t)g->samples,
                                   d->sbuf);
     if (!st)
@@ -194,14 +194,14 @@ static deftsim_status select_tensor(deftsim_sparsifier *s, dgc_state *d, const d
         for (size_t j = 1; j < g->top_samples; j++)
             if (d->sbuf[d->sidx[j]] < thr) thr = d->sbuf[d->sidx[j]];
     }
-    sp_charge(s, c_sample, d->ph_sample, w, deftsim_now() - t0);
+    sp_charge(s, c_sample, d->ph_sample, w, sp_now(s) - t0);
     if (st) return st;
     double cost = sp_topk_cost(g->samples, g->top_samples);
 
     /* Filter and adapt. */
     size_t c = 0;
     int exact = 0;
-    t0 = deftsim_now();
+    t0 = sp_now(s);
     st = deftsim_k_filter_ge(s->kc, x, numel, thr, d->cand, numel, &c);
     cost += (double)numel;
     for (int pass = 0; !st && pass < 10; pass++) {
@@ -209,10 +209,10 @@ static deftsim_status select_tensor(deftsim_sparsifier *s, dgc_state *d, const d
             /* Untimed: scratch, and the candidates put in index order (the reference's
              * nonzero() order; the filter kernel leaves it open) so that ties at the boundary
              * go to the lower index. */
-            double el = deftsim_now() - t0;
+            double el = sp_now(s) - t0;
             if ((st = sp_scratch_topk(s, c, target))) return st;
             sort_if_needed(d->cand, c);
-            t0 = deftsim_now() - el;
+            t0 = sp_now(s) - el;
             st = deftsim_k_gather(s->kc, x, numel, d->cand, c, d->cvals);
             if (!st)
                 st = deftsim_k_topk(s->kc, d->cvals, c, target, d->sidx, s->scratch,
@@ -231,7 +231,7 @@ static deftsim_status select_tensor(deftsim_sparsifier *s, dgc_state *d, const d
             break;
         }
     }
-    sp_charge(s, c_filter, d->ph_filter, w, deftsim_now() - t0);
+    sp_charge(s, c_filter, d->ph_filter, w, sp_now(s) - t0);
     if (st) return st;
     if (!exact) {
         /* At most target: the lowest indices, as the reference slices its ascending candidate
@@ -283,10 +283,10 @@ static deftsim_status dgc_step(deftsim_sparsifier *s, uint64_t t, const deftsim_
         /* The dense tensors' allreduce, emulated (untimed: the collective's own work). */
         for (uint64_t e = 0; e < d->ndense; e++)
             d->dsum[e] = w == 0 ? acc[d->dense_list[e]] : d->dsum[e] + acc[d->dense_list[e]];
-        double t0 = deftsim_now();
+        double t0 = sp_now(s);
         st = deftsim_k_zero_at(s->kc, acc, n, s->sel + base, (size_t)total);
         if (!st) st = deftsim_k_zero_at(s->kc, acc, n, d->dense_list, (size_t)d->ndense);
-        sp_charge(s, c_res, d->ph_residual, w, deftsim_now() - t0);
+        sp_charge(s, c_res, d->ph_residual, w, sp_now(s) - t0);
         if (st || (st = sp_release(a, w))) return st;
     }
     r->common_count = d->ndense;
@@ -316,12 +316,12 @@ static deftsim_status dgc_step(deftsim_sparsifier *s, uint64_t t, const deftsim_
      * index_put_ with accumulate): run once, charged to every worker. */
     size_t c_sum = sp_compute(s, d->ph_sum);
     if (c_sum == SIZE_MAX) return DEFTSIM_E_NOMEM;
-    double t0 = deftsim_now();
+    double t0 = sp_now(s);
     st = DEFTSIM_OK;
     for (uint32_t w = 0; !st && w < P; w++)
         st = deftsim_k_scatter_add(s->kc, d->dense, n, d->lists[w],
                                    d->vals + (size_t)w * d->per_worker, d->lens[w]);
-    double dt = deftsim_now() - t0;
+    double dt = sp_now(s) - t0;
     if (st) return st;
     for (uint32_t w = 0; w < P; w++) sp_charge(s, c_sum, d->ph_sum, w, dt);
 

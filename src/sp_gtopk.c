@@ -265,12 +265,12 @@ static deftsim_status gtopk_step(deftsim_sparsifier *s, uint64_t t, const deftsi
     for (uint32_t w = 0; w < P; w++) {
         if ((st = sp_get(a, w, &acc))) return st;
         const deftsim_kidx *idx = s->sel + (size_t)w * k;
-        double t0 = deftsim_now();
+        double t0 = sp_now(s);
         size_t m = 0;
         for (size_t j = 0; j < k; j++)
             if (BIT_GET(d->mark, idx[j])) d->inter[m++] = idx[j];
         st = deftsim_k_zero_at(s->kc, acc, n, d->inter, m);
-        sp_charge(s, c_res, d->ph_residual, w, deftsim_now() - t0);
+        sp_charge(s, c_res, d->ph_residual, w, sp_now(s) - t0);
         if (st || (st = sp_release(a, w))) return st;
     }
 

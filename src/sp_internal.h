@@ -102,14 +102,23 @@ deftsim_step *sp_collective(deftsim_sparsifier *s, deftsim_step_kind kind, const
 /* Adds secs to worker w's phase ph and to COMPUTE step `step` of the schedule. */
 void sp_charge(deftsim_sparsifier *s, size_t step, size_t ph, uint32_t w, double secs);
 
+/* The clock of the timed regions: the wall clock less what the kernel context spent moving
+ * data between host and device (deftsim_kctx_untimed_seconds: 0 on the cpu backend, so there
+ * this is deftsim_now()). A region measured with it counts its host work plus the device time
+ * of its kernel calls, not the copies a "cuda-staged" context makes for them. */
+static inline double sp_now(const deftsim_sparsifier *s)
+{
+    return s->kc ? deftsim_now() - deftsim_kctx_untimed_seconds(s->kc) : deftsim_now();
+}
+
 /* Runs `call` (an expression giving a deftsim_status) on the clock and charges the time to
  * worker w's phase ph and COMPUTE step stp; returns the status from the enclosing function on
  * failure. Expects `deftsim_status st` in scope. */
 #define SP_TIMED(s, stp, ph, w, call)                                                          \
     do {                                                                                       \
-        double t0_ = deftsim_now();                                                            \
+        double t0_ = sp_now((s));                                                              \
         st = (call);                                                                           \
-        sp_charge((s), (stp), (ph), (w), deftsim_now() - t0_);                                 \
+        sp_charge((s), (stp), (ph), (w), sp_now((s)) - t0_);                                   \
         if (st) return st;                                                                     \
     } while (0)
 

@@ -92,9 +92,9 @@ static deftsim_status topk_step(deftsim_sparsifier *s, uint64_t t, const deftsim
     size_t c_union = sp_compute(s, d->ph_union);
     if (c_union == SIZE_MAX) return DEFTSIM_E_NOMEM;
     uint64_t nnz;
-    double t0 = deftsim_now();
+    double t0 = sp_now(s);
     if ((st = sp_union(s, d->lists, d->lens, P, &nnz))) return st;
-    double dt = deftsim_now() - t0;
+    double dt = sp_now(s) - t0;
     for (uint32_t w = 0; w < P; w++) sp_charge(s, c_union, d->ph_union, w, dt);
 
     size_t c_gather = sp_compute(s, d->ph_gather);
@@ -152,9 +152,9 @@ static deftsim_status topk_ag_step(deftsim_sparsifier *s, uint64_t t,
      * worker order, so one scatter-add sums them in that order. */
     size_t c_sum = sp_compute(s, d->ph_sum);
     if (c_sum == SIZE_MAX) return DEFTSIM_E_NOMEM;
-    double t0 = deftsim_now();
+    double t0 = sp_now(s);
     st = deftsim_k_scatter_add(s->kc, d->dense, n, s->sel, d->vals, (size_t)P * k);
-    double dt = deftsim_now() - t0;
+    double dt = sp_now(s) - t0;
     if (st) return st;
     for (uint32_t w = 0; w < P; w++) sp_charge(s, c_sum, d->ph_sum, w, dt);
 

@@ -29,3 +29,31 @@ const deftsim_kbackend deftsim_kbackend_cuda = {
     .merge_topk_scratch = kc_merge_topk_scratch,
     .merge_topk = kc_merge_topk,
 };
+
+/* Host buffers in and out, the operations above on the device (cuda_stage.cu). */
+const deftsim_kbackend deftsim_kbackend_cuda_staged = {
+    .name = "cuda-staged",
+    .available = kc_available,
+    .unavailable = kc_unavailable_reason,
+    .init = ks_init,
+    .fini = ks_fini,
+    .record = ks_record,
+    .absmax = ks_absmax,
+    .topk_scratch = ks_topk_scratch,
+    .topk = ks_topk,
+    .segtopk_scratch = ks_segtopk_scratch,
+    .segtopk = ks_segtopk,
+    .seg_norms_scratch = ks_seg_norms_scratch,
+    .seg_norms = ks_seg_norms,
+    .filter_ge = ks_filter_ge,
+    .count_ge = ks_count_ge,
+    .sample_strided = ks_sample_strided,
+    .sample_random = ks_sample_random,
+    .gather = ks_gather,
+    .zero_at = ks_zero_at,
+    .scatter_add = ks_scatter_add,
+    .union_scratch = ks_union_scratch,
+    .union_ = ks_union,
+    .merge_topk_scratch = ks_merge_topk_scratch,
+    .merge_topk = ks_merge_topk,
+};

@@ -75,6 +75,40 @@ deftsim_status deftsim_kcuda_memset(deftsim_kctx *ctx, void *dst_dev, int byte, 
  * by the device alone, whatever the host costs of queueing them. */
 deftsim_status deftsim_kcuda_spin(deftsim_kctx *ctx, double seconds);
 
+/* ---- Timing with CUDA events -------------------------------------------------------------
+ * A set of `marks` CUDA events. mark() records event i on the stream of ctx (a "cuda" or a
+ * "cuda-staged" context); seconds() waits for event j and returns the device time from mark i
+ * to mark j. */
+typedef struct deftsim_kcuda_timer deftsim_kcuda_timer;
+
+deftsim_status deftsim_kcuda_timer_new(size_t marks, deftsim_kcuda_timer **out);
+void deftsim_kcuda_timer_free(deftsim_kcuda_timer *t);
+deftsim_status deftsim_kcuda_timer_mark(deftsim_kcuda_timer *t, size_t i, deftsim_kctx *ctx);
+deftsim_status deftsim_kcuda_timer_seconds(deftsim_kcuda_timer *t, size_t i, size_t j,
+                                           double *seconds);
+
+/* ---- The "cuda-staged" backend ------------------------------------------------------------
+ * deftsim_kctx_new(&ctx, "cuda-staged", 1) gives a context that takes host buffers everywhere,
+ * as the cpu backend does, and runs every operation on the device: each call copies its input
+ * arrays into a device pool the context owns (grown as calls need, never shrunk), runs the
+ * operation on an inner "cuda" context, and copies its outputs back (arrays written in place,
+ * such as zero_at's x and scatter_add's dst, go both ways). Scratch queries answer 0: the
+ * device scratch comes from the pool, and scratch passed in is ignored. Results equal the
+ * "cuda" backend's. Each call waits for its copies back, so the context is synchronous.
+ *
+ * Every call is timed with CUDA events: the copies in and out and the operation itself.
+ * deftsim_kctx_transfers() returns the sums; deftsim_kctx_untimed_seconds() the host wall
+ * time of the calls less the operations' device time, so that a wall-clock region minus its
+ * growth counts the device time of the operations, not the copies (the engine's selection
+ * phases do this; docs/KERNELS_CUDA.md). This is what lets the sparsifiers, written against
+ * host memory, run their selection on a GPU unchanged. */
+
+/* The inner "cuda" context of a "cuda-staged" one (its stream, its device); NULL for any
+ * other context. */
+deftsim_kctx *deftsim_kcuda_staged_device(deftsim_kctx *ctx);
+/* Device bytes the staged context's pool holds now. */
+size_t deftsim_kcuda_staged_pool_bytes(const deftsim_kctx *ctx);
+
 /* ---- Device memory pool -----------------------------------------------------------------
  * One cudaMalloc of `bytes` at creation, handed out in 256-byte aligned blocks (first fit,
  * freed blocks merge with their neighbours). Bookkeeping is on the host, so alloc and free

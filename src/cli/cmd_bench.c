@@ -4,7 +4,13 @@
  * same run on the same input: the memory floor (one streaming read of the input, the absmax
  * kernel) and a naive baseline (quickselect on a copy of the magnitudes). Kernel and floor
  * runs alternate, so that both see the same state of a machine whose memory bandwidth other
- * work shares; every result is verified against the baseline after timing. */
+ * work shares; every result is verified against the baseline after timing.
+ *
+ * With --backend cuda the kernel reads and writes device memory: the input is copied to the
+ * device once per case, the output is copied back for verification after timing, and both
+ * the kernel and the floor are timed with CUDA events behind a spin kernel, so that they see
+ * device time only (the floor there is the norm kernel over the whole input, one streaming
+ * read that, unlike absmax, returns without waiting for the device). */
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -18,6 +24,9 @@
 #include "deftsim_kernels.h"
 #include "deftsim_model.h"
 #include "deftsim_util.h"
+#ifdef DEFTSIM_HAVE_CUDA
+#include "deftsim_kcuda.h"
+#endif
 
 /* ---- Data ----------------------------------------------------------------------------------
  * Normal, or Student t with 2 degrees of freedom (heavy tails: infinite variance), from
@@ -238,13 +247,27 @@ typedef struct {
     float *tmp;
     void *scratch;
     size_t scratch_bytes;
+    /* What the kernel reads and writes: x, out and scratch on the host; device copies with
+     * --backend cuda (dev), where the floor is the norm kernel: whole is the one fragment,
+     * norm its output and norm_scratch its scratch, timer the CUDA events. */
+    const float *kx;
+    uint32_t *kout;
+    void *kscratch;
+    int dev;
+    deftsim_kseg whole;
+    double *norm;
+    void *norm_scratch;
+    size_t norm_scratch_bytes;
+#ifdef DEFTSIM_HAVE_CUDA
+    deftsim_kcuda_timer *timer;
+#endif
 } bench_work;
 
 static deftsim_status run_kernel(deftsim_kctx *ctx, bench_work *w)
 {
     if (w->c->kind == CASE_TOPK)
-        return deftsim_k_topk(ctx, w->x, w->n, w->k, w->out, w->scratch, w->scratch_bytes);
-    return deftsim_k_segtopk(ctx, w->x, w->n, w->segs, w->nseg, w->out, w->scratch,
+        return deftsim_k_topk(ctx, w->kx, w->n, w->k, w->kout, w->kscratch, w->scratch_bytes);
+    return deftsim_k_segtopk(ctx, w->kx, w->n, w->segs, w->nseg, w->kout, w->kscratch,
                              w->scratch_bytes);
 }
 
@@ -273,29 +296,59 @@ static int verify(bench_work *w)
     return 1;
 }
 
+/* One floor run and one kernel run: their seconds. */
+static deftsim_status time_pair(deftsim_kctx *ctx, bench_work *w, double *tf, double *tk)
+{
+    deftsim_status st;
+    if (!w->dev) {
+        float sink;
+        double t0 = deftsim_now();
+        if ((st = deftsim_k_absmax(ctx, w->kx, w->n, &sink))) return st;
+        double t1 = deftsim_now();
+        if ((st = run_kernel(ctx, w))) return st;
+        *tf = t1 - t0;
+        *tk = deftsim_now() - t1;
+        return DEFTSIM_OK;
+    }
+#ifdef DEFTSIM_HAVE_CUDA
+    /* The spin holds the stream while the host queues both, so the events see back-to-back
+     * device work and no host time. */
+    if ((st = deftsim_kcuda_spin(ctx, 0.005)) || (st = deftsim_kcuda_timer_mark(w->timer, 0, ctx)) ||
+        (st = deftsim_k_seg_norms(ctx, w->kx, w->n, &w->whole, 1, w->norm, w->norm_scratch,
+                                  w->norm_scratch_bytes)) ||
+        (st = deftsim_kcuda_timer_mark(w->timer, 1, ctx)) || (st = run_kernel(ctx, w)) ||
+        (st = deftsim_kcuda_timer_mark(w->timer, 2, ctx)) ||
+        (st = deftsim_kcuda_timer_seconds(w->timer, 0, 1, tf)) ||
+        (st = deftsim_kcuda_timer_seconds(w->timer, 1, 2, tk)))
+        return st;
+    return DEFTSIM_OK;
+#else
+    (void)tf;
+    (void)tk;
+    return deftsim_error_set(DEFTSIM_E_INTERNAL, "bench: no CUDA in this build");
+#endif
+}
+
 /* Times kernel and floor alternately, then the baseline, then verifies. */
 static deftsim_status measure(deftsim_kctx *ctx, bench_work *w, const bench_opts *o,
                               bench_result *res, int want_baseline)
 {
     enum { MAXREP = 200 };
     double tk[MAXREP], tf[MAXREP];
-    float sink;
     deftsim_status st;
     /* Warm-up: page in the output and scratch, settle the clocks. */
-    if ((st = deftsim_k_absmax(ctx, w->x, w->n, &sink)) || (st = run_kernel(ctx, w))) return st;
+    if ((st = time_pair(ctx, w, &tf[0], &tk[0]))) return st;
     unsigned reps = 0, maxr = o->max_reps < MAXREP ? o->max_reps : MAXREP;
     double start = deftsim_now();
     while (reps < maxr && (reps < 3 || deftsim_now() - start < o->budget)) {
-        double t0 = deftsim_now();
-        if ((st = deftsim_k_absmax(ctx, w->x, w->n, &sink))) return st;
-        double t1 = deftsim_now();
-        if ((st = run_kernel(ctx, w))) return st;
-        double t2 = deftsim_now();
-        tf[reps] = t1 - t0;
-        tk[reps] = t2 - t1;
+        if ((st = time_pair(ctx, w, &tf[reps], &tk[reps]))) return st;
         reps++;
     }
     deftsim_kctx_last(ctx, &res->ks);
+#ifdef DEFTSIM_HAVE_CUDA
+    if (w->dev && (st = deftsim_kcuda_download(ctx, w->out, w->kout, w->k * sizeof *w->out)))
+        return st;
+#endif
     res->reps = reps;
     /* Each kernel run is paired with the floor run just before it: interference from other
      * work on the machine hits both, so the median of the pairs' ratios is steadier than the
@@ -470,7 +523,7 @@ static void usage_kernels(FILE *out)
             "  --budget SECONDS  timing budget per case (default 2; --quick 0.5)\n"
             "  --reps N          at most N timed repetitions per case (default 25)\n"
             "  --seed N          data seed (default 1)\n"
-            "  --backend NAME    kernel backend (default cpu)\n"
+            "  --backend NAME    kernel backend (default cpu; cuda: device buffers, CUDA events)\n"
             "  -h, --help        this help\n"
             "Exit status 1 if any result fails verification.\n");
 }
@@ -530,8 +583,15 @@ static int bench_kernels(int argc, char **argv)
         return deftsim_cli_usage_error("bench kernels", "unexpected argument '%s'", argv[optind]);
     if (o.budget < 0) o.budget = o.quick ? 0.5 : 2.0;
     if (!deftsim_kernels_backend_available(o.backend))
-        return deftsim_cli_usage_error("bench kernels", "backend '%s' is not available here",
-                                       o.backend);
+        return deftsim_cli_usage_error("bench kernels", "backend '%s' is not available here: %s",
+                                       o.backend, deftsim_kernels_backend_unavailable(o.backend));
+    /* cuda-staged copies every call's arrays to the device and back: its wall times are
+     * mostly copies. The cuda backend is the one to time. */
+    if (strcmp(o.backend, "cuda-staged") == 0)
+        return deftsim_cli_usage_error("bench kernels", "backend cuda-staged times copies with "
+                                       "every call; use --backend cuda");
+    const int dev = strcmp(o.backend, "cuda") == 0;
+    (void)dev; /* used only with CUDA built in */
     if (deftsim_cli_parse_only) return 0;
 
     deftsim_status st = DEFTSIM_OK;
@@ -543,6 +603,16 @@ static int bench_kernels(int argc, char **argv)
     deftsim_kseg *segs = NULL;
     size_t have_n = 0;
     int have_heavy = -1, failures = 0, ran = 0;
+    /* --backend cuda: the device's copies (pool), and a host-buffer context for the fragment
+     * norms that set up the segmented cases (untimed). */
+    deftsim_kctx *setup = NULL;
+#ifdef DEFTSIM_HAVE_CUDA
+    deftsim_kcuda_pool *pool = NULL;
+    deftsim_kcuda_timer *timer = NULL;
+    if (dev && ((st = deftsim_kctx_new(&setup, "cuda-staged", 1)) ||
+                (st = deftsim_kcuda_timer_new(3, &timer))))
+        goto done;
+#endif
     if ((st = deftsim_model_builtin("resnet18_cifar10", &model))) goto done;
     print_header(&o, o.csv ? stderr : stdout);
 
@@ -570,14 +640,15 @@ static int bench_kernels(int argc, char **argv)
             deftsim_kctx_free(ctx);
             ctx = NULL;
             if ((st = deftsim_kctx_new(&ctx, o.backend, o.threads[ti]))) goto done;
-            bench_work w = {bc, x, n, 0, NULL, 0, NULL, NULL, tmp, NULL, 0};
+            bench_work w = {.c = bc, .x = x, .n = n, .tmp = tmp};
             free(segs);
             segs = NULL;
             if (bc->kind == CASE_TOPK) {
                 w.k = (size_t)floor(bc->density * (double)n);
                 if ((st = deftsim_k_topk_scratch(ctx, n, w.k, &w.scratch_bytes))) goto done;
             } else {
-                if ((st = deft_segments(ctx, model, x, bc->P, bc->density, &segs, &w.nseg, &w.k)))
+                if ((st = deft_segments(setup ? setup : ctx, model, x, bc->P, bc->density, &segs,
+                                        &w.nseg, &w.k)))
                     goto done;
                 w.segs = segs;
                 if ((st = deftsim_k_segtopk_scratch(ctx, segs, w.nseg, &w.scratch_bytes)))
@@ -600,6 +671,36 @@ static int bench_kernels(int argc, char **argv)
             w.out = out;
             w.bout = bout;
             w.scratch = scratch;
+            w.kx = x;
+            w.kout = out;
+            w.kscratch = scratch;
+#ifdef DEFTSIM_HAVE_CUDA
+            if (dev) {
+                /* Device copies of the input, output and scratch, and the floor's norm. */
+                void *p[5] = {0};
+                size_t nb = 0;
+                w.dev = 1;
+                w.timer = timer;
+                w.whole = (deftsim_kseg){0, n, 0};
+                if ((st = deftsim_k_seg_norms_scratch(ctx, &w.whole, 1, &nb))) goto done;
+                w.norm_scratch_bytes = nb;
+                size_t sz[5] = {n * sizeof *x, w.k * sizeof *out, w.scratch_bytes, nb,
+                                sizeof(double)};
+                size_t total = 0;
+                for (int i = 0; i < 5; i++) total += (sz[i] + 255) / 256 * 256 + 256;
+                deftsim_kcuda_pool_free(pool);
+                pool = NULL;
+                if ((st = deftsim_kcuda_pool_new(total, &pool))) goto done;
+                for (int i = 0; i < 5; i++)
+                    if ((st = deftsim_kcuda_alloc(pool, sz[i], &p[i]))) goto done;
+                if ((st = deftsim_kcuda_upload(ctx, p[0], x, sz[0]))) goto done;
+                w.kx = p[0];
+                w.kout = p[1];
+                w.kscratch = p[2];
+                w.norm_scratch = p[3];
+                w.norm = p[4];
+            }
+#endif
             bench_result r = {0};
             /* The baseline is single-threaded: measured once per case. */
             if ((st = measure(ctx, &w, &o, &r, !have_base))) goto done;
@@ -622,6 +723,11 @@ static int bench_kernels(int argc, char **argv)
     }
 done:
     deftsim_kctx_free(ctx);
+    deftsim_kctx_free(setup);
+#ifdef DEFTSIM_HAVE_CUDA
+    deftsim_kcuda_pool_free(pool);
+    deftsim_kcuda_timer_free(timer);
+#endif
     deftsim_model_free(model);
     free(x);
     free(tmp);
