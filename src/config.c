@@ -564,32 +564,14 @@ static deftsim_status double_item(const char *tok, void *ctx)
     return DEFTSIM_OK;
 }
 
-/* Length of the valid UTF-8 sequence at s (no overlong forms, surrogates or code points past
- * U+10FFFF), 0 if invalid. */
-static size_t utf8_len(const unsigned char *s)
-{
-    if (s[0] < 0x80) return 1;
-    size_t n = s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : s[0] >= 0xe0 && s[0] <= 0xef ? 3
-             : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
-    for (size_t i = 1; i < n; i++)
-        if ((s[i] & 0xc0) != 0x80) return 0;
-    if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] > 0x9f) ||
-        (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] > 0x8f))
-        return 0;
-    return n;
-}
-
 /* Strings must survive a trip through a file and into the results' JSON manifest: valid UTF-8,
  * printable, and no " ;" that inih would read as the start of an inline comment. */
 static deftsim_status check_string(const char *s)
 {
-    for (const unsigned char *u = (const unsigned char *)s; *u;) {
-        size_t n = utf8_len(u);
-        if (!n)
-            return deftsim_error_set(DEFTSIM_E_INPUT, "not valid UTF-8 (byte %zu of the value)",
-                                     (size_t)(u - (const unsigned char *)s) + 1);
-        u += n;
-    }
+    size_t bad;
+    if (deftsim_utf8_check(s, &bad))
+        return deftsim_error_set(DEFTSIM_E_INPUT, "not valid UTF-8 (byte %zu of the value)",
+                                 bad + 1);
     for (const char *p = s; *p; p++) {
         if ((unsigned char)*p < 0x20 || *p == 0x7f)
             return deftsim_error_set(DEFTSIM_E_INPUT, "'%s' contains a control character", s);

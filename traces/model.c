@@ -109,6 +109,11 @@ deftsim_status deftsim_model_parse_csv(const char *text, size_t len, const char 
     }
     m->name = strdup(model_name ? model_name : origin);
     if (!m->name) { st = deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", origin); goto fail; }
+    if (deftsim_utf8_check(m->name, NULL)) {
+        st = deftsim_error_set(DEFTSIM_E_INPUT, "%s: the model's name (the file's name without "
+                               ".csv, at most 255 bytes) is not valid UTF-8", origin);
+        goto fail;
+    }
 
     size_t lineno = 0;
     int header_seen = 0;
@@ -147,6 +152,14 @@ deftsim_status deftsim_model_parse_csv(const char *text, size_t len, const char 
         }
         if (!f[1][0]) {
             st = deftsim_error_set(DEFTSIM_E_INPUT, "%s:%zu: field 'name': empty", origin, lineno);
+            goto fail;
+        }
+        size_t bad;
+        if (deftsim_utf8_check(f[1], &bad)) {
+            /* Names go into JSON (trace manifests, results), which holds UTF-8 only. */
+            st = deftsim_error_set(DEFTSIM_E_INPUT,
+                                   "%s:%zu: field 'name': not valid UTF-8 (byte %zu of the name)",
+                                   origin, lineno, bad + 1);
             goto fail;
         }
         if (m->nlayers == cap) {

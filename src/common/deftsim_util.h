@@ -36,6 +36,11 @@ int deftsim_parse_i64(const char *s, int64_t *out);
 int deftsim_parse_u64(const char *s, uint64_t *out);
 int deftsim_parse_double(const char *s, double *out);
 
+/* 0 if s is valid UTF-8 (no overlong forms, surrogates or code points past U+10FFFF, the rule
+ * JSON writers such as jansson apply), else -1 with *bad_at (if not NULL) set to the offset of
+ * the first byte that is not. */
+int deftsim_utf8_check(const char *s, size_t *bad_at);
+
 /* Checked size arithmetic: return 0 on success, -1 on overflow. */
 int deftsim_mul_size(size_t a, size_t b, size_t *out);
 int deftsim_add_size(size_t a, size_t b, size_t *out);

@@ -206,3 +206,25 @@ int deftsim_add_size(size_t a, size_t b, size_t *out)
     *out = a + b;
     return 0;
 }
+
+int deftsim_utf8_check(const char *s, size_t *bad_at)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0;
+    while (u[i]) {
+        unsigned char c = u[i];
+        size_t n = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
+                 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+        for (size_t k = 1; k < n; k++)
+            if ((u[i + k] & 0xc0) != 0x80) n = 0;
+        if (n > 1 && ((c == 0xe0 && u[i + 1] < 0xa0) || (c == 0xed && u[i + 1] > 0x9f) ||
+                      (c == 0xf0 && u[i + 1] < 0x90) || (c == 0xf4 && u[i + 1] > 0x8f)))
+            n = 0;
+        if (!n) {
+            if (bad_at) *bad_at = i;
+            return -1;
+        }
+        i += n;
+    }
+    return 0;
+}

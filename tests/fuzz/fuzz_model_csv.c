@@ -1,6 +1,8 @@
 /* fuzz_model_csv.c - model tables (index,name,shape,numel CSV) as deftsim_model_parse_csv
  * reads a user's file; for a table that parses, checks the offsets tile the gradient and that a
- * clone is equal. */
+ * clone is equal, and that every name can go into JSON (trace manifests, results). */
+#include <jansson.h>
+
 #include "deftsim_model.h"
 #include "fuzz_util.h"
 
@@ -21,6 +23,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                    (unsigned long long)l->offset, (unsigned long long)off);
         off += l->numel;
         FUZZ_CHECK(strlen(l->name) > 0, "layer %zu: empty name", i);
+        json_t *j = json_string(l->name);
+        FUZZ_CHECK(j != NULL, "layer %zu: name '%s' is not a JSON string", i, l->name);
+        json_decref(j);
     }
     FUZZ_CHECK(off == m->numel, "numel %llu, layers add up to %llu", (unsigned long long)m->numel,
                (unsigned long long)off);
