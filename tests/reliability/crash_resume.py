@@ -57,6 +57,14 @@ MODEL = """index,name,shape,numel
 4,fc2.weight,10x256,2560
 5,fc2.bias,10,10
 """
+TINY = """index,name,shape,numel
+0,conv.weight,16x3x3x3,432
+1,conv.bias,16,16
+2,fc1.weight,64x32,2048
+3,fc1.bias,64,64
+4,fc2.weight,10x64,640
+5,fc2.bias,10,10
+"""
 METHODS = ["deft", "topk", "dgc", "gtopk", "cltk"]
 DENSITIES = ["0.01", "0.1"]
 COUNTS = [2, 4, 8, 16]
@@ -404,19 +412,24 @@ latency = 1s
         # -- a long simulation, killed while its child runs, resumed at once ------------------
         # The child used to hold the folder's lock (a flock shared across fork) until its
         # simulation ended, so the resume was refused; and it ran on for nobody.
+        # 256 workers on a model of 3210 elements: the simulation is most of the point
+        # (about 0.5 s of 1 s here).
+        tiny = os.path.join(tmp, "tiny.csv")
+        with open(tiny, "w") as f:
+            f.write(TINY)
         long_scen = os.path.join(tmp, "long.ini")
         with open(long_scen, "w") as f:
             f.write(f"""[scenario]
 name = crash_long
 seed = 3
-iterations = 8
+iterations = 4
 [gradients]
-model = {model}
+model = {tiny}
 [sparsify]
 methods = deft
 densities = 0.1
 [workers]
-counts = 64
+counts = 256
 """)
         lout = os.path.join(tmp, "long")
         proc = subprocess.Popen([EXE, "sweep", long_scen, "-o", lout, "-q"], env=env)
@@ -425,13 +438,13 @@ counts = 64
             kids = children(proc.pid)
             time.sleep(0.001)
         if kids:
-            time.sleep(0.1)
+            time.sleep(0.05)
             proc.kill()
             proc.wait()
             still = [k for k in kids if alive(k)]
             p = subprocess.run([EXE, "sweep", long_scen, "-o", lout, "-q"], capture_output=True,
                                text=True, env=env)
-            log(f"long simulation: killed 0.1 s into its child ({len(still)} child(ren) still "
+            log(f"long simulation: killed 0.05 s into its child ({len(still)} child(ren) still "
                 f"running at the kill); the resume started at once: exit {p.returncode}")
             if p.returncode != 0:
                 fail(f"the resume right after a kill during the simulation: exit "
