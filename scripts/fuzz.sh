@@ -25,7 +25,8 @@ if [ ! -f "$build/build.ninja" ]; then
   CC=clang meson setup "$build" -Dfuzz=true -Dtests=false -Dcuda=disabled -Db_lundef=false \
       -Dbuildtype=debugoptimized >/dev/null
 fi
-ninja -C "$build" $(printf 'tests/fuzz/fuzz_%s ' "${targets[@]}") >/dev/null
+# FUZZ_NOBUILD=1: run the binaries as they are (another run is building or fuzzing).
+[ -n "${FUZZ_NOBUILD:-}" ] || ninja -C "$build" $(printf 'tests/fuzz/fuzz_%s ' "${targets[@]}") >/dev/null
 
 run_one() {
   local t=$1 dir="$work/$1"
