@@ -136,6 +136,11 @@ deftsim_status deftsim_read_file(const char *path, char **data, size_t *len)
     if (len) *len = 0;
     FILE *f = fopen(path, "rb");
     if (!f) return deftsim_error_set(DEFTSIM_E_INPUT, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        fclose(f);
+        return deftsim_error_set(DEFTSIM_E_INPUT, "%s: is a directory, not a file", path);
+    }
     size_t cap = 4096, n = 0;
     char *buf = malloc(cap + 1);
     while (buf) {
@@ -147,12 +152,12 @@ deftsim_status deftsim_read_file(const char *path, char **data, size_t *len)
         buf = nb;
         cap *= 2;
     }
-    int bad = ferror(f);
+    int bad = ferror(f), err = errno;
     fclose(f);
     if (!buf) return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", path);
     if (bad) {
         free(buf);
-        return deftsim_error_set(DEFTSIM_E_IO, "%s: read error", path);
+        return deftsim_error_set(DEFTSIM_E_IO, "%s: read error: %s", path, strerror(err));
     }
     buf[n] = '\0';
     *data = buf;
