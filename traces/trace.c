@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "deftsim_safetensors.h"
@@ -409,9 +410,14 @@ deftsim_status deftsim_trace_open(const char *dir, deftsim_trace **out)
     json_error_t err;
     json_t *root = json_load_file(mpath, JSON_REJECT_DUPLICATES, &err);
     if (!root) {
+        struct stat sb;
         if (access(mpath, F_OK) != 0)
             st = deftsim_error_set(DEFTSIM_E_INPUT, "%s: cannot open: %s (not a trace directory?)",
                                    mpath, strerror(errno));
+        else if (stat(mpath, &sb) == 0 && S_ISDIR(sb.st_mode))
+            st = deftsim_error_set(DEFTSIM_E_INPUT, "%s: is a directory, not a file", mpath);
+        else if (access(mpath, R_OK) != 0)
+            st = deftsim_error_set(DEFTSIM_E_INPUT, "%s: cannot open: %s", mpath, strerror(errno));
         else
             st = deftsim_error_set(DEFTSIM_E_INPUT, "%s:%d:%d: JSON: %s", mpath, err.line,
                                    err.column, err.text);
