@@ -81,6 +81,7 @@ typedef struct {
     size_t rank_variant, rank_model, rank_dens, rank_method;
     iter_rec *it;
     size_t nit;
+    char *where;           /* "file:line" of the point's first row, for messages */
     /* results */
     size_t iterations;     /* iterations after the warm-up */
     double *vals[DEFTSIM_M_COUNT];
@@ -187,6 +188,7 @@ static void group_free(group *g, size_t naxes)
     free(g->model);
     free(g->method);
     free(g->dens);
+    free(g->where);
     free(g->it);
     for (int m = 0; m < DEFTSIM_M_COUNT; m++) free(g->vals[m]);
     free(g);
@@ -416,6 +418,7 @@ deftsim_status deftsim_analysis_add_file(deftsim_analysis *a, const char *path,
     static const char *const none[1] = {""};
     const char *const *axv = a->naxes ? values : none;
     a->files++;
+    uint64_t rows0 = a->rows;
     int got;
     while (!(st = deftsim_csvr_next(r, &got)) && got) {
         a->rows++;
@@ -433,11 +436,27 @@ deftsim_status deftsim_analysis_add_file(deftsim_analysis *a, const char *path,
                                    path, deftsim_csvr_line(r), P, it, w, pi);
             goto done;
         }
+        const char *dens = deftsim_csvr_field(r, (size_t)req[C_DENSITY]);
+        double dv;
+        if (deftsim_parse_double(dens, &dv) || !(dv > 0 && dv <= 1)) {
+            st = deftsim_error_set(DEFTSIM_E_INPUT, "%s:%zu: column density: '%s' is not in (0, 1]",
+                                   path, deftsim_csvr_line(r), dens);
+            goto done;
+        }
         group *g = NULL;
         if ((st = find_group(a, axv, deftsim_csvr_field(r, (size_t)req[C_MODEL]),
-                             deftsim_csvr_field(r, (size_t)req[C_METHOD]),
-                             deftsim_csvr_field(r, (size_t)req[C_DENSITY]), (uint32_t)P, &g)))
+                             deftsim_csvr_field(r, (size_t)req[C_METHOD]), dens, (uint32_t)P, &g)))
             goto done;
+        if (!g->where) {
+            char at[64];
+            snprintf(at, sizeof at, ":%zu", deftsim_csvr_line(r));
+            if (!(g->where = malloc(strlen(path) + strlen(at) + 1))) {
+                st = nomem();
+                goto done;
+            }
+            strcpy(g->where, path);
+            strcat(g->where, at);
+        }
         iter_rec *ir = NULL;
         if ((st = iter_slot(g, (size_t)it, &ir))) goto done;
         if (!ir->seen) {
@@ -481,6 +500,9 @@ deftsim_status deftsim_analysis_add_file(deftsim_analysis *a, const char *path,
         if (bs > ir->v[DEFTSIM_M_BYTES_MAX]) ir->v[DEFTSIM_M_BYTES_MAX] = bs;
         ir->bytes_sum += bs;
     }
+    /* Every point has rows (docs/OUTPUT.md): a header alone is a file cut short. */
+    if (!st && a->rows == rows0)
+        st = deftsim_error_set(DEFTSIM_E_INPUT, "%s: a header and no rows", path);
 done:
     deftsim_csvr_close(r);
     return st;
@@ -513,13 +535,17 @@ static deftsim_status finish_group(deftsim_analysis *a, group *g)
     /* Every iteration must hold every worker's rows. */
     for (size_t t = 0; t < g->nit; t++) {
         iter_rec *ir = &g->it[t];
+        /* Named by where the point's first row was read: a row whose method or density was
+         * changed makes a point of its own, found here. */
         if (!ir->seen)
-            return deftsim_error_set(DEFTSIM_E_INPUT, "%s d=%s P=%u: no rows for iteration %zu of %zu",
-                                     g->method, g->dens, g->P, t, g->nit);
+            return deftsim_error_set(DEFTSIM_E_INPUT,
+                                     "%s d=%s P=%u (first row %s): no rows for iteration %zu of %zu",
+                                     g->method, g->dens, g->P, g->where, t, g->nit);
         if (ir->nworkers != g->P)
             return deftsim_error_set(DEFTSIM_E_INPUT,
-                                     "%s d=%s P=%u iteration %zu: rows of %u of its %u workers",
-                                     g->method, g->dens, g->P, t, ir->nworkers, g->P);
+                                     "%s d=%s P=%u (first row %s) iteration %zu: rows of %u of its "
+                                     "%u workers",
+                                     g->method, g->dens, g->P, g->where, t, ir->nworkers, g->P);
         ir->v[DEFTSIM_M_BYTES] = ir->bytes_sum / g->P;
     }
     size_t first = a->opt.warmup < g->nit ? a->opt.warmup : g->nit;
