@@ -99,6 +99,25 @@ def do_step(words, tmp, state):
                          "--iterations", iters, "--seed", "1", "-o", d], tmp)
         if r.returncode != 0:
             raise CaseError(f"setup 'gen' failed ({r.returncode}): {r.stderr.strip()}")
+    elif op == "deftsim":  # deftsim ARGS...: must succeed (a results folder to break)
+        r = run_deftsim(args, tmp)
+        if r.returncode != 0:
+            raise CaseError(f"setup 'deftsim {' '.join(args)}' failed ({r.returncode}): "
+                            f"{r.stderr.strip()}")
+    elif op in ("keeplines", "halfline"):
+        # keeplines FILE N: the first N lines; halfline FILE N: lines 1 .. N-1 and the first
+        # half of line N, without its newline (a file cut in the middle of a row)
+        path, n = p(args[0]), int(args[1])
+        with open(path, "rb") as f:
+            lines = f.read().split(b"\n")
+        if len(lines) <= n:
+            raise CaseError(f"setup '{op}': {args[0]} has fewer than {n} lines")
+        if op == "keeplines":
+            data = b"\n".join(lines[:n]) + b"\n"
+        else:
+            data = b"\n".join(lines[:n - 1] + [lines[n - 1][:len(lines[n - 1]) // 2]])
+        with open(path, "wb") as f:
+            f.write(data)
     elif op == "truncate":  # truncate FILE SIZE
         os.truncate(p(args[0]), int(args[1]))
     elif op == "replace":  # replace FILE OLD NEW: the first occurrence of OLD, as bytes
