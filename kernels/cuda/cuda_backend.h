@@ -51,6 +51,9 @@ deftsim_status kc_merge_topk(deftsim_kctx *ctx, const deftsim_kidx *ia, const fl
                              size_t k, deftsim_kidx *out_idx, float *out_val, size_t *out_n,
                              void *scratch, size_t scratch_bytes);
 
+/* Bytes kc_scatter_add draws from the attached pool for m entries into [0, n) (cuda_ops.cu). */
+deftsim_status kc_scatter_add_work(size_t n, size_t m, size_t *bytes);
+
 /* The "cuda-staged" backend (cuda_stage.cu): host buffers, staged through a device pool. */
 deftsim_status ks_init(deftsim_kctx *ctx);
 void ks_fini(deftsim_kctx *ctx);

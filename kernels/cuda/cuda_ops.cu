@@ -494,6 +494,20 @@ static int index_bits(size_t n)
 
 /* ---- scatter-add ----------------------------------------------------------------------------- */
 
+/* The working memory scatter_add draws from the attached pool for m entries into [0, n). */
+extern "C" deftsim_status kc_scatter_add_work(size_t n, size_t m, size_t *bytes)
+{
+    *bytes = 0;
+    if (!m) return DEFTSIM_OK;
+    if (m > UINT32_MAX)
+        return deftsim_error_set(DEFTSIM_E_INPUT, "kernels: cuda: scatter_add: %zu entries", m);
+    size_t tb = 0;
+    deftsim_status st = sort_bytes((uint32_t)m, index_bits(n), &tb);
+    if (st) return st;
+    *bytes = 3 * kc_round(m * sizeof(uint32_t)) + kc_round(tb) + 256;
+    return DEFTSIM_OK;
+}
+
 __global__ void kc_iota_nan_kernel(uint32_t *pos, size_t m, const float *__restrict__ vals,
                                    kc_ctl *ctl)
 {
@@ -546,6 +560,7 @@ extern "C" deftsim_status kc_scatter_add(deftsim_kctx *ctx, float *dst, size_t n
     int bits = index_bits(n);
     size_t tb = 0;
     if ((st = sort_bytes((uint32_t)m, bits, &tb))) return st;
+    /* kc_scatter_add_work() reports the same (cuda-staged reserves it). */
     size_t need = 3 * kc_round(m * sizeof(uint32_t)) + kc_round(tb) + 256;
     void *work;
     if ((st = deftsim_kcuda_alloc(pool, need, &work)))

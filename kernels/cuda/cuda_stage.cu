@@ -466,9 +466,11 @@ extern "C" deftsim_status ks_zero_at(deftsim_kctx *ctx, float *x, size_t n,
 extern "C" deftsim_status ks_scatter_add(deftsim_kctx *ctx, float *dst, size_t n,
                                          const deftsim_kidx *idx, const float *vals, size_t m)
 {
-    /* The device sorts the list (deftsim_kcuda_attach_pool): three arrays of m words and the
-     * sort's temporary storage (about two more, plus its histograms) from the same pool. */
-    size_t work = m ? 6 * kc_round(m * sizeof(uint32_t)) + ((size_t)4 << 20) : 0;
+    /* The device sorts the list with working memory from the attached pool, which is this
+     * context's pool: reserve it with the buffers. */
+    size_t work = 0;
+    deftsim_status st = kc_scatter_add_work(n, m, &work);
+    if (st) return st;
     ks_arg a[] = {inout_(m ? dst : NULL, n * sizeof *dst), in_(idx, m * sizeof *idx),
                   in_(vals, m * sizeof *vals)};
     KS_RUN(ctx, a, work,
