@@ -572,6 +572,11 @@ static deftsim_status check_string(const char *s)
     if (deftsim_utf8_check(s, &bad))
         return deftsim_error_set(DEFTSIM_E_INPUT, "not valid UTF-8 (byte %zu of the value)",
                                  bad + 1);
+    /* A printed configuration writes "key = value": a leading ';' would follow a space. */
+    if (s[0] == ';')
+        return deftsim_error_set(DEFTSIM_E_INPUT,
+                                 "'%s' starts with ';', which a scenario file reads as a comment "
+                                 "after 'key = '", s);
     for (const char *p = s; *p; p++) {
         if ((unsigned char)*p < 0x20 || *p == 0x7f)
             return deftsim_error_set(DEFTSIM_E_INPUT, "'%s' contains a control character", s);
