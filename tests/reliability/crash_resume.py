@@ -26,9 +26,10 @@ Columns compared exactly: every one except the measured times (phase_seconds,
 select_seconds, worker_seconds, imbalance_seconds, prepare_seconds, step_seconds;
 docs/OUTPUT.md) and the simulated ones. The simulated times (sim_start, sim_end,
 comm_seconds, select_critical_seconds, iteration_seconds) are computed from the measured
-compute phases, so no two runs agree on them to the last bit; the scenario puts the network at
-8 kbit/s and 1 s latency, where the measured microseconds move them by under 1e-6 relative
-(two uninterrupted runs: at most 2e-7), and they are compared to 1e-4 of the iteration time.
+compute phases, so no two runs agree on them to the last bit: they may differ by twice the sum
+of both runs' worker_seconds in the iteration (rowcmp.py; the test prints the largest share
+of that allowance it saw). The scenario puts the network at 80 bit/s and 1 s latency, where the
+simulated times are thousands of seconds and the allowance 1e-7 to 1e-6 of them.
 
 Run by meson test (suite fast); DEFTSIM_EXE names the program. DEFTSIM_CRASH_KILLS sets the
 number of kills (default 14).
@@ -44,6 +45,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+import rowcmp
 
 EXE = os.environ.get("DEFTSIM_EXE")
 if not EXE:
@@ -68,15 +71,11 @@ TINY = """index,name,shape,numel
 METHODS = ["deft", "topk", "dgc", "gtopk", "cltk"]
 DENSITIES = ["0.01", "0.1"]
 COUNTS = [2, 4, 8, 16]
-ITERS = 6
+ITERS = 4
 
-MEASURED = {"phase_seconds", "select_seconds", "worker_seconds", "imbalance_seconds",
-            "prepare_seconds", "step_seconds"}
-SIMULATED = {"sim_start", "sim_end", "comm_seconds", "select_critical_seconds",
-             "iteration_seconds"}
-SIM_REL = 1e-4
 
 failures = []
+worst_sim = [0.0]  # the largest deviation of a simulated time seen, as a fraction of its allowance
 
 
 def fail(what):
@@ -106,25 +105,12 @@ def read_rows(path):
 
 
 def compare_rows(what, head, rows, rhead, rrows):
-    """Deterministic columns exactly, simulated ones to SIM_REL of the iteration time."""
-    if head != rhead:
-        fail(f"{what}: header differs from the reference")
-        return False
-    if len(rows) != len(rrows):
-        fail(f"{what}: {len(rows)} rows, the reference {len(rrows)}")
-        return False
-    it_col = head.index("iteration_seconds") if "iteration_seconds" in head else None
-    for i, (a, b) in enumerate(zip(rows, rrows)):
-        for c, name in enumerate(head):
-            if name in MEASURED or a[c] == b[c]:
-                continue
-            if name in SIMULATED and a[c] != "" and b[c] != "":
-                scale = abs(float(b[it_col])) if it_col is not None else abs(float(b[c]))
-                if abs(float(a[c]) - float(b[c])) <= SIM_REL * max(scale, 1e-300):
-                    continue
-            fail(f"{what}: row {i + 2} column {name}: {a[c]!r}, the reference {b[c]!r}")
-            return False
-    return True
+    """Deterministic columns exactly, simulated times within what the measured compute allows
+    (rowcmp.py)."""
+    w = rowcmp.compare(what, head, rows, rhead, rrows, fail)
+    if w is not None:
+        worst_sim[0] = max(worst_sim[0], w)
+    return w is not None
 
 
 def children(pid):
@@ -196,7 +182,7 @@ densities = {", ".join(DENSITIES)}
 counts = {", ".join(map(str, COUNTS))}
 [network]
 simulate = 1
-bandwidth = 8kbps
+bandwidth = 80bps
 latency = 1s
 """)
         npoints = len(METHODS) * len(DENSITIES) * len(COUNTS)
@@ -458,7 +444,8 @@ counts = 256
             fail("the long simulation's child never appeared")
 
         log(f"crash_resume: {len(kills)} kills, {attempts} attempts, "
-            f"{time.monotonic() - t_test:.1f} s in all; seed {seed}")
+            f"{time.monotonic() - t_test:.1f} s in all; simulated times within "
+            f"{worst_sim[0]:.2f} of what the measured compute allows; seed {seed}")
     finally:
         if failures:
             log(f"the folders are kept in {tmp}")

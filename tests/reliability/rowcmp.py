@@ -1,0 +1,66 @@
+"""Comparing the rows of two runs of the same points (crash_resume.py, determinism.py).
+
+Measured times differ from run to run and are skipped (docs/OUTPUT.md: phase_seconds,
+select_seconds, worker_seconds, imbalance_seconds, prepare_seconds, step_seconds). The
+simulated times (sim_start, sim_end, comm_seconds, select_critical_seconds,
+iteration_seconds) come from a simulation fed with the measured compute phases: an event's
+simulated time moves by about the sum of the changes of the compute durations before it (at
+most that sum where the simulation is max-plus: waits and latencies; bandwidth sharing can
+stretch it), and each change is at most the larger of the two durations. Two runs may so
+differ there by up to SLACK times the sum, over the iteration's workers, of both runs'
+worker_seconds, plus rounding; compare() returns the share of that allowance used. Every
+other column must be the same text.
+"""
+
+MEASURED = {"phase_seconds", "select_seconds", "worker_seconds", "imbalance_seconds",
+            "prepare_seconds", "step_seconds"}
+SIMULATED = {"sim_start", "sim_end", "comm_seconds", "select_critical_seconds",
+             "iteration_seconds"}
+ROUNDING = 1e-9
+SLACK = 2.0
+
+
+def _compute_sums(head, rows):
+    """(method, density, P, iteration) -> sum over workers of worker_seconds."""
+    c = {n: head.index(n) for n in ("method", "density", "P", "iteration", "phase_index",
+                                      "worker_seconds")}
+    out = {}
+    for r in rows:
+        if r[c["phase_index"]] != "0":
+            continue
+        k = (r[c["method"]], r[c["density"]], r[c["P"]], r[c["iteration"]])
+        out[k] = out.get(k, 0.0) + float(r[c["worker_seconds"]] or 0)
+    return out
+
+
+def compare(what, head, rows, rhead, rrows, fail, skip=()):
+    """Reports the first difference through fail(message) and returns None, or returns the
+    largest deviation of a simulated time as a fraction of what the measured compute allows
+    (0 .. 1)."""
+    if head != rhead:
+        fail(f"{what}: the header differs from the reference's")
+        return None
+    if len(rows) != len(rrows):
+        fail(f"{what}: {len(rows)} rows, the reference {len(rrows)}")
+        return None
+    sa, sb = _compute_sums(head, rows), _compute_sums(rhead, rrows)
+    key = [head.index(n) for n in ("method", "density", "P", "iteration")]
+    it_col = head.index("iteration_seconds")
+    ignore = MEASURED | set(skip)
+    worst = 0.0
+    for i, (a, b) in enumerate(zip(rows, rrows)):
+        for c, name in enumerate(head):
+            if name in ignore or a[c] == b[c]:
+                continue
+            if name in SIMULATED and a[c] != "" and b[c] != "":
+                k = tuple(a[j] for j in key)
+                allowed = (SLACK * (sa.get(k, 0.0) + sb.get(k, 0.0)) +
+                           ROUNDING * abs(float(b[it_col])))
+                d = abs(float(a[c]) - float(b[c]))
+                if d <= allowed:
+                    worst = max(worst, d / allowed if allowed > 0 else 1.0)
+                    continue
+            desc = ", ".join(f"{head[j]} {a[j]}" for j in key)
+            fail(f"{what}: row {i + 2} ({desc}) column {name}: {a[c]!r}, the reference {b[c]!r}")
+            return None
+    return worst
