@@ -51,7 +51,13 @@ def env_for_child():
 NOBODY = 65534
 
 
-def run_deftsim(args, cwd, fsize=None, as_nobody=False):
+# Runs "$@" with a tmpfs of size $1 mounted on $2, in a mount namespace of its own, and lists
+# what it left there in $2.files (outside the mount, which goes with the namespace).
+TMPFS_SH = ('mount -t tmpfs -o size="$1" deftsim-bad "$2" || exit 125; d="$2"; shift 2; '
+            '"$@"; rc=$?; find "$d" > "$d.files"; exit $rc')
+
+
+def run_deftsim(args, cwd, fsize=None, as_nobody=False, tmpfs=None):
     """Runs deftsim; with fsize, under a file size limit (writes past it fail with EFBIG:
     SIGXFSZ is ignored in the child, so write() returns the error instead of killing it);
     with as_nobody (when this runs as root), as user and group 65534, whom permissions bind."""
@@ -63,7 +69,10 @@ def run_deftsim(args, cwd, fsize=None, as_nobody=False):
             os.setgroups([])
             os.setgid(NOBODY)
             os.setuid(NOBODY)
-    return subprocess.run([EXE] + args, cwd=cwd, capture_output=True, text=True,
+    cmd = [EXE] + args
+    if tmpfs:
+        cmd = ["unshare", "-m", "sh", "-c", TMPFS_SH, "sh", tmpfs[1], tmpfs[0]] + cmd
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True,
                           errors="replace", timeout=TIMEOUT, env=env_for_child(),
                           preexec_fn=pre if fsize is not None or as_nobody else None)
 
@@ -147,6 +156,9 @@ def do_step(words, tmp, state):
         os.chmod(p(args[1]), int(args[0], 8))
     elif op == "fsize":  # fsize BYTES: run the command under this file size limit
         state["fsize"] = int(args[0])
+    elif op == "tmpfs":  # tmpfs DIR SIZE: the command sees a file system of SIZE on DIR
+        os.makedirs(p(args[0]), exist_ok=True)
+        state["tmpfs"] = (args[0], args[1])
     elif op == "nonroot":  # permissions do not bind root: as root, run as nobody
         state["nonroot"] = True
     else:
@@ -203,7 +215,7 @@ def run_case(name, verbose):
         # Shared inputs of several cases (tiny model tables) sit beside the case folders.
         for n in os.listdir(os.path.join(CASES, "..", "common")):
             shutil.copy(os.path.join(CASES, "..", "common", n), os.path.join(tmp, n))
-        state = {"fsize": None, "nonroot": False}
+        state = {"fsize": None, "nonroot": False, "tmpfs": None}
         setup = os.path.join(folder, "setup")
         if os.path.exists(setup):
             with open(setup) as f:
@@ -220,9 +232,14 @@ def run_case(name, verbose):
             probe = run_deftsim(["--version"], tmp, as_nobody=True)
             if probe.returncode != 0:
                 return "skip", f"runs as root, and user {NOBODY} cannot run {EXE}"
+        if state["tmpfs"]:
+            probe = subprocess.run(["unshare", "-m", "sh", "-c", TMPFS_SH, "sh", "4k",
+                                    state["tmpfs"][0], "true"], cwd=tmp, capture_output=True)
+            if probe.returncode != 0:
+                return "skip", "cannot mount a tmpfs in a mount namespace here (not root?)"
         subst = lambda s: s.replace("{tmp}", tmp).replace("{src}", SRC)  # noqa: E731
         args = [subst(a) for a in want["args"]]
-        r = run_deftsim(args, tmp, state["fsize"], as_nobody)
+        r = run_deftsim(args, tmp, state["fsize"], as_nobody, state["tmpfs"])
         problems = []
         if r.returncode != want["exit"]:
             problems.append(f"exit status {r.returncode}, expected {want['exit']}")
@@ -232,13 +249,20 @@ def run_case(name, verbose):
         pattern = "[0-9]+".join(re.escape(part) for part in expected.split("{n}"))
         if not re.fullmatch(pattern, r.stderr):
             problems.append(f"stderr:\n    got:  {r.stderr!r}\n    want: {expected!r}")
+        if state["tmpfs"]:  # what the command saw on its tmpfs, listed before it went
+            with open(os.path.join(tmp, state["tmpfs"][0] + ".files")) as f:
+                seen = {os.path.normpath(l.rstrip("\n")) for l in f if l.strip()}
+            exists = lambda a: os.path.normpath(a) in seen  # noqa: E731
+            left = [a for a in seen if re.search(r"\.tmp\.[0-9]+$", a)]
+        else:
+            exists = lambda a: os.path.lexists(os.path.join(tmp, a))  # noqa: E731
+            left = leftovers(tmp)
         for a in want["absent"]:
-            if os.path.lexists(os.path.join(tmp, a)):
+            if exists(a):
                 problems.append(f"{a} exists (a failed run must not leave it)")
         for a in want["present"]:
-            if not os.path.exists(os.path.join(tmp, a)):
+            if not exists(a):
                 problems.append(f"{a} is missing")
-        left = leftovers(tmp)
         if left:
             problems.append("temporary files left behind: " + ", ".join(left))
         if verbose:
