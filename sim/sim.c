@@ -542,7 +542,6 @@ static int write_all(int fd, const void *buf, size_t len)
     return 0;
 }
 
-/* The child: runs SimGrid and writes the header, the message and the arrays. Never returns. */
 /* A child whose parent is killed (SIGKILL, the OOM killer) would simulate on for nobody:
  * its results go to a pipe only the parent reads. On Linux it gets SIGKILL when the parent
  * dies (and leaves at once if that already happened). */
@@ -556,6 +555,7 @@ static void die_with_parent(pid_t parent)
 #endif
 }
 
+/* The child: runs SimGrid and writes the header, the message and the arrays. Never returns. */
 static void child_main(int out_fd, int err_fd, const deftsim_sim_params *p, const char *platform,
                        const deftsim_schedule *const *scheds, size_t nsched, const size_t *offs)
 {
