@@ -9,6 +9,13 @@
 # 2. runs test_gpu: every operation of the cuda backend against the cpu backend on fresh
 #    random inputs (sets, ties, NaN, guard bands, every path forced; the device generator
 #    against the host's bytes);
+# 2b. runs test_gpu_sparsify (built when jansson is present): every sparsifier on a
+#    cuda-staged kernel context, as `[device] kind = cuda` runs them, against a cpu one over
+#    iterations with error feedback: selections, bytes, aggregates and residuals bit for bit;
+# 2c. when SimGrid, GSL, inih and jansson are installed (pkg-config), builds the full deftsim
+#    into build-gpu-full/ (DEFTSIM_FULL_BUILD) and runs a small scenario with [device] kind =
+#    cpu and kind = cuda: every untimed column of rows.csv and every --dump file must be
+#    equal (compare_runs.py); otherwise says why it is skipped;
 # 3. runs bench_gpu: exact top-k and segmented top-k timed with CUDA events beside a
 #    device-to-device copy (the memory floor), results verified, inputs written out;
 # 4. times torch.topk on the same inputs (torch_topk.py) and prints one table, also written
@@ -33,6 +40,12 @@ if [ ! -f "$BUILD/build.ninja" ]; then
 fi
 start=$(date +%s)
 ninja -C "$BUILD" tests/gpu/test_gpu tests/gpu/bench_gpu
+# Only with jansson (meson builds it then).
+HAVE_SPARSIFY=0
+if ninja -C "$BUILD" -t targets all 2>/dev/null | grep -q '^tests/gpu/test_gpu_sparsify:'; then
+  ninja -C "$BUILD" tests/gpu/test_gpu_sparsify
+  HAVE_SPARSIFY=1
+fi
 echo "build: $(( $(date +%s) - start )) s"
 
 echo "== device"
@@ -52,6 +65,42 @@ if [ "$rc" = 77 ]; then
   exit 77
 fi
 [ "$rc" = 0 ] || { echo "run.sh: test_gpu failed" >&2; exit 1; }
+
+echo "== test_gpu_sparsify"
+if [ "$HAVE_SPARSIFY" = 1 ]; then
+  "$BUILD/tests/gpu/test_gpu_sparsify" $QUICK || { echo "run.sh: test_gpu_sparsify failed" >&2; exit 1; }
+else
+  echo "skipped: jansson is not installed (the sparsifiers' headers need it)"
+fi
+
+echo "== deftsim run: [device] kind = cuda against kind = cpu"
+FULL="${DEFTSIM_FULL_BUILD:-build-gpu-full}"
+if pkg-config --exists simgrid gsl inih jansson zlib 2>/dev/null; then
+  if [ ! -f "$FULL/build.ninja" ]; then
+    meson setup "$FULL" -Dcuda=enabled -Dtests=false -Dbuildtype=release
+  fi
+  ninja -C "$FULL" deftsim
+  RUNS="$BUILD/gpu-run"
+  rm -rf "$RUNS"
+  mkdir -p "$RUNS"
+  for kind in cpu cuda; do
+    "$FULL/deftsim" run scenarios/quickstart.ini --set device.kind=$kind \
+      --set workers.counts=4,16 --set scenario.iterations=2 --set network.simulate=0 \
+      --set scenario.output="$RUNS/$kind" --dump "$RUNS/$kind-dump" \
+      || { echo "run.sh: deftsim run with kind = $kind failed" >&2; exit 1; }
+  done
+  python3 tests/gpu/compare_runs.py "$RUNS/cpu" "$RUNS/cuda" "$RUNS/cpu-dump" "$RUNS/cuda-dump" \
+    || { echo "run.sh: kind = cuda and kind = cpu disagree" >&2; exit 1; }
+  python3 -c 'import json, sys; m = json.load(open(sys.argv[1])); print("cuda run: kernels", json.dumps(m["kernels"]))' "$RUNS/cuda/manifest.json" || true
+  if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then
+    cp "$RUNS/cuda/manifest.json" "$OUT/gpu_run_manifest.json" 2>/dev/null || true
+  fi
+  # The dumps hold every selection of every iteration: not kept.
+  rm -rf "$RUNS"/*-dump
+else
+  echo "skipped: the engine needs SimGrid, GSL, inih and jansson, not all installed here" \
+       "(test_gpu_sparsify above runs its sparsifiers on cuda-staged against cpu)"
+fi
 
 echo "== bench_gpu"
 DIR="$BUILD/gpu-bench"
