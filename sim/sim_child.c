@@ -321,6 +321,29 @@ nomem:
     return -1;
 }
 
+/* Frees what precompute() and sim_child_run() allocated: the child exits right after, but
+ * leaves nothing lost behind (memcheck follows the forked child). */
+static void ctx_free(sim_ctx *c)
+{
+    size_t rows = c->step_offset[c->nsched];
+    for (size_t row = 0; row < rows; row++) {
+        if (c->ag) free(c->ag[row].prefix);
+        if (c->in_list) free(c->in_list[row]);
+        if (c->in_off) free(c->in_off[row]);
+    }
+    free(c->ag);
+    free(c->in_list);
+    free(c->in_off);
+    if (c->workers)
+        for (uint32_t r = 0; r < c->p->P; r++) {
+            free(c->workers[r].comms);
+            free(c->workers[r].slots);
+        }
+    free(c->workers);
+    if (c->barrier) sg_barrier_destroy(c->barrier);
+    if (c->approx_bar) sg_barrier_destroy(c->approx_bar);
+}
+
 int sim_child_run(const deftsim_sim_params *p, const char *platform_path,
                   const deftsim_schedule *const *scheds, size_t nsched, const size_t *step_offset,
                   sim_child_out *out, char *msg, size_t msgcap)
@@ -333,7 +356,9 @@ int sim_child_run(const deftsim_sim_params *p, const char *platform_path,
     c.nsched = nsched;
     c.step_offset = step_offset;
     c.out = out;
-    if (precompute(&c, msg, msgcap)) return -1;
+    sg_host_t *hosts = NULL;
+    int rc = -1;
+    if (precompute(&c, msg, msgcap)) goto done;
 
     char model[64], cross[64], stack[64];
     snprintf(model, sizeof model, "--cfg=network/model:%s", deftsim_net_model_name(p->model));
@@ -353,18 +378,18 @@ int sim_child_run(const deftsim_sim_params *p, const char *platform_path,
     simgrid_init(&argc, argv);
     simgrid_load_platform(platform_path);
 
-    sg_host_t *hosts = calloc(P, sizeof *hosts);
+    hosts = calloc(P, sizeof *hosts);
     c.workers = calloc(P, sizeof *c.workers);
     if (!hosts || !c.workers) {
         snprintf(msg, msgcap, "out of memory creating %u workers", P);
-        return -1;
+        goto done;
     }
     if (p->topology == DEFTSIM_TOPO_FILE) {
         size_t nh = sg_host_count();
         if (nh < P) {
             snprintf(msg, msgcap, "platform_file %s: %zu hosts, fewer than the %u workers",
                      platform_path, nh, P);
-            return -1;
+            goto done;
         }
         sg_host_t *all = sg_host_list();
         qsort(all, nh, sizeof *all, host_cmp);
@@ -376,7 +401,7 @@ int sim_child_run(const deftsim_sim_params *p, const char *platform_path,
             snprintf(name, sizeof name, "node-%" PRIu32, r);
             if (!(hosts[r] = sg_host_by_name(name))) {
                 snprintf(msg, msgcap, "generated platform %s has no host %s", platform_path, name);
-                return -1;
+                goto done;
             }
         }
     }
@@ -391,7 +416,7 @@ int sim_child_run(const deftsim_sim_params *p, const char *platform_path,
         w->slots = calloc((size_t)c.max_in + 1, sizeof *w->slots);
         if (!w->comms || !w->slots) {
             snprintf(msg, msgcap, "out of memory creating %u workers", P);
-            return -1;
+            goto done;
         }
         char name[32];
         snprintf(name, sizeof name, "worker-%" PRIu32, r);
@@ -400,6 +425,7 @@ int sim_child_run(const deftsim_sim_params *p, const char *platform_path,
         sg_actor_start(a, worker_main, 0, NULL);
     }
     free(hosts);
+    hosts = NULL;
     simgrid_run();
 
     uint32_t stuck = 0;
@@ -419,9 +445,13 @@ int sim_child_run(const deftsim_sim_params *p, const char *platform_path,
                  stuck, P, first->rank, first->cur_sched, first->cur_step,
                  deftsim_step_kind_name(s->steps[first->cur_step].kind),
                  s->steps[first->cur_step].name);
-        return -1;
+        goto done;
     }
-    return 0;
+    rc = 0;
+done:
+    free(hosts);
+    ctx_free(&c);
+    return rc;
 }
 
 int sim_child_check_platform(const char *platform_path, uint32_t P, sim_check_progress *prog,
