@@ -270,7 +270,7 @@ latency = 1s
                     except ProcessLookupError:
                         pass
                     break
-                if now > 20:
+                if now > max(20.0, 5 * t_ref):
                     break
                 time.sleep(0.0002 if kind in ("commit", "point") else 0.001)
             rc = proc.wait()
