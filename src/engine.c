@@ -1831,6 +1831,13 @@ deftsim_status deftsim_engine_run(deftsim_engine *e, deftsim_run_summary *summar
                             done, total, rec->method, dt, P, e->iterations,
                             e->iterations == 1 ? "" : "s", rec->seconds, rec->prepare_seconds,
                             rec->step_seconds, rec->sim_seconds, rec->rows);
+                    if (moves_data(e))
+                        fprintf(e->opt.progress,
+                                "deftsim run:   kernels on the device %.3f s, copies %.3f s "
+                                "(%.1f MB in, %.1f MB out, %" PRIu64 " calls; not in the phases)\n",
+                                rec->xfer.device_seconds, rec->xfer.copy_seconds,
+                                (double)rec->xfer.bytes_to_device / 1e6,
+                                (double)rec->xfer.bytes_from_device / 1e6, rec->xfer.calls);
                     fflush(e->opt.progress);
                 }
             }
