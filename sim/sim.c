@@ -685,6 +685,7 @@ deftsim_status deftsim_sim_check_platform(const deftsim_sim_params *p)
         munmap(prog, sizeof *prog);
         return deftsim_error_set(DEFTSIM_E_RUNTIME, "platform check: pipe: %s", strerror(errno));
     }
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         int err = errno;
@@ -696,6 +697,7 @@ deftsim_status deftsim_sim_check_platform(const deftsim_sim_params *p)
         return deftsim_error_set(DEFTSIM_E_RUNTIME, "platform check: fork: %s", strerror(err));
     }
     if (pid == 0) {
+        die_with_parent(parent);
         close(outp[0]);
         close(errp[0]);
         dup2(errp[1], 2);
