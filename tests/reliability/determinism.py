@@ -4,11 +4,10 @@ communication times, whatever the thread counts; another seed gives other select
 
 For three scenarios (the synthetic generator with error_feedback = full on 1.18 M elements,
 the generator with error_feedback = sampled, and the recorded trace traces/fmnist_cnn_p4,
-421 k elements, read only), every
-sparsifier (deft, topk, topk-ag, dgc, gtopk, cltk) at P = 3 and 4 runs twice with the same
-seed: once with [device] threads = 1 and --prep-threads 1, once with [device] threads = 4 and
---prep-threads 3 (the network simulation has no thread setting: one SimGrid process per
-point). Compared:
+421 k elements, read only), every sparsifier (deft, topk, topk-ag, dgc, gtopk, cltk) at P =
+3 and 4 runs twice with the same seed: once with [device] threads = 1 and --prep-threads 1,
+once with [device] threads = 4 and --prep-threads 3 (the network simulation has no thread
+setting: one SimGrid process per point). Compared:
 
   - the --dump trees byte for byte: every worker's selected indices, every iteration's union
     and aggregated values (.npy);
