@@ -8,11 +8,15 @@ second folder where it is killed with SIGKILL (the sweep process only, as the OO
 drawn from a seeded generator (the seed is printed; DEFTSIM_CRASH_SEED replays the choices,
 though not the machine's timing) with four kinds of kill:
 
-  random  after a uniform random delay from the start of the attempt
+  random  after a uniform random delay of up to one point's time
   sim     while the network simulation's forked child runs (a few ms after it appears)
   commit  as soon as a temporary file other than a point's appears (the manifest's, a
           platform's, rows.csv's): the kill lands inside deftsim_afile_commit's window
   point   as soon as a new point file is renamed into place, before the manifest lists it
+
+Each attempt first lets r points finish (its progress lines), r drawn so that the points left
+are shared among the kills left, so the kills spread over the whole sweep; one more kill lands
+while rows.csv is written, at the end.
 
 After every kill, before resuming: the manifest (if any) is valid JSON, every point file in
 the folder is complete (its rows equal the reference's), every point the manifest lists as
@@ -213,8 +217,8 @@ latency = 1s
         done = False
         rows_tried = None
         pending_kids = []      # children seen in the attempt before: dead by the next check
-        # Delays of the random kind: spread so that the kills cover the whole sweep.
-        span = max(0.05, 2.0 * t_ref / max(nkills, 1))
+        t_point = t_ref / npoints
+        remaining = npoints
         while not done:
             attempts += 1
             if attempts > nkills + 20:
@@ -226,7 +230,12 @@ latency = 1s
                 kind = rows_tried = "rows"  # one kill while rows.csv is written
             else:
                 kind = None
-            delay = rng.uniform(0.0, span)
+            # Spread the kills over the sweep: each attempt first lets r points finish, r drawn
+            # so that the points left are shared among the kills left; then it waits for its
+            # kind's moment (for the random kind, a delay of up to one point's time).
+            per_kill = remaining / max(nkills - len(kills), 1)
+            r = rng.randint(0, max(0, int(2 * per_kill) - 1))
+            delay = rng.uniform(0.0, t_point)
             jitter = rng.uniform(0.0, 0.003)
             errf = open(os.path.join(tmp, f"attempt{attempts}.err"), "w+")
             ta = time.monotonic()
@@ -235,17 +244,24 @@ latency = 1s
             killed = None
             kids = set()
             pdir = os.path.join(out, "points")
+            armed = None           # when r points had finished
             start_files = set()
-            if kind == "point" and os.path.isdir(pdir):
-                start_files = {n for n in os.listdir(pdir) if n.endswith(".csv")}
             while kind and proc.poll() is None:
                 now = time.monotonic() - ta
                 ch = children(proc.pid)
                 kids.update(ch)
                 hit = None
-                if now < delay and kind != "rows":
-                    pass  # the other kinds wait for their event after the delay
+                if armed is None and kind != "rows":
+                    with open(errf.name) as f:
+                        finished = sum(1 for line in f if line.startswith("deftsim sweep: ["))
+                    if finished >= r:
+                        armed = now
+                        if os.path.isdir(pdir):
+                            start_files = {(n, os.stat(os.path.join(pdir, n)).st_ino)
+                                           for n in os.listdir(pdir) if n.endswith(".csv")}
                 elif kind == "random":
+                    if now - armed >= delay:
+                        hit = "running" + (" (simulation child)" if ch else "")
                     hit = "running" + (" (simulation child)" if ch else "")
                 elif kind == "sim" and ch:
                     time.sleep(jitter)
@@ -260,9 +276,16 @@ latency = 1s
                     if t:
                         hit = "commit of " + t[0].split(".tmp.")[0]
                 elif kind == "point" and os.path.isdir(pdir):
-                    new = {n for n in os.listdir(pdir) if n.endswith(".csv")} - start_files
+                    new = set()
+                    for n in os.listdir(pdir):
+                        try:
+                            if n.endswith(".csv"):
+                                new.add((n, os.stat(os.path.join(pdir, n)).st_ino))
+                        except FileNotFoundError:
+                            pass
+                    new -= start_files
                     if new:
-                        hit = "point file just renamed (" + sorted(new)[0] + ")"
+                        hit = "point file just renamed (" + sorted(new)[0][0] + ")"
                 if hit:
                     try:
                         os.kill(proc.pid, signal.SIGKILL)
@@ -292,7 +315,7 @@ latency = 1s
                         pass
             pending_kids = []
             if killed and rc == -signal.SIGKILL:
-                kills.append((kind, killed, time.monotonic() - ta))
+                kills.append((kind, killed, time.monotonic() - ta, r))
                 pending_kids = sorted(kids)
             elif rc == 0:
                 done = True
@@ -330,6 +353,8 @@ latency = 1s
                         continue
                     compare_rows(f"after attempt {attempts}: {rel}", head, rows, *ref_rows[rel])
             if man:
+                remaining = npoints - sum(1 for e in man.get("points", [])
+                                          if e.get("status") == "done")
                 for e in man.get("points", []):
                     if e.get("status") == "done" and not os.path.exists(os.path.join(out, e["file"])):
                         fail(f"after attempt {attempts}: the manifest lists {e['file']} as done; "
@@ -338,8 +363,8 @@ latency = 1s
                 break
 
         log(f"{len(kills)} kills in {attempts} attempts:")
-        for i, (kind, what, t) in enumerate(kills):
-            log(f"  kill {i + 1:2d}: {kind:6s} at {t:6.3f} s: {what}")
+        for i, (kind, what, t, r) in enumerate(kills):
+            log(f"  kill {i + 1:2d}: {kind:6s} at {t:6.3f} s, after {r:2d} points: {what}")
         if len(kills) < min(nkills, 10):
             fail(f"only {len(kills)} kills landed (the sweep finished first)")
 

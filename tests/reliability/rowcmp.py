@@ -3,13 +3,15 @@
 Measured times differ from run to run and are skipped (docs/OUTPUT.md: phase_seconds,
 select_seconds, worker_seconds, imbalance_seconds, prepare_seconds, step_seconds). The
 simulated times (sim_start, sim_end, comm_seconds, select_critical_seconds,
-iteration_seconds) come from a simulation fed with the measured compute phases: an event's
-simulated time moves by about the sum of the changes of the compute durations before it (at
-most that sum where the simulation is max-plus: waits and latencies; bandwidth sharing can
-stretch it), and each change is at most the larger of the two durations. Two runs may so
-differ there by up to SLACK times the sum, over the iteration's workers, of both runs'
-worker_seconds, plus rounding; compare() returns the share of that allowance used. Every
-other column must be the same text.
+iteration_seconds) come from a simulation fed with the measured compute phases. An event's
+simulated time moves by at most the sum of the changes of the compute durations before it
+where the simulation is max-plus (waits, latencies; bandwidth sharing can stretch that), and
+each change is at most the larger of the two durations: so by at most S, the sum over the
+iteration's workers of both runs' worker_seconds. comm_seconds is a sum, over the iteration's
+C collectives, of (last departure - last arrival), each of which can move by 2 S. The
+allowance is SLACK times S for the event times and SLACK times 2 C S for comm_seconds, plus
+rounding; compare() returns the largest share of its allowance a difference used. Every other
+column must be the same text.
 """
 
 MEASURED = {"phase_seconds", "select_seconds", "worker_seconds", "imbalance_seconds",
@@ -21,16 +23,19 @@ SLACK = 2.0
 
 
 def _compute_sums(head, rows):
-    """(method, density, P, iteration) -> sum over workers of worker_seconds."""
+    """(method, density, P, iteration) -> sum over workers of worker_seconds, and the number
+    of collectives of the iteration (worker 0's collective rows)."""
     c = {n: head.index(n) for n in ("method", "density", "P", "iteration", "phase_index",
-                                      "worker_seconds")}
-    out = {}
+                                      "worker_seconds", "worker", "phase_kind")}
+    out, ncoll = {}, {}
     for r in rows:
+        k = (r[c["method"]], r[c["density"]], r[c["P"]], r[c["iteration"]])
+        if r[c["worker"]] == "0" and r[c["phase_kind"]] not in ("compute", "none"):
+            ncoll[k] = ncoll.get(k, 0) + 1
         if r[c["phase_index"]] != "0":
             continue
-        k = (r[c["method"]], r[c["density"]], r[c["P"]], r[c["iteration"]])
         out[k] = out.get(k, 0.0) + float(r[c["worker_seconds"]] or 0)
-    return out
+    return out, ncoll
 
 
 def compare(what, head, rows, rhead, rrows, fail, skip=()):
@@ -43,7 +48,7 @@ def compare(what, head, rows, rhead, rrows, fail, skip=()):
     if len(rows) != len(rrows):
         fail(f"{what}: {len(rows)} rows, the reference {len(rrows)}")
         return None
-    sa, sb = _compute_sums(head, rows), _compute_sums(rhead, rrows)
+    (sa, ncoll), (sb, _) = _compute_sums(head, rows), _compute_sums(rhead, rrows)
     key = [head.index(n) for n in ("method", "density", "P", "iteration")]
     it_col = head.index("iteration_seconds")
     ignore = MEASURED | set(skip)
@@ -54,8 +59,10 @@ def compare(what, head, rows, rhead, rrows, fail, skip=()):
                 continue
             if name in SIMULATED and a[c] != "" and b[c] != "":
                 k = tuple(a[j] for j in key)
-                allowed = (SLACK * (sa.get(k, 0.0) + sb.get(k, 0.0)) +
-                           ROUNDING * abs(float(b[it_col])))
+                S = sa.get(k, 0.0) + sb.get(k, 0.0)
+                if name == "comm_seconds":
+                    S *= 2 * max(ncoll.get(k, 1), 1)
+                allowed = SLACK * S + ROUNDING * abs(float(b[it_col]))
                 d = abs(float(a[c]) - float(b[c]))
                 if d <= allowed:
                     worst = max(worst, d / allowed if allowed > 0 else 1.0)
