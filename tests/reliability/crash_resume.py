@@ -233,8 +233,8 @@ latency = 1s
             # Spread the kills over the sweep: each attempt first lets r points finish, r drawn
             # so that the points left are shared among the kills left; then it waits for its
             # kind's moment (for the random kind, a delay of up to one point's time).
-            per_kill = remaining / max(nkills - len(kills), 1)
-            r = rng.randint(0, max(0, int(2 * per_kill) - 1))
+            per_kill = (remaining - 1) / max(nkills - len(kills), 1)
+            r = rng.randint(0, max(0, min(int(2 * per_kill) - 1, remaining - 1)))
             delay = rng.uniform(0.0, t_point)
             jitter = rng.uniform(0.0, 0.003)
             errf = open(os.path.join(tmp, f"attempt{attempts}.err"), "w+")
