@@ -35,6 +35,10 @@ of both runs' worker_seconds in the iteration (rowcmp.py; the test prints the la
 of that allowance it saw). The scenario puts the network at 80 bit/s and 1 s latency, where the
 simulated times are thousands of seconds and the allowance 1e-7 to 1e-6 of them.
 
+Two fixed cases follow: leftovers of every kind planted in a sweep with variant folders must
+go with the next resume (a temporary file of deftsim analyze must stay); and a sweep killed
+0.05 s into a long simulation (P = 256) must be resumable at once, its child gone.
+
 Run by meson test (suite fast); DEFTSIM_EXE names the program. DEFTSIM_CRASH_KILLS sets the
 number of kills (default 14).
 """
@@ -420,6 +424,53 @@ latency = 1s
                     with open(os.path.join(ref, f_), "rb") as a, open(os.path.join(out, f_), "rb") as b:
                         if a.read() != b.read():
                             fail(f"{f_} differs from the reference's")
+        # -- leftovers of every kind, planted in a sweep with variant folders ----------------
+        # What a kill can leave, in each place a sweep writes, must go with the next resume;
+        # a temporary file of another program (deftsim analyze's summary) must stay.
+        vscen = os.path.join(tmp, "vary.ini")
+        with open(vscen, "w") as f:
+            f.write(f"""[scenario]
+name = crash_vary
+seed = 5
+iterations = 2
+[gradients]
+model = {os.path.join(tmp, "tiny.csv")}
+[sparsify]
+methods = topk
+densities = 0.1
+[workers]
+counts = 2
+""")
+        with open(os.path.join(tmp, "tiny.csv"), "w") as f:
+            f.write(TINY)
+        vout = os.path.join(tmp, "vary")
+        vary = ["--vary", "network.bcast=binomial,scatter_ring_allgather"]
+        p = subprocess.run([EXE, "sweep", vscen, "-o", vout, "-q", *vary], capture_output=True,
+                           text=True, env=env)
+        if p.returncode != 0:
+            fail(f"sweep with variants: exit {p.returncode}: {p.stderr.strip()}")
+        planted = ["manifest.json.tmp.4001", "rows.csv.tmp.4002",
+                   "points/binomial/topk_d0.1_P2.csv.tmp.4003",
+                   "points/binomial/topk_d0.1_P2.csv.rows.Ab12Cd",
+                   "points/scatter_ring_allgather/topk_d0.1_P2.failed.tmp.4004",
+                   "points/binomial/platforms/P2.xml.tmp.4005",
+                   "points/scatter_ring_allgather/platforms/P2.xml.tmp.4006"]
+        keep = "summary.csv.tmp.4007"
+        for n in planted + [keep]:
+            with open(os.path.join(vout, n), "w") as f:
+                f.write("half a file")
+        p = subprocess.run([EXE, "sweep", vscen, "-o", vout, "-q", *vary], capture_output=True,
+                           text=True, env=env)
+        if p.returncode != 0:
+            fail(f"resume with planted leftovers: exit {p.returncode}: {p.stderr.strip()}")
+        left = [n for n in planted if os.path.exists(os.path.join(vout, n))]
+        if left:
+            fail(f"the resume left the planted leftovers {left}")
+        if not os.path.exists(os.path.join(vout, keep)):
+            fail(f"the resume removed {keep}, which is not the sweep's")
+        log(f"planted leftovers: {len(planted) - len(left)} of {len(planted)} removed by the "
+            f"resume, {keep} kept")
+
         # -- a long simulation, killed while its child runs, resumed at once ------------------
         # The child used to hold the folder's lock (a flock shared across fork) until its
         # simulation ended, so the resume was refused; and it ran on for nobody.
