@@ -30,10 +30,10 @@ Columns compared exactly: every one except the measured times (phase_seconds,
 select_seconds, worker_seconds, imbalance_seconds, prepare_seconds, step_seconds;
 docs/OUTPUT.md) and the simulated ones. The simulated times (sim_start, sim_end,
 comm_seconds, select_critical_seconds, iteration_seconds) are computed from the measured
-compute phases, so no two runs agree on them to the last bit: they may differ by twice the sum
-of both runs' worker_seconds in the iteration (rowcmp.py; the test prints the largest share
-of that allowance it saw). The scenario puts the network at 80 bit/s and 1 s latency, where the
-simulated times are thousands of seconds and the allowance 1e-7 to 1e-6 of them.
+compute phases, so no two runs agree on them to the last bit: they may differ by what the
+iteration's measured compute allows (rowcmp.py; the test prints the largest share of that
+allowance it saw). The scenario puts the network at 80 bit/s and 1 s latency, where the
+simulated times are thousands of seconds and the allowance about 1e-7 to 1e-5 of them.
 
 Two fixed cases follow: leftovers of every kind planted in a sweep with variant folders must
 go with the next resume (a temporary file of deftsim analyze must stay); and a sweep killed
