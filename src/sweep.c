@@ -14,11 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <signal.h>
 #include <sys/ioctl.h>
-#ifdef __linux__
-#include <sys/prctl.h>
-#endif
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -1112,31 +1108,19 @@ static void progress_done(progress *g, const point *p, int ok)
  * a child forked while the sweep runs (the network simulation's) shares it, and a child that
  * outlives a killed sweep would keep the folder locked, refusing the resume, until it ends.
  * A fork handler closes the locks' descriptors in every child, so that the lock lives and dies
- * with the sweep's process; and, on Linux, asks for SIGKILL when that process dies, so that
- * a simulation does not go on for nobody (its results go to a pipe only the sweep reads). */
+ * with the sweep's process. (The simulation's child also dies with its parent: sim.c.) */
 #define MAX_LOCKS 8
 static pthread_mutex_t locks_mutex = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t locks_once = PTHREAD_ONCE_INIT;
 static int lock_fds[MAX_LOCKS] = {-1, -1, -1, -1, -1, -1, -1, -1};
-static pid_t lock_owner;
 
 static void lock_child(void)
 {
-    int any = 0;
     for (int i = 0; i < MAX_LOCKS; i++)
         if (lock_fds[i] >= 0) {
             close(lock_fds[i]);
             lock_fds[i] = -1;
-            any = 1;
         }
-#ifdef __linux__
-    if (any) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != lock_owner) _exit(1); /* the sweep died before the call */
-    }
-#else
-    (void)any;
-#endif
 }
 
 static void locks_init(void) { pthread_atfork(NULL, NULL, lock_child); }
@@ -1148,10 +1132,7 @@ static int lock_remember(int fd)
     int slot = -1;
     for (int i = 0; i < MAX_LOCKS && slot < 0; i++)
         if (lock_fds[i] < 0) slot = i;
-    if (slot >= 0) {
-        lock_fds[slot] = fd;
-        lock_owner = getpid();
-    }
+    if (slot >= 0) lock_fds[slot] = fd;
     pthread_mutex_unlock(&locks_mutex);
     return slot >= 0 ? 0 : -1;
 }
