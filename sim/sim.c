@@ -544,7 +544,8 @@ static int write_all(int fd, const void *buf, size_t len)
 
 /* A child whose parent is killed (SIGKILL, the OOM killer) would simulate on for nobody:
  * its results go to a pipe only the parent reads. On Linux it gets SIGKILL when the parent
- * dies (and leaves at once if that already happened). */
+ * dies (and leaves at once if that already happened). The signal follows the thread that
+ * forked, which waits for the child: it comes only when the process dies. */
 static void die_with_parent(pid_t parent)
 {
 #ifdef __linux__
