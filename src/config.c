@@ -827,6 +827,14 @@ static void where(const deftsim_config *cfg, size_t k, char *buf, size_t cap)
         snprintf(buf, cap, "[%s] %s", kd->info.section, kd->info.key);
 }
 
+void deftsim_config_where(const deftsim_config *cfg, const char *section, const char *key,
+                          char *buf, size_t cap)
+{
+    int k = key_index(section, key);
+    if (k < 0) snprintf(buf, cap, "[%s] %s", section, key);
+    else where(cfg, (size_t)k, buf, cap);
+}
+
 /* ---- lifecycle -------------------------------------------------------------------------- */
 
 void deftsim_config_free(deftsim_config *cfg)

@@ -183,6 +183,14 @@ deftsim_status deftsim_config_apply_override(deftsim_config *cfg, const char *as
  * = file, a backbone only on a flat cluster). */
 deftsim_status deftsim_config_check(const deftsim_config *cfg);
 
+/* Where section.key got its value, as the prefix of a message about it (the checks that
+ * need the gradients, the trace or the network, run after loading, use it like the loader's
+ * own): "FILE:LINE: [section] key" with the key's line (or, for a key left at its default,
+ * its section's line when the file has one), "--set section.key" for an override, "[section]
+ * key" for a config built in code. */
+void deftsim_config_where(const deftsim_config *cfg, const char *section, const char *key,
+                          char *buf, size_t cap);
+
 /* Writes every key as INI that deftsim_config_parse() reads back into an equal config. */
 deftsim_status deftsim_config_to_ini(const deftsim_config *cfg, FILE *f);
 

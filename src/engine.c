@@ -542,26 +542,33 @@ static deftsim_status open_source(deftsim_engine *e)
         if ((st = deftsim_trace_open(cfg->gradients.trace, &e->trace))) return st;
         e->model = deftsim_trace_model(e->trace);
         e->trace_workers = deftsim_trace_workers(e->trace);
+        char w[600];
         for (size_t i = 0; i < cfg->workers.ncounts; i++)
-            if ((uint64_t)cfg->workers.counts[i] > e->trace_workers)
+            if ((uint64_t)cfg->workers.counts[i] > e->trace_workers) {
+                deftsim_config_where(cfg, "workers", "counts", w, sizeof w);
                 return deftsim_error_set(DEFTSIM_E_INPUT,
-                                         "[workers] counts: P = %" PRId64 " exceeds the %u workers "
-                                         "of trace %s; use counts up to %u",
-                                         cfg->workers.counts[i], e->trace_workers,
+                                         "%s: P = %" PRId64 " exceeds the %u workers of trace %s; "
+                                         "use counts up to %u",
+                                         w, cfg->workers.counts[i], e->trace_workers,
                                          cfg->gradients.trace, e->trace_workers);
+            }
         size_t have = deftsim_trace_iterations(e->trace);
-        if (e->iterations > have)
-            return deftsim_error_set(DEFTSIM_E_INPUT,
-                                     "[scenario] iterations: %zu, but trace %s holds %zu "
-                                     "iteration%s",
-                                     e->iterations, cfg->gradients.trace, have, have == 1 ? "" : "s");
+        if (e->iterations > have) {
+            deftsim_config_where(cfg, "scenario", "iterations", w, sizeof w);
+            return deftsim_error_set(DEFTSIM_E_INPUT, "%s: %zu, but trace %s holds %zu iteration%s",
+                                     w, e->iterations, cfg->gradients.trace, have,
+                                     have == 1 ? "" : "s");
+        }
         for (size_t i = 0; i < e->iterations; i++)
             e->source_iter[i] = deftsim_trace_iteration_id(e->trace, i);
         e->finite_ok = calloc(e->iterations * e->trace_workers, 1);
         if (!e->finite_ok) return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory");
     } else {
-        if ((st = deftsim_model_load(cfg->gradients.model, &e->model_owned)))
-            return deftsim_error_wrap(st, "[gradients] model");
+        if ((st = deftsim_model_load(cfg->gradients.model, &e->model_owned))) {
+            char w[600];
+            deftsim_config_where(cfg, "gradients", "model", w, sizeof w);
+            return deftsim_error_wrap(st, "%s", w);
+        }
         e->model = e->model_owned;
         deftsim_gen_params gp;
         deftsim_gen_params_default(&gp);

@@ -104,24 +104,27 @@ static deftsim_status check_gradients_table(const deftsim_config *cfg, const def
     const deftsim_model *m;
     const char *key, *value;
     deftsim_status st;
+    char w[600];
     if (cfg->gradients.source == DEFTSIM_SOURCE_TRACE) {
         key = "trace";
         value = cfg->gradients.trace;
-        if ((st = deftsim_trace_open(value, &t))) return deftsim_error_wrap(st, "[gradients] trace");
+        deftsim_config_where(cfg, "gradients", key, w, sizeof w);
+        if ((st = deftsim_trace_open(value, &t))) return deftsim_error_wrap(st, "%s", w);
         m = deftsim_trace_model(t);
     } else {
         key = "model";
         value = cfg->gradients.model;
-        if ((st = deftsim_model_load(value, &owned))) return deftsim_error_wrap(st, "[gradients] model");
+        deftsim_config_where(cfg, "gradients", key, w, sizeof w);
+        if ((st = deftsim_model_load(value, &owned))) return deftsim_error_wrap(st, "%s", w);
         m = owned;
     }
     char why[512];
     compare_tables(m, net, why, sizeof why);
     if (why[0])
         st = deftsim_error_set(DEFTSIM_E_INPUT,
-                               "[gradients] %s: %s is not the table of [train] model = %s (%s): %s; "
+                               "%s: %s is not the table of [train] model = %s (%s): %s; "
                                "name the network's own table (train/models/%s.csv)",
-                               key, value, deftsim_train_model_name(cfg->train.model), net->name,
+                               w, value, deftsim_train_model_name(cfg->train.model), net->name,
                                why, net->name);
     deftsim_model_free(owned);
     if (t) deftsim_trace_close(t);

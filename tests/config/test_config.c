@@ -459,6 +459,46 @@ Test(config_override, cross_field_errors_name_the_override)
                      "minimal.ini: [network] platform_file: missing (required when topology = file)");
 }
 
+/* deftsim_config_where: the prefix the checks after loading (engine, train) give their
+ * messages, the same as the loader's own. */
+Test(config_override, where_names_the_origin_of_a_key)
+{
+    chdir_source("tests/config/good");
+    deftsim_config *c;
+    const char *text = "[scenario]\niterations = 4\n\n[gradients]\nmodel = ../bad/tiny.csv\n"
+                       "[workers]\ncounts = 2\n";
+    const char *ov[] = {"sparsify.densities=0.5"};
+    cr_assert_eq(deftsim_config_parse(text, "w.ini", ov, 1, &c), DEFTSIM_OK, "%s",
+                 deftsim_error_message());
+    char buf[300];
+    deftsim_config_where(c, "scenario", "iterations", buf, sizeof buf);
+    cr_expect_str_eq(buf, "w.ini:2: [scenario] iterations");
+    deftsim_config_where(c, "workers", "counts", buf, sizeof buf);
+    cr_expect_str_eq(buf, "w.ini:7: [workers] counts");
+    /* A key left at its default: its section's line. */
+    deftsim_config_where(c, "scenario", "seed", buf, sizeof buf);
+    cr_expect_str_eq(buf, "w.ini:1: [scenario] seed");
+    /* A default in a section the file does not have: the file alone. */
+    deftsim_config_where(c, "network", "bandwidth", buf, sizeof buf);
+    cr_expect_str_eq(buf, "w.ini: [network] bandwidth");
+    deftsim_config_where(c, "sparsify", "densities", buf, sizeof buf);
+    cr_expect_str_eq(buf, "--set sparsify.densities");
+    deftsim_config_where(c, "workers", "nope", buf, sizeof buf);
+    cr_expect_str_eq(buf, "[workers] nope");
+    /* A clone keeps the origins. */
+    deftsim_config *k;
+    cr_assert_eq(deftsim_config_clone(c, &k), DEFTSIM_OK);
+    deftsim_config_where(k, "workers", "counts", buf, sizeof buf);
+    cr_expect_str_eq(buf, "w.ini:7: [workers] counts");
+    deftsim_config_free(k);
+    deftsim_config_free(c);
+    /* Built in code: no file. */
+    cr_assert_eq(deftsim_config_default(NULL, &c), DEFTSIM_OK);
+    deftsim_config_where(c, "workers", "counts", buf, sizeof buf);
+    cr_expect_str_eq(buf, "[workers] counts");
+    deftsim_config_free(c);
+}
+
 /* ---- printing and reading back ---------------------------------------------------------- */
 
 static void round_trip(deftsim_config *c, const char *what)

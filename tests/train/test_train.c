@@ -307,7 +307,7 @@ Test(train, bad_scenarios, .init = setup, .fini = teardown)
     deftsim_config *cfg = scenario("model = cnn\n", "dense", "2");
     cr_expect_eq(deftsim_trainer_new(cfg, &tr), DEFTSIM_E_INPUT);
     cr_expect_str_eq(deftsim_error_message(),
-                     "[gradients] model: train/models/fmnist_mlp.csv is not the table of [train] "
+                     "test.ini:7: [gradients] model: train/models/fmnist_mlp.csv is not the table of [train] "
                      "model = cnn (fmnist_cnn): 6 tensors against 8; name the network's own table "
                      "(train/models/fmnist_cnn.csv)");
     deftsim_config_free(cfg);
