@@ -19,7 +19,7 @@ setting: one SimGrid process per point). Compared:
     select_critical_seconds) within what the measured compute allows: they are computed from
     the measured compute phases, so they cannot agree to the last bit, but may differ by no
     more than the iteration's measured compute allows (rowcmp.py); the network is put at
-    80 bit/s and 1 s latency, where that is about 1e-7 to 1e-5 of them.
+    80 bit/s and 1 s latency, where that is about 1e-7 to 1e-4 of them.
 
 Then a third run with another seed must change the selections: of every method with the
 generator, of DGC (whose sampling draws from the seed) with the trace, where the other
