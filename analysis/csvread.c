@@ -146,8 +146,9 @@ deftsim_status deftsim_csvr_open(const char *path, deftsim_csvr **out)
     }
     r->line_next = 1;
     if (!(r->f = fopen(path, "r"))) {
-        deftsim_status st = deftsim_error_set(DEFTSIM_E_IO, "%s: cannot open: %s", path,
-                                              strerror(errno));
+        int err = errno;
+        deftsim_status st = deftsim_error_set(deftsim_open_input_status(err), "%s: cannot open: %s",
+                                              path, strerror(err));
         deftsim_csvr_close(r);
         return st;
     }

@@ -304,8 +304,9 @@ deftsim_status deftsim_st_open(const char *path, deftsim_st_file **out)
     deftsim_status st = DEFTSIM_OK;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        st = deftsim_error_set(errno == ENOENT ? DEFTSIM_E_INPUT : DEFTSIM_E_IO,
-                               "%s: cannot open: %s", path, strerror(errno));
+        int err = errno;
+        st = deftsim_error_set(deftsim_open_input_status(err), "%s: cannot open: %s", path,
+                               strerror(err));
         goto done;
     }
     struct stat sb;

@@ -417,7 +417,8 @@ deftsim_status deftsim_trace_open(const char *dir, deftsim_trace **out)
         else if (stat(mpath, &sb) == 0 && S_ISDIR(sb.st_mode))
             st = deftsim_error_set(DEFTSIM_E_INPUT, "%s: is a directory, not a file", mpath);
         else if (access(mpath, R_OK) != 0)
-            st = deftsim_error_set(DEFTSIM_E_INPUT, "%s: cannot open: %s", mpath, strerror(errno));
+            st = deftsim_error_set(deftsim_open_input_status(errno), "%s: cannot open: %s", mpath,
+                                   strerror(errno));
         else
             st = deftsim_error_set(DEFTSIM_E_INPUT, "%s:%d:%d: JSON: %s", mpath, err.line,
                                    err.column, err.text);

@@ -27,6 +27,14 @@ void deftsim_afile_abort(deftsim_afile *af);
 /* Writes len bytes to path atomically. */
 deftsim_status deftsim_write_file_atomic(const char *path, const void *data, size_t len);
 
+/* The status of a failed open() or fopen() of an input file, from its errno: the file is part
+ * of the user's input, so a path that cannot be read as given (missing, not permitted, a
+ * directory, not a directory on the way, a symlink loop, too long) is DEFTSIM_E_INPUT, exit 2,
+ * like any other bad input: running again will not help until the user names another file or
+ * fixes this one. DEFTSIM_E_IO (the system failed to serve a readable file: out of
+ * descriptors or memory, a device error) for the rest. */
+deftsim_status deftsim_open_input_status(int err);
+
 /* Reads a whole file into a NUL-terminated malloc'd buffer. */
 deftsim_status deftsim_read_file(const char *path, char **data, size_t *len);
 

@@ -130,12 +130,33 @@ deftsim_status deftsim_write_file_atomic(const char *path, const void *data, siz
     return deftsim_afile_commit(af);
 }
 
+deftsim_status deftsim_open_input_status(int err)
+{
+    switch (err) {
+    case ENOENT:
+    case EACCES:
+    case EPERM:
+    case EISDIR:
+    case ENOTDIR:
+    case ELOOP:
+    case ENAMETOOLONG:
+    case ENXIO:
+        return DEFTSIM_E_INPUT;
+    default:
+        return DEFTSIM_E_IO;
+    }
+}
+
 deftsim_status deftsim_read_file(const char *path, char **data, size_t *len)
 {
     *data = NULL;
     if (len) *len = 0;
     FILE *f = fopen(path, "rb");
-    if (!f) return deftsim_error_set(DEFTSIM_E_INPUT, "%s: cannot open: %s", path, strerror(errno));
+    if (!f) {
+        int err = errno;
+        return deftsim_error_set(deftsim_open_input_status(err), "%s: cannot open: %s", path,
+                                 strerror(err));
+    }
     struct stat sb;
     if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
         fclose(f);

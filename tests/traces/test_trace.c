@@ -2,6 +2,7 @@
  * kind of damage with the message it must produce (file, field or byte offset, problem). */
 #include <criterion/criterion.h>
 
+#include <errno.h>
 #include <ftw.h>
 #include <inttypes.h>
 #include <math.h>
@@ -714,4 +715,17 @@ Test(safetensors, duplicate_keys_and_unknown_fields)
     deftsim_st_file *f;
     cr_assert_eq(deftsim_st_open(path_in("absent.safetensors"), &f), DEFTSIM_E_INPUT);
     cr_assert(strstr(deftsim_error_message(), "absent.safetensors: cannot open"));
+    /* A file that cannot be read as given is bad input (exit 2), as an unreadable manifest or
+     * scenario is; only the system failing to serve a readable file is an io error. */
+    cr_assert_eq(deftsim_open_input_status(EACCES), DEFTSIM_E_INPUT);
+    cr_assert_eq(deftsim_open_input_status(ENOTDIR), DEFTSIM_E_INPUT);
+    cr_assert_eq(deftsim_open_input_status(EMFILE), DEFTSIM_E_IO);
+    cr_assert_eq(deftsim_open_input_status(EIO), DEFTSIM_E_IO);
+    if (geteuid() != 0) { /* permissions do not bind root */
+        spit(path_in("locked.safetensors"), "12345678", 8);
+        cr_assert_eq(chmod(path_in("locked.safetensors"), 0), 0);
+        cr_assert_eq(deftsim_st_open(path_in("locked.safetensors"), &f), DEFTSIM_E_INPUT);
+        cr_assert(strstr(deftsim_error_message(), "locked.safetensors: cannot open: Permission denied"),
+                  "%s", deftsim_error_message());
+    }
 }
