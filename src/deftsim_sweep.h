@@ -18,7 +18,9 @@
  * manifest lists as done whose file exists (resume), runs the rest, and refuses a folder whose
  * identity differs (another scenario, seed, iteration count, build with other columns), naming
  * the keys that differ. A point that fails leaves points/<id>.failed with its message and the
- * sweep goes on; the sweep then ends with DEFTSIM_E_RUNTIME listing the failures. rows.csv
+ * sweep goes on; the sweep then ends listing the failures, with DEFTSIM_E_INPUT when some point
+ * failed on bad input (a NaN in a trace: a rerun fails again until the input is fixed), else
+ * DEFTSIM_E_RUNTIME. rows.csv
  * (every finished point, one header) is written once no point of the plan is left.
  *
  * One sweep at a time may write a folder: it holds an exclusive lock on <output>/.sweep.lock. */
@@ -81,8 +83,9 @@ deftsim_status deftsim_sweep_check_memory(deftsim_sweep *s, FILE *plan);
 void deftsim_sweep_print_points(const deftsim_sweep *s, FILE *f);
 
 /* Takes the folder's lock, loads its state, runs every point not done and writes the
- * manifest (and rows.csv when nothing is left). DEFTSIM_E_RUNTIME when some points failed (the
- * message lists them); the summary is filled in either way. */
+ * manifest (and rows.csv when nothing is left). When some points failed (the message lists
+ * them, each named once): DEFTSIM_E_INPUT if one of them failed on bad input, else
+ * DEFTSIM_E_RUNTIME; the summary is filled in either way. */
 deftsim_status deftsim_sweep_run(deftsim_sweep *s, deftsim_sweep_summary *summary);
 
 size_t deftsim_sweep_point_count(const deftsim_sweep *s);

@@ -57,6 +57,7 @@ typedef struct {
     uint64_t rows;
     double seconds, prepare_seconds, step_seconds;
     char *error;             /* FAILED: the message */
+    deftsim_status error_status; /* FAILED in this sweep: the failure's status */
     char *finished;          /* UTC time it finished */
     char *git_commit;        /* build that wrote it */
 } point;
@@ -956,6 +957,23 @@ static void point_words(const deftsim_sweep *s, const point *p, char *buf, size_
              s->naxes ? " " : "", s->variants[p->variant].label);
 }
 
+/* A failed point's message for stderr: the engine's begins with the point ("topk d=0.25 P=2
+ * iteration 2: ..."), which is then not repeated; the variant, when there are axes, goes after
+ * it. Other messages get the point's words in front. */
+static void failure_words(const deftsim_sweep *s, const point *p, char *buf, size_t cap)
+{
+    char what[512], d[40], head[512];
+    point_words(s, p, what, sizeof what);
+    const char *msg = p->error ? p->error : "?";
+    deftsim_csv_double(d, sizeof d, p->density);
+    int n = snprintf(head, sizeof head, "%s d=%s P=%u", deftsim_method_name(p->method), d, p->P);
+    size_t hl = n > 0 ? (size_t)n : 0;
+    if (hl < sizeof head && !strncmp(msg, head, hl) && (msg[hl] == ' ' || msg[hl] == ':'))
+        snprintf(buf, cap, "%s%s", what, msg + hl);
+    else
+        snprintf(buf, cap, "%s: %s", what, msg);
+}
+
 static int term_width(FILE *f)
 {
     struct winsize ws;
@@ -1081,8 +1099,9 @@ static void progress_done(progress *g, const point *p, int ok)
         g->all_work += work_of(p);
     }
     if (g->f) {
-        char what[512], lf[64] = "";
+        char what[512], lf[64] = "", failure[2600];
         point_words(g->s, p, what, sizeof what);
+        if (!ok) failure_words(g->s, p, failure, sizeof failure);
         double left = time_left(g, deftsim_now());
         if (!isnan(left) && g->finished < g->total) {
             char d[32];
@@ -1091,8 +1110,7 @@ static void progress_done(progress *g, const point *p, int ok)
         }
         if (g->tty) fprintf(g->f, "\r\033[K");
         if (!ok)
-            fprintf(g->f, "deftsim sweep: [%zu/%zu] %s FAILED: %s\n", g->finished, g->total, what,
-                    p->error ? p->error : "?");
+            fprintf(g->f, "deftsim sweep: [%zu/%zu] FAILED: %s\n", g->finished, g->total, failure);
         else if (!g->tty)
             fprintf(g->f, "deftsim sweep: [%zu/%zu] %s: %.2f s, %" PRIu64 " rows%s\n", g->finished,
                     g->total, what, p->seconds, p->rows, lf);
@@ -1305,6 +1323,7 @@ deftsim_status deftsim_sweep_run(deftsim_sweep *s, deftsim_sweep_summary *summar
     deftsim_engine *e = NULL;
     size_t e_variant = SIZE_MAX;
     char *engine_error = NULL;
+    deftsim_status engine_status = DEFTSIM_OK;
     for (size_t i = 0; i < s->npoints; i++) {
         point *p = &s->points[i];
         if (p->state == DEFTSIM_POINT_DONE) continue;
@@ -1318,6 +1337,7 @@ deftsim_status deftsim_sweep_run(deftsim_sweep *s, deftsim_sweep_summary *summar
             e_variant = p->variant;
             if ((st = deftsim_engine_new(s->variants[p->variant].cfg, &eo, &e))) {
                 engine_error = strdup(deftsim_error_message());
+                engine_status = st;
                 e = NULL;
             }
         }
@@ -1327,12 +1347,15 @@ deftsim_status deftsim_sweep_run(deftsim_sweep *s, deftsim_sweep_summary *summar
         path_in(s, rel_csv, csv, sizeof csv);
         deftsim_point_summary ps;
         memset(&ps, 0, sizeof ps);
-        if (!e) st = deftsim_error_set(DEFTSIM_E_RUNTIME, "%s", engine_error ? engine_error : "engine");
+        if (!e)
+            st = deftsim_error_set(engine_status ? engine_status : DEFTSIM_E_RUNTIME, "%s",
+                                   engine_error ? engine_error : "engine");
         else st = deftsim_engine_run_point(e, p->method, p->density, p->P, csv, &ps);
         if (st) {
             char msg[2048];
             snprintf(msg, sizeof msg, "%s", deftsim_error_message());
             mark_failed(s, p, msg);
+            p->error_status = st;
             sum.failed++;
         } else {
             p->state = DEFTSIM_POINT_DONE;
@@ -1376,22 +1399,35 @@ deftsim_status deftsim_sweep_run(deftsim_sweep *s, deftsim_sweep_summary *summar
     sum.seconds = deftsim_now() - t0;
     if (summary) *summary = sum;
     if (!sum.failed && !left) return DEFTSIM_OK;
-    /* The failures, one per line after the count. */
+    /* The failures, one per line after the count. The status follows their kind: a point that
+     * failed on bad input (a NaN in a trace, ...) fails again until the input is fixed, so the
+     * sweep is then an input error (exit 2); otherwise a runtime error (exit 1). */
+    int bad_input = 0;
+    for (size_t i = 0; i < s->npoints; i++)
+        if (s->points[i].state != DEFTSIM_POINT_DONE &&
+            (s->points[i].error_status == DEFTSIM_E_INPUT ||
+             s->points[i].error_status == DEFTSIM_E_USAGE))
+            bad_input = 1;
     char *msg = NULL;
     size_t ml = 0;
     FILE *m = open_memstream(&msg, &ml);
     if (!m) return nomem();
-    fprintf(m, "%zu of %zu points failed (the others are written; rerun the sweep to retry):",
-            left, s->npoints);
+    fprintf(m, "%zu of %zu points failed (the others are written; %s):", left, s->npoints,
+            bad_input ? "fix the input, then rerun the sweep to retry" : "rerun the sweep to retry");
     for (size_t i = 0; i < s->npoints; i++) {
         const point *p = &s->points[i];
         if (p->state == DEFTSIM_POINT_DONE) continue;
-        char what[512];
-        point_words(s, p, what, sizeof what);
-        fprintf(m, "\n  %s: %s (points/%s.failed)", what, p->error ? p->error : "not run", p->id);
+        char failure[2600];
+        if (p->error) {
+            failure_words(s, p, failure, sizeof failure);
+            fprintf(m, "\n  %s (points/%s.failed)", failure, p->id);
+        } else {
+            point_words(s, p, failure, sizeof failure);
+            fprintf(m, "\n  %s: not run (points/%s.failed)", failure, p->id);
+        }
     }
     fclose(m);
-    st = deftsim_error_set(DEFTSIM_E_RUNTIME, "%s", msg);
+    st = deftsim_error_set(bad_input ? DEFTSIM_E_INPUT : DEFTSIM_E_RUNTIME, "%s", msg);
     free(msg);
     return st;
 }

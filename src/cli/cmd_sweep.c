@@ -41,8 +41,9 @@ static void usage(FILE *out)
             "  -q, --quiet            no progress on stderr\n"
             "  -h, --help             this help\n"
             "\n"
-            "Exit status: 0 every point finished, 1 some point failed (the others are kept),\n"
-            "2 bad usage or scenario (including a point over the memory budget).\n");
+            "Exit status: 0 every point finished; 1 some point failed while running (the others\n"
+            "are kept); 2 bad usage or scenario (including a point over the memory budget), or\n"
+            "some point failed on bad input, such as a NaN in a trace (the others are kept).\n");
 }
 
 int deftsim_cmd_sweep(int argc, char **argv)

@@ -386,12 +386,16 @@ Test(sweep, a_failed_point_does_not_lose_the_others)
     snprintf(set, sizeof set, "gradients.trace=%s", trace);
     const char *ov[] = {"gradients.model=", "gradients.source=trace", set};
     deftsim_sweep *s = new_sweep("fail", ov, 3, NULL, 0);
-    deftsim_sweep_summary sum = run_sweep(s, DEFTSIM_E_RUNTIME);
+    /* A NaN is bad input: the sweep goes on, then fails as an input error (exit 2). */
+    deftsim_sweep_summary sum = run_sweep(s, DEFTSIM_E_INPUT);
     deftsim_sweep_free(s);
     const char *msg = deftsim_error_message();
-    cr_assert(strstr(msg, "3 of 6 points failed"), "%s", msg);
-    cr_assert(strstr(msg, "deft d=0.05 P=4: "), "%s", msg);
-    cr_assert(strstr(msg, "NaN"), "the engine's message names the value: %s", msg);
+    cr_assert(strstr(msg, "3 of 6 points failed (the others are written; fix the input, then "
+                          "rerun the sweep to retry):\n"), "%s", msg);
+    /* The engine's message names the point once, the iteration and the value. */
+    cr_assert(strstr(msg, "\n  deft d=0.05 P=4 iteration 1: "), "%s", msg);
+    cr_assert(!strstr(msg, "P=4: deft"), "the point named twice: %s", msg);
+    cr_assert(strstr(msg, "NaN (points/deft_d0.05_P4.failed)"), "%s", msg);
     cr_assert_eq(sum.ran, 3);
     cr_assert_eq(sum.failed, 3);
     cr_assert(exists("fail/points/topk_d0.05_P2.csv"));
@@ -413,7 +417,7 @@ Test(sweep, a_failed_point_does_not_lose_the_others)
     deftsim_results_free(rs);
     /* A rerun retries the failed points only (and they fail again). */
     s = new_sweep("fail", ov, 3, NULL, 0);
-    sum = run_sweep(s, DEFTSIM_E_RUNTIME);
+    sum = run_sweep(s, DEFTSIM_E_INPUT);
     deftsim_sweep_free(s);
     cr_assert_eq(sum.skipped, 3);
     cr_assert_eq(sum.failed, 3);
@@ -528,7 +532,7 @@ Test(sweep, command_exit_codes_dry_run_and_progress_lines)
     free(outdir);
 }
 
-Test(sweep, command_exit_code_one_when_a_point_fails)
+Test(sweep, command_exit_code_two_when_a_point_fails_on_bad_input)
 {
     char *trace = nan_trace();
     char text[1024];
@@ -539,9 +543,10 @@ Test(sweep, command_exit_code_one_when_a_point_fails)
     put("nan.ini", text);
     char *ini = in_tmp("nan.ini"), *outdir = in_tmp("nanout"), *out, *err;
     const char *run[] = {"sweep", ini, "-o", outdir, "--progress", "lines", NULL};
-    cr_assert_eq(run_cli(run, &out, &err), 1, "%s", err);
-    cr_assert(strstr(err, "[2/2] topk d=0.05 P=4 FAILED: "), "%s", err);
-    cr_assert(strstr(err, "1 of 2 points failed"), "%s", err);
+    cr_assert_eq(run_cli(run, &out, &err), 2, "%s", err);
+    cr_assert(strstr(err, "[2/2] FAILED: topk d=0.05 P=4 iteration 1: "), "%s", err);
+    cr_assert(strstr(err, "deftsim: input error: 1 of 2 points failed"), "%s", err);
+    cr_assert(!strstr(err, "P=4: topk"), "the point named twice: %s", err);
     cr_assert(exists("nanout/points/topk_d0.05_P2.csv"));
     free(out);
     free(err);
