@@ -3,13 +3,18 @@
  * Input: INI text, optionally followed by a line "%%" and then one "section.key=value"
  * override per line (at most 16). Parses and checks it as deftsim_config_parse does for
  * `deftsim run --set ...`; for a valid configuration, checks that deftsim_config_to_ini reads
- * back into an equal configuration, that a clone is equal, and that the JSON form builds. */
+ * back into an equal configuration, that a clone is equal, and that the JSON form builds.
+ *
+ * A last override "network.simulate=0" is always added: with simulate = 1 and topology = file,
+ * the check has SimGrid load the platform file in a forked child (deftsim_sim_check_platform),
+ * and SimGrid is not fuzzed here (a child of a libFuzzer process that SimGrid aborts would
+ * also write a crash file of its own). */
 #include <jansson.h>
 
 #include "deftsim_config.h"
 #include "fuzz_util.h"
 
-#define MAX_OVERRIDES 16
+#define MAX_OVERRIDES 16 /* from the input; one more is added */
 
 static deftsim_config *reparse(const deftsim_config *cfg)
 {
@@ -32,7 +37,7 @@ static deftsim_config *reparse(const deftsim_config *cfg)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char *text = fuzz_strndup(data, size);
-    const char *overrides[MAX_OVERRIDES];
+    const char *overrides[MAX_OVERRIDES + 1];
     size_t n = 0;
     char *sep = NULL;
     if (strncmp(text, "%%\n", 3) == 0) sep = text;
@@ -48,6 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             p = nl + 1;
         }
     }
+    overrides[n++] = "network.simulate=0";
     deftsim_config *cfg = NULL;
     if (deftsim_config_parse(text, "fuzz.ini", overrides, n, &cfg) == DEFTSIM_OK) {
         FUZZ_CHECK(deftsim_config_check(cfg) == DEFTSIM_OK, "parsed, but the check fails: %s",
