@@ -8,7 +8,8 @@
 #                                              platform cli (default: all)
 #
 # The corpus grows in a scratch folder ($FUZZ_WORK, default /tmp/deftsim-fuzz), seeded from
-# tests/fuzz/corpus/fuzz_<target>; the repository is not written. Crashes, leaks and timeouts
+# tests/fuzz/corpus/fuzz_<target> (and tests/fuzz/fuzz_<target>.dict when there is one); the
+# repository is not written. Crashes, leaks and timeouts
 # land in $FUZZ_WORK/<target>/crashes/: copy a fixed one to tests/fuzz/crashes/fuzz_<target>/.
 # FUZZ_JOBS=2 runs two targets at a time; FUZZ_BUILD names another build folder.
 set -euo pipefail
@@ -35,6 +36,7 @@ run_one() {
   local extra=()
   # The command line prints usage messages for nearly every input.
   [ "$t" = cli ] && extra=(-close_fd_mask=2)
+  [ -f tests/fuzz/fuzz_"$t".dict ] && extra+=(-dict=tests/fuzz/fuzz_"$t".dict)
   "$build/tests/fuzz/fuzz_$t" "$dir/corpus" -max_total_time="$secs" -print_final_stats=1 \
       -timeout=10 -rss_limit_mb=4096 -artifact_prefix="$dir/crashes/" "${extra[@]}" \
       >"$dir/log.txt" 2>&1 || true
