@@ -2,7 +2,8 @@
  *
  * One SimGrid actor per worker, each on its own host of a cluster platform. A COMPUTE step is
  * injected as the duration the sparsifier measured on the real kernel (the actor sleeps for
- * it, so host speeds play no part); a collective runs as the point-to-point pattern of the
+ * it, so host speeds play no part), or takes no time at all with compute = none (then the
+ * simulated times are a function of the schedules' bytes alone); a collective runs as the point-to-point pattern of the
  * chosen algorithm with the real byte counts (the message payload is a small integer, the
  * simulated size is separate: no data travels); SENDRECV runs its own messages.
  * docs/NETWORK.md describes the platforms, models, algorithms and their validation.
@@ -70,6 +71,14 @@ typedef enum {
     DEFTSIM_SIM_MODE_COUNT
 } deftsim_sim_mode;
 
+/* What a COMPUTE step costs in simulated time. */
+typedef enum {
+    DEFTSIM_SIM_COMPUTE_MEASURED, /* the step's seconds per worker (measured on the kernel) */
+    DEFTSIM_SIM_COMPUTE_NONE,     /* nothing: every worker leaves the step when it enters it, so
+                                     the simulated times depend on the bytes alone */
+    DEFTSIM_SIM_COMPUTE_COUNT
+} deftsim_sim_compute;
+
 /* Stable names in enum order, NULL-terminated ("flat", "LV08", "bruck", ...). */
 extern const char *const deftsim_topology_names[];
 extern const char *const deftsim_net_model_names[];
@@ -77,6 +86,7 @@ extern const char *const deftsim_allgather_names[];
 extern const char *const deftsim_allreduce_names[];
 extern const char *const deftsim_bcast_names[];
 extern const char *const deftsim_sim_mode_names[];
+extern const char *const deftsim_sim_compute_names[];
 
 const char *deftsim_topology_name(deftsim_topology t);
 const char *deftsim_net_model_name(deftsim_net_model m);
@@ -84,6 +94,7 @@ const char *deftsim_allgather_name(deftsim_allgather_algo a);
 const char *deftsim_allreduce_name(deftsim_allreduce_algo a);
 const char *deftsim_bcast_name(deftsim_bcast_algo a);
 const char *deftsim_sim_mode_name(deftsim_sim_mode m);
+const char *deftsim_sim_compute_name(deftsim_sim_compute c);
 
 typedef struct {
     uint32_t P;                      /* workers: actors on hosts 0 .. P-1 */
@@ -102,11 +113,12 @@ typedef struct {
     uint32_t envelope_bytes;         /* added to every message */
     uint32_t elem_bytes;             /* element size of ALLREDUCE vectors (chunking granularity) */
     deftsim_sim_mode mode;
+    deftsim_sim_compute compute;     /* COMPUTE steps as measured, or of no duration */
 } deftsim_sim_params;
 
 /* The defaults of docs/NETWORK.md: flat, 25 Gbit/s and 1 us per link, LV08, no crosstraffic,
  * Bruck allgather, Rabenseifner allreduce, binomial broadcast, eager threshold 65536,
- * envelope 16, 4-byte elements, exact. P is left 0. */
+ * envelope 16, 4-byte elements, exact, compute as measured. P is left 0. */
 void deftsim_sim_params_default(deftsim_sim_params *p);
 
 /* Parses "25Gbps", "3.125GBps", "100MiBps", "1e9" (bytes/s) into bytes/s, and "1us", "5ns",

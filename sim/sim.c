@@ -34,6 +34,7 @@ const char *const deftsim_allreduce_names[] = {"ring", "recursive_doubling", "ra
 const char *const deftsim_bcast_names[] = {"binomial", "scatter_rdb_allgather",
                                            "scatter_ring_allgather", NULL};
 const char *const deftsim_sim_mode_names[] = {"exact", "approximate", NULL};
+const char *const deftsim_sim_compute_names[] = {"measured", "none", NULL};
 
 _Static_assert(sizeof deftsim_topology_names / sizeof(char *) == DEFTSIM_TOPO_COUNT + 1, "names");
 _Static_assert(sizeof deftsim_net_model_names / sizeof(char *) == DEFTSIM_NET_COUNT + 1, "names");
@@ -41,6 +42,8 @@ _Static_assert(sizeof deftsim_allgather_names / sizeof(char *) == DEFTSIM_AG_COU
 _Static_assert(sizeof deftsim_allreduce_names / sizeof(char *) == DEFTSIM_AR_COUNT + 1, "names");
 _Static_assert(sizeof deftsim_bcast_names / sizeof(char *) == DEFTSIM_BC_COUNT + 1, "names");
 _Static_assert(sizeof deftsim_sim_mode_names / sizeof(char *) == DEFTSIM_SIM_MODE_COUNT + 1, "names");
+_Static_assert(sizeof deftsim_sim_compute_names / sizeof(char *) == DEFTSIM_SIM_COMPUTE_COUNT + 1,
+               "names");
 
 static const char *name_of(const char *const *names, unsigned count, unsigned v)
 {
@@ -71,6 +74,10 @@ const char *deftsim_sim_mode_name(deftsim_sim_mode m)
 {
     return name_of(deftsim_sim_mode_names, DEFTSIM_SIM_MODE_COUNT, (unsigned)m);
 }
+const char *deftsim_sim_compute_name(deftsim_sim_compute c)
+{
+    return name_of(deftsim_sim_compute_names, DEFTSIM_SIM_COMPUTE_COUNT, (unsigned)c);
+}
 
 void deftsim_sim_params_default(deftsim_sim_params *p)
 {
@@ -87,6 +94,7 @@ void deftsim_sim_params_default(deftsim_sim_params *p)
     p->envelope_bytes = 16;
     p->elem_bytes = 4;
     p->mode = DEFTSIM_SIM_EXACT;
+    p->compute = DEFTSIM_SIM_COMPUTE_MEASURED;
 }
 
 /* ---- units -------------------------------------------------------------------------------------- */

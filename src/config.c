@@ -44,6 +44,7 @@ _Static_assert(sizeof(deftsim_allgather_algo) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_allreduce_algo) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_bcast_algo) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_sim_mode) == sizeof(int), "enum storage");
+_Static_assert(sizeof(deftsim_sim_compute) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_train_model) == sizeof(int), "enum storage");
 _Static_assert(sizeof method_names / sizeof method_names[0] == DEFTSIM_METHOD_COUNT + 1,
                "one name per method");
@@ -250,6 +251,9 @@ static const keydef keys[] = {
     {KEY("network", "mode", "one of: exact, approximate", "exact",
          "approximate: equal-block rings simulate 6 steps and scale (named in every row)"),
      .type = T_ENUM, .off = F(network.mode), .names = deftsim_sim_mode_names},
+    {KEY("network", "compute", "one of: measured, none", "measured",
+         "compute phases in simulated time: as measured, or none (times from the bytes alone)"),
+     .type = T_ENUM, .off = F(network.compute), .names = deftsim_sim_compute_names},
 
     /* [train]: deftsim train and deftsim trace record (docs/TRAINING.md). */
     {KEY("train", "model", "one of: mlp, cnn", "mlp",
@@ -1259,6 +1263,7 @@ void deftsim_config_sim_params(const deftsim_config *cfg, uint32_t P, uint32_t e
     out->eager_threshold = (uint64_t)cfg->network.eager_threshold;
     out->elem_bytes = elem_bytes;
     out->mode = cfg->network.mode;
+    out->compute = cfg->network.compute;
 }
 
 /* [network]: the platform must hold the largest worker count. The simulation's messages start

@@ -137,6 +137,8 @@ typedef struct deftsim_config {
         deftsim_bcast_algo bcast;
         int eager_threshold;              /* bytes: smaller sends do not wait (SMPI's rule) */
         deftsim_sim_mode mode;            /* exact, or approximate (sampled rings) */
+        deftsim_sim_compute compute;      /* compute phases in simulated time: measured, or
+                                             none (zero: simulated times from the bytes) */
     } network;                            /* docs/NETWORK.md */
     struct {
         deftsim_train_model model;

@@ -108,6 +108,7 @@ Test(config_good, example_file)
     cr_expect_eq(c->network.bcast, DEFTSIM_BC_BINOMIAL);
     cr_expect_eq(c->network.eager_threshold, 65536);
     cr_expect_eq(c->network.mode, DEFTSIM_SIM_EXACT);
+    cr_expect_eq(c->network.compute, DEFTSIM_SIM_COMPUTE_MEASURED);
     cr_expect_str_eq(c->path, "scenarios/example.ini");
     deftsim_config_free(c);
 }
@@ -387,7 +388,7 @@ Test(config_override, bad)
         {"network.bandwith=1Gbps", DEFTSIM_E_USAGE,
          "--set network.bandwith: unknown key (keys: simulate, topology, platform_file, "
          "topology_params, bandwidth, latency, backbone_bandwidth, model, crosstraffic, allgather, "
-         "allreduce, bcast, eager_threshold, mode)"},
+         "allreduce, bcast, eager_threshold, mode, compute)"},
         {"network.bandwidth=fast", DEFTSIM_E_INPUT,
          "--set network.bandwidth: 'fast' is not a bandwidth (bytes/s, or a number with Bps, "
          "kBps, MBps, GBps, KiBps, MiBps, GiBps, bps, kbps, Mbps, Gbps, ...)"},
@@ -602,7 +603,8 @@ Test(config_print, json)
     cr_expect_eq(json_integer_value(json_array_get(w, 5)), 64);
     cr_expect_eq(json_real_value(json_object_get(json_object_get(j, "engine"), "memory_budget")), 0.8);
     json_t *net = json_object_get(j, "network");
-    cr_expect_eq(json_object_size(net), 14);
+    cr_expect_eq(json_object_size(net), 15);
+    cr_expect_str_eq(json_string_value(json_object_get(net, "compute")), "measured");
     cr_expect_str_eq(json_string_value(json_object_get(net, "topology")), "flat");
     cr_expect_eq(json_real_value(json_object_get(net, "bandwidth")), 3.125e9);
     cr_expect_eq(json_real_value(json_object_get(net, "latency")), 1e-6);
@@ -651,6 +653,8 @@ Test(config_names, methods)
     cr_expect_str_eq(deftsim_feedback_name(DEFTSIM_FEEDBACK_SAMPLED), "sampled");
     cr_expect_str_eq(deftsim_cltk_charge_name(DEFTSIM_CLTK_CHARGE_ALL), "all");
     cr_expect_str_eq(deftsim_device_kind_name(DEFTSIM_DEVICE_CUDA), "cuda");
+    cr_expect_str_eq(deftsim_sim_compute_name(DEFTSIM_SIM_COMPUTE_NONE), "none");
+    cr_expect_str_eq(deftsim_sim_compute_name(DEFTSIM_SIM_COMPUTE_COUNT), "?");
 }
 
 Test(config_names, schema)
@@ -659,7 +663,7 @@ Test(config_names, schema)
     cr_expect_str_eq(deftsim_config_section_name(7), "network");
     cr_expect_str_eq(deftsim_config_section_name(8), "train");
     cr_expect_null(deftsim_config_section_name(9));
-    cr_expect_eq(deftsim_config_key_count(), 51);
+    cr_expect_eq(deftsim_config_key_count(), 52);
     cr_expect_null(deftsim_config_key(deftsim_config_key_count()));
     /* Keys come grouped by section, in section order. */
     size_t s = 0;
@@ -795,6 +799,7 @@ Test(config_network, every_key_parses)
     cr_expect_eq(c->network.bcast, DEFTSIM_BC_SCATTER_RING_ALLGATHER);
     cr_expect_eq(c->network.eager_threshold, 0);
     cr_expect_eq(c->network.mode, DEFTSIM_SIM_APPROXIMATE);
+    cr_expect_eq(c->network.compute, DEFTSIM_SIM_COMPUTE_NONE);
     deftsim_sim_params sp;
     deftsim_config_sim_params(c, 32, 2, &sp);
     cr_expect_eq(sp.P, 32);
@@ -809,6 +814,7 @@ Test(config_network, every_key_parses)
     cr_expect_eq(sp.eager_threshold, 0);
     cr_expect_eq(sp.envelope_bytes, 16);
     cr_expect_eq(sp.mode, DEFTSIM_SIM_APPROXIMATE);
+    cr_expect_eq(sp.compute, DEFTSIM_SIM_COMPUTE_NONE);
     /* Printed in base units with the unit, and read back the same. */
     char *text = to_ini(c);
     cr_expect(strstr(text, "\nbandwidth = 1.25e+09Bps\nlatency = 5e-06s\nbackbone_bandwidth = 0Bps\n"),

@@ -1167,6 +1167,54 @@ Test(engine, dense_allreduce_is_the_alpha_beta_formula)
     table_free(t);
 }
 
+/* compute = none: a compute phase takes no simulated time (its measured time stays in
+ * phase_seconds), so the simulated columns depend on the bytes alone: two runs of the same
+ * seed give them to the last digit, and the manifest records the setting. dense is still the
+ * alpha-beta formula (it has no compute phase). */
+Test(engine, network_compute_none_is_the_bytes_alone)
+{
+    const char *ov[] = {"network.compute=none", "sparsify.methods=deft, topk, gtopk, dense"};
+    run_ok("none_a", NULL, ov, 2);
+    run_ok("none_b", NULL, ov, 2);
+    char *pa = in_tmp("none_a/rows.csv"), *pb = in_tmp("none_b/rows.csv");
+    table *a = load_csv(pa), *b = load_csv(pb);
+    cr_assert_eq(a->nrows, b->nrows);
+    cr_assert_gt(a->nrows, 0);
+    static const char *const simulated[] = {"sim_start", "sim_end", "comm_seconds",
+                                            "select_critical_seconds", "iteration_seconds"};
+    size_t compute_rows = 0;
+    for (size_t r = 0; r < a->nrows; r++) {
+        rows_equal(a, r, b, r, NULL, 0);
+        for (size_t i = 0; i < sizeof simulated / sizeof simulated[0]; i++)
+            cr_assert_str_eq(cell(a, r, simulated[i]), cell(b, r, simulated[i]),
+                             "row %zu, %s: %s P=%s", r, simulated[i], cell(a, r, "method"),
+                             cell(a, r, "P"));
+        if (strcmp(cell(a, r, "phase_kind"), "compute") || !cell(a, r, "sim_start")[0]) continue;
+        compute_rows++;
+        cr_assert(num(a, r, "phase_seconds") >= 0, "row %zu: measured time kept", r);
+        /* A phase of one step starts and ends at once; gTop-k's merge spans its rounds and
+         * the messages between them. */
+        if (strcmp(cell(a, r, "phase"), "merge"))
+            cr_assert_eq(num(a, r, "sim_start"), num(a, r, "sim_end"), "row %zu: %s %s", r,
+                         cell(a, r, "method"), cell(a, r, "phase"));
+        /* Nothing before a worker's first step: it starts at 0. */
+        if (!strcmp(cell(a, r, "phase_index"), "0"))
+            cr_assert_eq(num(a, r, "sim_start"), 0, "row %zu", r);
+    }
+    cr_assert_gt(compute_rows, 0);
+    table_free(a);
+    table_free(b);
+    free(pa);
+    free(pb);
+    char *mp = in_tmp("none_a/manifest.json");
+    json_t *man = json_load_file(mp, 0, NULL);
+    cr_assert(man);
+    json_t *net = json_object_get(json_object_get(man, "config"), "network");
+    cr_expect_str_eq(json_string_value(json_object_get(net, "compute")), "none");
+    json_decref(man);
+    free(mp);
+}
+
 /* simulate = 0: the simulated columns stay empty and the rows say so; approximate mode is
  * named in every row it produced. */
 Test(engine, network_off_and_approximate_are_named)
