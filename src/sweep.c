@@ -544,6 +544,42 @@ static int has_point_files(const char *path, int depth)
     return any;
 }
 
+/* The folder's identity as this deftsim reads it: a key of this sweep's identity that the
+ * folder's manifest lacks was added to deftsim after the folder was written (such as [network]
+ * compute), and that deftsim ran as the key's default does (a new key's default keeps the old
+ * behaviour), so it counts as its default. A new reference, or NULL when out of memory. */
+static json_t *identity_as_now(json_t *id, json_t *now)
+{
+    json_t *out = json_deep_copy(id);
+    json_t *cfg = json_object_get(out, "config");
+    if (!out || !json_is_object(cfg)) return out;
+    deftsim_config *d = NULL;
+    if (deftsim_config_default(NULL, &d)) {
+        json_decref(out);
+        return NULL;
+    }
+    json_t *dj = deftsim_config_to_json(d);
+    deftsim_config_free(d);
+    if (!dj) {
+        json_decref(out);
+        return NULL;
+    }
+    const char *sec;
+    json_t *dsec;
+    json_object_foreach(dj, sec, dsec) {
+        json_t *fsec = json_object_get(cfg, sec);
+        json_t *nsec = json_object_get(json_object_get(now, "config"), sec);
+        if (!json_is_object(fsec)) continue; /* a whole section missing: not a config of ours */
+        const char *key;
+        json_t *dv;
+        json_object_foreach(dsec, key, dv)
+            if (json_object_get(nsec, key) && !json_object_get(fsec, key))
+                json_object_set(fsec, key, dv);
+    }
+    json_decref(dj);
+    return out;
+}
+
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
 deftsim_status deftsim_sweep_load_state(deftsim_sweep *s)
@@ -585,15 +621,25 @@ deftsim_status deftsim_sweep_load_state(deftsim_sweep *s)
         goto done;
     }
     json_t *id = json_object_get(m, "identity");
-    if (!id || !json_equal(id, s->identity)) {
+    json_t *id_now = id ? identity_as_now(id, s->identity) : NULL;
+    if (id && !id_now) {
+        st = nomem();
+        goto done;
+    }
+    int same = id_now && json_equal(id_now, s->identity);
+    if (!same) {
         char diff[2048];
-        describe_difference(s->identity, id ? id : json_object(), diff, sizeof diff);
+        json_t *none = id_now ? NULL : json_object();
+        describe_difference(s->identity, id_now ? id_now : none, diff, sizeof diff);
+        json_decref(none);
+        json_decref(id_now);
         st = deftsim_error_set(DEFTSIM_E_INPUT,
                                "%s holds the points of another sweep (%s); its points cannot be "
                                "mixed with this one's: sweep into another folder (--output DIR)",
                                out, diff);
         goto done;
     }
+    json_decref(id_now);
     size_t i;
     json_t *e;
     json_array_foreach(json_object_get(m, "points"), i, e) {

@@ -258,6 +258,64 @@ Test(sweep, refuses_a_folder_of_another_scenario)
     deftsim_sweep_free(s);
 }
 
+/* [network] compute is part of the folder's identity; a folder written before the key existed
+ * (its manifest lacks it) ran with its default, measured, and resumes as such. */
+Test(sweep, network_compute_is_in_the_identity_and_old_folders_resume)
+{
+    deftsim_sweep *s = new_sweep("out", NULL, 0, NULL, 0);
+    run_sweep(s, DEFTSIM_OK);
+    deftsim_sweep_free(s);
+    const char *none[] = {"network.compute=none"};
+    s = new_sweep("out", none, 1, NULL, 0);
+    deftsim_sweep_summary sum = run_sweep(s, DEFTSIM_E_INPUT);
+    cr_assert_eq(sum.ran, 0);
+    cr_assert(strstr(deftsim_error_message(),
+                     "([network] compute: \"none\" here, \"measured\" in the folder)"),
+              "%s", deftsim_error_message());
+    deftsim_sweep_free(s);
+
+    /* The manifest of an older deftsim: no [network] compute in its identity. */
+    json_t *m = manifest("out");
+    json_t *net = json_object_get(json_object_get(json_object_get(m, "identity"), "config"), "network");
+    cr_assert(json_object_get(net, "compute"));
+    cr_assert_eq(json_object_del(net, "compute"), 0);
+    char *mp = in_tmp("out/manifest.json");
+    cr_assert_eq(json_dump_file(m, mp, JSON_INDENT(2)), 0);
+    json_decref(m);
+    s = new_sweep("out", NULL, 0, NULL, 0);
+    sum = run_sweep(s, DEFTSIM_OK);
+    deftsim_sweep_free(s);
+    cr_assert_eq(sum.ran, 0);
+    cr_assert_eq(sum.skipped, 6);
+    m = manifest("out"); /* rewritten with the key */
+    net = json_object_get(json_object_get(json_object_get(m, "identity"), "config"), "network");
+    cr_assert_str_eq(json_string_value(json_object_get(net, "compute")), "measured");
+    cr_assert_eq(json_object_del(net, "compute"), 0);
+    cr_assert_eq(json_dump_file(m, mp, JSON_INDENT(2)), 0);
+    json_decref(m);
+    s = new_sweep("out", none, 1, NULL, 0);
+    run_sweep(s, DEFTSIM_E_INPUT);
+    cr_assert(strstr(deftsim_error_message(), "[network] compute: \"none\" here, \"measured\" in the folder"),
+              "%s", deftsim_error_message());
+    deftsim_sweep_free(s);
+    free(mp);
+
+    /* A sweep with compute = none resumes as such. */
+    s = new_sweep("out_none", none, 1, NULL, 0);
+    sum = run_sweep(s, DEFTSIM_OK);
+    deftsim_sweep_free(s);
+    cr_assert_eq(sum.ran, 6);
+    s = new_sweep("out_none", none, 1, NULL, 0);
+    sum = run_sweep(s, DEFTSIM_OK);
+    deftsim_sweep_free(s);
+    cr_assert_eq(sum.skipped, 6);
+    s = new_sweep("out_none", NULL, 0, NULL, 0);
+    run_sweep(s, DEFTSIM_E_INPUT);
+    cr_assert(strstr(deftsim_error_message(), "[network] compute: \"measured\" here, \"none\" in the folder"),
+              "%s", deftsim_error_message());
+    deftsim_sweep_free(s);
+}
+
 Test(sweep, axes_from_a_model_list_and_vary)
 {
     char models[600];
