@@ -25,7 +25,11 @@ const char *deftsim_status_name(deftsim_status st)
 
 deftsim_status deftsim_error_setv(deftsim_status st, const char *fmt, va_list ap)
 {
-    vsnprintf(errmsg, sizeof errmsg, fmt, ap);
+    /* Through a copy: callers may pass the current message (deftsim_error_message()) as an
+     * argument, and vsnprintf must not read the buffer it writes. */
+    char msg[DEFTSIM_ERRMSG_MAX];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    memcpy(errmsg, msg, strlen(msg) + 1);
     return st;
 }
 
