@@ -12,8 +12,8 @@ Every program runs as
 with one log file per process, DEFTSIM_BUILD_ROOT/meson-logs/memcheck/<name>.<pid>.log, and
 the program's own output in <name>.out beside them. An item fails when any of its processes'
 logs counts an error (ERROR SUMMARY > 0; definite leaks are errors, possible, indirect and
-reachable ones are listed but not counted), or a process died of a signal, or the program
-itself fails. A Criterion program may carry a filter (EXE:PATTERN, Criterion's --filter, e.g.
+reachable ones are listed but not counted), or the program itself fails (with the status
+it should have). A Criterion program may carry a filter (EXE:PATTERN, Criterion's --filter, e.g.
 '!(topk/sizes_large)') to leave out tests too slow under memcheck.
 
 Environment: DEFTSIM_SOURCE_ROOT, DEFTSIM_BUILD_ROOT, DEFTSIM_EXE (as for the other tests),
@@ -112,8 +112,10 @@ def run_once(valgrind, supp, logdir, name, argv, timeout):
 
 
 def bad(text):
-    return (sum(int(n) for n in ERRORS_RE.findall(text)) > 0 or
-            "Process terminating with default action" in text)
+    """memcheck counted an error. (A process killed by a signal is not one by itself: SimGrid
+    aborts on a platform it cannot parse, which tests provoke; the program's own status says
+    whether a death was expected.)"""
+    return sum(int(n) for n in ERRORS_RE.findall(text)) > 0
 
 
 def run_item(valgrind, supp, logdir, name, argv, expect_rc, timeout, criterion):
@@ -122,9 +124,10 @@ def run_item(valgrind, supp, logdir, name, argv, expect_rc, timeout, criterion):
     procs = len(logs)
     bad_logs = [(log, text) for log, text in logs if bad(text)]
     note = ""
-    if criterion and bad_logs and all(criterion_startup_crash(t) for _, t in bad_logs):
+    startup = [(log, text) for log, text in logs if criterion_startup_crash(text)]
+    if criterion and rc != expect_rc and startup and not bad_logs:
         crashed = CRASHED_RE.findall(output)
-        if crashed and len(crashed) == len(bad_logs):
+        if crashed and len(crashed) == len(startup):
             tests = "|".join(f"{s}/{t}" for s, t in crashed)
             note = f"  (start-up crash of Criterion under valgrind, run again: {tests})"
             rargv = [a for a in argv]
@@ -132,7 +135,7 @@ def run_item(valgrind, supp, logdir, name, argv, expect_rc, timeout, criterion):
                 i = rargv.index("--filter")
                 del rargv[i:i + 2]
             rargv += ["--filter", f"@({tests})"]
-            for log, text in bad_logs:
+            for log, text in startup:
                 os.rename(log, log[:-4] + ".startup-crash")
             rc, output2, logs2 = run_once(valgrind, supp, logdir, name + ".again", rargv, timeout)
             procs += len(logs2)
