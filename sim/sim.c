@@ -695,6 +695,9 @@ deftsim_status deftsim_sim_check_platform(const deftsim_sim_params *p)
         return deftsim_error_set(DEFTSIM_E_RUNTIME, "platform check: pipe: %s", strerror(errno));
     }
     pid_t parent = getpid();
+    /* The child leaves with _exit, but flush first anyway: a buffered stdio stream of the
+     * parent would otherwise be written twice by any path in the child that flushes. */
+    fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {
         int err = errno;
@@ -865,6 +868,9 @@ deftsim_status deftsim_sim_run(const deftsim_sim_params *p, const deftsim_schedu
     }
     double t0 = deftsim_now();
     pid_t parent = getpid();
+    /* The child leaves with _exit, but flush first anyway: a buffered stdio stream of the
+     * parent would otherwise be written twice by any path in the child that flushes. */
+    fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {
         st = deftsim_error_set(DEFTSIM_E_RUNTIME, "network simulation: fork: %s", strerror(errno));
