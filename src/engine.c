@@ -1795,6 +1795,13 @@ deftsim_status deftsim_engine_run(deftsim_engine *e, deftsim_run_summary *summar
     snprintf(dir, sizeof dir, "%s/points", cfg->scenario.output);
     if ((st = deftsim_mkdir_p(dir))) return deftsim_error_wrap(st, "[scenario] output");
     if (e->dump_dir && (st = deftsim_mkdir_p(e->dump_dir))) return deftsim_error_wrap(st, "--dump");
+    /* A run killed into this folder before left its uncommitted files: remove those whose
+     * writer is gone (a live deftsim writing here keeps its own). */
+    deftsim_afile_remove_orphans(cfg->scenario.output);
+    deftsim_afile_remove_orphans(dir);
+    snprintf(dir, sizeof dir, "%s/platforms", cfg->scenario.output);
+    deftsim_afile_remove_orphans(dir);
+    snprintf(dir, sizeof dir, "%s/points", cfg->scenario.output);
 
     size_t total = cfg->sparsify.nmethods * cfg->sparsify.ndensities * cfg->workers.ncounts;
     point_record *recs = calloc(total ? total : 1, sizeof *recs);

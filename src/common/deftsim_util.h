@@ -23,6 +23,10 @@ deftsim_status deftsim_afile_open(deftsim_afile **out, const char *path);
 FILE *deftsim_afile_stream(deftsim_afile *af);
 deftsim_status deftsim_afile_commit(deftsim_afile *af);
 void deftsim_afile_abort(deftsim_afile *af);
+/* Removes from dir the temporary files of atomic writers that died before committing:
+ * "<name>.tmp.<pid>" where no process <pid> exists any more (a writer killed by a signal).
+ * Temporary files of live processes are kept. Returns how many were removed. */
+size_t deftsim_afile_remove_orphans(const char *dir);
 
 /* Writes len bytes to path atomically. */
 deftsim_status deftsim_write_file_atomic(const char *path, const void *data, size_t len);

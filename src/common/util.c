@@ -1,7 +1,10 @@
 /* util.c - clocks, atomic files, directories, strict parsing. */
 #include "deftsim_util.h"
 
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
@@ -253,4 +256,30 @@ int deftsim_utf8_check(const char *s, size_t *bad_at)
         i += n;
     }
     return 0;
+}
+
+size_t deftsim_afile_remove_orphans(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    size_t removed = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *t = strstr(e->d_name, ".tmp.");
+        if (!t || t == e->d_name || !t[5]) continue;
+        const char *q = t + 5;
+        while (isdigit((unsigned char)*q)) q++;
+        if (*q) continue;
+        long pid = strtol(t + 5, NULL, 10);
+        if (pid <= 0 || pid == (long)getpid()) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        size_t n = strlen(dir) + strlen(e->d_name) + 2;
+        char *path = malloc(n);
+        if (!path) break;
+        snprintf(path, n, "%s/%s", dir, e->d_name);
+        if (unlink(path) == 0) removed++;
+        free(path);
+    }
+    closedir(d);
+    return removed;
 }

@@ -549,6 +549,33 @@ Test(engine, same_seed_same_selections_and_bytes)
     free(pc);
 }
 
+/* A run killed before committing leaves "<file>.tmp.<pid>"; the next run into the folder
+ * removes those of writers that are gone and keeps those of a live one. */
+Test(engine, a_rerun_removes_a_killed_runs_temporary_files)
+{
+    pid_t dead = fork();
+    cr_assert_geq(dead, 0);
+    if (dead == 0) _exit(0);
+    cr_assert_eq(waitpid(dead, NULL, 0), dead);
+    char *pts = in_tmp("a/points"), *plat = in_tmp("a/platforms");
+    cr_assert_eq(deftsim_mkdir_p(pts), DEFTSIM_OK);
+    cr_assert_eq(deftsim_mkdir_p(plat), DEFTSIM_OK);
+    char orphan[3][600], live[600];
+    snprintf(orphan[0], sizeof orphan[0], "%s/a/manifest.json.tmp.%ld", tmpdir, (long)dead);
+    snprintf(orphan[1], sizeof orphan[1], "%s/topk_d0.05_P2.csv.tmp.%ld", pts, (long)dead);
+    snprintf(orphan[2], sizeof orphan[2], "%s/P4.xml.tmp.%ld", plat, (long)dead);
+    snprintf(live, sizeof live, "%s/rows.csv.tmp.%ld", pts, (long)getppid());
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(deftsim_write_file_atomic(orphan[i], "half", 4), DEFTSIM_OK);
+    cr_assert_eq(deftsim_write_file_atomic(live, "half", 4), DEFTSIM_OK);
+    const char *ov[] = {"sparsify.methods=topk", "workers.counts=2"};
+    run_ok("a", NULL, ov, 2);
+    for (int i = 0; i < 3; i++) cr_assert(!file_exists(orphan[i]), "%s is left", orphan[i]);
+    cr_assert(file_exists(live), "a live writer's %s was removed", live);
+    free(pts);
+    free(plat);
+}
+
 /* ---- bounded-memory modes -------------------------------------------------------------- */
 
 Test(engine, feedback_none_and_sampled_are_named_in_every_row)
