@@ -431,7 +431,8 @@ deftsim_status deftsim_engine_check_memory(const deftsim_engine *e)
     for (size_t i = 0; i < pl->ncounts; i++) {
         const deftsim_memory_row *r = &pl->rows[i];
         if (r->fits) continue;
-        char need[32], budget[32], ram[32], fb[96], fit[96], hint[160];
+        char need[32], budget[32], ram[32], fb[96], fit[96], hint[160], w[600];
+        deftsim_config_where(e->cfg, "workers", "counts", w, sizeof w);
         if (pl->feedback == DEFTSIM_FEEDBACK_SAMPLED)
             snprintf(fb, sizeof fb, "error_feedback = sampled (sampled_workers = %u)",
                      pl->sampled_workers);
@@ -457,9 +458,8 @@ deftsim_status deftsim_engine_check_memory(const deftsim_engine *e)
         }
         return deftsim_error_set(
             DEFTSIM_E_INPUT,
-            "[workers] counts: P = %u needs %s with %s, over the memory budget of %s (%g of %s "
-            "RAM); %s; %s",
-            r->P, human_bytes(r->bytes, need, sizeof need), fb,
+            "%s: P = %u needs %s with %s, over the memory budget of %s (%g of %s RAM); %s; %s",
+            w, r->P, human_bytes(r->bytes, need, sizeof need), fb,
             human_bytes(pl->budget_bytes, budget, sizeof budget), pl->budget_fraction,
             human_bytes(pl->ram_bytes, ram, sizeof ram), fit, hint);
     }
@@ -501,7 +501,8 @@ static deftsim_status device_check(const deftsim_config *cfg, const char **backe
     *backend = "cpu";
     if (cfg->device.kind != DEFTSIM_DEVICE_CUDA) return DEFTSIM_OK;
     int compiled = 0;
-    char names[128] = "";
+    char names[128] = "", w[600];
+    deftsim_config_where(cfg, "device", "kind", w, sizeof w);
     for (size_t i = 0, o = 0; i < deftsim_kernels_backend_count() && o < sizeof names; i++) {
         const char *b = deftsim_kernels_backend_name(i);
         if (strcmp(b, "cuda-staged") == 0) compiled = 1;
@@ -509,15 +510,15 @@ static deftsim_status device_check(const deftsim_config *cfg, const char **backe
     }
     if (!compiled)
         return deftsim_error_set(DEFTSIM_E_UNSUPPORTED,
-                                 "[device] kind = cuda: this build of deftsim has no CUDA kernel "
+                                 "%s = cuda: this build of deftsim has no CUDA kernel "
                                  "backend (its backends: %s); set kind = cpu",
-                                 names);
+                                 w, names);
     const char *why = deftsim_kernels_backend_unavailable("cuda-staged");
     if (why) /* no device, no driver, or the runtime's own error */
         return deftsim_error_set(DEFTSIM_E_UNSUPPORTED,
-                                 "[device] kind = cuda: the CUDA backend is built in but unusable "
+                                 "%s = cuda: the CUDA backend is built in but unusable "
                                  "here: %s; set kind = cpu",
-                                 why);
+                                 w, why);
     *backend = "cuda-staged";
     return DEFTSIM_OK;
 }

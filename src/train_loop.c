@@ -153,17 +153,21 @@ deftsim_status deftsim_trainer_new(const deftsim_config *cfg, deftsim_trainer **
     if ((st = deftsim_dataset_load(c->train.data, DEFTSIM_SPLIT_TRAIN, limit, &tr->train)) ||
         (st = deftsim_dataset_load(c->train.data, DEFTSIM_SPLIT_TEST, (uint32_t)c->train.eval_samples,
                                    &tr->test))) {
-        st = deftsim_error_wrap(st, "[train] data");
+        char w[600];
+        deftsim_config_where(c, "train", "data", w, sizeof w);
+        st = deftsim_error_wrap(st, "%s", w);
         goto fail;
     }
     const deftsim_dataset *sets[2] = {tr->train, tr->test};
     for (int i = 0; i < 2; i++)
         if (sets[i]->rows != spec.in_rows || sets[i]->cols != spec.in_cols ||
             sets[i]->classes > spec.classes) {
+            char w[600];
+            deftsim_config_where(c, "train", "data", w, sizeof w);
             st = deftsim_error_set(DEFTSIM_E_INPUT,
-                                   "[train] data: %s holds %u x %u images of %u classes; the %s "
+                                   "%s: %s holds %u x %u images of %u classes; the %s "
                                    "network takes %u x %u images of at most %u classes",
-                                   sets[i]->images_path, sets[i]->rows, sets[i]->cols,
+                                   w, sets[i]->images_path, sets[i]->rows, sets[i]->cols,
                                    sets[i]->classes, deftsim_train_model_name(c->train.model),
                                    spec.in_rows, spec.in_cols, spec.classes);
             goto fail;
@@ -173,10 +177,12 @@ deftsim_status deftsim_trainer_new(const deftsim_config *cfg, deftsim_trainer **
     for (size_t i = 0; i < c->workers.ncounts; i++) {
         uint32_t P = (uint32_t)c->workers.counts[i];
         if (deftsim_trainer_epoch_iterations(tr, P) == 0) {
+            char w[600];
+            deftsim_config_where(c, "train", "batch_size", w, sizeof w);
             st = deftsim_error_set(DEFTSIM_E_INPUT,
-                                   "[train] batch_size: P = %u workers x %u images = %" PRIu64
+                                   "%s: P = %u workers x %u images = %" PRIu64
                                    " per iteration, more than the %u training images",
-                                   P, tr->B, (uint64_t)P * tr->B, tr->ntrain);
+                                   w, P, tr->B, (uint64_t)P * tr->B, tr->ntrain);
             goto fail;
         }
     }
@@ -188,10 +194,12 @@ deftsim_status deftsim_trainer_new(const deftsim_config *cfg, deftsim_trainer **
     /* The workers' accumulators, gradients and weights are host memory, which the CUDA
      * backend's kernels do not address (docs/KERNELS_CUDA.md). */
     if (c->device.kind != DEFTSIM_DEVICE_CPU) {
+        char w[600];
+        deftsim_config_where(c, "device", "kind", w, sizeof w);
         st = deftsim_error_set(DEFTSIM_E_UNSUPPORTED,
-                               "[device] kind = %s: deftsim train keeps the workers' accumulators "
+                               "%s = %s: deftsim train keeps the workers' accumulators "
                                "in host memory, which only the cpu kernels read; set kind = cpu",
-                               deftsim_device_kind_name(c->device.kind));
+                               w, deftsim_device_kind_name(c->device.kind));
         goto fail;
     }
     if ((st = deftsim_kctx_new(&tr->kctx, "cpu", (unsigned)c->device.threads))) {

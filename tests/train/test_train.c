@@ -316,7 +316,7 @@ Test(train, bad_scenarios, .init = setup, .fini = teardown)
     cr_assert_eq(deftsim_config_apply_override(cfg, "train.batch_size=1024"), DEFTSIM_OK);
     cr_expect_eq(deftsim_trainer_new(cfg, &tr), DEFTSIM_E_INPUT);
     cr_expect_str_eq(deftsim_error_message(),
-                     "[train] batch_size: P = 4 workers x 1024 images = 4096 per iteration, more "
+                     "--set train.batch_size: P = 4 workers x 1024 images = 4096 per iteration, more "
                      "than the 2048 training images");
     deftsim_config_free(cfg);
 
@@ -331,7 +331,7 @@ Test(train, bad_scenarios, .init = setup, .fini = teardown)
     cr_assert_eq(deftsim_config_apply_override(cfg, "device.kind=cuda"), DEFTSIM_OK);
     cr_expect_eq(deftsim_trainer_new(cfg, &tr), DEFTSIM_E_UNSUPPORTED);
     cr_expect_str_eq(deftsim_error_message(),
-                     "[device] kind = cuda: deftsim train keeps the workers' accumulators in host "
+                     "--set device.kind = cuda: deftsim train keeps the workers' accumulators in host "
                      "memory, which only the cpu kernels read; set kind = cpu");
     deftsim_config_free(cfg);
 
