@@ -92,6 +92,22 @@ static void afile_free(deftsim_afile *af)
     free(af);
 }
 
+/* Makes a rename in path's folder durable: a power cut after the commit keeps the new file.
+ * Best effort (a folder that cannot be opened or synced, e.g. on some network file systems,
+ * leaves the rename as durable as the file system makes it). */
+static void sync_parent(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+    if (!dir) return;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
+    }
+    free(dir);
+}
+
 deftsim_status deftsim_afile_commit(deftsim_afile *af)
 {
     deftsim_status st = DEFTSIM_OK;
@@ -107,6 +123,8 @@ deftsim_status deftsim_afile_commit(deftsim_afile *af)
         st = deftsim_error_set(DEFTSIM_E_IO, "%s: cannot rename into place: %s", af->path,
                                strerror(errno));
         unlink(af->tmp);
+    } else {
+        sync_parent(af->path);
     }
     afile_free(af);
     return st;
