@@ -41,11 +41,12 @@ GPF_RE = re.compile(r"General Protection Fault\n==\d+==\s+at 0x[0-9A-Fa-f]+: .*\
 
 def criterion_startup_crash(text):
     """True for a test process that died of a general protection fault inside libcriterion,
-    before the test body ran, with no memcheck error. BoxFort starts each test in a process
-    that stops itself (SIGSTOP) until the runner lets it go; under valgrind such a process now
-    and then resumes with its stack 8 bytes off the ABI's 16-byte alignment, and an aligned
-    SSE store in Criterion's 'test started' message then faults. Third-party (Criterion 2.4.1
-    with valgrind 3.19); the test is run once more."""
+    before the test body ran, with no memcheck error: seen on a loaded machine, the stack 8
+    bytes off the ABI's 16-byte alignment when the test's entry calls Criterion, whose 'test
+    started' message then faults on an aligned SSE store (BoxFort starts each test in a process
+    that stops itself with SIGSTOP until the runner lets it go; the resumption under valgrind
+    is the suspect, not confirmed). Third-party (Criterion 2.4.1 with valgrind 3.19); the test
+    is run once more."""
     m = GPF_RE.search(text)
     errors = sum(int(n) for n in ERRORS_RE.findall(text))
     return bool(m) and "libcriterion" in m.group(1) and errors == 0
