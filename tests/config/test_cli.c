@@ -7,58 +7,20 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cli_run.h"
 #include "deftsim_config.h"
 #include "deftsim_util.h"
 
-typedef struct {
-    int rc;
-    char *out, *err;
-} run_result;
-
-static char *slurp_fd(int fd)
-{
-    FILE *f = fdopen(fd, "r");
-    cr_assert(f);
-    rewind(f);
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    size_t got;
-    while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-        n += got;
-        if (cap - n < 2) buf = realloc(buf, cap *= 2);
-    }
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
+typedef deftsim_test_run run_result;
 
 /* Runs $DEFTSIM_EXE with args (NULL-terminated) in the source tree's folder rel. */
 static run_result run_in(const char *rel, const char *const *args)
 {
-    const char *exe = getenv("DEFTSIM_EXE"), *root = getenv("DEFTSIM_SOURCE_ROOT");
-    cr_assert(exe && root, "DEFTSIM_EXE and DEFTSIM_SOURCE_ROOT must be set (meson test does)");
-    char out_t[] = "/tmp/deftsim-cli-out-XXXXXX", err_t[] = "/tmp/deftsim-cli-err-XXXXXX";
-    int out = mkstemp(out_t), err = mkstemp(err_t);
-    cr_assert(out >= 0 && err >= 0);
-    unlink(out_t);
-    unlink(err_t);
-    fflush(NULL);
-    pid_t pid = fork();
-    cr_assert(pid >= 0);
-    if (pid == 0) {
-        char dir[4096];
-        snprintf(dir, sizeof dir, "%s/%s", root, rel);
-        if (chdir(dir) != 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) _exit(126);
-        const char *argv[32] = {exe};
-        for (size_t i = 0; args[i] && i < 30; i++) argv[i + 1] = args[i];
-        execv(exe, (char *const *)argv);
-        _exit(127);
-    }
-    int status;
-    cr_assert_eq(waitpid(pid, &status, 0), pid);
-    cr_assert(WIFEXITED(status), "deftsim did not exit normally (status 0x%x)", status);
-    run_result r = {WEXITSTATUS(status), slurp_fd(out), slurp_fd(err)};
-    return r;
+    const char *root = getenv("DEFTSIM_SOURCE_ROOT");
+    cr_assert(root, "DEFTSIM_SOURCE_ROOT must be set (meson test does)");
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/%s", root, rel);
+    return deftsim_test_cli(dir, args);
 }
 
 #define RUN(rel, ...) run_in(rel, (const char *const[]){__VA_ARGS__, NULL})

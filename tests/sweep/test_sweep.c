@@ -16,6 +16,7 @@
 
 #include <jansson.h>
 
+#include "cli_run.h"
 #include "deftsim_config.h"
 #include "deftsim_gen.h"
 #include "deftsim_model.h"
@@ -504,34 +505,14 @@ Test(sweep, one_sweep_per_folder)
 
 /* ---- the command -------------------------------------------------------------------------- */
 
+/* Runs the deftsim program with args; its stdout and stderr as text (caller frees). Returns
+ * the exit status. */
 static int run_cli(const char *const *args, char **out, char **err)
 {
-    const char *exe = getenv("DEFTSIM_EXE");
-    cr_assert(exe, "DEFTSIM_EXE is not set (run the tests through meson test)");
-    char *po = in_tmp("cli.out"), *pe = in_tmp("cli.err");
-    pid_t pid = fork();
-    cr_assert(pid >= 0);
-    if (pid == 0) {
-        int fo = open(po, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        int fe = open(pe, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        dup2(fo, 1);
-        dup2(fe, 2);
-        const char *argv[32] = {exe};
-        size_t n = 1;
-        for (; args[n - 1]; n++) argv[n] = args[n - 1];
-        argv[n] = NULL;
-        execv(exe, (char *const *)argv);
-        _exit(127);
-    }
-    int status;
-    cr_assert_eq(waitpid(pid, &status, 0), pid);
-    size_t len;
-    cr_assert_eq(deftsim_read_file(po, out, &len), DEFTSIM_OK);
-    cr_assert_eq(deftsim_read_file(pe, err, &len), DEFTSIM_OK);
-    free(po);
-    free(pe);
-    cr_assert(WIFEXITED(status));
-    return WEXITSTATUS(status);
+    deftsim_test_run r = deftsim_test_cli(NULL, args);
+    *out = r.out;
+    *err = r.err;
+    return r.rc;
 }
 
 Test(sweep, command_exit_codes_dry_run_and_progress_lines)

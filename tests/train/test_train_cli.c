@@ -8,55 +8,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cli_run.h"
 #include "deftsim_trace.h"
 #include "deftsim_util.h"
 
-typedef struct {
-    int rc;
-    char *out, *err;
-} run_result;
-
-static char *slurp(int fd)
-{
-    FILE *f = fdopen(fd, "r");
-    cr_assert(f);
-    rewind(f);
-    size_t cap = 4096, n = 0, got;
-    char *buf = malloc(cap);
-    while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-        n += got;
-        if (cap - n < 2) buf = realloc(buf, cap *= 2);
-    }
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
+typedef deftsim_test_run run_result;
 
 /* Runs $DEFTSIM_EXE with args (NULL-terminated) in the source tree. */
 static run_result run(const char *const *args)
 {
-    const char *exe = getenv("DEFTSIM_EXE"), *root = getenv("DEFTSIM_SOURCE_ROOT");
-    cr_assert(exe && root, "DEFTSIM_EXE and DEFTSIM_SOURCE_ROOT must be set (meson test does)");
-    char out_t[] = "/tmp/deftsim-cli-out-XXXXXX", err_t[] = "/tmp/deftsim-cli-err-XXXXXX";
-    int out = mkstemp(out_t), err = mkstemp(err_t);
-    cr_assert(out >= 0 && err >= 0);
-    unlink(out_t);
-    unlink(err_t);
-    fflush(NULL);
-    pid_t pid = fork();
-    cr_assert(pid >= 0);
-    if (pid == 0) {
-        if (chdir(root) != 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) _exit(126);
-        const char *argv[40] = {exe};
-        for (size_t i = 0; args[i] && i < 38; i++) argv[i + 1] = args[i];
-        execv(exe, (char *const *)argv);
-        _exit(127);
-    }
-    int status;
-    cr_assert_eq(waitpid(pid, &status, 0), pid);
-    cr_assert(WIFEXITED(status), "deftsim did not exit normally (status 0x%x)", status);
-    run_result r = {WEXITSTATUS(status), slurp(out), slurp(err)};
-    return r;
+    const char *root = getenv("DEFTSIM_SOURCE_ROOT");
+    cr_assert(root, "DEFTSIM_SOURCE_ROOT must be set (meson test does)");
+    return deftsim_test_cli(root, args);
 }
 
 static void run_free(run_result *r)
