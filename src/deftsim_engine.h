@@ -79,8 +79,8 @@ typedef struct deftsim_engine deftsim_engine;
 /* Opens the gradient source (the trace, or a generator for the model), checks the worker
  * counts against it, creates the kernel context of [device] and computes the memory plan.
  * Nothing is written yet. DEFTSIM_E_INPUT for a scenario that cannot run here (a worker count
- * above the trace's workers, more iterations than the trace holds); DEFTSIM_E_UNSUPPORTED
- * for [device] kind = cuda without a usable CUDA backend. */
+ * above the trace's workers, more iterations than the trace holds, [device] kind = cuda in a
+ * build without the CUDA backend or on a machine where no usable GPU was found). */
 deftsim_status deftsim_engine_new(const deftsim_config *cfg, const deftsim_run_options *opt,
                                   deftsim_engine **out);
 void deftsim_engine_free(deftsim_engine *e);

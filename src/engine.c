@@ -495,7 +495,8 @@ void deftsim_engine_print_plan(const deftsim_engine *e, FILE *f)
  * keep their buffers in host memory; that backend copies each kernel call's arrays to the
  * device, runs the operation there and copies the results back, and the timed phases count
  * the device time of the operations, not the copies: docs/KERNELS_CUDA.md). Refuses kind =
- * cuda with the reason when this build or this machine cannot run it. */
+ * cuda with the reason when this build or this machine cannot run it: an input error (exit
+ * 2), since the user fixes it by setting kind = cpu. */
 static deftsim_status device_check(const deftsim_config *cfg, const char **backend)
 {
     *backend = "cpu";
@@ -509,16 +510,15 @@ static deftsim_status device_check(const deftsim_config *cfg, const char **backe
         o += (size_t)snprintf(names + o, sizeof names - o, "%s%s", i ? ", " : "", b);
     }
     if (!compiled)
-        return deftsim_error_set(DEFTSIM_E_UNSUPPORTED,
+        return deftsim_error_set(DEFTSIM_E_INPUT,
                                  "%s = cuda: this build of deftsim has no CUDA kernel "
                                  "backend (its backends: %s); set kind = cpu",
                                  w, names);
     const char *why = deftsim_kernels_backend_unavailable("cuda-staged");
     if (why) /* no device, no driver, or the runtime's own error */
-        return deftsim_error_set(DEFTSIM_E_UNSUPPORTED,
-                                 "%s = cuda: the CUDA backend is built in but unusable "
-                                 "here: %s; set kind = cpu",
-                                 w, why);
+        return deftsim_error_set(DEFTSIM_E_INPUT,
+                                 "%s = cuda: no usable GPU was found: %s; set kind = cpu", w,
+                                 why);
     *backend = "cuda-staged";
     return DEFTSIM_OK;
 }

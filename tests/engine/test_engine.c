@@ -750,12 +750,16 @@ Test(engine, cuda_is_refused_with_the_reason)
      * is and why. */
     char reason[256];
     snprintf(reason, sizeof reason, "%s", why);
-    cr_assert_eq(st, DEFTSIM_E_UNSUPPORTED);
+    /* An input error (exit 2): the user fixes it by setting kind = cpu. */
+    cr_assert_eq(st, DEFTSIM_E_INPUT, "%s", deftsim_error_message());
     cr_assert(strstr(deftsim_error_message(), "kind = cuda: "), "%s", deftsim_error_message());
     cr_assert(strstr(deftsim_error_message(), "set kind = cpu"), "%s", deftsim_error_message());
-    if (deftsim_kernels_backend_count() > 1)
+    if (deftsim_kernels_backend_count() > 1) {
+        cr_assert(strstr(deftsim_error_message(), "no usable GPU was found: "), "%s",
+                  deftsim_error_message());
         cr_assert(strstr(deftsim_error_message(), reason), "%s | %s", deftsim_error_message(),
                   reason);
+    }
     else
         cr_assert(strstr(deftsim_error_message(), "no CUDA kernel backend"), "%s",
                   deftsim_error_message());
@@ -1034,9 +1038,10 @@ Test(cli, run_exit_codes_and_messages)
     free(err);
 
     if (deftsim_kernels_backend_unavailable("cuda-staged")) {
+        /* A setting the user can change: an input error, exit 2. */
         const char *cuda[] = {"run", ini, "--set", "device.kind=cuda", NULL};
-        cr_assert_eq(run_cli(cuda, &out, &err), 1);
-        cr_assert(strstr(err, "kind = cuda: "), "%s", err);
+        cr_assert_eq(run_cli(cuda, &out, &err), 2, "%s", err);
+        cr_assert(strstr(err, "deftsim: input error: --set device.kind = cuda: "), "%s", err);
         free(out);
         free(err);
     }
