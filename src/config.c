@@ -1318,12 +1318,29 @@ static deftsim_status network_check(const deftsim_config *cfg)
     return DEFTSIM_OK;
 }
 
+/* [sparsify]: wire = reference sends what the authors' code sends, 4-byte (fp32) values
+ * among them (gTop-k's 16-byte pairs hold a float64 value); it has no 2-byte value. */
+static deftsim_status sparsify_check(const deftsim_config *cfg)
+{
+    char w[512], ww[512];
+    if (cfg->sparsify.wire == DEFTSIM_WIRE_REFERENCE && cfg->sparsify.value_bytes != 4) {
+        where(cfg, kidx("sparsify", "value_bytes"), w, sizeof w);
+        where(cfg, kidx("sparsify", "wire"), ww, sizeof ww);
+        return deftsim_error_set(DEFTSIM_E_INPUT,
+                                 "%s: %d, but wire = reference (%s) sends 4-byte (fp32) values, "
+                                 "as the authors' code does; set value_bytes = 4, or wire = spec",
+                                 w, cfg->sparsify.value_bytes, ww);
+    }
+    return DEFTSIM_OK;
+}
+
 deftsim_status deftsim_config_check(const deftsim_config *cfg)
 {
     char w[512];
     {
         deftsim_status nst = network_check(cfg);
         if (nst) return nst;
+        if ((nst = sparsify_check(cfg))) return nst;
     }
     int km = key_index("gradients", "model"), kt = key_index("gradients", "trace");
     int kc = key_index("workers", "counts");

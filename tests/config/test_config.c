@@ -448,6 +448,18 @@ Test(config_override, cross_field_errors_name_the_override)
     const char *ov4[] = {"sparsify.index_bytes=16"};
     cr_expect_eq(deftsim_config_load("minimal.ini", ov4, 1, &c), DEFTSIM_E_INPUT);
     cr_expect_str_eq(deftsim_error_message(), "--set sparsify.index_bytes: 16 is not one of 4, 8");
+    /* wire = reference has no 2-byte values: refused, naming both keys wherever they were
+     * set, not sent as 4-byte values behind the user's back. */
+    const char *ov7[] = {"sparsify.wire=reference", "sparsify.value_bytes=2"};
+    cr_expect_eq(deftsim_config_load("minimal.ini", ov7, 2, &c), DEFTSIM_E_INPUT);
+    cr_expect_str_eq(deftsim_error_message(),
+                     "--set sparsify.value_bytes: 2, but wire = reference (--set sparsify.wire) "
+                     "sends 4-byte (fp32) values, as the authors' code does; set value_bytes = 4, "
+                     "or wire = spec");
+    const char *ov8[] = {"sparsify.wire=reference", "sparsify.value_bytes=4"};
+    cr_expect_eq(deftsim_config_load("minimal.ini", ov8, 2, &c), DEFTSIM_OK, "%s",
+                 deftsim_error_message());
+    deftsim_config_free(c);
     /* The platform must hold the largest worker count, and the message says it is that. */
     const char *ov5[] = {"network.topology=torus", "network.topology_params=4,4", "workers.counts=4..32"};
     cr_expect_eq(deftsim_config_load("minimal.ini", ov5, 3, &c), DEFTSIM_E_INPUT);
@@ -539,7 +551,6 @@ Test(config_print, ini_round_trip)
         "sparsify.densities=0.3333333333333333, 1e-7, 0.1, 1, 2.2250738585072014e-308",
         "sparsify.index_bytes=8",
         "sparsify.value_bytes=2",
-        "sparsify.wire=reference",
         "sparsify.error_feedback=sampled",
         "sparsify.sampled_workers=1048576",
         "sparsify.cltk_charge=all",
@@ -551,6 +562,11 @@ Test(config_print, ini_round_trip)
     };
     deftsim_config *c = load_ok("minimal.ini", ov, sizeof ov / sizeof ov[0]);
     round_trip(c, "every key changed");
+    deftsim_config_free(c);
+    /* wire = reference sends 4-byte values only, so it is changed on its own. */
+    const char *ref[] = {"sparsify.wire=reference", "sparsify.index_bytes=8"};
+    c = load_ok("minimal.ini", ref, 2);
+    round_trip(c, "wire = reference");
     deftsim_config_free(c);
 }
 
