@@ -60,8 +60,9 @@ typedef enum {
 
 typedef enum { DEFTSIM_SOURCE_SYNTHETIC, DEFTSIM_SOURCE_TRACE } deftsim_source;
 
-/* spec: the formats of spec/sparsifiers.md; reference: DEFT's int64 indices and gTop-k's
- * 16-byte float64 (index, value) pairs, as the authors' code sends them. */
+/* spec: [sparsify] index_bytes and value_bytes for every method; reference: what the authors'
+ * code sends (int64 indices, fp32 values, DEFT's int64 counts, gTop-k's 16-byte float64
+ * (index, value) pairs). docs/SPARSIFIERS.md, "Wire formats". */
 typedef enum { DEFTSIM_WIRE_SPEC, DEFTSIM_WIRE_REFERENCE } deftsim_wire;
 
 typedef enum {

@@ -1,5 +1,5 @@
 /* deftsim_deft.h - DEFT's planning steps (Yoon & Oh, ICPP 2023), exactly as
- * ../shared/spec/sparsifiers.md defines them: fragments, norm-proportional k per fragment, and
+ * docs/SPARSIFIERS.md ("deft") defines them: fragments, norm-proportional k per fragment, and
  * the leader's greedy bin packing. Pure functions of their inputs: no kernels, no timing. */
 #ifndef DEFTSIM_DEFT_H
 #define DEFTSIM_DEFT_H

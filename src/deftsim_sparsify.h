@@ -1,4 +1,4 @@
-/* deftsim_sparsify.h - the sparsifiers of ../shared/spec/sparsifiers.md behind one interface.
+/* deftsim_sparsify.h - the sparsifiers of docs/SPARSIFIERS.md behind one interface.
  *
  * One call runs one iteration for all P workers: every worker's selection work runs for real on
  * that worker's accumulator (acc_w = residual_w + g_w) through the kernels of kernels/ and is

@@ -283,7 +283,7 @@ void deftsim_run_options_default(deftsim_run_options *o)
 
 const deftsim_memory_plan *deftsim_engine_memory(const deftsim_engine *e) { return &e->plan; }
 
-/* k of a density: floor(d n), at least 1 (spec: Notation). */
+/* k of a density: floor(d n), at least 1 (docs/SPARSIFIERS.md, "One step, P workers"). */
 static uint64_t k_of(double d, uint64_t n)
 {
     double k = floor(d * (double)n);

@@ -1,10 +1,10 @@
-/* sp_deft.c - DEFT (Yoon & Oh, ICPP 2023) as ../shared/spec/sparsifiers.md defines it.
+/* sp_deft.c - DEFT (Yoon & Oh, ICPP 2023) as docs/SPARSIFIERS.md ("deft") defines it.
  *
- * Every worker computes its fragments' norms and its own k_j (spec step 2); the leader t mod P
- * packs the fragments by its own k_j and broadcasts the packing (step 3); worker r selects in
- * bin (t + r) mod P with its own k_j, one segmented top-k call (step 4); the index lists plus
- * the common fragments form U, disjoint by construction (step 5); every worker zeroes U
- * (step 6). Planning (fragments, k allocation, packing) is deft_plan.c's. */
+ * Every worker computes its fragments' norms and its own k_j (step 2 there); the leader
+ * t mod P packs the fragments by its own k_j and broadcasts the packing (step 3); worker r
+ * selects in bin (t + r) mod P with its own k_j, one segmented top-k call (step 4); the index
+ * lists plus the common fragments form U, disjoint by construction (step 5); every worker
+ * zeroes U (step 6). Planning (fragments, k allocation, packing) is deft_plan.c's. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,4 +1,4 @@
-/* sp_dgc.c - DGC (Deep Gradient Compression, Lin et al.), as ../shared/spec/sparsifiers.md
+/* sp_dgc.c - DGC (Deep Gradient Compression, Lin et al.), as docs/SPARSIFIERS.md ("dgc")
  * defines it after the reference code (synxlin/deep-gradient-compression, dgc/compression.py).
  *
  * Layer-wise: every tensor with more than one dimension selects on its own with a sampled

@@ -1,4 +1,4 @@
-/* sp_topk.c - the two Top-k baselines of ../shared/spec/sparsifiers.md.
+/* sp_topk.c - the two Top-k baselines of docs/SPARSIFIERS.md ("topk", "topk-ag").
  *
  * topk (the DEFT paper's baseline, the authors' TopKReducer): top-k on every worker, an
  * allgather of the k indices, the sorted union U (k <= |U| <= min(n, P k): the build-up), an

@@ -56,10 +56,10 @@ deftsim_step *deftsim_schedule_add(deftsim_schedule *s, deftsim_step_kind kind, 
 const char *deftsim_step_kind_name(deftsim_step_kind k);
 
 /* Bytes each rank sends and receives for a step under the reference algorithms of the
- * spec's traffic formulas: ring allgather(v), ring allreduce (reduce-scatter + allgather,
- * the vector cut into P near-equal chunks at element granularity elem_bytes), binomial-tree
- * broadcast, and the step's own point-to-point messages. Adds into sent[] and recv[]
- * (P entries each). */
+ * traffic formulas (docs/SPARSIFIERS.md, "Traffic of a schedule step"): ring allgather(v),
+ * ring allreduce (reduce-scatter + allgather, the vector cut into P near-equal chunks at
+ * element granularity elem_bytes), binomial-tree broadcast, and the step's own point-to-point
+ * messages. Adds into sent[] and recv[] (P entries each). */
 void deftsim_step_traffic(const deftsim_step *st, uint32_t P, uint32_t elem_bytes,
                           uint64_t *sent, uint64_t *recv);
 

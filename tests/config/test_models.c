@@ -1,7 +1,7 @@
 /* test_models.c - the built-in model tables and the CSV parser behind them and user tables.
  *
- * The totals were computed independently from the CSV files in ../shared/models (summing
- * numel). */
+ * The totals were computed independently from the CSV files in traces/models/ (summing
+ * numel), not with the parser under test. */
 #include <criterion/criterion.h>
 
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /* test_engine_slow.c - the engine on a real model table (ResNet-18, n = 11.2 M): every method at
  * P = 1, 2, 4 with full feedback, and the bounded-memory mode at P = 8, checked against what
- * the spec guarantees of each method's aggregate. Suite slow (tens of seconds). */
+ * docs/SPARSIFIERS.md guarantees of each method's aggregate. Suite slow (tens of seconds). */
 #include <criterion/criterion.h>
 
 #include <ftw.h>

@@ -1,7 +1,7 @@
 /* test_sparsify.c - what every sparsifier must do: keep all gradient mass (residuals + P times
  * the aggregate = accumulators, except gTop-k's documented loss), run with P = 1, give the same
- * result through a non-persistent provider, report bytes equal to the spec's formulas, and
- * report phases that match the schedule. */
+ * result through a non-persistent provider, report bytes equal to the formulas of
+ * docs/SPARSIFIERS.md, and report phases that match the schedule. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
@@ -245,7 +245,7 @@ Test(sparsify, nonpersistent_provider_same_result)
 
 /* ---- Bytes ------------------------------------------------------------------------------ */
 
-/* What a step must move under the spec's formulas: recv_exact[r] from allgathers, broadcasts
+/* What a step must move under docs/SPARSIFIERS.md's formulas: recv_exact[r] from allgathers, broadcasts
  * and point-to-point messages (exact per rank), plus ring allreduces, where each rank sends and
  * receives 2 (P-1)/P m e for m elements of e bytes. The ring moves whole elements, so a rank's
  * share is that value exactly when P divides m and within two elements otherwise; the total
