@@ -180,7 +180,8 @@ static const keydef keys[] = {
     {KEY("sparsify", "value_bytes", "4 or 2", "4", "wire size of a value"),
      .type = T_INT, .off = F(sparsify.value_bytes), .choices = value_byte_choices},
     {KEY("sparsify", "wire", "one of: spec, reference", "spec",
-         "reference: DEFT's int64 indices and gTop-k's 16-byte pairs, as the authors' code"),
+         "reference: the authors' int64 indices, fp32 values (value_bytes 4) and gTop-k's "
+         "16-byte pairs"),
      .type = T_ENUM, .off = F(sparsify.wire), .names = wire_names},
     {KEY("sparsify", "error_feedback", "one of: full, none, sampled", "full",
          "residuals kept by every worker, none, or sampled workers"),

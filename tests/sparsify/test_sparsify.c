@@ -245,11 +245,11 @@ Test(sparsify, nonpersistent_provider_same_result)
 
 /* ---- Bytes ------------------------------------------------------------------------------ */
 
-/* What a step must move under docs/SPARSIFIERS.md's formulas: recv_exact[r] from allgathers, broadcasts
- * and point-to-point messages (exact per rank), plus ring allreduces, where each rank sends and
- * receives 2 (P-1)/P m e for m elements of e bytes. The ring moves whole elements, so a rank's
- * share is that value exactly when P divides m and within two elements otherwise; the total
- * over ranks, 2 (P-1) m e, is exact always. */
+/* What a step must move under the formulas of docs/SPARSIFIERS.md: recv_exact[r] from
+ * allgathers, broadcasts and point-to-point messages (exact per rank), plus ring allreduces,
+ * where each rank sends and receives 2 (P-1)/P m e for m elements of e bytes. The ring moves
+ * whole elements, so a rank's share is that value exactly when P divides m and within two
+ * elements otherwise; the total over ranks, 2 (P-1) m e, is exact always. */
 typedef struct {
     uint64_t *recv_exact;
     double ar_rank;      /* sum over the allreduces of 2 (P-1)/P m e */
