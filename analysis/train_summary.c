@@ -227,9 +227,7 @@ deftsim_status deftsim_train_analysis_add_file(deftsim_train_analysis *a, const 
     }
     deftsim_csvr_close(r);
     if (!st && !nrows)
-        st = deftsim_error_set(DEFTSIM_E_INPUT, "%s: no rows (a train point file holds a header "
-                                                "and at least one row)",
-                               path);
+        st = deftsim_error_set(DEFTSIM_E_INPUT, "%s: a header and no rows", path);
     return st;
 }
 

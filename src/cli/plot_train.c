@@ -81,9 +81,7 @@ static deftsim_status read_curve(const deftsim_train_point_file *pf, curve *c)
     }
     deftsim_csvr_close(r);
     if (!st && !c->n)
-        st = deftsim_error_set(DEFTSIM_E_INPUT, "%s: no rows (a train point file holds a header and "
-                                                "at least one row)",
-                               pf->path);
+        st = deftsim_error_set(DEFTSIM_E_INPUT, "%s: a header and no rows", pf->path);
     return st;
 }
 

@@ -294,11 +294,11 @@ Test(train_results, plot_and_bad_inputs, .init = setup, .fini = teardown, .timeo
     free(text);
     deftsim_test_run r = run((const char *[]){"analyze", d1, NULL});
     cr_expect_eq(r.rc, 2);
-    expect_has(r.err, "points/deft_d0.01_P2.csv: no rows");
+    expect_has(r.err, "points/deft_d0.01_P2.csv: a header and no rows");
     run_free(&r);
     r = run((const char *[]){"plot", d1, NULL});
     cr_expect_eq(r.rc, 2);
-    expect_has(r.err, "points/deft_d0.01_P2.csv: no rows");
+    expect_has(r.err, "points/deft_d0.01_P2.csv: a header and no rows");
     run_free(&r);
 
     /* A manifest that lists no points, and a listed file that is missing. */
