@@ -219,8 +219,9 @@ int deftsim_cli_plot_train(const char *dir, const char *scripts, const char (*fo
                 if (isfinite(w->sim)) have_sim++;
                 if (w->it > itmax) itmax = w->it;
             }
-            ml += (size_t)snprintf(methods + ml, ml < sizeof methods ? sizeof methods - ml : 0, "%s%s",
-                                   blocks ? " " : "", cv[i].method);
+            if (ml < sizeof methods)
+                ml += (size_t)snprintf(methods + ml, sizeof methods - ml, "%s%s", blocks ? " " : "",
+                                       cv[i].method);
             blocks++;
         }
         if ((st = deftsim_afile_commit(af))) {
