@@ -1181,9 +1181,11 @@ static void default_name(const char *origin, char *buf, size_t cap)
     if (n > 4 && strcmp(buf + n - 4, ".ini") == 0) buf[n - 4] = '\0';
 }
 
-deftsim_status deftsim_config_parse(const char *text, const char *origin,
-                                    const char *const *overrides, size_t noverrides,
-                                    deftsim_config **out)
+static deftsim_status config_check(const deftsim_config *cfg, int train);
+
+static deftsim_status parse_impl(const char *text, const char *origin,
+                                 const char *const *overrides, size_t noverrides, int train,
+                                 deftsim_config **out)
 {
     *out = NULL;
     /* The name from the file's name is filled in last, and only if neither the file nor an
@@ -1218,7 +1220,7 @@ deftsim_status deftsim_config_parse(const char *text, const char *origin,
         }
     }
     if ((st = derive(cfg))) goto fail;
-    if ((st = deftsim_config_check(cfg))) goto fail;
+    if ((st = config_check(cfg, train))) goto fail;
     *out = cfg;
     return DEFTSIM_OK;
 fail:
@@ -1226,8 +1228,22 @@ fail:
     return st;
 }
 
-deftsim_status deftsim_config_load(const char *path, const char *const *overrides,
-                                   size_t noverrides, deftsim_config **out)
+deftsim_status deftsim_config_parse(const char *text, const char *origin,
+                                    const char *const *overrides, size_t noverrides,
+                                    deftsim_config **out)
+{
+    return parse_impl(text, origin, overrides, noverrides, 0, out);
+}
+
+deftsim_status deftsim_config_parse_train(const char *text, const char *origin,
+                                          const char *const *overrides, size_t noverrides,
+                                          deftsim_config **out)
+{
+    return parse_impl(text, origin, overrides, noverrides, 1, out);
+}
+
+static deftsim_status load_impl(const char *path, const char *const *overrides,
+                                size_t noverrides, int train, deftsim_config **out)
 {
     *out = NULL;
     char *text;
@@ -1238,9 +1254,21 @@ deftsim_status deftsim_config_load(const char *path, const char *const *override
         free(text);
         return deftsim_error_set(DEFTSIM_E_INPUT, "%s: contains a NUL byte", path);
     }
-    st = deftsim_config_parse(text, path, overrides, noverrides, out);
+    st = parse_impl(text, path, overrides, noverrides, train, out);
     free(text);
     return st;
+}
+
+deftsim_status deftsim_config_load(const char *path, const char *const *overrides,
+                                   size_t noverrides, deftsim_config **out)
+{
+    return load_impl(path, overrides, noverrides, 0, out);
+}
+
+deftsim_status deftsim_config_load_train(const char *path, const char *const *overrides,
+                                         size_t noverrides, deftsim_config **out)
+{
+    return load_impl(path, overrides, noverrides, 1, out);
 }
 
 /* ---- cross-field rules ------------------------------------------------------------------ */
@@ -1337,6 +1365,14 @@ static deftsim_status sparsify_check(const deftsim_config *cfg)
 
 deftsim_status deftsim_config_check(const deftsim_config *cfg)
 {
+    return config_check(cfg, 0);
+}
+
+/* train: the scenario drives deftsim train or trace record, whose gradients come from the
+ * network itself: a synthetic source may leave [gradients] model unset (when set, it must
+ * load, and the trainer compares it with the network's table). */
+static deftsim_status config_check(const deftsim_config *cfg, int train)
+{
     char w[512];
     {
         deftsim_status nst = network_check(cfg);
@@ -1347,6 +1383,15 @@ deftsim_status deftsim_config_check(const deftsim_config *cfg)
     int kc = key_index("workers", "counts");
     const char *src = deftsim_source_name(cfg->gradients.source);
     if (cfg->gradients.source == DEFTSIM_SOURCE_SYNTHETIC) {
+        if (!cfg->gradients.model && train) {
+            if (cfg->gradients.trace) {
+                where(cfg, (size_t)kt, w, sizeof w);
+                return deftsim_error_set(DEFTSIM_E_INPUT,
+                                         "%s: set, but source = %s (a trace needs source = trace)",
+                                         w, src);
+            }
+            return DEFTSIM_OK;
+        }
         if (!cfg->gradients.model) {
             where(cfg, (size_t)km, w, sizeof w);
             return deftsim_error_set(DEFTSIM_E_INPUT, "%s: missing (required when source = %s)", w, src);

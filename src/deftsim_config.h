@@ -170,6 +170,15 @@ deftsim_status deftsim_config_parse(const char *text, const char *origin,
                                     const char *const *overrides, size_t noverrides,
                                     deftsim_config **out);
 
+/* The same for deftsim train and deftsim trace record: their gradients come from the network
+ * of [train] model, so a synthetic source may leave [gradients] model unset (deftsim run and
+ * sweep on the same file still need it). A model that is set is checked as always. */
+deftsim_status deftsim_config_load_train(const char *path, const char *const *overrides,
+                                         size_t noverrides, deftsim_config **out);
+deftsim_status deftsim_config_parse_train(const char *text, const char *origin,
+                                          const char *const *overrides, size_t noverrides,
+                                          deftsim_config **out);
+
 /* Every key at its default, scenario.name = name ("scenario" if NULL). The gradient model is
  * unset, so deftsim_config_check() fails until one is set. */
 deftsim_status deftsim_config_default(const char *name, deftsim_config **out);

@@ -105,6 +105,9 @@ static deftsim_status check_gradients_table(const deftsim_config *cfg, const def
     const char *key, *value;
     deftsim_status st;
     char w[600];
+    /* No table named: the network's own is used (deftsim_config_load_train allows that). */
+    if (cfg->gradients.source == DEFTSIM_SOURCE_SYNTHETIC && !cfg->gradients.model)
+        return DEFTSIM_OK;
     if (cfg->gradients.source == DEFTSIM_SOURCE_TRACE) {
         key = "trace";
         value = cfg->gradients.trace;

@@ -8,9 +8,11 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "cli_train.h"
 #include "deftsim_analysis.h"
 #include "deftsim_build_info.h"
 #include "deftsim_sweep.h"
+#include "deftsim_train_results.h"
 #include "deftsim_util.h"
 
 static void usage(FILE *out)
@@ -18,6 +20,8 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: deftsim analyze DIR|FILE [--output DIR] [--bootstrap B] [--level L] [--seed S]\n"
             "                       [--warmup N] [--quiet]\n"
+            "       deftsim analyze TRAIN_DIR... [--target ACC] [--output DIR] [--bootstrap B]\n"
+            "                       [--level L] [--seed S] [--quiet]\n"
             "\n"
             "Reads the finished points of a results folder (deftsim sweep or deftsim run; a CSV file\n"
             "of rows is read as it is) and writes, into DIR (or --output):\n"
@@ -28,6 +32,11 @@ static void usage(FILE *out)
             "               point's iterations; the scaling exponent of selection time with P; the\n"
             "               speedups over topk at each P\n"
             "  summary.md   the same as tables to read, with the definitions\n"
+            "Folders of deftsim train (one or more, one repeat each: the same scenario with other\n"
+            "seeds) give per point (method, density, P) the final and best test accuracy, the\n"
+            "final test loss and simulated time, and the iterations and simulated time to a\n"
+            "target accuracy: medians over the repeats, intervals when there are two or more.\n"
+            "Written into the first TRAIN_DIR (or --output).\n"
             "docs/ANALYSIS.md defines every column.\n"
             "\n"
             "  -o, --output DIR     where to write (default: DIR, or a FILE's folder)\n"
@@ -35,6 +44,9 @@ static void usage(FILE *out)
             "  -l, --level L        confidence level in (0, 1) (default 0.95)\n"
             "  -S, --seed S         seed of the resampling (default 1): the same seed, the same intervals\n"
             "  -w, --warmup N       leave out each point's first N iterations (default 0)\n"
+            "  -t, --target ACC     training results: the target test accuracy, ACC in (0, 1], or\n"
+            "                       dense:F, F in (0, 1] of dense's final accuracy at the same P\n"
+            "                       (default dense:0.95)\n"
             "  -q, --quiet          no summary line on stderr\n"
             "  -h, --help           this help\n"
             "\n"
@@ -49,6 +61,7 @@ int deftsim_cmd_analyze(int argc, char **argv)
         {"level", required_argument, NULL, 'l'},
         {"seed", required_argument, NULL, 'S'},
         {"warmup", required_argument, NULL, 'w'},
+        {"target", required_argument, NULL, 't'},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -61,8 +74,10 @@ int deftsim_cmd_analyze(int argc, char **argv)
     deftsim_analysis *an = NULL;
     char **prov = NULL;
     char *dirbuf = NULL;
+    const char *target = NULL;
+    int warmup_set = 0;
     optind = 0;
-    while ((c = getopt_long(argc, argv, "o:b:l:S:w:qh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "o:b:l:S:w:t:qh", opts, NULL)) != -1) {
         int64_t v;
         double d;
         uint64_t u;
@@ -87,13 +102,22 @@ int deftsim_cmd_analyze(int argc, char **argv)
             if (deftsim_parse_i64(optarg, &v) || v < 0 || v > 1000000)
                 return deftsim_cli_usage_error("analyze", "--warmup: '%s' is not in [0, 1000000]", optarg);
             ao.warmup = (size_t)v;
+            warmup_set = 1;
             break;
+        case 't': target = optarg; break;
         case 'q': quiet = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
     }
     if (optind >= argc) return deftsim_cli_usage_error("analyze", "missing DIR");
+    if (!deftsim_cli_parse_only && deftsim_train_results_is(argv[optind])) {
+        if (warmup_set)
+            return deftsim_cli_usage_error("analyze", "--warmup does not apply to training results");
+        return deftsim_cli_analyze_train(argc - optind, argv + optind, &ao.boot, target, outdir,
+                                         quiet);
+    }
+    if (target) return deftsim_cli_usage_error("analyze", "--target applies to training results only");
     if (optind + 1 < argc)
         return deftsim_cli_usage_error("analyze", "unexpected argument '%s'", argv[optind + 1]);
     if (deftsim_cli_parse_only) return 0;

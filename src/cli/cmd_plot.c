@@ -18,8 +18,10 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_train.h"
 #include "deftsim_analysis.h"
 #include "deftsim_plots_path.h"
+#include "deftsim_train_results.h"
 #include "deftsim_util.h"
 
 static void usage(FILE *out)
@@ -41,6 +43,9 @@ static void usage(FILE *out)
             "Error bars are the confidence intervals of summary.csv. One set of figures per model\n"
             "and density (and sweep variant); file names carry them when there are several. The\n"
             "figures' data go to DIR/plots/data/. Needs gnuplot with the cairo terminals.\n"
+            "A deftsim train folder (no summary.csv needed) gets its training curves instead:\n"
+            "  train_accuracy_vs_iteration, train_accuracy_vs_time, train_loss_vs_iteration,\n"
+            "  train_loss_vs_time   test accuracy and loss per method, one set per density and P\n"
             "\n"
             "  -f, --format LIST   image formats, comma-separated: png, svg, pdf (default png,svg)\n"
             "      --pdf           add pdf to the formats\n"
@@ -516,6 +521,10 @@ int deftsim_cmd_plot(int argc, char **argv)
     if (deftsim_cli_parse_only) return 0;
 
     const char *dir = argv[optind];
+    /* A deftsim train folder: its training curves (plot_train.c). */
+    if (deftsim_train_results_is(dir))
+        return deftsim_cli_plot_train(dir, x.scripts, (const char(*)[8])x.formats, x.nformats,
+                                      x.quiet);
     char summary[4200], outdir[4200], datadir[4300];
     snprintf(summary, sizeof summary, "%s/summary.csv", dir);
     snprintf(outdir, sizeof outdir, "%s/plots", dir);

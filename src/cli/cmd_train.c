@@ -102,7 +102,7 @@ int deftsim_cmd_train(int argc, char **argv)
         rc = deftsim_cli_usage_error("train", "unexpected argument '%s'", argv[optind + 1]);
         goto done;
     }
-    deftsim_status st = deftsim_config_load(argv[optind], sets, nsets, &cfg);
+    deftsim_status st = deftsim_config_load_train(argv[optind], sets, nsets, &cfg);
     if (st) {
         rc = deftsim_cli_fail(st);
         goto done;
@@ -213,7 +213,7 @@ int deftsim_cmd_trace_record(int argc, char **argv)
         rc = deftsim_cli_usage_error("trace", "record needs -o DIR");
         goto done;
     }
-    deftsim_status st = deftsim_config_load(argv[optind], sets, nsets, &cfg);
+    deftsim_status st = deftsim_config_load_train(argv[optind], sets, nsets, &cfg);
     if (st) {
         rc = deftsim_cli_fail(st);
         goto done;

@@ -920,3 +920,30 @@ Test(config_network, platform_shapes)
         cr_expect_str_eq(deftsim_error_message(), bad[i].msg);
     }
 }
+
+/* A train scenario need not name [gradients] model: deftsim train's gradients come from
+ * [train] model's network. deftsim run and sweep on the same text still need one. */
+Test(config, train_needs_no_gradients_model)
+{
+    const char *text = "[scenario]\niterations = 4\n[train]\nmodel = mlp\n";
+    deftsim_config *c = NULL;
+    cr_expect_eq(deftsim_config_parse_train(text, "t.ini", NULL, 0, &c), DEFTSIM_OK, "%s",
+                 deftsim_error_message());
+    cr_assert_not_null(c);
+    cr_expect_null(c->gradients.model);
+    /* For run: the model is still required, and the message says so. */
+    cr_expect_eq(deftsim_config_check(c), DEFTSIM_E_INPUT);
+    cr_expect_str_eq(deftsim_error_message(),
+                     "t.ini: [gradients] model: missing (required when source = synthetic)");
+    deftsim_config_free(c);
+    cr_expect_eq(deftsim_config_parse(text, "t.ini", NULL, 0, &c), DEFTSIM_E_INPUT);
+    /* A model that is set is still checked, and a trace without source = trace is refused. */
+    const char *bad = "[gradients]\nmodel = nosuchmodel_xyz\n[train]\nmodel = mlp\n";
+    cr_expect_eq(deftsim_config_parse_train(bad, "b.ini", NULL, 0, &c), DEFTSIM_E_INPUT);
+    cr_expect(strstr(deftsim_error_message(), "b.ini:2: [gradients] model"), "%s",
+              deftsim_error_message());
+    const char *tr = "[gradients]\ntrace = traces/x\n";
+    cr_expect_eq(deftsim_config_parse_train(tr, "c.ini", NULL, 0, &c), DEFTSIM_E_INPUT);
+    cr_expect(strstr(deftsim_error_message(), "set, but source = synthetic"), "%s",
+              deftsim_error_message());
+}
