@@ -164,19 +164,22 @@ typedef struct {
     double scale;          /* seconds -> ms, bytes -> MB */
     int logy;              /* values <= 0 cannot be drawn */
     const char *missing;   /* why a figure without data is left out */
+    const char *stem2;     /* a second quantity drawn beside the first (its blocks follow), or NULL */
+    int drop_at_P;         /* leave out a method whose every median equals P (one worker does all) */
 } line_figure;
 
 static const line_figure line_figures[] = {
     {"select_vs_P", "select_seconds", NULL, NULL, 1e3, 1, "no selection times"},
     {"speedup_vs_P", "select_speedup", "select_speedup_lo", "select_speedup_hi", 1, 1,
      "no topk points to compare with"},
-    {"bytes_vs_P", "bytes_sent", NULL, NULL, 1e-6, 1, "no bytes sent (P = 1 only?)"},
+    {"bytes_vs_P", "bytes_sent", NULL, NULL, 1e-6, 1, "no bytes sent (P = 1 only?)", "bytes_sent_max",
+     0},
     {"buildup_vs_P", "buildup", NULL, NULL, 1, 1, "no build-up values"},
     {"comm_vs_P", "comm_seconds", NULL, NULL, 1e3, 1,
      "no communication times: the rows have no network simulation (comm_seconds)"},
     {"iteration_vs_P", "iteration_seconds", NULL, NULL, 1e3, 1,
      "no iteration times: the rows have no network simulation (iteration_seconds)"},
-    {"imbalance_vs_P", "imbalance_seconds", NULL, NULL, 1, 1, "no imbalance values"},
+    {"imbalance_vs_P", "imbalance_seconds", NULL, NULL, 1, 1, "no imbalance values", NULL, 1},
     {"captured_vs_P", "captured_frac", NULL, NULL, 1, 0, "no captured-norm values"},
 };
 
@@ -300,6 +303,46 @@ static size_t methods_of(const stable *t, size_t b, size_t e, const char **out, 
     return n;
 }
 
+/* Writes method m's rows of [b, e) as one data block "P median lo hi" (scaled); returns the
+ * number of rows. hdr: the block's comment line. Values that a logarithmic axis cannot show are
+ * left out. */
+static size_t write_block(FILE *f, const stable *t, size_t b, size_t e, const char *m, const char *med,
+                          const char *lo, const char *hi, const line_figure *fg, int first,
+                          const char *hdr, double *pmin, double *pmax)
+{
+    size_t nrow = 0;
+    for (size_t r = b; r < e; r++) {
+        if (strcmp(cellv(t, r, "method"), m)) continue;
+        double v = numv(t, r, med);
+        if (isnan(v) || (fg->logy && !(v > 0))) continue;
+        double l = numv(t, r, lo), h = numv(t, r, hi);
+        /* No interval (one iteration): a bar of zero length. */
+        if (isnan(l) || isnan(h) || isinf(l) || isinf(h)) l = h = v;
+        if (fg->logy && !(l > 0)) l = v;
+        if (!nrow) fprintf(f, "%s# %s %s\n", first ? "" : "\n\n", hdr, m);
+        double P = numv(t, r, "P");
+        if (P < *pmin) *pmin = P;
+        if (P > *pmax) *pmax = P;
+        fprintf(f, "%s %.9g %.9g %.9g\n", cellv(t, r, "P"), v * fg->scale, l * fg->scale, h * fg->scale);
+        nrow++;
+    }
+    return nrow;
+}
+
+/* Whether every defined median of method m in [b, e) equals its P (and there is one). */
+static int equals_P(const stable *t, size_t b, size_t e, const char *m, const char *med)
+{
+    int any = 0;
+    for (size_t r = b; r < e; r++) {
+        if (strcmp(cellv(t, r, "method"), m)) continue;
+        double v = numv(t, r, med), P = numv(t, r, "P");
+        if (isnan(v)) continue;
+        if (!(fabs(v - P) <= 1e-9 * P) || P < 2) return 0;
+        any = 1;
+    }
+    return any;
+}
+
 static deftsim_status line_plot(plot_ctx *x, const stable *t, size_t b, size_t e,
                                 const line_figure *fg, const char *suffix, const char *subtitle)
 {
@@ -317,6 +360,16 @@ static deftsim_status line_plot(plot_ctx *x, const stable *t, size_t b, size_t e
         add_note(x, "%s%s: summary.csv has no %s column", fg->name, suffix, med);
         return DEFTSIM_OK;
     }
+    /* The second quantity (the busiest worker's bytes beside the mean), when summary.csv has it. */
+    char med2[128] = "", lo2[128] = "", hi2[128] = "";
+    int two = 0;
+    if (fg->stem2) {
+        snprintf(med2, sizeof med2, "%s_median", fg->stem2);
+        snprintf(lo2, sizeof lo2, "%s_lo", fg->stem2);
+        snprintf(hi2, sizeof hi2, "%s_hi", fg->stem2);
+        two = colidx(t, med2) >= 0;
+        if (!two) add_note(x, "%s%s: summary.csv has no %s column: drawn without it", fg->name, suffix, med2);
+    }
     char stem[512], data[4400];
     snprintf(stem, sizeof stem, "%s%s", fg->name, suffix);
     snprintf(data, sizeof data, "%s/data/%s.dat", x->outdir, stem);
@@ -326,40 +379,34 @@ static deftsim_status line_plot(plot_ctx *x, const stable *t, size_t b, size_t e
     FILE *f = deftsim_afile_stream(af);
     fprintf(f, "# %s: %s\n# columns: P median lo hi (summary.csv %s, %s, %s, times %g)\n", stem,
             subtitle, med, lo, hi, fg->scale);
-    char shown[1024] = "", omitted[1024] = "";
+    if (two)
+        fprintf(f, "# the blocks after the methods' %s blocks: %s, %s, %s, one per method in the "
+                   "same order\n", med, med2, lo2, hi2);
+    char shown[1024] = "", omitted[1024] = "", at_P[1024] = "";
+    const char *shown_m[64];
     size_t blocks = 0;
     double pmin = INFINITY, pmax = 0;
     for (size_t i = 0; i < nm; i++) {
         size_t nrow = 0;
-        for (size_t r = b; r < e; r++) {
-            if (strcmp(cellv(t, r, "method"), meth[i])) continue;
-            double v = numv(t, r, med);
-            if (isnan(v) || (fg->logy && !(v > 0))) continue;
-            double l = numv(t, r, lo), h = numv(t, r, hi);
-            /* No interval (one iteration): a bar of zero length. */
-            if (isnan(l) || isnan(h) || isinf(l) || isinf(h)) l = h = v;
-            if (fg->logy && !(l > 0)) l = v;
-            if (!nrow) fprintf(f, "%s# method %s\n", blocks ? "\n\n" : "", meth[i]);
-            double P = numv(t, r, "P");
-            if (P < pmin) pmin = P;
-            if (P > pmax) pmax = P;
-            fprintf(f, "%s %.9g %.9g %.9g\n", cellv(t, r, "P"), v * fg->scale, l * fg->scale,
-                    h * fg->scale);
-            nrow++;
-        }
-        char *dst = nrow ? shown : omitted;
+        int drop = fg->drop_at_P && equals_P(t, b, e, meth[i], med);
+        if (!drop) nrow = write_block(f, t, b, e, meth[i], med, lo, hi, fg, !blocks, "method", &pmin, &pmax);
+        char *dst = drop ? at_P : nrow ? shown : omitted;
         size_t len = strlen(dst);
         snprintf(dst + len, 1024 - len, "%s%s", len ? " " : "", meth[i]);
-        if (nrow) blocks++;
+        if (nrow) shown_m[blocks++] = meth[i];
     }
     if (!blocks) {
         deftsim_afile_abort(af);
         add_note(x, "%s: not drawn: %s", stem, fg->missing);
         return DEFTSIM_OK;
     }
+    /* One block of the second quantity per shown method, empty where it has no value. */
+    for (size_t i = 0; two && i < blocks; i++)
+        if (!write_block(f, t, b, e, shown_m[i], med2, lo2, hi2, fg, 0, fg->stem2, &pmin, &pmax))
+            fprintf(f, "\n\n# %s %s: no values\nNaN NaN NaN NaN\n", fg->stem2, shown_m[i]);
     if ((st = deftsim_afile_commit(af))) return st;
-    char extra[128];
-    snprintf(extra, sizeof extra, "pmin=%g; pmax=%g", pmin, pmax);
+    char extra[1400];
+    snprintf(extra, sizeof extra, "pmin=%g; pmax=%g; second=%d; at_P='%s'", pmin, pmax, two, at_P);
     return render(x, fg->name, stem, data, shown, subtitle, omitted, extra);
 }
 
