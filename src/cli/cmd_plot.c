@@ -169,18 +169,18 @@ typedef struct {
 } line_figure;
 
 static const line_figure line_figures[] = {
-    {"select_vs_P", "select_seconds", NULL, NULL, 1e3, 1, "no selection times"},
+    {"select_vs_P", "select_seconds", NULL, NULL, 1e3, 1, "no selection times", NULL, 0},
     {"speedup_vs_P", "select_speedup", "select_speedup_lo", "select_speedup_hi", 1, 1,
-     "no topk points to compare with"},
+     "no topk points to compare with", NULL, 0},
     {"bytes_vs_P", "bytes_sent", NULL, NULL, 1e-6, 1, "no bytes sent (P = 1 only?)", "bytes_sent_max",
      0},
-    {"buildup_vs_P", "buildup", NULL, NULL, 1, 1, "no build-up values"},
+    {"buildup_vs_P", "buildup", NULL, NULL, 1, 1, "no build-up values", NULL, 0},
     {"comm_vs_P", "comm_seconds", NULL, NULL, 1e3, 1,
-     "no communication times: the rows have no network simulation (comm_seconds)"},
+     "no communication times: the rows have no network simulation (comm_seconds)", NULL, 0},
     {"iteration_vs_P", "iteration_seconds", NULL, NULL, 1e3, 1,
-     "no iteration times: the rows have no network simulation (iteration_seconds)"},
+     "no iteration times: the rows have no network simulation (iteration_seconds)", NULL, 0},
     {"imbalance_vs_P", "imbalance_seconds", NULL, NULL, 1, 1, "no imbalance values", NULL, 1},
-    {"captured_vs_P", "captured_frac", NULL, NULL, 1, 0, "no captured-norm values"},
+    {"captured_vs_P", "captured_frac", NULL, NULL, 1, 0, "no captured-norm values", NULL, 0},
 };
 
 typedef struct {
@@ -416,13 +416,28 @@ static int cmp_u(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The compute phases summary.csv names (phase_<name>_seconds_mean), in the order they are
+ * stacked: selection phases first (docs/SPARSIFIERS.md, "Phases at a glance"). */
+static const char *const bd_phases[] = {"norms", "allocate", "pack", "sample", "filter", "select",
+                                        "merge", "union", "gather", "sum", "residual", "other"};
+#define BD_NPHASES (sizeof bd_phases / sizeof bd_phases[0])
+
+static double phase_mean(const stable *t, size_t r, size_t j)
+{
+    char col[64];
+    snprintf(col, sizeof col, "phase_%s_seconds_mean", bd_phases[j]);
+    return numv(t, r, col);
+}
+
 static deftsim_status breakdown_plot(plot_ctx *x, const stable *t, size_t b, size_t e,
                                      const char *suffix, const char *subtitle)
 {
     /* With the network simulated: the simulated iteration split into communication (the
-     * collectives' time), the slowest worker's selection and the rest (other compute, waiting).
-     * Without: the slowest worker's compute time split into selection and the other phases.
-     * Means, so that the parts add up to the whole. */
+     * collectives' time), the slowest worker's compute phases by name, and waiting (the rest:
+     * other workers' compute on the critical path, skew). Without: the slowest worker's compute
+     * time split into its phases. Means, so that the parts add up to the whole. A summary.csv
+     * without the phase columns (written before they existed) is split into the slowest
+     * worker's selection and the rest. */
     int net = 0;
     for (size_t r = b; r < e; r++)
         if (!isnan(numv(t, r, "iteration_seconds_mean")) && !isnan(numv(t, r, "comm_seconds_mean"))) net = 1;
@@ -444,6 +459,27 @@ static deftsim_status breakdown_plot(plot_ctx *x, const stable *t, size_t b, siz
         pick[npick++] = Ps[nP / 2];
         pick[npick++] = Ps[nP - 1];
     }
+    /* The phases to show: those with a positive mean in some bar. */
+    int use[BD_NPHASES] = {0}, phases = 0;
+    for (size_t r = b; r < e; r++) {
+        unsigned P = (unsigned)numv(t, r, "P");
+        int picked = 0;
+        for (size_t k = 0; k < npick; k++) picked |= pick[k] == P;
+        for (size_t j = 0; j < BD_NPHASES; j++) {
+            double v = phase_mean(t, r, j);
+            if (!isnan(v)) phases = 1;
+            if (picked && v > 0) use[j] = 1;
+        }
+    }
+    char parts[256] = "";
+    size_t po = 0;
+    if (phases) {
+        for (size_t j = 0; j < BD_NPHASES; j++)
+            if (use[j]) po += (size_t)snprintf(parts + po, sizeof parts - po, "%s%s", po ? " " : "", bd_phases[j]);
+        if (net) snprintf(parts + po, sizeof parts - po, "%swaiting comm", po ? " " : "");
+    } else {
+        snprintf(parts, sizeof parts, "%s", net ? "selection rest comm" : "selection rest");
+    }
     const char *meth[64];
     size_t nm = methods_of(t, b, e, meth, 64);
     char stem[512], data[4400];
@@ -453,12 +489,17 @@ static deftsim_status breakdown_plot(plot_ctx *x, const stable *t, size_t b, siz
     deftsim_status st = deftsim_afile_open(&af, data);
     if (st) return st;
     FILE *f = deftsim_afile_stream(af);
-    fprintf(f, "# %s: %s\n# one block per P; columns: method selection other communication (ms, "
-               "means over iterations; %s)\n",
-            stem, subtitle,
-            net ? "parts of the simulated iteration: selection of the slowest worker, the rest "
-                  "outside communication, communication"
-                : "the slowest worker's compute, no network simulated");
+    fprintf(f, "# %s: %s\n# one block per P; columns: method %s (ms, means over iterations; %s)\n", stem,
+            subtitle, parts,
+            phases ? (net ? "the slowest worker's compute phases (summary.csv phase_<name>_seconds_mean), "
+                            "waiting: the rest of the simulated iteration outside communication, "
+                            "comm: communication (comm_seconds_mean); the phases are scaled down "
+                            "when they exceed what communication leaves of the iteration"
+                          : "the slowest worker's compute phases (summary.csv "
+                            "phase_<name>_seconds_mean), no network simulated")
+                   : (net ? "selection of the slowest worker, the rest outside communication, "
+                            "communication"
+                          : "the slowest worker's compute, no network simulated"));
     char plist[256] = "";
     size_t pl = 0;
     for (size_t k = 0; k < npick; k++) {
@@ -468,32 +509,53 @@ static deftsim_status breakdown_plot(plot_ctx *x, const stable *t, size_t b, siz
             for (size_t r = b; r < e; r++) {
                 if (strcmp(cellv(t, r, "method"), meth[i]) || (unsigned)numv(t, r, "P") != pick[k])
                     continue;
-                double sel, other, comm = 0;
+                double it = numv(t, r, "iteration_seconds_mean"), comm = 0;
                 if (net) {
-                    double it = numv(t, r, "iteration_seconds_mean");
                     comm = numv(t, r, "comm_seconds_mean");
-                    sel = numv(t, r, "select_seconds_mean");
                     if (isnan(comm)) comm = 0;
-                    if (isnan(sel)) sel = 0;
-                    /* The parts must add up to the iteration: selection takes what communication
-                     * leaves at most. */
-                    if (sel > it - comm) sel = it - comm > 0 ? it - comm : 0;
-                    other = it - comm - sel;
-                } else {
-                    sel = numv(t, r, "select_seconds_mean");
-                    other = numv(t, r, "compute_seconds_mean") - sel;
+                    if (isnan(it)) it = comm;
                 }
-                if (isnan(sel)) sel = 0;
-                if (isnan(comm)) comm = 0;
-                if (isnan(other) || other < 0) other = 0;
-                fprintf(f, "%s %.9g %.9g %.9g\n", meth[i], sel * 1e3, other * 1e3, comm * 1e3);
+                fprintf(f, "%s", meth[i]);
+                if (phases) {
+                    double ph[BD_NPHASES], sum = 0;
+                    for (size_t j = 0; j < BD_NPHASES; j++) {
+                        ph[j] = phase_mean(t, r, j);
+                        if (!(ph[j] > 0)) ph[j] = 0;
+                        sum += ph[j];
+                    }
+                    /* The parts must add up to the iteration: the phases take what
+                     * communication leaves at most. */
+                    double room = it - comm > 0 ? it - comm : 0, s = 1;
+                    if (net && sum > room) s = sum > 0 ? room / sum : 0;
+                    for (size_t j = 0; j < BD_NPHASES; j++)
+                        if (use[j]) fprintf(f, " %.9g", ph[j] * s * 1e3);
+                    if (net) {
+                        double wait = room - sum * s;
+                        fprintf(f, " %.9g %.9g", (wait > 0 ? wait : 0) * 1e3, comm * 1e3);
+                    }
+                } else {
+                    double sel = numv(t, r, "select_seconds_mean"), other;
+                    if (isnan(sel)) sel = 0;
+                    if (net) {
+                        /* Selection takes what communication leaves at most. */
+                        if (sel > it - comm) sel = it - comm > 0 ? it - comm : 0;
+                        other = it - comm - sel;
+                    } else {
+                        other = numv(t, r, "compute_seconds_mean") - sel;
+                    }
+                    if (isnan(other) || other < 0) other = 0;
+                    fprintf(f, " %.9g %.9g", sel * 1e3, other * 1e3);
+                    if (net) fprintf(f, " %.9g", comm * 1e3);
+                }
+                fputc('\n', f);
             }
     }
     if ((st = deftsim_afile_commit(af))) return st;
-    char sub[1200], extra[400];
+    char sub[1200], extra[800];
     snprintf(sub, sizeof sub, "%s; means over iterations%s", subtitle,
              net ? "; bar: the simulated iteration" : "; compute only: the network was not simulated");
-    snprintf(extra, sizeof extra, "plist='%s'; have_comm=%d", plist, net);
+    snprintf(extra, sizeof extra, "plist='%s'; parts='%s'; have_comm=%d; phases=%d", plist, parts, net,
+             phases);
     const char *names = "";
     return render(x, "breakdown", stem, data, names, sub, "", extra);
 }
