@@ -885,7 +885,9 @@ deftsim_status deftsim_analysis_write_md(const deftsim_analysis *a, const char *
             pct, a->opt.boot.resamples, (unsigned long long)a->opt.boot.seed,
             comm || iter ? "; communication and iteration times are simulated by the network "
                            "model (SimGrid, docs/NETWORK.md), with the measured compute times "
-                           "injected into the simulation."
+                           "injected into the simulation. The iteration time holds the "
+                           "sparsifier's compute and the collectives only: the training step's "
+                           "forward and backward pass is not modelled."
                          : ".");
 
     /* What the network simulation would add, stated rather than left blank. */
@@ -986,7 +988,9 @@ deftsim_status deftsim_analysis_write_md(const deftsim_analysis *a, const char *
                "above, repeated in every row of its series; `select_speedup` and "
                "`iteration_speedup` are topk's median over the method's at the same P, with a "
                "bootstrap interval that resamples both methods' iterations independently (topk "
-               "itself: 1). docs/ANALYSIS.md has the details.\n");
+               "itself: 1). `phase_<name>_seconds_mean` are the slowest worker's compute "
+               "phases by name, means over the iterations that add up to compute_seconds_mean. "
+               "docs/ANALYSIS.md has the details.\n");
     if (ferror(f)) {
         deftsim_afile_abort(af);
         return deftsim_error_set(DEFTSIM_E_IO, "%s: write failed", path);
