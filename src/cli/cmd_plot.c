@@ -400,7 +400,8 @@ static deftsim_status line_plot(plot_ctx *x, const stable *t, size_t b, size_t e
     }
     if (!blocks) {
         deftsim_afile_abort(af);
-        add_note(x, "%s: not drawn: %s", stem, fg->missing);
+        if (*at_P) add_note(x, "%s: not drawn: the imbalance of every method (%s) is P by construction", stem, at_P);
+        else add_note(x, "%s: not drawn: %s", stem, fg->missing);
         return DEFTSIM_OK;
     }
     /* One block of the second quantity per shown method, empty where it has no value. */
