@@ -28,7 +28,9 @@ static const deftsim_metric_info metrics[DEFTSIM_M_COUNT] = {
     [DEFTSIM_M_COMM] = {"comm_seconds", "comm_seconds", "s",
                         "simulated communication time of the iteration", 1},
     [DEFTSIM_M_ITERATION] = {"iteration_seconds", "iteration_seconds", "s",
-                             "simulated time of the whole iteration (compute and communication)", 1},
+                             "simulated time of the iteration's sparsification and communication "
+                             "(the sparsifier's compute and the collectives; no forward and "
+                             "backward pass)", 1},
     [DEFTSIM_M_BYTES] = {"bytes_sent", "bytes_sent", "B",
                          "bytes one worker sends in the iteration, mean over the workers", 0},
     [DEFTSIM_M_BYTES_MAX] = {"bytes_sent_max", "bytes_sent", "B",
@@ -65,8 +67,24 @@ void deftsim_analysis_options_default(deftsim_analysis_options *o)
     o->warmup = 0;
 }
 
+/* The sparsifiers' compute phases (docs/SPARSIFIERS.md, "Phases at a glance") that summary.csv
+ * names, in the order the breakdown stacks them; a phase of another name counts as "other". */
+static const char *const phase_names[] = {"norms", "allocate", "pack", "sample", "filter", "select",
+                                          "merge", "union", "gather", "sum", "residual", "other"};
+#define NPHASES (sizeof phase_names / sizeof phase_names[0])
+
+static size_t phase_slot(const char *name)
+{
+    for (size_t i = 0; i + 1 < NPHASES; i++)
+        if (!strcmp(phase_names[i], name)) return i;
+    return NPHASES - 1;
+}
+
 typedef struct {
     double v[DEFTSIM_M_COUNT];
+    double ph[NPHASES];    /* the slowest worker's (largest worker_seconds) compute phases */
+    double ph_ws;          /* its worker_seconds; -inf before its first compute row */
+    double ph_w;           /* that worker */
     double bytes_sum;
     uint32_t nworkers;     /* phase_index 0 rows seen */
     int seen;
@@ -89,6 +107,8 @@ typedef struct {
     deftsim_estimate est[DEFTSIM_M_COUNT];
     deftsim_fit fit;       /* select_seconds against P over the point's series */
     deftsim_estimate speed_select, speed_iter;
+    int has_ph;            /* its rows have phase, phase_kind and phase_seconds */
+    double ph_mean[NPHASES]; /* mean over the iterations of ph; NaN without has_ph */
 } group;
 
 typedef struct {
@@ -246,6 +266,7 @@ static deftsim_status build_columns(deftsim_analysis *a)
                           "select_speedup_lo", "select_speedup_hi", "iteration_speedup",
                           "iteration_speedup_lo", "iteration_speedup_hi"};
     for (size_t i = 0; i < sizeof tail / sizeof tail[0] && !st; i++) st = add_colname(a, "%s", tail[i]);
+    for (size_t i = 0; i < NPHASES && !st; i++) st = add_colname(a, "phase_%s_seconds_mean", phase_names[i]);
     return st;
 }
 
@@ -415,6 +436,11 @@ deftsim_status deftsim_analysis_add_file(deftsim_analysis *a, const char *path,
     }
     long cc[NCONTEXT];
     for (size_t i = 0; i < NCONTEXT; i++) cc[i] = deftsim_csvr_find(r, context_cols[i]);
+    /* The compute phases by name, when the rows have them (every deftsim version writes them;
+     * a hand-made table may not). */
+    long c_ph = deftsim_csvr_find(r, "phase"), c_kind = deftsim_csvr_find(r, "phase_kind"),
+         c_psec = deftsim_csvr_find(r, "phase_seconds");
+    int has_ph = c_ph >= 0 && c_kind >= 0 && c_psec >= 0;
     static const char *const none[1] = {""};
     const char *const *axv = a->naxes ? values : none;
     a->files++;
@@ -468,6 +494,8 @@ deftsim_status deftsim_analysis_add_file(deftsim_analysis *a, const char *path,
             }
             ir->v[DEFTSIM_M_SELECT] = ir->v[DEFTSIM_M_COMPUTE] = -INFINITY;
             ir->v[DEFTSIM_M_BYTES_MAX] = -INFINITY;
+            ir->ph_ws = -INFINITY;
+            ir->ph_w = -1;
             for (size_t i = 0; i < NCONTEXT; i++) {
                 if (cc[i] < 0) continue;
                 const char *v = deftsim_csvr_field(r, (size_t)cc[i]);
@@ -479,6 +507,24 @@ deftsim_status deftsim_analysis_add_file(deftsim_analysis *a, const char *path,
                     continue;
                 }
                 if ((st = rank_of(&a->context[i], v, &k))) goto done;
+            }
+        }
+        if (has_ph) {
+            g->has_ph = 1;
+            /* A compute row of the slowest worker so far: its phases are the ones kept. Every
+             * row repeats its worker's worker_seconds, so rows may come in any order. */
+            if (!strcmp(deftsim_csvr_field(r, (size_t)c_kind), "compute")) {
+                double ws, ps;
+                if ((st = deftsim_csvr_number(r, (size_t)mc[DEFTSIM_M_COMPUTE], &ws)) ||
+                    (st = deftsim_csvr_number(r, (size_t)c_psec, &ps)))
+                    goto done;
+                if (ws > ir->ph_ws) {
+                    memset(ir->ph, 0, sizeof ir->ph);
+                    ir->ph_ws = ws;
+                    ir->ph_w = w;
+                }
+                if (w == ir->ph_w && isfinite(ps))
+                    ir->ph[phase_slot(deftsim_csvr_field(r, (size_t)c_ph))] += ps;
             }
         }
         if (pi != 0) continue;
@@ -550,6 +596,13 @@ static deftsim_status finish_group(deftsim_analysis *a, group *g)
     }
     size_t first = a->opt.warmup < g->nit ? a->opt.warmup : g->nit;
     g->iterations = g->nit - first;
+    /* The slowest worker's phases: means over the iterations, so that they add up to
+     * compute_seconds_mean. */
+    for (size_t j = 0; j < NPHASES; j++) {
+        double sum = 0;
+        for (size_t t = first; t < g->nit; t++) sum += g->it[t].ph[j];
+        g->ph_mean[j] = g->has_ph && g->iterations ? sum / (double)g->iterations : NAN;
+    }
     for (int m = 0; m < DEFTSIM_M_COUNT; m++) {
         size_t k = 0;
         g->vals[m] = malloc((g->iterations ? g->iterations : 1) * sizeof(double));
@@ -733,6 +786,7 @@ deftsim_status deftsim_analysis_write_csv(const deftsim_analysis *a, const char 
         fprintf(f, ",%zu", g->fit.n);
         put_est(f, &g->speed_select, 0);
         put_est(f, &g->speed_iter, 0);
+        for (size_t j = 0; j < NPHASES; j++) fprintf(f, ",%s", num(b, sizeof b, g->ph_mean[j]));
         fputc('\n', f);
     }
     if (ferror(f)) {
@@ -831,7 +885,9 @@ deftsim_status deftsim_analysis_write_md(const deftsim_analysis *a, const char *
             pct, a->opt.boot.resamples, (unsigned long long)a->opt.boot.seed,
             comm || iter ? "; communication and iteration times are simulated by the network "
                            "model (SimGrid, docs/NETWORK.md), with the measured compute times "
-                           "injected into the simulation."
+                           "injected into the simulation. The iteration time holds the "
+                           "sparsifier's compute and the collectives only: the training step's "
+                           "forward and backward pass is not modelled."
                          : ".");
 
     /* What the network simulation would add, stated rather than left blank. */
@@ -932,7 +988,9 @@ deftsim_status deftsim_analysis_write_md(const deftsim_analysis *a, const char *
                "above, repeated in every row of its series; `select_speedup` and "
                "`iteration_speedup` are topk's median over the method's at the same P, with a "
                "bootstrap interval that resamples both methods' iterations independently (topk "
-               "itself: 1). docs/ANALYSIS.md has the details.\n");
+               "itself: 1). `phase_<name>_seconds_mean` are the slowest worker's compute "
+               "phases by name, means over the iterations that add up to compute_seconds_mean. "
+               "docs/ANALYSIS.md has the details.\n");
     if (ferror(f)) {
         deftsim_afile_abort(af);
         return deftsim_error_set(DEFTSIM_E_IO, "%s: write failed", path);

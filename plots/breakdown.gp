@@ -1,11 +1,18 @@
 # breakdown.gp - where the time of an iteration goes, per sparsifier, at a few worker counts.
 # datafile: one block per worker count (the words of `plist`), one row per method:
-#   "method selection other communication" in milliseconds, means over the iterations
-# (means, so that the parts add up to the whole). With the network simulation the whole is the
-# simulated iteration: communication (the collectives' time), the slowest worker's selection and
-# the rest (other compute, waiting). Without it (have_comm = 0) the whole is the slowest
-# worker's compute time: its selection and the other phases.
-# Extra variables: plist (worker counts of the blocks), have_comm (0 or 1).
+#   "method <part> <part> ..." in milliseconds, means over the iterations (means, so that the
+# parts add up to the whole), the parts named by the words of `parts`:
+#   - a compute phase of the slowest worker (norms, allocate, pack, sample, filter, select, merge,
+#     union, gather, sum, residual, other; summary.csv phase_<name>_seconds_mean);
+#   - waiting: the rest of the simulated iteration outside communication (other workers' compute
+#     on the critical path, skew);
+#   - comm: communication (comm_seconds_mean);
+#   - selection, rest: a summary.csv without phase columns: the slowest worker's selection and
+#     the rest (other compute and waiting).
+# With the network simulation (have_comm = 1) the whole is the simulated iteration: the
+# sparsifier's compute and the collectives, no forward and backward pass. Without it the whole is
+# the slowest worker's compute time.
+# Extra variables: plist (worker counts of the blocks), parts, have_comm (0 or 1), phases (0/1).
 figtitle = "Where the time of an iteration goes"
 load plotdir."/style.gp"
 unset logscale x
@@ -18,20 +25,49 @@ set style data histograms
 set style histogram rowstacked title textcolor rgb "#222222" font ",14" offset 0,-1.5
 set style fill solid 0.85 border rgb "#333333"
 set boxwidth 0.75 relative
-set xtics rotate by -45 left noenhanced font ",12" scale 0
-set bmargin 9
+set xtics rotate by -40 left noenhanced font ",12" scale 0
+set bmargin 8
 set yrange [0:*]
-set key inside left top vertical Left reverse noenhanced box opaque
-set rmargin 4
+unset key
+set key at screen 0.755, graph 1 left top vertical Left reverse noinvert noenhanced nobox \
+    samplen 1.5 spacing 1.15 width 1 maxrows auto font ",12"
+set rmargin at screen 0.74
+
+# Colours: the selection phases warm (DEFT's norm pass the darkest), data movement around the
+# collectives green and grey, waiting white, communication blue as in the other figures.
+pcol(p) = (p eq "norms") ? "#67000D" : (p eq "allocate") ? "#CB181D" : (p eq "pack") ? "#D94801" : \
+          (p eq "sample") ? "#FDD0A2" : (p eq "filter") ? "#FD8D3C" : (p eq "select") ? "#E69F00" : \
+          (p eq "selection") ? "#D55E00" : (p eq "merge") ? "#CC79A7" : (p eq "union") ? "#A1D99B" : \
+          (p eq "gather") ? "#41AB5D" : (p eq "sum") ? "#006D2C" : (p eq "residual") ? "#969696" : \
+          (p eq "other") ? "#D9D9D9" : (p eq "rest") ? "#BBBBBB" : (p eq "waiting") ? "#FFFFFF" : \
+          (p eq "comm") ? "#0072B2" : "#000000"
+issel(p) = (p eq "norms" || p eq "allocate" || p eq "pack" || p eq "sample" || p eq "filter" || \
+            p eq "select" || p eq "merge" || p eq "selection")
+ptit(p) = (p eq "comm") ? "communication" : \
+          (p eq "waiting") ? "waiting (others' compute)" : \
+          (p eq "rest") ? (have_comm ? "other compute and waiting" : "other compute") : \
+          (p eq "other") ? "other compute phases" : \
+          (issel(p) && p ne "selection") ? p." (selection)" : p
+# What the bar holds, under the title.
+if (have_comm) {
+    set label 92 "sparsifier compute and communication only: no forward and backward pass (not modelled)" \
+        at screen 0.5, screen 0.89 center noenhanced font ",12" tc rgb "#222222"
+}
+if (phases) {
+    set label 93 "compute: the phases of the slowest worker (largest compute time), by name" \
+        at screen 0.5, screen 0.89 - (have_comm ? 0.035 : 0) center noenhanced font ",12" tc rgb "#222222"
+    set tmargin 8
+}
+np = words(parts)
 cmd = "plot "
 do for [b = 1:words(plist)] {
-    sep = (b > 1) ? ", " : ""
-    t1 = (b == 1) ? "title \"selection\"" : "notitle"
-    t2 = (b == 1) ? (have_comm ? "title \"other compute and waiting\"" : "title \"other compute\"") : "notitle"
-    t3 = (b == 1) ? "title \"communication\"" : "notitle"
-    cmd = cmd . sep . sprintf("newhistogram \"P = %s\", datafile index %d using 2:xtic(1) %s lc rgb \"#D55E00\", '' index %d using 3 %s lc rgb \"#BBBBBB\"", word(plist, b), b - 1, t1, b - 1, t2)
-    if (have_comm) {
-        cmd = cmd . sprintf(", '' index %d using 4 %s lc rgb \"#0072B2\"", b - 1, t3)
+    do for [c = 1:np] {
+        sep = (b > 1 || c > 1) ? ", " : ""
+        p = word(parts, c)
+        tt = (b == 1) ? sprintf("title \"%s\"", ptit(p)) : "notitle"
+        head = (c == 1) ? sprintf("newhistogram \"P = %s\", datafile index %d using 2:xtic(mshort(strcol(1)))", word(plist, b), b - 1) \
+                        : sprintf("'' index %d using %d", b - 1, c + 1)
+        cmd = cmd . sep . sprintf("%s %s lc rgb \"%s\"", head, tt, pcol(p))
     }
 }
 eval cmd

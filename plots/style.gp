@@ -42,6 +42,9 @@ set style line 8 lc rgb "#000000" pt 1  ps 1.3 lw 1.5 dt 1
 mls(m) = (m eq "deft") ? 1 : (m eq "topk") ? 2 : (m eq "topk-ag") ? 3 : (m eq "cltk") ? 4 : \
          (m eq "gtopk") ? 5 : (m eq "dgc") ? 6 : (m eq "dense") ? 7 : 8
 mtit(m) = (mls(m) <= 7) ? mtitle[mls(m)] : m
+# The same names, short enough for a bar's label (the breakdown).
+array mshorts[7] = ["DEFT", "Top-k", "Top-k (pairs)", "CLT-k", "gTop-k", "DGC", "dense"]
+mshort(m) = (mls(m) <= 7) ? mshorts[mls(m)] : m
 nmethods = words(methods)
 
 set grid xtics ytics mytics lc rgb "#dddddd" lw 1 dt 1, lc rgb "#eeeeee" lw 1 dt 1

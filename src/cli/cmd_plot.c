@@ -33,12 +33,15 @@ static void usage(FILE *out)
             "first) into DIR/plots/, as PNG and SVG (PDF on request):\n"
             "  select_vs_P      selection time of the slowest worker vs P (log2 axis)\n"
             "  speedup_vs_P     selection speedup over topk vs P\n"
-            "  bytes_vs_P       bytes sent per worker vs P\n"
+            "  bytes_vs_P       bytes sent per worker vs P: the mean and the busiest worker\n"
             "  buildup_vs_P     gradient build-up |U|/k vs P\n"
             "  comm_vs_P        communication time vs P (when the network was simulated)\n"
-            "  iteration_vs_P   iteration time vs P (when the network was simulated)\n"
-            "  breakdown        stacked breakdown of an iteration's time per sparsifier\n"
-            "  imbalance_vs_P   load imbalance of the selection vs P\n"
+            "  iteration_vs_P   sparsification + communication time per iteration vs P (when the\n"
+            "                   network was simulated; no forward and backward pass)\n"
+            "  breakdown        an iteration's time per sparsifier: compute phases by name, waiting,\n"
+            "                   communication\n"
+            "  imbalance_vs_P   load imbalance of the selection vs P (a method at P by construction,\n"
+            "                   CLT-k, is left out and named)\n"
             "  captured_vs_P    captured gradient norm vs P\n"
             "Error bars are the confidence intervals of summary.csv. One set of figures per model\n"
             "and density (and sweep variant); file names carry them when there are several. The\n"
@@ -169,20 +172,23 @@ typedef struct {
     double scale;          /* seconds -> ms, bytes -> MB */
     int logy;              /* values <= 0 cannot be drawn */
     const char *missing;   /* why a figure without data is left out */
+    const char *stem2;     /* a second quantity drawn beside the first (its blocks follow), or NULL */
+    int drop_at_P;         /* leave out a method whose every median equals P (one worker does all) */
 } line_figure;
 
 static const line_figure line_figures[] = {
-    {"select_vs_P", "select_seconds", NULL, NULL, 1e3, 1, "no selection times"},
+    {"select_vs_P", "select_seconds", NULL, NULL, 1e3, 1, "no selection times", NULL, 0},
     {"speedup_vs_P", "select_speedup", "select_speedup_lo", "select_speedup_hi", 1, 1,
-     "no topk points to compare with"},
-    {"bytes_vs_P", "bytes_sent", NULL, NULL, 1e-6, 1, "no bytes sent (P = 1 only?)"},
-    {"buildup_vs_P", "buildup", NULL, NULL, 1, 1, "no build-up values"},
+     "no topk points to compare with", NULL, 0},
+    {"bytes_vs_P", "bytes_sent", NULL, NULL, 1e-6, 1, "no bytes sent (P = 1 only?)", "bytes_sent_max",
+     0},
+    {"buildup_vs_P", "buildup", NULL, NULL, 1, 1, "no build-up values", NULL, 0},
     {"comm_vs_P", "comm_seconds", NULL, NULL, 1e3, 1,
-     "no communication times: the rows have no network simulation (comm_seconds)"},
+     "no communication times: the rows have no network simulation (comm_seconds)", NULL, 0},
     {"iteration_vs_P", "iteration_seconds", NULL, NULL, 1e3, 1,
-     "no iteration times: the rows have no network simulation (iteration_seconds)"},
-    {"imbalance_vs_P", "imbalance_seconds", NULL, NULL, 1, 1, "no imbalance values"},
-    {"captured_vs_P", "captured_frac", NULL, NULL, 1, 0, "no captured-norm values"},
+     "no iteration times: the rows have no network simulation (iteration_seconds)", NULL, 0},
+    {"imbalance_vs_P", "imbalance_seconds", NULL, NULL, 1, 1, "no imbalance values", NULL, 1},
+    {"captured_vs_P", "captured_frac", NULL, NULL, 1, 0, "no captured-norm values", NULL, 0},
 };
 
 typedef struct {
@@ -305,6 +311,46 @@ static size_t methods_of(const stable *t, size_t b, size_t e, const char **out, 
     return n;
 }
 
+/* Writes method m's rows of [b, e) as one data block "P median lo hi" (scaled); returns the
+ * number of rows. hdr: the block's comment line. Values that a logarithmic axis cannot show are
+ * left out. */
+static size_t write_block(FILE *f, const stable *t, size_t b, size_t e, const char *m, const char *med,
+                          const char *lo, const char *hi, const line_figure *fg, int first,
+                          const char *hdr, double *pmin, double *pmax)
+{
+    size_t nrow = 0;
+    for (size_t r = b; r < e; r++) {
+        if (strcmp(cellv(t, r, "method"), m)) continue;
+        double v = numv(t, r, med);
+        if (isnan(v) || (fg->logy && !(v > 0))) continue;
+        double l = numv(t, r, lo), h = numv(t, r, hi);
+        /* No interval (one iteration): a bar of zero length. */
+        if (isnan(l) || isnan(h) || isinf(l) || isinf(h)) l = h = v;
+        if (fg->logy && !(l > 0)) l = v;
+        if (!nrow) fprintf(f, "%s# %s %s\n", first ? "" : "\n\n", hdr, m);
+        double P = numv(t, r, "P");
+        if (P < *pmin) *pmin = P;
+        if (P > *pmax) *pmax = P;
+        fprintf(f, "%s %.9g %.9g %.9g\n", cellv(t, r, "P"), v * fg->scale, l * fg->scale, h * fg->scale);
+        nrow++;
+    }
+    return nrow;
+}
+
+/* Whether every defined median of method m in [b, e) equals its P (and there is one). */
+static int equals_P(const stable *t, size_t b, size_t e, const char *m, const char *med)
+{
+    int any = 0;
+    for (size_t r = b; r < e; r++) {
+        if (strcmp(cellv(t, r, "method"), m)) continue;
+        double v = numv(t, r, med), P = numv(t, r, "P");
+        if (isnan(v)) continue;
+        if (!(fabs(v - P) <= 1e-9 * P) || P < 2) return 0;
+        any = 1;
+    }
+    return any;
+}
+
 static deftsim_status line_plot(plot_ctx *x, const stable *t, size_t b, size_t e,
                                 const line_figure *fg, const char *suffix, const char *subtitle)
 {
@@ -322,6 +368,16 @@ static deftsim_status line_plot(plot_ctx *x, const stable *t, size_t b, size_t e
         add_note(x, "%s%s: summary.csv has no %s column", fg->name, suffix, med);
         return DEFTSIM_OK;
     }
+    /* The second quantity (the busiest worker's bytes beside the mean), when summary.csv has it. */
+    char med2[128] = "", lo2[128] = "", hi2[128] = "";
+    int two = 0;
+    if (fg->stem2) {
+        snprintf(med2, sizeof med2, "%s_median", fg->stem2);
+        snprintf(lo2, sizeof lo2, "%s_lo", fg->stem2);
+        snprintf(hi2, sizeof hi2, "%s_hi", fg->stem2);
+        two = colidx(t, med2) >= 0;
+        if (!two) add_note(x, "%s%s: summary.csv has no %s column: drawn without it", fg->name, suffix, med2);
+    }
     char stem[512], data[4400];
     snprintf(stem, sizeof stem, "%s%s", fg->name, suffix);
     snprintf(data, sizeof data, "%s/data/%s.dat", x->outdir, stem);
@@ -331,40 +387,35 @@ static deftsim_status line_plot(plot_ctx *x, const stable *t, size_t b, size_t e
     FILE *f = deftsim_afile_stream(af);
     fprintf(f, "# %s: %s\n# columns: P median lo hi (summary.csv %s, %s, %s, times %g)\n", stem,
             subtitle, med, lo, hi, fg->scale);
-    char shown[1024] = "", omitted[1024] = "";
+    if (two)
+        fprintf(f, "# the blocks after the methods' %s blocks: %s, %s, %s, one per method in the "
+                   "same order\n", med, med2, lo2, hi2);
+    char shown[1024] = "", omitted[1024] = "", at_P[1024] = "";
+    const char *shown_m[64];
     size_t blocks = 0;
     double pmin = INFINITY, pmax = 0;
     for (size_t i = 0; i < nm; i++) {
         size_t nrow = 0;
-        for (size_t r = b; r < e; r++) {
-            if (strcmp(cellv(t, r, "method"), meth[i])) continue;
-            double v = numv(t, r, med);
-            if (isnan(v) || (fg->logy && !(v > 0))) continue;
-            double l = numv(t, r, lo), h = numv(t, r, hi);
-            /* No interval (one iteration): a bar of zero length. */
-            if (isnan(l) || isnan(h) || isinf(l) || isinf(h)) l = h = v;
-            if (fg->logy && !(l > 0)) l = v;
-            if (!nrow) fprintf(f, "%s# method %s\n", blocks ? "\n\n" : "", meth[i]);
-            double P = numv(t, r, "P");
-            if (P < pmin) pmin = P;
-            if (P > pmax) pmax = P;
-            fprintf(f, "%s %.9g %.9g %.9g\n", cellv(t, r, "P"), v * fg->scale, l * fg->scale,
-                    h * fg->scale);
-            nrow++;
-        }
-        char *dst = nrow ? shown : omitted;
+        int drop = fg->drop_at_P && equals_P(t, b, e, meth[i], med);
+        if (!drop) nrow = write_block(f, t, b, e, meth[i], med, lo, hi, fg, !blocks, "method", &pmin, &pmax);
+        char *dst = drop ? at_P : nrow ? shown : omitted;
         size_t len = strlen(dst);
         snprintf(dst + len, 1024 - len, "%s%s", len ? " " : "", meth[i]);
-        if (nrow) blocks++;
+        if (nrow) shown_m[blocks++] = meth[i];
     }
     if (!blocks) {
         deftsim_afile_abort(af);
-        add_note(x, "%s: not drawn: %s", stem, fg->missing);
+        if (*at_P) add_note(x, "%s: not drawn: the imbalance of every method (%s) is P by construction", stem, at_P);
+        else add_note(x, "%s: not drawn: %s", stem, fg->missing);
         return DEFTSIM_OK;
     }
+    /* One block of the second quantity per shown method, empty where it has no value. */
+    for (size_t i = 0; two && i < blocks; i++)
+        if (!write_block(f, t, b, e, shown_m[i], med2, lo2, hi2, fg, 0, fg->stem2, &pmin, &pmax))
+            fprintf(f, "\n\n# %s %s: no values\nNaN NaN NaN NaN\n", fg->stem2, shown_m[i]);
     if ((st = deftsim_afile_commit(af))) return st;
-    char extra[128];
-    snprintf(extra, sizeof extra, "pmin=%g; pmax=%g", pmin, pmax);
+    char extra[1400];
+    snprintf(extra, sizeof extra, "pmin=%g; pmax=%g; second=%d; at_P='%s'", pmin, pmax, two, at_P);
     return render(x, fg->name, stem, data, shown, subtitle, omitted, extra);
 }
 
@@ -374,13 +425,28 @@ static int cmp_u(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The compute phases summary.csv names (phase_<name>_seconds_mean), in the order they are
+ * stacked: selection phases first (docs/SPARSIFIERS.md, "Phases at a glance"). */
+static const char *const bd_phases[] = {"norms", "allocate", "pack", "sample", "filter", "select",
+                                        "merge", "union", "gather", "sum", "residual", "other"};
+#define BD_NPHASES (sizeof bd_phases / sizeof bd_phases[0])
+
+static double phase_mean(const stable *t, size_t r, size_t j)
+{
+    char col[64];
+    snprintf(col, sizeof col, "phase_%s_seconds_mean", bd_phases[j]);
+    return numv(t, r, col);
+}
+
 static deftsim_status breakdown_plot(plot_ctx *x, const stable *t, size_t b, size_t e,
                                      const char *suffix, const char *subtitle)
 {
     /* With the network simulated: the simulated iteration split into communication (the
-     * collectives' time), the slowest worker's selection and the rest (other compute, waiting).
-     * Without: the slowest worker's compute time split into selection and the other phases.
-     * Means, so that the parts add up to the whole. */
+     * collectives' time), the slowest worker's compute phases by name, and waiting (the rest:
+     * other workers' compute on the critical path, skew). Without: the slowest worker's compute
+     * time split into its phases. Means, so that the parts add up to the whole. A summary.csv
+     * without the phase columns (written before they existed) is split into the slowest
+     * worker's selection and the rest. */
     int net = 0;
     for (size_t r = b; r < e; r++)
         if (!isnan(numv(t, r, "iteration_seconds_mean")) && !isnan(numv(t, r, "comm_seconds_mean"))) net = 1;
@@ -402,6 +468,27 @@ static deftsim_status breakdown_plot(plot_ctx *x, const stable *t, size_t b, siz
         pick[npick++] = Ps[nP / 2];
         pick[npick++] = Ps[nP - 1];
     }
+    /* The phases to show: those with a positive mean in some bar. */
+    int use[BD_NPHASES] = {0}, phases = 0;
+    for (size_t r = b; r < e; r++) {
+        unsigned P = (unsigned)numv(t, r, "P");
+        int picked = 0;
+        for (size_t k = 0; k < npick; k++) picked |= pick[k] == P;
+        for (size_t j = 0; j < BD_NPHASES; j++) {
+            double v = phase_mean(t, r, j);
+            if (!isnan(v)) phases = 1;
+            if (picked && v > 0) use[j] = 1;
+        }
+    }
+    char parts[256] = "";
+    size_t po = 0;
+    if (phases) {
+        for (size_t j = 0; j < BD_NPHASES; j++)
+            if (use[j]) po += (size_t)snprintf(parts + po, sizeof parts - po, "%s%s", po ? " " : "", bd_phases[j]);
+        if (net) snprintf(parts + po, sizeof parts - po, "%swaiting comm", po ? " " : "");
+    } else {
+        snprintf(parts, sizeof parts, "%s", net ? "selection rest comm" : "selection rest");
+    }
     const char *meth[64];
     size_t nm = methods_of(t, b, e, meth, 64);
     char stem[512], data[4400];
@@ -411,12 +498,17 @@ static deftsim_status breakdown_plot(plot_ctx *x, const stable *t, size_t b, siz
     deftsim_status st = deftsim_afile_open(&af, data);
     if (st) return st;
     FILE *f = deftsim_afile_stream(af);
-    fprintf(f, "# %s: %s\n# one block per P; columns: method selection other communication (ms, "
-               "means over iterations; %s)\n",
-            stem, subtitle,
-            net ? "parts of the simulated iteration: selection of the slowest worker, the rest "
-                  "outside communication, communication"
-                : "the slowest worker's compute, no network simulated");
+    fprintf(f, "# %s: %s\n# one block per P; columns: method %s (ms, means over iterations; %s)\n", stem,
+            subtitle, parts,
+            phases ? (net ? "the slowest worker's compute phases (summary.csv phase_<name>_seconds_mean), "
+                            "waiting: the rest of the simulated iteration outside communication, "
+                            "comm: communication (comm_seconds_mean); the phases are scaled down "
+                            "when they exceed what communication leaves of the iteration"
+                          : "the slowest worker's compute phases (summary.csv "
+                            "phase_<name>_seconds_mean), no network simulated")
+                   : (net ? "selection of the slowest worker, the rest outside communication, "
+                            "communication"
+                          : "the slowest worker's compute, no network simulated"));
     char plist[256] = "";
     size_t pl = 0;
     for (size_t k = 0; k < npick; k++) {
@@ -426,32 +518,53 @@ static deftsim_status breakdown_plot(plot_ctx *x, const stable *t, size_t b, siz
             for (size_t r = b; r < e; r++) {
                 if (strcmp(cellv(t, r, "method"), meth[i]) || (unsigned)numv(t, r, "P") != pick[k])
                     continue;
-                double sel, other, comm = 0;
+                double it = numv(t, r, "iteration_seconds_mean"), comm = 0;
                 if (net) {
-                    double it = numv(t, r, "iteration_seconds_mean");
                     comm = numv(t, r, "comm_seconds_mean");
-                    sel = numv(t, r, "select_seconds_mean");
                     if (isnan(comm)) comm = 0;
-                    if (isnan(sel)) sel = 0;
-                    /* The parts must add up to the iteration: selection takes what communication
-                     * leaves at most. */
-                    if (sel > it - comm) sel = it - comm > 0 ? it - comm : 0;
-                    other = it - comm - sel;
-                } else {
-                    sel = numv(t, r, "select_seconds_mean");
-                    other = numv(t, r, "compute_seconds_mean") - sel;
+                    if (isnan(it)) it = comm;
                 }
-                if (isnan(sel)) sel = 0;
-                if (isnan(comm)) comm = 0;
-                if (isnan(other) || other < 0) other = 0;
-                fprintf(f, "%s %.9g %.9g %.9g\n", meth[i], sel * 1e3, other * 1e3, comm * 1e3);
+                fprintf(f, "%s", meth[i]);
+                if (phases) {
+                    double ph[BD_NPHASES], sum = 0;
+                    for (size_t j = 0; j < BD_NPHASES; j++) {
+                        ph[j] = phase_mean(t, r, j);
+                        if (!(ph[j] > 0)) ph[j] = 0;
+                        sum += ph[j];
+                    }
+                    /* The parts must add up to the iteration: the phases take what
+                     * communication leaves at most. */
+                    double room = it - comm > 0 ? it - comm : 0, s = 1;
+                    if (net && sum > room) s = sum > 0 ? room / sum : 0;
+                    for (size_t j = 0; j < BD_NPHASES; j++)
+                        if (use[j]) fprintf(f, " %.9g", ph[j] * s * 1e3);
+                    if (net) {
+                        double wait = room - sum * s;
+                        fprintf(f, " %.9g %.9g", (wait > 0 ? wait : 0) * 1e3, comm * 1e3);
+                    }
+                } else {
+                    double sel = numv(t, r, "select_seconds_mean"), other;
+                    if (isnan(sel)) sel = 0;
+                    if (net) {
+                        /* Selection takes what communication leaves at most. */
+                        if (sel > it - comm) sel = it - comm > 0 ? it - comm : 0;
+                        other = it - comm - sel;
+                    } else {
+                        other = numv(t, r, "compute_seconds_mean") - sel;
+                    }
+                    if (isnan(other) || other < 0) other = 0;
+                    fprintf(f, " %.9g %.9g", sel * 1e3, other * 1e3);
+                    if (net) fprintf(f, " %.9g", comm * 1e3);
+                }
+                fputc('\n', f);
             }
     }
     if ((st = deftsim_afile_commit(af))) return st;
-    char sub[1200], extra[400];
+    char sub[1200], extra[800];
     snprintf(sub, sizeof sub, "%s; means over iterations%s", subtitle,
              net ? "; bar: the simulated iteration" : "; compute only: the network was not simulated");
-    snprintf(extra, sizeof extra, "plist='%s'; have_comm=%d", plist, net);
+    snprintf(extra, sizeof extra, "plist='%s'; parts='%s'; have_comm=%d; phases=%d", plist, parts, net,
+             phases);
     const char *names = "";
     return render(x, "breakdown", stem, data, names, sub, "", extra);
 }

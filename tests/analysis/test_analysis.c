@@ -571,3 +571,70 @@ Test(summary, axes_split_points_and_lead_the_columns)
     close_rel(sum_cell(out, 3, "select_speedup"), 2.5, 1e-15, "speedup within the variant");
     free(rows);
 }
+
+/* The slowest worker's compute phases by name (phase_<name>_seconds_mean): rows with the
+ * phase columns, one deft point at P = 2 over two iterations.
+ *   iteration 0: worker 0 (worker_seconds 0.010) norms 0.004, select 0.006;
+ *                worker 1 (0.012, the slowest) norms 0.005, select 0.003, and a phase named
+ *                "mystery" 0.004 (counted as other); its allgather row adds nothing.
+ *   iteration 1: worker 0 (0.020, the slowest) norms 0.008, select 0.012; worker 1 (0.002)
+ *                select 0.002. Worker 0's rows come after worker 1's: order does not matter.
+ * Means: norms (0.005 + 0.008) / 2 = 0.0065, select (0.003 + 0.012) / 2 = 0.0075,
+ * other 0.002; their sum 0.016 = compute_seconds_mean; merge (not run) 0. */
+Test(summary, phases_of_the_slowest_worker_by_name)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/phrows.csv", tmpdir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs("model,method,density,P,iteration,worker,phase_index,phase,phase_kind,phase_seconds,"
+          "select_seconds,worker_seconds,bytes_sent,buildup,captured_frac,captured_ratio,"
+          "imbalance_seconds,imbalance_cost\n", f);
+    const char *it0 =
+        "m,deft,0.01,2,0,0,0,norms,compute,0.004,0.01,0.010,8,1,0.5,1,1.2,1\n"
+        "m,deft,0.01,2,0,0,1,select,compute,0.006,0.01,0.010,8,1,0.5,1,1.2,1\n"
+        "m,deft,0.01,2,0,1,0,norms,compute,0.005,0.012,0.012,8,1,0.5,1,1.2,1\n"
+        "m,deft,0.01,2,0,1,1,select,compute,0.003,0.012,0.012,8,1,0.5,1,1.2,1\n"
+        "m,deft,0.01,2,0,1,2,mystery,compute,0.004,0.012,0.012,8,1,0.5,1,1.2,1\n"
+        "m,deft,0.01,2,0,1,3,indices,allgather,,0.012,0.012,8,1,0.5,1,1.2,1\n";
+    const char *it1 =
+        "m,deft,0.01,2,1,1,0,norms,compute,0,0.002,0.002,8,1,0.5,1,1.8,1\n"
+        "m,deft,0.01,2,1,1,1,select,compute,0.002,0.002,0.002,8,1,0.5,1,1.8,1\n"
+        "m,deft,0.01,2,1,0,0,norms,compute,0.008,0.02,0.020,8,1,0.5,1,1.8,1\n"
+        "m,deft,0.01,2,1,0,1,select,compute,0.012,0.02,0.020,8,1,0.5,1,1.8,1\n";
+    fputs(it0, f);
+    fputs(it1, f);
+    fclose(f);
+    deftsim_analysis *a;
+    cr_assert_eq(deftsim_analysis_new(NULL, NULL, 0, &a), DEFTSIM_OK);
+    cr_assert_eq(deftsim_analysis_add_file(a, path, NULL), DEFTSIM_OK, "%s", deftsim_error_message());
+    cr_assert_eq(deftsim_analysis_finish(a), DEFTSIM_OK, "%s", deftsim_error_message());
+    char out[256];
+    snprintf(out, sizeof out, "%s/phsummary.csv", tmpdir);
+    cr_assert_eq(deftsim_analysis_write_csv(a, out), DEFTSIM_OK);
+    deftsim_analysis_free(a);
+    close_rel(sum_cell(out, 0, "phase_norms_seconds_mean"), 0.0065, 1e-14, "norms");
+    close_rel(sum_cell(out, 0, "phase_select_seconds_mean"), 0.0075, 1e-14, "select");
+    close_rel(sum_cell(out, 0, "phase_other_seconds_mean"), 0.002, 1e-14, "other");
+    cr_assert_eq(sum_cell(out, 0, "phase_merge_seconds_mean"), 0, "a phase the method lacks: 0");
+    close_rel(sum_cell(out, 0, "compute_seconds_mean"), 0.016, 1e-14, "compute");
+    double sum = 0;
+    const char *names[] = {"norms", "allocate", "pack", "sample", "filter", "select",
+                           "merge", "union", "gather", "sum", "residual", "other"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char col[64];
+        snprintf(col, sizeof col, "phase_%s_seconds_mean", names[i]);
+        sum += sum_cell(out, 0, col);
+    }
+    close_rel(sum, sum_cell(out, 0, "compute_seconds_mean"), 1e-14, "phases add up to compute");
+
+    /* Rows without the phase columns (the hand-made table above): the cells are empty. */
+    char *rows = write_two_methods();
+    cr_assert_eq(deftsim_analysis_new(NULL, NULL, 0, &a), DEFTSIM_OK);
+    cr_assert_eq(deftsim_analysis_add_file(a, rows, NULL), DEFTSIM_OK);
+    cr_assert_eq(deftsim_analysis_finish(a), DEFTSIM_OK);
+    cr_assert_eq(deftsim_analysis_write_csv(a, out), DEFTSIM_OK);
+    deftsim_analysis_free(a);
+    cr_assert(isnan(sum_cell(out, 0, "phase_select_seconds_mean")), "no phase columns: empty");
+    free(rows);
+}
