@@ -32,6 +32,8 @@ done
 synth() {
     local m=$1 label=$2
     shift 2
+    # Regenerated every time: deftsim trace gen refuses to replace a trace of other settings.
+    rm -rf "$out/synthetic/$label"
     "$exe" trace gen --model train/models/fmnist_$m.csv --workers 16 --iterations 1 --seed 1 \
         "$@" -o "$out/synthetic/$label" 2>/dev/null
     "$py" scripts/trace_stats.py "$out/synthetic/$label" --label "$label" -o "$out/stats"

@@ -93,6 +93,14 @@ const deftsim_memory_plan *deftsim_engine_memory(const deftsim_engine *e);
  * error_feedback = none or sampled for larger P". */
 deftsim_status deftsim_engine_check_memory(const deftsim_engine *e);
 
+/* DEFTSIM_OK when [scenario] output may receive this run's results: it does not exist, holds
+ * none, or holds an earlier run of the same scenario (the resolved configuration, without
+ * [scenario] output and [engine] memory_budget, is the same), which the run replaces.
+ * Otherwise DEFTSIM_E_INPUT naming what the folder holds (a sweep's points, another
+ * scenario's results with the keys that differ, a trace, training results, point files or
+ * rows.csv without a manifest); deftsim_engine_run() then writes nothing. Reads only. */
+deftsim_status deftsim_engine_check_output(const deftsim_engine *e);
+
 /* Writes the plan as a small table (for `deftsim run --dry-run`). */
 void deftsim_engine_print_plan(const deftsim_engine *e, FILE *f);
 
@@ -102,7 +110,8 @@ typedef struct {
     double seconds;      /* wall time of the whole run */
 } deftsim_run_summary;
 
-/* Checks the memory plan, then runs every point and writes the results. */
+/* Checks the memory plan and the output folder (deftsim_engine_check_output), then runs every
+ * point and writes the results. */
 deftsim_status deftsim_engine_run(deftsim_engine *e, deftsim_run_summary *summary);
 
 /* What one point of deftsim_engine_run_point() did. */

@@ -123,10 +123,18 @@ typedef struct {
     double seconds;
 } deftsim_train_summary;
 
+/* DEFTSIM_OK when [scenario] output may receive this scenario's training results: it does not
+ * exist, holds none, or holds an earlier training run of the same scenario (the resolved
+ * configuration, without [scenario] output and [engine] memory_budget, is the same), which the
+ * run replaces. Otherwise DEFTSIM_E_INPUT naming what it holds. Reads only. */
+deftsim_status deftsim_train_check_output(const deftsim_config *cfg);
+
 /* Trains every method x density x P point of the scenario, in the engine's order (methods,
  * then densities, then worker counts), and writes into [scenario] output: points/<method>_d
  * <density>_P<P>.csv per finished point, curves.csv (every row), final.csv (the last row of
- * each point) and manifest.json (docs/TRAINING.md), all atomically. */
+ * each point) and manifest.json (docs/TRAINING.md), all atomically; the manifest first (status
+ * "running"), rewritten at the end. A folder holding other results is refused first, as
+ * deftsim_train_check_output() says, and nothing is written. */
 deftsim_status deftsim_train_run(const deftsim_config *cfg, FILE *progress,
                                  deftsim_train_summary *summary);
 

@@ -19,6 +19,7 @@
 #include <jansson.h>
 
 #include "deftsim_csv.h"
+#include "deftsim_folder.h"
 #include "deftsim_gen.h"
 #include "deftsim_kernels.h"
 #ifdef DEFTSIM_HAVE_CUDA
@@ -1784,11 +1785,38 @@ deftsim_status deftsim_engine_run_point(deftsim_engine *e, deftsim_method method
     return st;
 }
 
+/* What a run writes: a folder of another kind or another scenario's results is refused
+ * (deftsim_folder_check); a rerun of the same scenario replaces its own. */
+static const deftsim_folder_writer run_writer = {
+    .format = "deftsim-results",
+    .noun = "a run",
+    .verb = "run",
+    .option = "--output DIR",
+    .another = "the results of another run",
+    .why = "this run would replace them",
+    .identity_of = deftsim_folder_run_identity_of,
+    .files = (const char *const[]){"rows.csv"},
+    .nfiles = 1,
+};
+
+deftsim_status deftsim_engine_check_output(const deftsim_engine *e)
+{
+    json_t *m = json_pack("{s:o}", "config", deftsim_config_to_json(e->cfg));
+    json_t *id = m ? deftsim_folder_run_identity_of(m) : NULL;
+    json_decref(m);
+    if (!id) return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: cannot describe the configuration");
+    deftsim_status st = deftsim_folder_check(e->cfg->scenario.output, &run_writer, id, NULL);
+    json_decref(id);
+    return st;
+}
+
 deftsim_status deftsim_engine_run(deftsim_engine *e, deftsim_run_summary *summary)
 {
     const deftsim_config *cfg = e->cfg;
     deftsim_status st = deftsim_engine_check_memory(e);
     if (st) return st;
+    /* Before anything is created or removed in the folder. */
+    if ((st = deftsim_engine_check_output(e))) return st;
     if (summary) memset(summary, 0, sizeof *summary);
     double t0 = deftsim_now();
     char started[64], finished[64], dir[4200];

@@ -23,6 +23,7 @@
 
 #include "deftsim_csv.h"
 #include "deftsim_engine.h"
+#include "deftsim_folder.h"
 #include "deftsim_util.h"
 
 #define MANIFEST_FORMAT "deftsim-sweep"
@@ -477,116 +478,30 @@ static int file_exists(const char *path)
     return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
 }
 
-/* Names the differences between two identities: "[scenario] seed: 2 here, 1 in the folder". */
-static void describe_difference(json_t *now, json_t *before, char *buf, size_t cap)
+static json_t *sweep_identity_of(json_t *manifest)
 {
-    size_t o = 0;
-    int shown = 0;
-    buf[0] = '\0';
-    json_t *cn = json_object_get(now, "config"), *cb = json_object_get(before, "config");
-    const char *sec;
-    json_t *so;
-    json_object_foreach(cn, sec, so) {
-        const char *key;
-        json_t *vn;
-        json_t *sb = json_object_get(cb, sec);
-        json_object_foreach(so, key, vn) {
-            json_t *vb = sb ? json_object_get(sb, key) : NULL;
-            if (vb && json_equal(vn, vb)) continue;
-            if (shown++ >= 4) continue;
-            char *tn = json_dumps(vn, JSON_ENCODE_ANY | JSON_COMPACT);
-            char *tb = vb ? json_dumps(vb, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
-            o += (size_t)snprintf(buf + o, o < cap ? cap - o : 0, "%s[%s] %s: %s here, %s in the folder",
-                                  o ? "; " : "", sec, key, tn ? tn : "?", tb ? tb : "absent");
-            free(tn);
-            free(tb);
-        }
-    }
-    if (!json_equal(json_object_get(now, "axes"), json_object_get(before, "axes"))) {
-        char *tn = json_dumps(json_object_get(now, "axes"), JSON_COMPACT);
-        char *tb = json_dumps(json_object_get(before, "axes"), JSON_COMPACT);
-        o += (size_t)snprintf(buf + o, o < cap ? cap - o : 0, "%saxes %s here, %s in the folder",
-                              o ? "; " : "", tn ? tn : "?", tb ? tb : "?");
-        free(tn);
-        free(tb);
-        shown++;
-    }
-    if (!json_equal(json_object_get(now, "columns"), json_object_get(before, "columns"))) {
-        o += (size_t)snprintf(buf + o, o < cap ? cap - o : 0,
-                              "%sthe rows' columns differ (the points were written by a deftsim "
-                              "with other columns)",
-                              o ? "; " : "");
-        shown++;
-    }
-    if (shown > 4 && o < cap) snprintf(buf + o, cap - o, "; and %d more", shown - 4);
-    if (!buf[0]) snprintf(buf, cap, "the manifest's identity cannot be compared");
+    json_t *id = json_object_get(manifest, "identity");
+    return id ? json_incref(id) : NULL;
 }
 
-/* Whether a points folder (or a variant folder in it, depth 1) holds a point file. Empty
- * folders do not count: a sweep creates them before it reads the manifest. */
-static int has_point_files(const char *path, int depth)
-{
-    DIR *d = opendir(path);
-    if (!d) return 0;
-    struct dirent *e;
-    int any = 0;
-    while (!any && (e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        size_t l = strlen(e->d_name);
-        if (l > 4 && !strcmp(e->d_name + l - 4, ".csv")) any = 1;
-        else if (depth > 0) {
-            char sub[4600];
-            snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
-            any = has_point_files(sub, depth - 1);
-        }
-    }
-    closedir(d);
-    return any;
-}
-
-/* The folder's identity as this deftsim reads it: a key of this sweep's identity that the
- * folder's manifest lacks was added to deftsim after the folder was written (such as [network]
- * compute), and that deftsim ran as the key's default does (a new key's default keeps the old
- * behaviour), so it counts as its default. A new reference, or NULL when out of memory. */
-static json_t *identity_as_now(json_t *id, json_t *now)
-{
-    json_t *out = json_deep_copy(id);
-    json_t *cfg = json_object_get(out, "config");
-    if (!out || !json_is_object(cfg)) return out;
-    deftsim_config *d = NULL;
-    if (deftsim_config_default(NULL, &d)) {
-        json_decref(out);
-        return NULL;
-    }
-    json_t *dj = deftsim_config_to_json(d);
-    deftsim_config_free(d);
-    if (!dj) {
-        json_decref(out);
-        return NULL;
-    }
-    const char *sec;
-    json_t *dsec;
-    json_object_foreach(dj, sec, dsec) {
-        json_t *fsec = json_object_get(cfg, sec);
-        json_t *nsec = json_object_get(json_object_get(now, "config"), sec);
-        if (!json_is_object(fsec)) continue; /* a whole section missing: not a config of ours */
-        const char *key;
-        json_t *dv;
-        json_object_foreach(dsec, key, dv)
-            if (json_object_get(nsec, key) && !json_object_get(fsec, key))
-                json_object_set(fsec, key, dv);
-    }
-    json_decref(dj);
-    return out;
-}
+/* What a sweep writes: a folder of another kind, another sweep's or stray point files are
+ * refused (deftsim_folder_check). */
+static const deftsim_folder_writer sweep_writer = {
+    .format = MANIFEST_FORMAT,
+    .noun = "a sweep",
+    .verb = "sweep",
+    .option = "--output DIR",
+    .another = "the points of another sweep",
+    .why = "its points cannot be mixed with this one's",
+    .identity_of = sweep_identity_of,
+    .files = (const char *const[]){"rows.csv"},
+    .nfiles = 1,
+};
 
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
 deftsim_status deftsim_sweep_load_state(deftsim_sweep *s)
 {
-    char mpath[4200], ppath[4200];
-    path_in(s, "manifest.json", mpath, sizeof mpath);
-    path_in(s, "points", ppath, sizeof ppath);
     const char *out = s->base->scenario.output;
     for (size_t i = 0; i < s->npoints; i++) {
         point *p = &s->points[i];
@@ -596,50 +511,9 @@ deftsim_status deftsim_sweep_load_state(deftsim_sweep *s)
     }
     json_array_clear(s->extra_points);
     s->state_loaded = 1;
-    if (!file_exists(mpath)) {
-        if (has_point_files(ppath, 1))
-            return deftsim_error_set(DEFTSIM_E_INPUT,
-                                     "%s holds point files but no manifest.json: they cannot be "
-                                     "told apart from another scenario's; sweep into another "
-                                     "folder (--output DIR) or remove them",
-                                     ppath);
-        return DEFTSIM_OK;
-    }
-    json_error_t jerr;
-    json_t *m = json_load_file(mpath, 0, &jerr);
-    if (!m)
-        return deftsim_error_set(DEFTSIM_E_INPUT, "%s:%d: not JSON: %s", mpath, jerr.line, jerr.text);
-    deftsim_status st = DEFTSIM_OK;
-    const char *fmt = json_string_value(json_object_get(m, "format"));
-    if (!fmt || strcmp(fmt, MANIFEST_FORMAT)) {
-        st = deftsim_error_set(DEFTSIM_E_INPUT,
-                               "%s: the folder holds %s, not a sweep; sweep into another folder "
-                               "(--output DIR)",
-                               out,
-                               fmt && !strcmp(fmt, "deftsim-results") ? "the results of deftsim run"
-                                                                      : "something else");
-        goto done;
-    }
-    json_t *id = json_object_get(m, "identity");
-    json_t *id_now = id ? identity_as_now(id, s->identity) : NULL;
-    if (id && !id_now) {
-        st = nomem();
-        goto done;
-    }
-    int same = id_now && json_equal(id_now, s->identity);
-    if (!same) {
-        char diff[2048];
-        json_t *none = id_now ? NULL : json_object();
-        describe_difference(s->identity, id_now ? id_now : none, diff, sizeof diff);
-        json_decref(none);
-        json_decref(id_now);
-        st = deftsim_error_set(DEFTSIM_E_INPUT,
-                               "%s holds the points of another sweep (%s); its points cannot be "
-                               "mixed with this one's: sweep into another folder (--output DIR)",
-                               out, diff);
-        goto done;
-    }
-    json_decref(id_now);
+    json_t *m = NULL;
+    deftsim_status st = deftsim_folder_check(out, &sweep_writer, s->identity, &m);
+    if (st || !m) return st;
     size_t i;
     json_t *e;
     json_array_foreach(json_object_get(m, "points"), i, e) {
@@ -671,7 +545,6 @@ deftsim_status deftsim_sweep_load_state(deftsim_sweep *s)
             p->error = dup_or_null(json_string_value(json_object_get(e, "error")));
         }
     }
-done:
     json_decref(m);
     return st;
 }
@@ -1333,6 +1206,9 @@ deftsim_status deftsim_sweep_run(deftsim_sweep *s, deftsim_sweep_summary *summar
     memset(&sum, 0, sizeof sum);
     double t0 = deftsim_now();
     deftsim_status st;
+    /* A folder of other results is refused before anything is created in it; the check is
+     * repeated under the lock, which another sweep may have held meanwhile. */
+    if ((st = deftsim_sweep_load_state(s))) return st;
     if ((st = prepare_folders(s))) return st;
     if ((st = take_lock(s))) return st;
     if ((st = deftsim_sweep_load_state(s))) return st;

@@ -13,6 +13,7 @@
 #include "deftsim_build_info.h"
 #include "deftsim_csv.h"
 #include "deftsim_fmnist.h"
+#include "deftsim_folder.h"
 #include "deftsim_kernels.h"
 #include "deftsim_nn.h"
 #include "deftsim_philox.h"
@@ -849,6 +850,31 @@ static deftsim_status write_manifest(const deftsim_config *cfg, const deftsim_tr
     return st;
 }
 
+/* What a training run writes: a folder of another kind or another scenario's training
+ * results is refused (deftsim_folder_check); a rerun of the same scenario replaces its own. */
+static const deftsim_folder_writer train_writer = {
+    .format = "deftsim-train-results",
+    .noun = "a training run",
+    .verb = "train",
+    .option = "--output DIR",
+    .another = "the results of another training run",
+    .why = "this run would replace them",
+    .identity_of = deftsim_folder_run_identity_of,
+    .files = (const char *const[]){"curves.csv", "final.csv"},
+    .nfiles = 2,
+};
+
+deftsim_status deftsim_train_check_output(const deftsim_config *cfg)
+{
+    json_t *m = json_pack("{s:o}", "config", deftsim_config_to_json(cfg));
+    json_t *id = m ? deftsim_folder_run_identity_of(m) : NULL;
+    json_decref(m);
+    if (!id) return deftsim_error_set(DEFTSIM_E_NOMEM, "train: cannot describe the configuration");
+    deftsim_status st = deftsim_folder_check(cfg->scenario.output, &train_writer, id, NULL);
+    json_decref(id);
+    return st;
+}
+
 deftsim_status deftsim_train_run(const deftsim_config *cfg, FILE *progress,
                                  deftsim_train_summary *summary)
 {
@@ -856,12 +882,16 @@ deftsim_status deftsim_train_run(const deftsim_config *cfg, FILE *progress,
     double t0 = deftsim_now();
     char started[32];
     utc_now(started, sizeof started);
-    deftsim_trainer *tr;
-    deftsim_status st = deftsim_trainer_new(cfg, &tr);
+    /* Before anything is created in the folder. */
+    deftsim_status st = deftsim_train_check_output(cfg);
     if (st) return st;
+    deftsim_trainer *tr;
+    if ((st = deftsim_trainer_new(cfg, &tr))) return st;
     char dir[4400];
     snprintf(dir, sizeof dir, "%s/points", cfg->scenario.output);
-    if ((st = deftsim_mkdir_p(dir))) {
+    /* The manifest comes first, so that a folder a killed run leaves says whose it is. */
+    if ((st = deftsim_mkdir_p(dir)) ||
+        (st = write_manifest(cfg, tr, started, NULL, "running", NULL, NULL, 0))) {
         deftsim_trainer_free(tr);
         return st;
     }

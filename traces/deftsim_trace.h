@@ -72,7 +72,10 @@ deftsim_status deftsim_trace_layer_stats(const deftsim_trace *t, size_t iter_ind
 typedef struct deftsim_trace_writer deftsim_trace_writer;
 
 /* Starts a trace in dir (created if needed; an existing manifest.json there is removed first,
- * so the directory is no valid trace until deftsim_trace_writer_close). provenance must be a
+ * so the directory is no valid trace until deftsim_trace_writer_close). Only a trace of the same
+ * model, workers and provenance (its "recorder" aside) is replaced so: a dir holding any other
+ * manifest.json (results of deftsim run, sweep or train, another trace, one that is not JSON)
+ * is refused with DEFTSIM_E_INPUT naming what it holds, and left as it is. provenance must be a
  * JSON object with "recorder" (string: what recorded it), "method" (string: how) and "seed"
  * (integer >= 0, a decimal string, or null); other keys are kept as they are. */
 deftsim_status deftsim_trace_writer_open(const char *dir, const deftsim_model *m, uint32_t workers,

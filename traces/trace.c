@@ -598,6 +598,90 @@ void deftsim_trace_writer_discard(deftsim_trace_writer *w)
     free(w);
 }
 
+/* What another manifest.json in a trace's directory says the directory holds. */
+static const char *folder_holds(const char *format)
+{
+    if (!format) return "a manifest.json deftsim did not write";
+    if (!strcmp(format, "deftsim-results")) return "the results of deftsim run";
+    if (!strcmp(format, "deftsim-sweep")) return "the points of deftsim sweep";
+    if (!strcmp(format, "deftsim-train-results")) return "the results of deftsim train";
+    return "something else";
+}
+
+/* A trace replaces only a trace of the same model, workers and provenance (its recorder, which
+ * names the build, aside): a rerun of the same generation or recording. Any other manifest.json
+ * in dir (a results folder, another trace, one that is not JSON) is refused, and dir is left as
+ * it is. */
+static deftsim_status check_existing(const char *dir, const char *mpath, const deftsim_model *m,
+                                     uint32_t workers, const json_t *provenance)
+{
+    struct stat sb;
+    if (stat(mpath, &sb) != 0) return DEFTSIM_OK;
+    json_error_t jerr;
+    json_t *old = json_load_file(mpath, 0, &jerr);
+    if (!old)
+        return deftsim_error_set(DEFTSIM_E_INPUT,
+                                 "%s:%d: not JSON: %s; write the trace into another folder (-o DIR)",
+                                 mpath, jerr.line, jerr.text);
+    const char *fmt = json_string_value(json_object_get(old, "format"));
+    if (!fmt || strcmp(fmt, DEFTSIM_TRACE_FORMAT_NAME)) {
+        deftsim_status st = deftsim_error_set(DEFTSIM_E_INPUT,
+                                              "%s: the folder holds %s, not a trace; write the "
+                                              "trace into another folder (-o DIR)",
+                                              dir, folder_holds(fmt));
+        json_decref(old);
+        return st;
+    }
+    char diff[1024];
+    size_t o = 0;
+    int shown = 0;
+    diff[0] = '\0';
+    json_t *om = json_object_get(old, "model");
+    const char *oname = json_string_value(json_object_get(om, "name"));
+    if (!oname || strcmp(oname, m->name) ||
+        json_integer_value(json_object_get(om, "numel")) != (json_int_t)m->numel) {
+        o += (size_t)snprintf(diff + o, o < sizeof diff ? sizeof diff - o : 0,
+                              "model: %s here, %s in the folder", m->name, oname ? oname : "absent");
+        shown++;
+    }
+    if (json_integer_value(json_object_get(old, "workers")) != (json_int_t)workers) {
+        o += (size_t)snprintf(diff + o, o < sizeof diff ? sizeof diff - o : 0,
+                              "%sworkers: %u here, %" JSON_INTEGER_FORMAT " in the folder",
+                              o ? "; " : "", workers,
+                              json_integer_value(json_object_get(old, "workers")));
+        shown++;
+    }
+    /* Provenance: every key either side has, but the recorder. */
+    json_t *op = json_object_get(old, "provenance");
+    json_t *keys = json_object();
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)provenance, key, v) json_object_set(keys, key, json_true());
+    if (json_is_object(op))
+        json_object_foreach(op, key, v) json_object_set(keys, key, json_true());
+    json_object_foreach(keys, key, v) {
+        if (!strcmp(key, "recorder")) continue;
+        json_t *vn = json_object_get(provenance, key), *vo = json_object_get(op, key);
+        if (vn && vo && json_equal(vn, vo)) continue;
+        if (shown++ >= 4) continue;
+        char *tn = vn ? json_dumps(vn, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+        char *to = vo ? json_dumps(vo, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+        o += (size_t)snprintf(diff + o, o < sizeof diff ? sizeof diff - o : 0,
+                              "%sprovenance %s: %s here, %s in the folder", o ? "; " : "", key,
+                              tn ? tn : "absent", to ? to : "absent");
+        free(tn);
+        free(to);
+    }
+    json_decref(keys);
+    json_decref(old);
+    if (!shown) return DEFTSIM_OK;
+    if (shown > 4 && o < sizeof diff) snprintf(diff + o, sizeof diff - o, "; and %d more", shown - 4);
+    return deftsim_error_set(DEFTSIM_E_INPUT,
+                             "%s holds another trace (%s); this one would replace it: write it "
+                             "into another folder (-o DIR)",
+                             dir, diff);
+}
+
 deftsim_status deftsim_trace_writer_open(const char *dir, const deftsim_model *m, uint32_t workers,
                                          const json_t *provenance, deftsim_trace_writer **out)
 {
@@ -614,9 +698,12 @@ deftsim_status deftsim_trace_writer_open(const char *dir, const deftsim_model *m
                                      m->layers[i].ndim);
     deftsim_status st = deftsim_trace_check_provenance(provenance, dir);
     if (st) return st;
-    if ((st = deftsim_mkdir_p(dir))) return st;
     char *mpath = join_path(dir, DEFTSIM_TRACE_MANIFEST);
     if (!mpath) return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", dir);
+    if ((st = check_existing(dir, mpath, m, workers, provenance)) || (st = deftsim_mkdir_p(dir))) {
+        free(mpath);
+        return st;
+    }
     /* The directory is no valid trace until the new manifest lands. */
     if (unlink(mpath) != 0 && errno != ENOENT) {
         st = deftsim_error_set(DEFTSIM_E_IO, "%s: cannot remove the old manifest: %s", mpath,

@@ -6,11 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <dirent.h>
+#include <limits.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "cli_train.h"
 #include "deftsim_analysis.h"
 #include "deftsim_build_info.h"
+#include "deftsim_folder.h"
 #include "deftsim_sweep.h"
 #include "deftsim_train_results.h"
 #include "deftsim_util.h"
@@ -39,7 +43,8 @@ static void usage(FILE *out)
             "Written into the first TRAIN_DIR (or --output).\n"
             "docs/ANALYSIS.md defines every column.\n"
             "\n"
-            "  -o, --output DIR     where to write (default: DIR, or a FILE's folder)\n"
+            "  -o, --output DIR     where to write (default: DIR, or a FILE's folder); a folder\n"
+            "                       holding other results is refused\n"
             "  -b, --bootstrap B    bootstrap resamples (default 2000, at least 100)\n"
             "  -l, --level L        confidence level in (0, 1) (default 0.95)\n"
             "  -S, --seed S         seed of the resampling (default 1): the same seed, the same intervals\n"
@@ -51,6 +56,59 @@ static void usage(FILE *out)
             "  -h, --help           this help\n"
             "\n"
             "Exit status: 0 done, 2 bad usage or unreadable results, 1 failure while writing.\n");
+}
+
+/* Whether dir holds a point file: points/ *.csv, or one folder below (a sweep's variants). */
+static int holds_point_files(const char *dir, int depth)
+{
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    struct dirent *e;
+    int any = 0;
+    while (!any && (e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        size_t l = strlen(e->d_name);
+        if (l > 4 && !strcmp(e->d_name + l - 4, ".csv")) any = 1;
+        else if (depth > 0) {
+            char sub[PATH_MAX + 256];
+            int n = snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name);
+            if (n > 0 && (size_t)n < sizeof sub) any = holds_point_files(sub, depth - 1);
+        }
+    }
+    closedir(d);
+    return any;
+}
+
+/* analyze writes summary.csv and summary.md beside the results it reads. --output may name
+ * another folder, but not one that holds results of its own (a manifest.json of any kind,
+ * point files, rows.csv): their summary would be replaced by, or taken for, a summary of other
+ * results. Nothing is written then (DEFTSIM_E_INPUT). */
+static deftsim_status check_outdir(const char *outdir, const char *src)
+{
+    char ro[PATH_MAX], rs[PATH_MAX];
+    if (!realpath(outdir, ro)) return DEFTSIM_OK; /* not there yet: nothing to replace */
+    if (realpath(src, rs) && !strcmp(ro, rs)) return DEFTSIM_OK;
+    char path[PATH_MAX + 64];
+    const char *holds = NULL;
+    snprintf(path, sizeof path, "%s/manifest.json", outdir);
+    json_t *m = NULL;
+    if (access(path, F_OK) == 0) {
+        m = json_load_file(path, 0, NULL);
+        holds = deftsim_folder_holds(m ? json_string_value(json_object_get(m, "format")) : NULL);
+    } else {
+        snprintf(path, sizeof path, "%s/points", outdir);
+        if (holds_point_files(path, 1)) holds = "point files";
+        snprintf(path, sizeof path, "%s/rows.csv", outdir);
+        if (!holds && access(path, F_OK) == 0) holds = "rows.csv";
+    }
+    if (!holds) return DEFTSIM_OK;
+    deftsim_status st = deftsim_error_set(DEFTSIM_E_INPUT,
+                                          "--output %s: the folder holds %s, not those of %s; a "
+                                          "summary of %s there would replace or be taken for "
+                                          "theirs: analyze into another folder (--output DIR)",
+                                          outdir, holds, src, src);
+    json_decref(m);
+    return st;
 }
 
 int deftsim_cmd_analyze(int argc, char **argv)
@@ -128,18 +186,17 @@ int deftsim_cmd_analyze(int argc, char **argv)
         rc = deftsim_cli_fail(st);
         goto done;
     }
-    if (!outdir) {
-        if (!strcmp(rs->kind, "file")) {
-            if (!(dirbuf = strdup(in))) {
-                rc = 1;
-                goto done;
-            }
-            outdir = dirname(dirbuf);
-        } else {
-            outdir = in;
+    /* The folder of the results read: DIR, or a FILE's folder. */
+    const char *src = in;
+    if (!strcmp(rs->kind, "file")) {
+        if (!(dirbuf = strdup(in))) {
+            rc = 1;
+            goto done;
         }
+        src = dirname(dirbuf);
     }
-    if ((st = deftsim_mkdir_p(outdir))) {
+    if (!outdir) outdir = src;
+    if ((st = check_outdir(outdir, src)) || (st = deftsim_mkdir_p(outdir))) {
         rc = deftsim_cli_fail(st);
         goto done;
     }

@@ -14,11 +14,12 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: deftsim run SCENARIO [--set section.key=value]... [--dump DIR] [--dry-run]\n"
-            "                   [--ram SIZE] [--prep-threads N] [--quiet]\n"
+            "usage: deftsim run SCENARIO [--set section.key=value]... [--output DIR] [--dump DIR]\n"
+            "                   [--dry-run] [--ram SIZE] [--prep-threads N] [--quiet]\n"
             "\n"
             "Runs every sparsifier of the scenario at every density and worker count over the\n"
-            "gradient source's iterations, with error feedback, and writes into [scenario] output:\n"
+            "gradient source's iterations, with error feedback, and writes into [scenario] output\n"
+            "(or --output DIR):\n"
             "  points/<method>_d<density>_P<P>.csv  one file per point, committed when it ends\n"
             "  rows.csv                            every point's rows, one header\n"
             "  manifest.json                       configuration, seed, version, machine\n"
@@ -26,12 +27,16 @@ static void usage(FILE *out)
             "Every point's communication is then simulated with SimGrid ([network], docs/NETWORK.md;\n"
             "--set network.simulate=0 skips it). docs/OUTPUT.md names every column and file.\n"
             "Before anything runs, the memory every point needs is checked against [engine]\n"
-            "memory_budget of the RAM.\n"
+            "memory_budget of the RAM. A folder holding other results (a sweep's, another\n"
+            "scenario's, a trace) is refused and left as it is; a rerun of the same scenario\n"
+            "replaces its own results.\n"
             "\n"
             "  -s, --set S.K=V       override key K of section S (repeatable; a later one wins)\n"
+            "  -o, --output DIR      results folder (same as --set scenario.output=DIR)\n"
             "  -d, --dump DIR        also write each worker's selected indices and each\n"
             "                        iteration's union and aggregated values as .npy files\n"
-            "  -n, --dry-run         print the memory plan and stop (exit 2 if it does not fit)\n"
+            "  -n, --dry-run         print the memory plan and stop (exit 2 if it does not fit or\n"
+            "                        the folder would be refused)\n"
             "  -r, --ram SIZE        plan for SIZE of RAM instead of this machine's (bytes, or\n"
             "                        with a suffix K, M, G, T: powers of 1024; e.g. 24G)\n"
             "  -j, --prep-threads N  threads preparing accumulators (default: every CPU); the\n"
@@ -40,13 +45,14 @@ static void usage(FILE *out)
             "  -h, --help            this help\n"
             "\n"
             "Exit status: 0 done, 2 bad usage or scenario (including a run over the memory\n"
-            "budget), 1 failure while running.\n");
+            "budget or a refused folder), 1 failure while running.\n");
 }
 
 int deftsim_cmd_run(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"set", required_argument, NULL, 's'},
+        {"output", required_argument, NULL, 'o'},
         {"dump", required_argument, NULL, 'd'},
         {"dry-run", no_argument, NULL, 'n'},
         {"ram", required_argument, NULL, 'r'},
@@ -55,7 +61,8 @@ int deftsim_cmd_run(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char **sets = calloc((size_t)argc + 1, sizeof *sets);
+    const char **sets = calloc((size_t)argc + 2, sizeof *sets);
+    char *outset = NULL;
     if (!sets) {
         fprintf(stderr, "deftsim run: out of memory\n");
         return 1;
@@ -68,9 +75,18 @@ int deftsim_cmd_run(int argc, char **argv)
     deftsim_engine *e = NULL;
     /* optind = 0: glibc's getopt starts afresh (main() parsed its own options in "+" mode). */
     optind = 0;
-    while ((c = getopt_long(argc, argv, "s:d:nr:j:qh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "s:o:d:nr:j:qh", opts, NULL)) != -1) {
         switch (c) {
         case 's': sets[nsets++] = optarg; break;
+        case 'o':
+            free(outset);
+            if (asprintf(&outset, "scenario.output=%s", optarg) < 0) {
+                outset = NULL;
+                fprintf(stderr, "deftsim run: out of memory\n");
+                rc = 1;
+                goto done;
+            }
+            break;
         case 'd': opt.dump_dir = optarg; break;
         case 'n': dry = 1; break;
         case 'r':
@@ -102,6 +118,8 @@ int deftsim_cmd_run(int argc, char **argv)
         rc = deftsim_cli_usage_error("run", "unexpected argument '%s'", argv[optind + 1]);
         goto done;
     }
+    /* --output wins over any --set scenario.output: it comes last. */
+    if (outset) sets[nsets++] = outset;
     deftsim_status st = deftsim_config_load(argv[optind], sets, nsets, &cfg);
     if (st) {
         rc = deftsim_cli_fail(st);
@@ -115,7 +133,8 @@ int deftsim_cmd_run(int argc, char **argv)
     }
     if (dry) {
         deftsim_engine_print_plan(e, stdout);
-        if ((st = deftsim_engine_check_memory(e))) rc = deftsim_cli_fail(st);
+        if ((st = deftsim_engine_check_memory(e)) || (st = deftsim_engine_check_output(e)))
+            rc = deftsim_cli_fail(st);
         goto done;
     }
     deftsim_run_summary sum;
@@ -129,6 +148,7 @@ int deftsim_cmd_run(int argc, char **argv)
 done:
     deftsim_engine_free(e);
     deftsim_config_free(cfg);
+    free(outset);
     free(sets);
     return rc;
 }

@@ -16,7 +16,7 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: deftsim train SCENARIO [--set section.key=value]... [--quiet]\n"
+            "usage: deftsim train SCENARIO [--set section.key=value]... [--output DIR] [--quiet]\n"
             "       deftsim train --table mlp|cnn\n"
             "\n"
             "Trains [train] model on Fashion-MNIST with P data-parallel workers, every sparsifier\n"
@@ -28,15 +28,19 @@ static void usage(FILE *out)
             "                                      every [train] eval_every iterations\n"
             "  final.csv                           each point's last row\n"
             "  manifest.json                       configuration, data, network, timings\n"
+            "A folder holding other results (another scenario's, a run's, a sweep's, a trace) is\n"
+            "refused and left as it is; a rerun of the same scenario replaces its own results.\n"
             "docs/TRAINING.md describes the training, the columns and measured results.\n"
             "\n"
             "  -s, --set S.K=V   override key K of section S (repeatable; a later one wins)\n"
+            "  -o, --output DIR  results folder (same as --set scenario.output=DIR)\n"
             "  -q, --quiet       no progress lines on stderr\n"
             "  -t, --table NET   print the model table of network mlp or cnn as CSV (the files\n"
             "                    of train/models/) and exit\n"
             "  -h, --help        this help\n"
             "\n"
-            "Exit status: 0 done, 2 bad usage or scenario, 1 failure while running.\n");
+            "Exit status: 0 done, 2 bad usage or scenario (or a refused folder), 1 failure while\n"
+            "running.\n");
 }
 
 static int print_table(const char *name)
@@ -65,12 +69,14 @@ int deftsim_cmd_train(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"set", required_argument, NULL, 's'},
+        {"output", required_argument, NULL, 'o'},
         {"quiet", no_argument, NULL, 'q'},
         {"table", required_argument, NULL, 't'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char **sets = calloc((size_t)argc + 1, sizeof *sets);
+    const char **sets = calloc((size_t)argc + 2, sizeof *sets);
+    char *outset = NULL;
     if (!sets) {
         fprintf(stderr, "deftsim train: out of memory\n");
         return 1;
@@ -80,9 +86,18 @@ int deftsim_cmd_train(int argc, char **argv)
     const char *table = NULL;
     deftsim_config *cfg = NULL;
     optind = 0;
-    while ((c = getopt_long(argc, argv, "s:qt:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "s:o:qt:h", opts, NULL)) != -1) {
         switch (c) {
         case 's': sets[nsets++] = optarg; break;
+        case 'o':
+            free(outset);
+            if (asprintf(&outset, "scenario.output=%s", optarg) < 0) {
+                outset = NULL;
+                fprintf(stderr, "deftsim train: out of memory\n");
+                rc = 1;
+                goto done;
+            }
+            break;
         case 'q': quiet = 1; break;
         case 't': table = optarg; break;
         case 'h': usage(stdout); goto done;
@@ -102,6 +117,8 @@ int deftsim_cmd_train(int argc, char **argv)
         rc = deftsim_cli_usage_error("train", "unexpected argument '%s'", argv[optind + 1]);
         goto done;
     }
+    /* --output wins over any --set scenario.output: it comes last. */
+    if (outset) sets[nsets++] = outset;
     deftsim_status st = deftsim_config_load_train(argv[optind], sets, nsets, &cfg);
     if (st) {
         rc = deftsim_cli_fail(st);
@@ -118,6 +135,7 @@ int deftsim_cmd_train(int argc, char **argv)
                 sum.points, sum.rows, sum.seconds, cfg->scenario.output);
 done:
     deftsim_config_free(cfg);
+    free(outset);
     free(sets);
     return rc;
 }

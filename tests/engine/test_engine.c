@@ -971,11 +971,16 @@ Test(cli, run_exit_codes_and_messages)
     free(out);
     free(err);
 
-    const char *quiet[] = {"run", "-q", ini, "--set", "sparsify.methods=cltk", NULL};
+    /* Another scenario (other methods) into another folder: the first run's folder would be
+     * refused. */
+    char *cli_out2 = in_tmp("cli_out2");
+    const char *quiet[] = {"run", "-q", ini, "--set", "sparsify.methods=cltk", "-o", cli_out2,
+                           NULL};
     cr_assert_eq(run_cli(quiet, &out, &err), 0, "%s", err);
     cr_assert_str_eq(err, "");
     free(out);
     free(err);
+    free(cli_out2);
 
     const char *bad_key[] = {"run", ini, "--set", "sparsify.nonsense=1", NULL};
     cr_assert_eq(run_cli(bad_key, &out, &err), 2);
@@ -1016,21 +1021,27 @@ Test(cli, run_exit_codes_and_messages)
     char cl[64], cl1[64];
     snprintf(cl, sizeof cl, "workers.counts=%u", L);
     snprintf(cl1, sizeof cl1, "workers.counts=%u", L + 1);
-    const char *fit[] = {"run", ini, "--dry-run", "--ram", "1M", "-j", "2", "--set", cl, NULL};
+    /* Dry runs check the folder too: these plan other worker counts than cli_out's run. */
+    char *dry_out = in_tmp("cli_dry");
+    const char *fit[] = {"run", ini, "--dry-run", "--ram", "1M", "-j", "2", "--set", cl,
+                         "-o", dry_out, NULL};
     cr_assert_eq(run_cli(fit, &out, &err), 0, "%s", err);
     free(out);
     free(err);
-    const char *nofit[] = {"run", ini, "--dry-run", "--ram", "1M", "-j", "2", "--set", cl1, NULL};
+    const char *nofit[] = {"run", ini, "--dry-run", "--ram", "1M", "-j", "2", "--set", cl1,
+                           "-o", dry_out, NULL};
     cr_assert_eq(run_cli(nofit, &out, &err), 2, "%s", err);
     free(out);
     free(err);
 
-    const char *dry[] = {"run", ini, "--dry-run", "--ram", "16G", NULL};
+    const char *dry[] = {"run", ini, "--dry-run", "--ram", "16G", "-o", dry_out, NULL};
     cr_assert_eq(run_cli(dry, &out, &err), 0, "%s", err);
     cr_assert(strstr(out, "largest P that fits: "), "%s", out);
     cr_assert(strstr(out, "memory budget 12.8 GiB = 0.8 of 16.0 GiB RAM"), "%s", out);
     free(out);
     free(err);
+    cr_assert(!file_exists(dry_out), "a dry run wrote %s", dry_out);
+    free(dry_out);
 
     const char *bad_ram[] = {"run", ini, "--ram", "lots", NULL};
     cr_assert_eq(run_cli(bad_ram, &out, &err), 2);

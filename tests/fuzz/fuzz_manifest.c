@@ -17,6 +17,11 @@ static void put(const char *dir, const deftsim_model *m, uint32_t P, uint64_t it
 {
     json_t *prov = json_pack("{s:s, s:s, s:i}", "recorder", "fuzz_manifest", "method", "fixture",
                              "seed", 1);
+    /* The fixture mixes traces of other models and worker counts in one directory on purpose;
+     * the writer replaces only a trace of the same model and workers. */
+    char mpath[600];
+    snprintf(mpath, sizeof mpath, "%s/manifest.json", dir);
+    unlink(mpath);
     deftsim_trace_writer *w = NULL;
     if (!prov || deftsim_trace_writer_open(dir, m, P, prov, &w)) abort();
     float *g = calloc(P * m->numel, sizeof(float));

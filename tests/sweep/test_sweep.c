@@ -18,6 +18,7 @@
 
 #include "cli_run.h"
 #include "deftsim_config.h"
+#include "deftsim_engine.h"
 #include "deftsim_gen.h"
 #include "deftsim_model.h"
 #include "deftsim_sweep.h"
@@ -257,6 +258,80 @@ Test(sweep, refuses_a_folder_of_another_scenario)
     cr_assert(strstr(deftsim_error_message(), "holds point files but no manifest.json"), "%s",
               deftsim_error_message());
     deftsim_sweep_free(s);
+}
+
+/* The bytes of a file of the temporary folder (caller frees). */
+static char *slurp_tmp(const char *rel, size_t *len)
+{
+    char *p = in_tmp(rel), *text;
+    cr_assert_eq(deftsim_read_file(p, &text, len), DEFTSIM_OK, "%s", deftsim_error_message());
+    free(p);
+    return text;
+}
+
+/* deftsim run's engine with the sweep tests' scenario into out. */
+static deftsim_engine *new_engine(const char *out, const char *const *ov, size_t nov)
+{
+    deftsim_config *cfg = scenario(out, ov, nov);
+    deftsim_run_options o;
+    deftsim_run_options_default(&o);
+    o.prep_threads = 2;
+    deftsim_engine *e;
+    deftsim_status st = deftsim_engine_new(cfg, &o, &e);
+    deftsim_config_free(cfg);
+    cr_assert_eq(st, DEFTSIM_OK, "%s", deftsim_error_message());
+    return e;
+}
+
+/* A run does not go over a sweep's folder nor another scenario's run, and a sweep does not go
+ * over a run's folder: refused, every byte of the manifest left, no file added. */
+Test(sweep, run_and_sweep_refuse_each_others_folders)
+{
+    deftsim_sweep *s = new_sweep("sw", NULL, 0, NULL, 0);
+    run_sweep(s, DEFTSIM_OK);
+    deftsim_sweep_free(s);
+    size_t len0, len1;
+    char *before = slurp_tmp("sw/manifest.json", &len0);
+    deftsim_engine *e = new_engine("sw", NULL, 0);
+    cr_assert_eq(deftsim_engine_check_output(e), DEFTSIM_E_INPUT);
+    deftsim_run_summary rs;
+    cr_assert_eq(deftsim_engine_run(e, &rs), DEFTSIM_E_INPUT);
+    cr_assert(strstr(deftsim_error_message(), "/sw: the folder holds the points of deftsim sweep, "
+                                              "not a run; run into another folder (--output DIR)"),
+              "%s", deftsim_error_message());
+    deftsim_engine_free(e);
+    char *after = slurp_tmp("sw/manifest.json", &len1);
+    cr_assert(len0 == len1 && !memcmp(before, after, len0), "the sweep's manifest changed");
+    free(before);
+    free(after);
+
+    /* A run; the same scenario again replaces it, another is refused. */
+    e = new_engine("rn", NULL, 0);
+    cr_assert_eq(deftsim_engine_run(e, &rs), DEFTSIM_OK, "%s", deftsim_error_message());
+    deftsim_engine_free(e);
+    const char *budget[] = {"engine.memory_budget=0.5"};
+    e = new_engine("rn", budget, 1);
+    cr_assert_eq(deftsim_engine_check_output(e), DEFTSIM_OK, "%s", deftsim_error_message());
+    deftsim_engine_free(e);
+    const char *seed[] = {"scenario.seed=3"};
+    e = new_engine("rn", seed, 1);
+    cr_assert_eq(deftsim_engine_run(e, &rs), DEFTSIM_E_INPUT);
+    cr_assert(strstr(deftsim_error_message(), "/rn holds the results of another run ([scenario] "
+                                              "seed: 3 here, 7 in the folder); this run would "
+                                              "replace them"),
+              "%s", deftsim_error_message());
+    deftsim_engine_free(e);
+    before = slurp_tmp("rn/manifest.json", &len0);
+    s = new_sweep("rn", NULL, 0, NULL, 0);
+    run_sweep(s, DEFTSIM_E_INPUT);
+    cr_assert(strstr(deftsim_error_message(), "the results of deftsim run, not a sweep"), "%s",
+              deftsim_error_message());
+    deftsim_sweep_free(s);
+    cr_assert(!exists("rn/.sweep.lock"), "a refused sweep left its lock file");
+    after = slurp_tmp("rn/manifest.json", &len1);
+    cr_assert(len0 == len1 && !memcmp(before, after, len0), "the run's manifest changed");
+    free(before);
+    free(after);
 }
 
 /* [network] compute is part of the folder's identity; a folder written before the key existed

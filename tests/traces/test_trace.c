@@ -321,6 +321,47 @@ Test(trace, writer_rejects_misuse)
     deftsim_model_free(m);
 }
 
+/* The writer replaces only the same trace: another manifest.json (a run's results, another
+ * trace) is refused and stays as it was. */
+Test(trace, writer_replaces_only_the_same_trace)
+{
+    deftsim_model *m = tiny_model();
+    json_t *prov = provenance();
+    deftsim_trace_writer *w;
+    size_t len0, len1;
+    /* A results folder. */
+    static const char results[] = "{\"format\": \"deftsim-results\", \"points\": []}\n";
+    spit(path_in("manifest.json"), results, sizeof results - 1);
+    cr_assert_eq(deftsim_trace_writer_open(tmpdir, m, P, prov, &w), DEFTSIM_E_INPUT);
+    cr_assert(strstr(deftsim_error_message(), ": the folder holds the results of deftsim run, not a "
+                                              "trace; write the trace into another folder (-o DIR)"),
+              "%s", deftsim_error_message());
+    unsigned char *d = slurp(path_in("manifest.json"), &len0);
+    cr_assert(len0 == sizeof results - 1 && !memcmp(d, results, len0), "the manifest changed");
+    free(d);
+    unlink(path_in("manifest.json"));
+    /* A trace; the same again is replaced, another is refused. */
+    write_tiny();
+    unsigned char *before = slurp(path_in("manifest.json"), &len0);
+    json_t *other = provenance();
+    json_object_set_new(other, "seed", json_integer(3));
+    cr_assert_eq(deftsim_trace_writer_open(tmpdir, m, P, other, &w), DEFTSIM_E_INPUT);
+    cr_assert(strstr(deftsim_error_message(), " holds another trace (provenance seed: 3 here, 99 in "
+                                              "the folder); this one would replace it"),
+              "%s", deftsim_error_message());
+    cr_assert_eq(deftsim_trace_writer_open(tmpdir, m, P + 1, prov, &w), DEFTSIM_E_INPUT);
+    cr_assert(strstr(deftsim_error_message(), "workers: 4 here, 3 in the folder"), "%s",
+              deftsim_error_message());
+    unsigned char *after = slurp(path_in("manifest.json"), &len1);
+    cr_assert(len0 == len1 && !memcmp(before, after, len0), "the manifest changed");
+    free(before);
+    free(after);
+    json_decref(other);
+    write_tiny();
+    json_decref(prov);
+    deftsim_model_free(m);
+}
+
 /* ---- damaged iteration files ------------------------------------------------------- */
 
 Test(trace, missing_iteration_file)
