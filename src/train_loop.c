@@ -200,7 +200,7 @@ deftsim_status deftsim_trainer_new(const deftsim_config *cfg, deftsim_trainer **
     if (c->device.kind != DEFTSIM_DEVICE_CPU) {
         char w[600];
         deftsim_config_where(c, "device", "kind", w, sizeof w);
-        st = deftsim_error_set(DEFTSIM_E_UNSUPPORTED,
+        st = deftsim_error_set(DEFTSIM_E_INPUT,
                                "%s = %s: deftsim train keeps the workers' accumulators "
                                "in host memory, which only the cpu kernels read; set kind = cpu",
                                w, deftsim_device_kind_name(c->device.kind));

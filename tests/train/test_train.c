@@ -329,7 +329,7 @@ Test(train, bad_scenarios, .init = setup, .fini = teardown)
 
     cfg = scenario("", "dense", "2");
     cr_assert_eq(deftsim_config_apply_override(cfg, "device.kind=cuda"), DEFTSIM_OK);
-    cr_expect_eq(deftsim_trainer_new(cfg, &tr), DEFTSIM_E_UNSUPPORTED);
+    cr_expect_eq(deftsim_trainer_new(cfg, &tr), DEFTSIM_E_INPUT);
     cr_expect_str_eq(deftsim_error_message(),
                      "--set device.kind = cuda: deftsim train keeps the workers' accumulators in host "
                      "memory, which only the cpu kernels read; set kind = cpu");
