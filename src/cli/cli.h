@@ -3,6 +3,7 @@
 #define DEFTSIM_CLI_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "deftsim_error.h"
 
@@ -39,5 +40,11 @@ int deftsim_cli_usage_error(const char *cmd, const char *fmt, ...)
 /* A byte count such as "24G", "1.5T" or "4096" (binary suffixes K, M, G, T, optionally
  * followed by "B" or "iB"). Returns 0, or -1 if malformed or out of range. */
 int deftsim_cli_parse_size(const char *s, uint64_t *out);
+
+/* Writes s to f as a gnuplot single-quoted string (a quote is doubled). */
+void deftsim_cli_gp_quote(FILE *f, const char *s);
+
+/* Runs `gnuplot -e VARS SCRIPT` (its stdout discarded, its messages on our stderr). */
+deftsim_status deftsim_cli_gnuplot_run(const char *vars, const char *script);
 
 #endif

@@ -216,43 +216,6 @@ static void add_note(plot_ctx *x, const char *fmt, ...)
     if ((x->notes[x->nnotes] = strdup(buf))) x->nnotes++;
 }
 
-/* Appends s to a gnuplot single-quoted string (a quote is doubled). */
-static void gp_quote(FILE *f, const char *s)
-{
-    fputc('\'', f);
-    for (; *s; s++) {
-        if (*s == '\'') fputc('\'', f);
-        fputc(*s, f);
-    }
-    fputc('\'', f);
-}
-
-/* Runs gnuplot -e VARS SCRIPT; its messages go to our stderr. */
-static deftsim_status run_gnuplot(const char *vars, const char *script)
-{
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0) return deftsim_error_set(DEFTSIM_E_RUNTIME, "plot: fork: %s", strerror(errno));
-    if (pid == 0) {
-        int devnull = open("/dev/null", O_WRONLY);
-        if (devnull >= 0) dup2(devnull, STDOUT_FILENO);
-        execlp("gnuplot", "gnuplot", "-e", vars, script, (char *)NULL);
-        _exit(127);
-    }
-    int status;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR) return deftsim_error_set(DEFTSIM_E_RUNTIME, "plot: waitpid: %s", strerror(errno));
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
-        return deftsim_error_set(DEFTSIM_E_UNSUPPORTED,
-                                 "plot: cannot run gnuplot (is it installed? Debian: apt-get install "
-                                 "gnuplot-nox)");
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        return deftsim_error_set(DEFTSIM_E_RUNTIME, "plot: gnuplot failed on %s (its messages are above)",
-                                 script);
-    return DEFTSIM_OK;
-}
-
 /* Renders one figure in every format. extra: more "name=value;" statements, or "". */
 static deftsim_status render(plot_ctx *x, const char *fig, const char *stem, const char *datafile,
                              const char *methods, const char *subtitle, const char *omitted,
@@ -271,22 +234,22 @@ static deftsim_status render(plot_ctx *x, const char *fig, const char *stem, con
         FILE *v = open_memstream(&vars, &vl);
         if (!v) return deftsim_error_set(DEFTSIM_E_NOMEM, "plot: out of memory");
         fprintf(v, "term=");
-        gp_quote(v, x->formats[i]);
+        deftsim_cli_gp_quote(v, x->formats[i]);
         fprintf(v, "; outfile=");
-        gp_quote(v, out);
+        deftsim_cli_gp_quote(v, out);
         fprintf(v, "; datafile=");
-        gp_quote(v, datafile);
+        deftsim_cli_gp_quote(v, datafile);
         fprintf(v, "; plotdir=");
-        gp_quote(v, x->scripts);
+        deftsim_cli_gp_quote(v, x->scripts);
         fprintf(v, "; methods=");
-        gp_quote(v, methods);
+        deftsim_cli_gp_quote(v, methods);
         fprintf(v, "; subtitle=");
-        gp_quote(v, subtitle);
+        deftsim_cli_gp_quote(v, subtitle);
         fprintf(v, "; omitted=");
-        gp_quote(v, omitted);
+        deftsim_cli_gp_quote(v, omitted);
         fprintf(v, "; %s", extra);
         fclose(v);
-        deftsim_status st = run_gnuplot(vars, script);
+        deftsim_status st = deftsim_cli_gnuplot_run(vars, script);
         free(vars);
         if (st) return st;
         struct stat sb;

@@ -85,43 +85,6 @@ static deftsim_status read_curve(const deftsim_train_point_file *pf, curve *c)
     return st;
 }
 
-/* Runs gnuplot -e VARS SCRIPT; its messages go to our stderr. */
-static deftsim_status gnuplot_run(const char *vars, const char *script)
-{
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0) return deftsim_error_set(DEFTSIM_E_RUNTIME, "plot: fork: %s", strerror(errno));
-    if (pid == 0) {
-        int devnull = open("/dev/null", O_WRONLY);
-        if (devnull >= 0) dup2(devnull, STDOUT_FILENO);
-        execlp("gnuplot", "gnuplot", "-e", vars, script, (char *)NULL);
-        _exit(127);
-    }
-    int status;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR) return deftsim_error_set(DEFTSIM_E_RUNTIME, "plot: waitpid: %s", strerror(errno));
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
-        return deftsim_error_set(DEFTSIM_E_UNSUPPORTED,
-                                 "plot: cannot run gnuplot (is it installed? Debian: apt-get install "
-                                 "gnuplot-nox)");
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        return deftsim_error_set(DEFTSIM_E_RUNTIME, "plot: gnuplot failed on %s (its messages are above)",
-                                 script);
-    return DEFTSIM_OK;
-}
-
-/* A gnuplot single-quoted string (a quote is doubled). */
-static void gp_quote(FILE *f, const char *s)
-{
-    fputc('\'', f);
-    for (; *s; s++) {
-        if (*s == '\'') fputc('\'', f);
-        fputc(*s, f);
-    }
-    fputc('\'', f);
-}
-
 static void put_num(FILE *f, double v)
 {
     if (isfinite(v))
@@ -254,20 +217,20 @@ int deftsim_cli_plot_train(const char *dir, const char *scripts, const char (*fo
                         break;
                     }
                     fprintf(v, "term=");
-                    gp_quote(v, formats[fi]);
+                    deftsim_cli_gp_quote(v, formats[fi]);
                     fprintf(v, "; outfile=");
-                    gp_quote(v, out);
+                    deftsim_cli_gp_quote(v, out);
                     fprintf(v, "; datafile=");
-                    gp_quote(v, data);
+                    deftsim_cli_gp_quote(v, data);
                     fprintf(v, "; plotdir=");
-                    gp_quote(v, scripts);
+                    deftsim_cli_gp_quote(v, scripts);
                     fprintf(v, "; methods=");
-                    gp_quote(v, methods);
+                    deftsim_cli_gp_quote(v, methods);
                     fprintf(v, "; subtitle=");
-                    gp_quote(v, subtitle);
+                    deftsim_cli_gp_quote(v, subtitle);
                     fprintf(v, "; omitted=''; yaxis='%s'; xaxis='%s'", ys[y], xs[x]);
                     fclose(v);
-                    st = gnuplot_run(vars, script);
+                    st = deftsim_cli_gnuplot_run(vars, script);
                     free(vars);
                     struct stat sb;
                     if (!st && (stat(out, &sb) != 0 || sb.st_size == 0))

@@ -1,0 +1,44 @@
+/* gnuplot.c - running gnuplot for `deftsim plot` (the sweep figures and the training curves). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+void deftsim_cli_gp_quote(FILE *f, const char *s)
+{
+    fputc('\'', f);
+    for (; *s; s++) {
+        if (*s == '\'') fputc('\'', f);
+        fputc(*s, f);
+    }
+    fputc('\'', f);
+}
+
+deftsim_status deftsim_cli_gnuplot_run(const char *vars, const char *script)
+{
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) return deftsim_error_set(DEFTSIM_E_RUNTIME, "plot: fork: %s", strerror(errno));
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_WRONLY);
+        if (devnull >= 0) dup2(devnull, STDOUT_FILENO);
+        execlp("gnuplot", "gnuplot", "-e", vars, script, (char *)NULL);
+        _exit(127);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) return deftsim_error_set(DEFTSIM_E_RUNTIME, "plot: waitpid: %s", strerror(errno));
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
+        return deftsim_error_set(DEFTSIM_E_UNSUPPORTED,
+                                 "plot: cannot run gnuplot (is it installed? Debian: apt-get install "
+                                 "gnuplot-nox)");
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        return deftsim_error_set(DEFTSIM_E_RUNTIME, "plot: gnuplot failed on %s (its messages are above)",
+                                 script);
+    return DEFTSIM_OK;
+}
