@@ -1401,7 +1401,7 @@ static deftsim_status sim_run_cols(const deftsim_engine *e, char *buf, size_t ca
         char topo[4200];
         snprintf(topo, sizeof topo, "file:%s", e->platform.name ? e->platform.name : "");
         deftsim_csv_field(m, topo);
-        fprintf(m, ",%s,,", deftsim_net_model_name(cfg->network.model));
+        fprintf(m, ",%s,,,", deftsim_net_model_name(cfg->network.model));
     } else {
         fprintf(m, "%s,%s,%s,%s,", deftsim_topology_name(cfg->network.topology),
                 deftsim_net_model_name(cfg->network.model), dbl(bw, cfg->network.bandwidth),
