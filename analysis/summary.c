@@ -846,8 +846,14 @@ deftsim_status deftsim_analysis_write_md(const deftsim_analysis *a, const char *
     fprintf(f, "# Summary\n\n");
     for (size_t i = 0; provenance && provenance[i]; i++) fprintf(f, "%s\n", provenance[i]);
     if (provenance && provenance[0]) fputc('\n', f);
-    /* The run settings the rows record, as they are (several values: several runs). */
-    int anyctx = 0;
+    /* The run settings the rows record, as they are (several values: several runs). A user's
+     * platform file (net_topology "file:<name>") has no one link bandwidth or latency: the
+     * rows leave those empty, and the file is named instead. */
+    int anyctx = 0, anyfile = 0;
+    for (size_t i = 0; i < NCONTEXT; i++)
+        if (!strcmp(context_cols[i], "net_topology"))
+            for (size_t k = 0; k < a->context[i].n; k++)
+                anyfile |= !strncmp(a->context[i].items[k], "file:", 5);
     for (size_t i = 0; i < NCONTEXT; i++) {
         if (!a->context[i].n) continue;
         fprintf(f, "%s`%s` ", anyctx ? ", " : "Settings (from the rows): ", context_cols[i]);
@@ -855,7 +861,10 @@ deftsim_status deftsim_analysis_write_md(const deftsim_analysis *a, const char *
         for (size_t k = 0; k < a->context[i].n; k++) {
             const char *v = a->context[i].items[k];
             double d;
-            fprintf(f, "%s%s", k ? " | " : "", v[0] ? v : "(empty)");
+            int link = !strcmp(context_cols[i], "net_bandwidth") ||
+                       !strcmp(context_cols[i], "net_latency");
+            fprintf(f, "%s%s", k ? " | " : "",
+                    v[0] ? v : anyfile && link ? "(the platform file's)" : "(empty)");
             /* Units a reader wants: bandwidth in Gb/s, latency in microseconds. */
             if (!strcmp(context_cols[i], "net_bandwidth") && !deftsim_parse_double(v, &d))
                 fprintf(f, " B/s (%g Gb/s)", d * 8 / 1e9);
@@ -865,6 +874,18 @@ deftsim_status deftsim_analysis_write_md(const deftsim_analysis *a, const char *
         if (a->context_more[i]) fprintf(f, " | ...");
     }
     if (anyctx) fprintf(f, ".\n\n");
+    for (size_t i = 0; anyfile && i < NCONTEXT; i++) {
+        if (strcmp(context_cols[i], "net_topology")) continue;
+        fprintf(f, "Network platform: ");
+        for (size_t k = 0, m = 0; k < a->context[i].n; k++) {
+            const char *v = a->context[i].items[k];
+            if (strncmp(v, "file:", 5)) continue;
+            fprintf(f, "%s`%s`", m++ ? ", " : "the SimGrid platform file ", v + 5);
+        }
+        fprintf(f, " (its copy lies under `platforms/` in the results folder, its size and SHA-256 "
+                   "in manifest.json); its links' bandwidths and latencies are the file's own, so "
+                   "the rows leave `net_bandwidth` and `net_latency` empty.\n\n");
+    }
     fprintf(f, "%zu points from %zu file%s (%llu rows); ", a->ng, a->files, a->files == 1 ? "" : "s",
             (unsigned long long)a->rows);
     if (minit == maxit) fprintf(f, "%zu iteration%s per point", minit, minit == 1 ? "" : "s");

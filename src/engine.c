@@ -26,6 +26,7 @@
 #include "deftsim_kcuda.h"
 #endif
 #include "deftsim_npy.h"
+#include "deftsim_platform.h"
 #include "deftsim_sparsify.h"
 #include "deftsim_trace.h"
 #include "deftsim_util.h"
@@ -275,6 +276,7 @@ struct deftsim_engine {
     float *stage;
     double *sums;
     deftsim_memory_plan plan;
+    deftsim_platform_record platform; /* topology = file: the user's platform file as read */
 };
 
 void deftsim_run_options_default(deftsim_run_options *o)
@@ -608,6 +610,7 @@ void deftsim_engine_free(deftsim_engine *e)
     free(e->finite_ok);
     free(e->source_iter);
     free(e->dump_dir);
+    deftsim_platform_record_free(&e->platform);
     deftsim_config_free(e->cfg);
     free(e);
 }
@@ -623,6 +626,7 @@ deftsim_status deftsim_engine_new(const deftsim_config *cfg, const deftsim_run_o
     else deftsim_run_options_default(&e->opt);
     if ((st = deftsim_config_clone(cfg, &e->cfg))) goto fail;
     if ((st = deftsim_config_check(e->cfg))) goto fail;
+    if ((st = deftsim_platform_record_read(e->cfg, &e->platform))) goto fail;
     if (e->opt.dump_dir && !(e->dump_dir = strdup(e->opt.dump_dir))) {
         st = deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory");
         goto fail;
@@ -1381,26 +1385,46 @@ static deftsim_status emit_rows(FILE *out, row_buffer *rb, const point_sim *s, u
     return DEFTSIM_OK;
 }
 
-/* The simulated run's columns: net_topology .. sim_mode. */
-static void sim_run_cols(const deftsim_config *cfg, char *buf, size_t cap)
+/* The simulated run's columns: net_topology .. sim_mode. A user's platform file has no one
+ * link bandwidth or latency: net_topology names the file ("file:<name>", its copy under
+ * platforms/) and those two stay empty. */
+static deftsim_status sim_run_cols(const deftsim_engine *e, char *buf, size_t cap)
 {
+    const deftsim_config *cfg = e->cfg;
     if (!cfg->network.simulate) {
         snprintf(buf, cap, ",,,,,,,off");
-        return;
+        return DEFTSIM_OK;
     }
+    FILE *m = fmemopen(buf, cap, "w");
+    if (!m) return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory");
     char bw[40], lat[40];
-    snprintf(buf, cap, "%s,%s,%s,%s,%s,%s,%s,%s", deftsim_topology_name(cfg->network.topology),
-             deftsim_net_model_name(cfg->network.model), dbl(bw, cfg->network.bandwidth),
-             dbl(lat, cfg->network.latency), deftsim_allgather_name(cfg->network.allgather),
-             deftsim_allreduce_name(cfg->network.allreduce), deftsim_bcast_name(cfg->network.bcast),
-             deftsim_sim_mode_name(cfg->network.mode));
+    if (cfg->network.topology == DEFTSIM_TOPO_FILE) {
+        char topo[4200];
+        snprintf(topo, sizeof topo, "file:%s", e->platform.name ? e->platform.name : "");
+        deftsim_csv_field(m, topo);
+        fprintf(m, ",%s,,,", deftsim_net_model_name(cfg->network.model));
+    } else {
+        fprintf(m, "%s,%s,%s,%s,", deftsim_topology_name(cfg->network.topology),
+                deftsim_net_model_name(cfg->network.model), dbl(bw, cfg->network.bandwidth),
+                dbl(lat, cfg->network.latency));
+    }
+    fprintf(m, "%s,%s,%s,%s", deftsim_allgather_name(cfg->network.allgather),
+            deftsim_allreduce_name(cfg->network.allreduce), deftsim_bcast_name(cfg->network.bcast),
+            deftsim_sim_mode_name(cfg->network.mode));
+    int full = ftell(m) >= (long)cap - 1;
+    fclose(m);
+    if (full) return deftsim_error_set(DEFTSIM_E_INPUT, "[network] platform_file: name too long");
+    return DEFTSIM_OK;
 }
 
 /* The generated platform of P workers, into <output>/platforms/P<P>.xml (rewritten for every
- * point: the same bytes each time), so that the run can be reproduced outside deftsim. */
-static deftsim_status write_platform(const deftsim_config *cfg, const deftsim_sim_params *sp)
+ * point: the same bytes each time), so that the run can be reproduced outside deftsim; a
+ * user's platform file: its bytes as read, into <output>/platforms/<name>. */
+static deftsim_status write_platform(const deftsim_engine *e, const deftsim_sim_params *sp)
 {
-    if (cfg->network.topology == DEFTSIM_TOPO_FILE) return DEFTSIM_OK;
+    const deftsim_config *cfg = e->cfg;
+    if (cfg->network.topology == DEFTSIM_TOPO_FILE)
+        return deftsim_platform_record_keep(&e->platform, cfg->scenario.output);
     char dir[4200], path[4300];
     snprintf(dir, sizeof dir, "%s/platforms", cfg->scenario.output);
     deftsim_status st = deftsim_mkdir_p(dir);
@@ -1525,7 +1549,7 @@ static deftsim_status run_point(deftsim_engine *e, deftsim_method method, double
             goto done;
         }
         for (size_t i = 0; i < psim.n; i++) scheds[i] = &psim.it[i].sched;
-        st = write_platform(cfg, &sp_net);
+        st = write_platform(e, &sp_net);
         if (!st) st = deftsim_sim_run(&sp_net, scheds, psim.n, &sres);
         free(scheds);
         if (st) goto done;
@@ -1535,8 +1559,8 @@ static deftsim_status run_point(deftsim_engine *e, deftsim_method method, double
         rec->sim_peak_rss = sres.peak_rss_bytes;
     }
     {
-        char run_cols[512];
-        sim_run_cols(cfg, run_cols, sizeof run_cols);
+        char run_cols[1024];
+        if ((st = sim_run_cols(e, run_cols, sizeof run_cols))) goto done;
         if ((st = emit_rows(f, &rb, &psim, P, simulated ? &sres : NULL, run_cols))) goto done;
     }
     st = deftsim_afile_commit(af);
@@ -1676,6 +1700,7 @@ static json_t *manifest_json(const deftsim_engine *e, const char *started, const
     }
     json_object_set_new(root, "rows_csv", rows_written ? json_string("rows.csv") : json_null());
     json_object_set_new(root, "dump", e->dump_dir ? json_string(e->dump_dir) : json_null());
+    json_object_set_new(root, "platform", deftsim_platform_record_json(&e->platform));
     json_object_set_new(root, "config", config);
     return root;
 }

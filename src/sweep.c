@@ -24,6 +24,7 @@
 #include "deftsim_csv.h"
 #include "deftsim_engine.h"
 #include "deftsim_folder.h"
+#include "deftsim_platform.h"
 #include "deftsim_util.h"
 
 #define MANIFEST_FORMAT "deftsim-sweep"
@@ -44,6 +45,7 @@ typedef struct {
     deftsim_config *cfg;     /* the scenario with this variant's axis values set */
     char *label;             /* folder name under points/; "" without axes */
     size_t *value_index;     /* naxes: which value of each axis */
+    deftsim_platform_record platform; /* topology = file: the user's platform file as read */
 } variant;
 
 typedef struct {
@@ -98,6 +100,7 @@ void deftsim_sweep_free(deftsim_sweep *s)
         deftsim_config_free(s->variants[i].cfg);
         free(s->variants[i].label);
         free(s->variants[i].value_index);
+        deftsim_platform_record_free(&s->variants[i].platform);
     }
     free(s->variants);
     for (size_t i = 0; i < s->npoints; i++) {
@@ -454,6 +457,8 @@ deftsim_status deftsim_sweep_new(const deftsim_config *cfg, const deftsim_sweep_
     deftsim_status st = deftsim_config_clone(cfg, &s->base);
     if (!st) st = collect_axes(s);
     if (!st) st = build_variants(s);
+    for (size_t v = 0; !st && v < s->nvariants; v++)
+        st = deftsim_platform_record_read(s->variants[v].cfg, &s->variants[v].platform);
     if (!st) st = build_points(s);
     if (!st) st = build_identity(s);
     if (!st && !(s->extra_points = json_array())) st = nomem();
@@ -648,9 +653,19 @@ static deftsim_status write_manifest(const deftsim_sweep *s, const char *status,
     }
     json_object_set_new(root, "axes", axes);
     json_t *vars = json_array();
-    for (size_t v = 0; v < s->nvariants; v++)
-        json_array_append_new(vars, json_pack("{s:s, s:o}", "label", s->variants[v].label, "config",
-                                              deftsim_config_to_json(s->variants[v].cfg)));
+    for (size_t v = 0; v < s->nvariants; v++) {
+        /* A user's platform file: its name, size and SHA-256, and where the folder keeps its
+         * copy (the engine writes it beside the variant's points). */
+        const variant *var = &s->variants[v];
+        json_t *plat = deftsim_platform_record_json(&var->platform);
+        if (var->platform.path && var->label[0] && json_is_object(plat)) {
+            char copy[4400];
+            snprintf(copy, sizeof copy, "points/%s/%s", var->label, var->platform.copy);
+            json_object_set_new(plat, "copy", json_string(copy));
+        }
+        json_array_append_new(vars, json_pack("{s:s, s:o, s:o*}", "label", var->label, "config",
+                                              deftsim_config_to_json(var->cfg), "platform", plat));
+    }
     json_object_set_new(root, "variants", vars);
     json_t *pts = json_array();
     for (size_t i = 0; i < s->npoints; i++) json_array_append_new(pts, point_json(s, &s->points[i]));
@@ -1162,14 +1177,16 @@ static void clean_stale(deftsim_sweep *s)
 {
     static const char *const top[] = {"manifest.json", "rows.csv"};
     static const char *const points[] = {".csv", ".failed"};
-    static const char *const platforms[] = {".xml"};
+    const char *platforms[] = {".xml", ""};
     char path[4200];
     path_in(s, "", path, sizeof path);
     remove_stale(path, top, 2);
     path_in(s, "points", path, sizeof path);
     remove_stale(path, points, 2);
+    /* A user's platform file keeps its own name there. */
+    platforms[1] = s->nvariants && !s->variants[0].label[0] ? s->variants[0].platform.name : NULL;
     path_in(s, "platforms", path, sizeof path);
-    remove_stale(path, platforms, 1);
+    remove_stale(path, platforms, platforms[1] ? 2 : 1);
     for (size_t v = 0; v < s->nvariants; v++) {
         if (!s->variants[v].label[0]) continue;
         char rel[1200];
@@ -1178,7 +1195,8 @@ static void clean_stale(deftsim_sweep *s)
         remove_stale(path, points, 2);
         snprintf(rel, sizeof rel, "points/%s/platforms", s->variants[v].label);
         path_in(s, rel, path, sizeof path);
-        remove_stale(path, platforms, 1);
+        platforms[1] = s->variants[v].platform.name;
+        remove_stale(path, platforms, platforms[1] ? 2 : 1);
     }
 }
 

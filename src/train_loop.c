@@ -17,6 +17,7 @@
 #include "deftsim_kernels.h"
 #include "deftsim_nn.h"
 #include "deftsim_philox.h"
+#include "deftsim_platform.h"
 #include "deftsim_schedule.h"
 #include "deftsim_sim.h"
 #include "deftsim_sparsify.h"
@@ -786,6 +787,7 @@ static deftsim_status write_tables(const deftsim_config *cfg, const point_record
 }
 
 static deftsim_status write_manifest(const deftsim_config *cfg, const deftsim_trainer *tr,
+                                     const deftsim_platform_record *plat,
                                      const char *started, const char *finished,
                                      const char *status, const char *error,
                                      const point_record *recs, size_t n)
@@ -833,6 +835,7 @@ static deftsim_status write_manifest(const deftsim_config *cfg, const deftsim_tr
                                              recs[i].res.diverged, "seconds", recs[i].res.seconds,
                                              "sim_seconds", recs[i].res.sim_wall_seconds));
     json_object_set_new(root, "points", pts);
+    json_object_set_new(root, "platform", deftsim_platform_record_json(plat));
     json_object_set_new(root, "config", config);
     char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(root);
@@ -887,11 +890,22 @@ deftsim_status deftsim_train_run(const deftsim_config *cfg, FILE *progress,
     if (st) return st;
     deftsim_trainer *tr;
     if ((st = deftsim_trainer_new(cfg, &tr))) return st;
+    /* A user's platform file: recorded in the manifest, its bytes kept under platforms/ so that
+     * the folder alone reproduces the simulation (docs/TRAINING.md). */
+    deftsim_platform_record plat;
+    if ((st = deftsim_platform_record_read(cfg, &plat))) {
+        deftsim_platform_record_free(&plat);
+        deftsim_trainer_free(tr);
+        return st;
+    }
     char dir[4400];
     snprintf(dir, sizeof dir, "%s/points", cfg->scenario.output);
     /* The manifest comes first, so that a folder a killed run leaves says whose it is. */
-    if ((st = deftsim_mkdir_p(dir)) ||
-        (st = write_manifest(cfg, tr, started, NULL, "running", NULL, NULL, 0))) {
+    if (!(st = deftsim_mkdir_p(dir)))
+        st = write_manifest(cfg, tr, &plat, started, NULL, "running", NULL, NULL, 0);
+    if (!st && cfg->network.simulate) st = deftsim_platform_record_keep(&plat, cfg->scenario.output);
+    if (st) {
+        deftsim_platform_record_free(&plat);
         deftsim_trainer_free(tr);
         return st;
     }
@@ -899,6 +913,7 @@ deftsim_status deftsim_train_run(const deftsim_config *cfg, FILE *progress,
     size_t maxpts = cfg->sparsify.nmethods * cfg->sparsify.ndensities * cfg->workers.ncounts;
     point_record *recs = calloc(maxpts ? maxpts : 1, sizeof *recs);
     if (!recs) {
+        deftsim_platform_record_free(&plat);
         deftsim_trainer_free(tr);
         return deftsim_error_set(DEFTSIM_E_NOMEM, "train: out of memory");
     }
@@ -934,16 +949,17 @@ deftsim_status deftsim_train_run(const deftsim_config *cfg, FILE *progress,
     utc_now(finished, sizeof finished);
     if (!st) st = write_tables(cfg, recs, n);
     if (!st) {
-        st = write_manifest(cfg, tr, started, finished, "complete", NULL, recs, n);
+        st = write_manifest(cfg, tr, &plat, started, finished, "complete", NULL, recs, n);
     } else {
         /* Keep the failure's message: the manifest says what finished before it. */
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", deftsim_error_message());
-        write_manifest(cfg, tr, started, NULL, "failed", msg, recs, n);
+        write_manifest(cfg, tr, &plat, started, NULL, "failed", msg, recs, n);
         deftsim_error_set(st, "%s", msg);
     }
     for (size_t i = 0; i < n; i++) deftsim_train_result_free(&recs[i].res);
     free(recs);
+    deftsim_platform_record_free(&plat);
     deftsim_trainer_free(tr);
     if (summary) summary->seconds = deftsim_now() - t0;
     return st;

@@ -24,6 +24,7 @@ static void usage(FILE *out)
             "  rows.csv                            every point's rows, one header\n"
             "  manifest.json                       configuration, seed, version, machine\n"
             "  platforms/P<P>.xml                  the SimGrid platform each P was simulated on\n"
+            "  platforms/<name>                    with topology = file: a copy of platform_file\n"
             "Every point's communication is then simulated with SimGrid ([network], docs/NETWORK.md;\n"
             "--set network.simulate=0 skips it). docs/OUTPUT.md names every column and file.\n"
             "Before anything runs, the memory every point needs is checked against [engine]\n"
