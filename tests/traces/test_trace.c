@@ -473,7 +473,14 @@ Test(trace, tensors_that_disagree_with_the_manifest)
 /* ---- damaged manifests ------------------------------------------------------------ */
 
 typedef void (*edit_fn)(json_t *m);
-static void e_version2(json_t *m) { json_object_set_new(m, "format_version", json_integer(2)); }
+static void e_version3(json_t *m) { json_object_set_new(m, "format_version", json_integer(3)); }
+static void e_version2_nolayout(json_t *m) { json_object_set_new(m, "format_version", json_integer(2)); }
+static void e_version2_layout(json_t *m)
+{
+    json_object_set_new(m, "format_version", json_integer(2));
+    json_object_set_new(m, "layout", json_string("sharded"));
+}
+static void e_version1_layout(json_t *m) { json_object_set_new(m, "layout", json_string("flat")); }
 static void e_version_str(json_t *m) { json_object_set_new(m, "format_version", json_string("1")); }
 static void e_format(json_t *m) { json_object_set_new(m, "format", json_string("npz")); }
 static void e_no_workers(json_t *m) { json_object_del(m, "workers"); }
@@ -522,7 +529,10 @@ Test(trace, bad_manifest_fields)
         edit_fn edit;
         const char *want[3];
     } cases[] = {
-        {e_version2, {"field 'format_version'", "unknown version 2", "reads version 1"}},
+        {e_version3, {"field 'format_version'", "unknown version 3", "reads versions 1 and 2"}},
+        {e_version2_nolayout, {"field 'layout': missing"}},
+        {e_version2_layout, {"field 'layout'", "'sharded'", "'per-rank'"}},
+        {e_version1_layout, {"field 'layout'", "unknown field"}},
         {e_version_str, {"field 'format_version'", "expected an integer, found a string"}},
         {e_format, {"field 'format'", "'npz'"}},
         {e_no_workers, {"field 'workers': missing"}},
@@ -574,7 +584,7 @@ Test(trace, bad_manifest_fields)
     spit(path_in("manifest.json"), "[1, 2]", strlen("[1, 2]"));
     EXPECT_FAIL("not an object", "manifest.json", "expected a JSON object, found an array");
     cr_assert_eq(unlink(path_in("manifest.json")), 0);
-    EXPECT_FAIL("no manifest", "manifest.json", "not a trace directory");
+    EXPECT_FAIL("no manifest", "not a trace: no manifest.json", "no iter_<t>/ folders");
     free(orig);
 }
 
