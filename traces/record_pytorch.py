@@ -132,7 +132,9 @@ def named_grads(model):
     """{name: gradient} of every trainable parameter, in parameter order (zeros where a
     parameter got no gradient); a DDP wrapper is looked through, so names carry no 'module.'."""
     import torch
-    model = getattr(model, "module", model)
+    from torch.nn.parallel import DistributedDataParallel
+    if isinstance(model, DistributedDataParallel):
+        model = model.module
     return {n: (p.grad if p.grad is not None else torch.zeros_like(p)).detach()
             for n, p in model.named_parameters() if p.requires_grad}
 
