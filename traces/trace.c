@@ -1033,7 +1033,11 @@ static deftsim_status trace_open(const char *dir, int ignore_manifest, deftsim_t
         if (!ignore_manifest && err != ENOENT)
             st = deftsim_error_set(deftsim_open_input_status(err), "%s: cannot open: %s", mpath,
                                    strerror(err));
-        else if (!(st = scan_numbered(dir, "iter_", "", 1, &its, &nits)) && nits == 0)
+        else if (!(st = scan_numbered(dir, "iter_", "", 1, &its, &nits)) && nits == 0 &&
+                 ignore_manifest)
+            st = deftsim_error_set(DEFTSIM_E_INPUT, "%s: no iter_<t>/ folders of the per-rank "
+                                   "layout to import (traces/FORMAT.md)", dir);
+        else if (!st && nits == 0)
             st = deftsim_error_set(DEFTSIM_E_INPUT, "%s: not a trace: no %s (flat layout) and no "
                                    "iter_<t>/ folders (per-rank layout; traces/FORMAT.md)", dir,
                                    DEFTSIM_TRACE_MANIFEST);

@@ -503,6 +503,9 @@ def per_rank(tmp):
     check("manifest.json: exists and differs" in r.stderr, f"import clobber: {r.stderr}")
     check(open(man).read() == text, "import: a different manifest is left alone")
     os.remove(man)
+    r = run("trace", "import", flat, expect=2)
+    check("no iter_<t>/ folders of the per-rank layout to import" in r.stderr,
+          f"import of a flat trace: {r.stderr}")
 
     # 3. Without the order metadata: name order, said so, deterministic.
     noorder = os.path.join(tmp, "pr-noorder")
