@@ -1,4 +1,5 @@
-/* trace.c - gradient traces: manifest, reader (validating, zero-copy), writer. */
+/* trace.c - gradient traces: manifest, reader (flat layout: validating, zero-copy; per-rank
+ * layout: read and converted into memory of its own), writer, import. */
 #include "deftsim_trace.h"
 
 #include <dirent.h>
