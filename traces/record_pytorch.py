@@ -9,11 +9,20 @@ gradients, and the optimizer steps on their average: the update DDP would apply.
     python3 traces/record_pytorch.py --model resnet18 --dataset cifar10 --data ~/data \\
         --workers 4 --batch 512 --steps 300 --record 0,100,200,299 --seed 1 -o my-trace
 
-Real torch.distributed (torchrun --nproc-per-node P ...): compute the local gradient with
-DDP's allreduce disabled (`with model.no_sync(): loss.backward()`), call
-`gather_to_rank0(flat_grad(model))`, let rank 0 `put` the list, then allreduce yourself
-(or run a step without no_sync). Needs torch (and torchvision for the image models); the
-writer alone needs only numpy and safetensors. deftsim itself needs none of this.
+Real torch.distributed, per-rank layout (--ddp, under torchrun): every rank computes its own
+gradient with DDP's allreduce held back (`with model.no_sync(): loss.backward()`), saves it
+itself as iter_<t>/rank_<r>.safetensors ({parameter name: gradient}, no gather), then the
+ranks allreduce and step as DDP would. deftsim reads the folder as it is; `deftsim trace
+import DIR` adds a manifest.
+
+    torchrun --nproc-per-node 4 traces/record_pytorch.py --ddp --model resnet18 \\
+        --dataset cifar10 --data ~/data --batch 512 --steps 300 --record 0,100,200,299 -o my-trace
+
+In your own training loop: `w = RankWriter(dir, dist.get_rank(), dist.get_world_size())`,
+then after backward `w.put(step, named_grads(model))`.
+
+Needs torch (and torchvision for the image models); the writers alone need only numpy and
+safetensors. deftsim itself needs none of this.
 """
 import argparse
 import json
@@ -73,6 +82,63 @@ class TraceWriter:
         os.replace(path + ".tmp", path)
 
 
+class RankWriter:
+    """One rank's writer of the per-rank layout (traces/FORMAT.md): iter_<t>/rank_<r>.safetensors,
+    written by this rank alone, atomically (a temporary name, then a rename). No manifest: the
+    files say everything (`deftsim trace import DIR` writes one)."""
+
+    def __init__(self, out_dir, rank, world_size, model_name=None, provenance=None):
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank {rank} outside [0, {world_size})")
+        self.dir, self.rank, self.world_size = out_dir, int(rank), int(world_size)
+        self.meta = {"format": "deftsim-trace", "format_version": "2", "layout": "per-rank",
+                     "rank": str(self.rank), "world_size": str(self.world_size)}
+        if model_name:
+            self.meta["model"] = str(model_name)
+        for key in ("recorder", "method", "seed"):
+            if provenance and provenance.get(key) is not None:
+                self.meta[key] = str(provenance[key])
+        self.iterations = []
+
+    def path(self, iteration):
+        return os.path.join(self.dir, f"iter_{iteration:06d}", f"rank_{self.rank:04d}.safetensors")
+
+    def put(self, iteration, grads):
+        """grads: {parameter name: gradient} in parameter order (a dict keeps insertion order),
+        NumPy arrays or torch tensors; float32, float16 or bfloat16 (torch) are kept as they are
+        and deftsim converts the 16-bit ones exactly. The order goes into the file's metadata
+        (safetensors sorts the tensors by name)."""
+        if self.iterations and iteration <= self.iterations[-1]:
+            raise ValueError("iteration ids must strictly increase")
+        if not grads:
+            raise ValueError("no gradients")
+        meta = dict(self.meta, iteration=str(int(iteration)),
+                    parameter_order=json.dumps(list(grads)))
+        path = self.path(int(iteration))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        if any(type(v).__module__.startswith("torch") for v in grads.values()):
+            from safetensors.torch import save_file as save_torch
+            save_torch({n: g.detach().contiguous().cpu() for n, g in grads.items()}, path + ".tmp",
+                       metadata=meta)
+        else:
+            arrays = {n: np.asarray(g) for n, g in grads.items()}
+            save_file({n: g if g.flags.c_contiguous else g.copy(order="C")  # keeps shape ()
+                       for n, g in arrays.items()}, path + ".tmp", metadata=meta)
+        os.replace(path + ".tmp", path)
+        self.iterations.append(int(iteration))
+
+
+def named_grads(model):
+    """{name: gradient} of every trainable parameter, in parameter order (zeros where a
+    parameter got no gradient); a DDP wrapper is looked through, so names carry no 'module.'."""
+    import torch
+    from torch.nn.parallel import DistributedDataParallel
+    if isinstance(model, DistributedDataParallel):
+        model = model.module
+    return {n: (p.grad if p.grad is not None else torch.zeros_like(p)).detach()
+            for n, p in model.named_parameters() if p.requires_grad}
+
+
 def layer_table(model):
     """(name, shape) of every trainable parameter, in parameter order."""
     return [(n, tuple(p.shape)) for n, p in model.named_parameters() if p.requires_grad]
@@ -95,7 +161,7 @@ def gather_to_rank0(vec):
     return [v.cpu().numpy() for v in out] if rank == 0 else None
 
 
-def build(args):
+def build(args, world_size=1, rank=0):
     import torch
     import torchvision
     import torchvision.transforms as T
@@ -110,9 +176,69 @@ def build(args):
                                               torch.randint(0, 10, (4096,)))
         classes = 10
     model = getattr(torchvision.models, args.model)(num_classes=classes)
-    loader = torch.utils.data.DataLoader(data, batch_size=args.batch, shuffle=True,
-                                         drop_last=True, num_workers=2)
+    if world_size == 1:
+        loader = torch.utils.data.DataLoader(data, batch_size=args.batch, shuffle=True,
+                                             drop_last=True, num_workers=2)
+    else:  # each rank its own shard of every global batch
+        sampler = torch.utils.data.distributed.DistributedSampler(
+            data, num_replicas=world_size, rank=rank, shuffle=True, seed=args.seed)
+        loader = torch.utils.data.DataLoader(data, batch_size=args.batch // world_size,
+                                             sampler=sampler, drop_last=True, num_workers=2)
     return model, loader
+
+
+def main_ddp(args):
+    """torchrun mode: each rank records its own gradients (RankWriter), no gather."""
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    cuda = torch.cuda.is_available()
+    dist.init_process_group(backend="nccl" if cuda else "gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    if args.batch % world:
+        raise SystemExit(f"--batch {args.batch} must be a multiple of the {world} ranks")
+    local = int(os.environ.get("LOCAL_RANK", 0))
+    device = torch.device(f"cuda:{local}" if cuda else "cpu")
+    if cuda:
+        torch.cuda.set_device(device)
+    torch.manual_seed(args.seed)  # the same initial weights everywhere (DDP broadcasts too)
+    model, loader = build(args, world, rank)
+    model.to(device).train()
+    ddp = DDP(model, device_ids=[local] if cuda else None)
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=5e-4)
+    record = {int(s) for s in args.record.split(",")}
+    prov = {"recorder": f"traces/record_pytorch.py --ddp (torch {torch.__version__})",
+            "method": f"torch.distributed DDP: {args.model} on {args.dataset}, global batch "
+                      f"{args.batch} over {world} ranks, lr {args.lr}, momentum 0.9, weight decay "
+                      f"5e-4, each rank's gradient before the allreduce", "seed": args.seed}
+    writer = RankWriter(args.output, rank, world, args.model, prov)
+    params = [p for p in model.parameters() if p.requires_grad]
+    step, epoch = 0, 0
+    while step < args.steps:
+        loader.sampler.set_epoch(epoch)
+        epoch += 1
+        for x, y in loader:
+            if step >= args.steps:
+                break
+            x, y = x.to(device), y.to(device)
+            opt.zero_grad(set_to_none=True)
+            with ddp.no_sync():  # the local gradient only: DDP's allreduce held back
+                torch.nn.functional.cross_entropy(ddp(x), y).backward()
+            if step in record:
+                writer.put(step, named_grads(ddp))
+            for p in params:  # what DDP's allreduce would deliver: the mean over ranks
+                if p.grad is None:
+                    p.grad = torch.zeros_like(p)
+                dist.all_reduce(p.grad)
+                p.grad /= world
+            opt.step()
+            step += 1
+    dist.barrier()
+    if rank == 0:
+        print(f"{args.output}: {len(writer.iterations)} iterations x {world} ranks "
+              f"(iter_<t>/rank_<r>.safetensors; 'deftsim trace import {args.output}' adds a "
+              f"manifest)")
+    dist.destroy_process_group()
 
 
 def main():
@@ -127,8 +253,13 @@ def main():
     ap.add_argument("--record", default="0", help="comma-separated steps to record")
     ap.add_argument("--lr", type=float, default=0.1)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--ddp", action="store_true",
+                    help="run under torchrun: every rank writes iter_<t>/rank_<r>.safetensors "
+                         "itself (--workers is ignored: the world size is torchrun's)")
     ap.add_argument("-o", "--output", required=True)
     args = ap.parse_args()
+    if args.ddp:
+        return main_ddp(args)
     if args.batch % args.workers:
         ap.error("--batch must be a multiple of --workers")
 

@@ -16,10 +16,11 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: deftsim trace <info|check|dump|gen|bench|record> [<args>]\n"
+            "usage: deftsim trace <info|check|dump|import|gen|bench|record> [<args>]\n"
             "\n"
             "Gradient traces (traces/FORMAT.md): a directory with manifest.json and one\n"
-            "safetensors file per iteration holding every worker's float32 gradient.\n"
+            "safetensors file per iteration holding every worker's float32 gradient, or the\n"
+            "per-rank layout iter_<t>/rank_<r>.safetensors (PyTorch's {name: grad} per rank).\n"
             "\n"
             "  info DIR [--json] [--no-stats]\n"
             "      validate a trace; print its manifest, the min/median/max L2 norm of each layer\n"
@@ -28,6 +29,9 @@ static void usage(FILE *out)
             "      exit 2 naming the first non-finite value (file, worker, layer, element), else 0\n"
             "  dump DIR --iteration ID --worker W [--offset O] [--count C]\n"
             "      print gradient values one per line (%%.9g: exact for float32)\n"
+            "  import DIR\n"
+            "      write DIR/manifest.json for a per-rank trace, derived from its files (an\n"
+            "      existing manifest that differs is left alone: exit 2)\n"
             "  gen --model NAME --workers P --iterations T --seed S -o DIR\n"
             "      [--scale-decades X] [--signal X] [--tail X] [--drift X] [--bias-shift X]\n"
             "      write a synthetic trace (docs/GENERATOR.md); NAME is a built-in model or a CSV\n"
@@ -134,7 +138,9 @@ static int print_info_json(const deftsim_trace *t, const trace_stats *s)
     if (!bad) {
         json_object_set_new(root, "dir", json_string(deftsim_trace_dir(t)));
         json_object_set_new(root, "format", json_string(DEFTSIM_TRACE_FORMAT_NAME));
-        json_object_set_new(root, "format_version", json_integer(DEFTSIM_TRACE_FORMAT_VERSION));
+        json_object_set_new(root, "format_version", json_integer(deftsim_trace_format_version(t)));
+        json_object_set_new(root, "layout", json_string(deftsim_trace_layout(t)));
+        json_object_set_new(root, "layer_order", json_string(deftsim_trace_layer_order(t)));
         json_object_set_new(root, "model", json_pack("{s:s, s:I, s:I}", "name", m->name,
                                                      "numel", (json_int_t)m->numel, "tensors",
                                                      (json_int_t)m->nlayers));
@@ -160,7 +166,11 @@ static void print_info_text(const deftsim_trace *t, const trace_stats *s)
     const deftsim_model *m = deftsim_trace_model(t);
     size_t T = deftsim_trace_iterations(t), P = deftsim_trace_workers(t), S = T * P;
     printf("trace       %s\n", deftsim_trace_dir(t));
-    printf("format      %s, version %d\n", DEFTSIM_TRACE_FORMAT_NAME, DEFTSIM_TRACE_FORMAT_VERSION);
+    printf("format      %s, version %d, layout %s\n", DEFTSIM_TRACE_FORMAT_NAME,
+           deftsim_trace_format_version(t), deftsim_trace_layout(t));
+    if (!strcmp(deftsim_trace_layer_order(t), "sorted"))
+        printf("layer order sorted by name: no __metadata__.%s (not PyTorch's parameter order)\n",
+               DEFTSIM_TRACE_ORDER_KEY);
     printf("model       %s: %zu tensors, %" PRIu64 " elements\n", m->name, m->nlayers, m->numel);
     printf("workers     %zu\n", P);
     printf("iterations  %zu (ids %" PRIu64 " .. %" PRIu64 ")\n", T,
@@ -314,6 +324,35 @@ static int cmd_dump(int argc, char **argv)
     }
     deftsim_trace_close(t);
     return st ? deftsim_cli_fail(st) : 0;
+}
+
+/* ---- import --------------------------------------------------------------------------- */
+
+static int cmd_import(int argc, char **argv)
+{
+    if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        usage(stdout);
+        return 0;
+    }
+    if (argc != 2) return deftsim_cli_usage_error("trace", "import needs exactly one DIR");
+    if (deftsim_cli_parse_only) return 0;
+    int written = 0;
+    deftsim_status st = deftsim_trace_import(argv[1], &written);
+    if (st) return deftsim_cli_fail(st);
+    deftsim_trace *t;
+    if ((st = deftsim_trace_open(argv[1], &t))) return deftsim_cli_fail(st);
+    printf("%s/%s: %s (%zu iterations x %u ranks, %zu tensors, %" PRIu64 " elements)\n",
+           argv[1], DEFTSIM_TRACE_MANIFEST, written ? "written" : "already there, unchanged",
+           deftsim_trace_iterations(t), deftsim_trace_workers(t),
+           deftsim_trace_model(t)->nlayers, deftsim_trace_model(t)->numel);
+    const char *order = json_string_value(json_object_get(deftsim_trace_provenance(t),
+                                                          "layer_order"));
+    if (order && strncmp(order, "sorted", 6) == 0)
+        fprintf(stderr, "deftsim: note: %s: the files carry no __metadata__.%s, so the layers "
+                "are in name order, not PyTorch's parameter order (traces/FORMAT.md)\n", argv[1],
+                DEFTSIM_TRACE_ORDER_KEY);
+    deftsim_trace_close(t);
+    return 0;
 }
 
 /* ---- gen, bench ---------------------------------------------------------------------- */
@@ -497,7 +536,7 @@ int deftsim_cmd_trace(int argc, char **argv)
         const char *name;
         int (*fn)(int, char **);
     } subs[] = {
-        {"info", cmd_info}, {"check", cmd_check}, {"dump", cmd_dump},
+        {"info", cmd_info}, {"check", cmd_check}, {"dump", cmd_dump}, {"import", cmd_import},
         {"gen", cmd_gen},   {"bench", cmd_bench},   {"record", deftsim_cmd_trace_record},
     };
     for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
@@ -508,6 +547,6 @@ int deftsim_cmd_trace(int argc, char **argv)
             return subs[i].fn(argc - 1, argv + 1);
         }
     }
-    return deftsim_cli_usage_error("trace", "'%s' is not a trace command (info, check, dump, gen, "
-                                   "bench, record)", sub);
+    return deftsim_cli_usage_error("trace", "'%s' is not a trace command (info, check, dump, import, "
+                                   "gen, bench, record)", sub);
 }

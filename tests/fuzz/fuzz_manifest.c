@@ -6,11 +6,16 @@
  * The directory (made once per process) holds iterations 0 and 1 of model "fuzz" (layers
  * a.weight 2x3, a.bias 3: 9 floats) for 2 workers, iteration 1 holding a NaN and an infinity;
  * iteration 2 of the same model for 3 workers; iteration 3 of a 4-float model for 2 workers.
+ * Beside them, the per-rank layout (traces/FORMAT.md) of the 9-float model: iter_000000/ and
+ * iter_000001/ with rank_0000 (F32) and rank_0001 (F16, with __metadata__.parameter_order),
+ * iteration 1's rank 1 holding a NaN, so that a version-2 "per-rank" manifest reaches them.
  * The seed corpus's manifest.json (tests/fuzz/corpus/fuzz_manifest/small.json) describes
- * iterations 0 and 1. */
+ * iterations 0 and 1; per_rank.json the per-rank folders. */
 #include <math.h>
 
+#include "deftsim_safetensors.h"
 #include "deftsim_trace.h"
+#include "deftsim_util.h"
 #include "fuzz_util.h"
 
 static void put(const char *dir, const deftsim_model *m, uint32_t P, uint64_t iter, int special)
@@ -44,6 +49,40 @@ static void put(const char *dir, const deftsim_model *m, uint32_t P, uint64_t it
     json_decref(prov);
 }
 
+/* dir/iter_<it>/rank_<r>.safetensors of layers a.bias (3) and a.weight (2x3), F16 for rank 1. */
+static void put_rank(const char *dir, uint64_t it, uint32_t r)
+{
+    char d[600], p[700];
+    snprintf(d, sizeof d, "%s/iter_%06llu", dir, (unsigned long long)it);
+    if (deftsim_mkdir_p(d)) abort();
+    snprintf(p, sizeof p, "%s/rank_%04u.safetensors", d, r);
+    uint64_t sb[1] = {3}, sw[2] = {2, 3};
+    const char *dt = r ? "F16" : "F32";
+    deftsim_st_spec specs[2] = {{"a.bias", dt, 1, sb}, {"a.weight", dt, 2, sw}};
+    json_t *meta = r ? json_pack("{s:s}", DEFTSIM_TRACE_ORDER_KEY, "[\"a.weight\", \"a.bias\"]")
+                     : NULL;
+    char *header;
+    size_t hl;
+    uint64_t ds;
+    if (deftsim_st_build_header(specs, 2, meta, &header, &hl, &ds)) abort();
+    unsigned char data[36];
+    for (int i = 0; i < 9; i++) {
+        if (r) {
+            uint16_t h = (uint16_t)(0x3C00 + i); /* 1 + i/1024 */
+            if (it == 1 && i == 4) h = 0x7E00; /* NaN */
+            memcpy(data + 2 * i, &h, 2);
+        } else {
+            float v = (float)i - 2.5f;
+            memcpy(data + 4 * i, &v, 4);
+        }
+    }
+    FILE *f = fopen(p, "wb");
+    if (!f || fwrite(header, 1, hl, f) != hl || fwrite(data, 1, (size_t)ds, f) != ds || fclose(f))
+        abort();
+    free(header);
+    json_decref(meta);
+}
+
 static const char *fixture(void)
 {
     static char dir[512];
@@ -59,6 +98,8 @@ static const char *fixture(void)
     put(dir, m9, 2, 1, 1);
     put(dir, m9, 3, 2, 0);
     put(dir, m4, 2, 3, 0);
+    for (uint64_t it = 0; it < 2; it++)
+        for (uint32_t r = 0; r < 2; r++) put_rank(dir, it, r);
     deftsim_model_free(m9);
     deftsim_model_free(m4);
     return dir;

@@ -380,9 +380,259 @@ def recorder_writer(tmp):
         pass
 
 
+# ---- The per-rank layout: iter_<t>/rank_<r>.safetensors as PyTorch users write it ---------
+
+# Parameter order on purpose not the names' sorted order; a scalar parameter (shape ()).
+PR_NAMES = ["fc.weight", "conv.weight", "conv.bias", "temperature", "out.weight"]
+PR_SHAPES = [(6, 5), (4, 3, 3), (4,), (), (3, 10)]
+PR_NUMEL = sum(math.prod(s) for s in PR_SHAPES)
+PR_P, PR_ITERS = 3, [0, 7, 20]
+
+
+def load_recorder():
+    import importlib.util
+    root = os.environ.get("DEFTSIM_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), "..", ".."))
+    spec = importlib.util.spec_from_file_location("record_pytorch",
+                                                  os.path.join(root, "traces", "record_pytorch.py"))
+    rec = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rec)
+    return rec
+
+
+def pr_grads():
+    rng = np.random.default_rng(11)
+    return {(t, r): {n: np.asarray(rng.standard_normal(s) * 10.0 ** rng.integers(-4, 1), np.float32)
+                     for n, s in zip(PR_NAMES, PR_SHAPES)}
+            for t in PR_ITERS for r in range(PR_P)}
+
+
+def write_per_rank(d, grads, order=True, model="prmodel", names=None, skip=()):
+    """The layout as a user writes it with safetensors.numpy.save_file, one file per rank."""
+    for (t, r), g in grads.items():
+        if (t, r) in skip:
+            continue
+        os.makedirs(os.path.join(d, f"iter_{t:06d}"), exist_ok=True)
+        meta = {"model": model}
+        if order:
+            meta["parameter_order"] = json.dumps(names or list(g))
+        save_file(g, os.path.join(d, f"iter_{t:06d}", f"rank_{r:04d}.safetensors"), metadata=meta)
+
+
+def read_rows(out):
+    import csv
+    with open(os.path.join(out, "rows.csv"), newline="") as f:
+        rows = list(csv.reader(f))
+    return rows[0], rows[1:]
+
+
+def run_rows(tmp, trace, name):
+    out = os.path.join(tmp, "out-" + name)
+    ini = os.path.join(tmp, name + ".ini")
+    with open(ini, "w") as f:
+        f.write(f"[scenario]\nname = pr\nseed = 3\niterations = {len(PR_ITERS)}\noutput = {out}\n"
+                f"[gradients]\nsource = trace\ntrace = {trace}\n"
+                "[sparsify]\nmethods = deft, topk, dgc, gtopk\ndensities = 0.1\n"
+                f"[workers]\ncounts = 2, {PR_P}\n[network]\ncompute = none\n")
+    run("run", "-q", ini)
+    return read_rows(out)
+
+
+def per_rank(tmp):
+    grads = pr_grads()
+    flat_of = {k: np.concatenate([g[n].reshape(-1) for n in PR_NAMES]) for k, g in grads.items()}
+    # The same gradients in the flat layout, through the flat recorder.
+    rec = load_recorder()
+    flat = os.path.join(tmp, "pr-flat")
+    w = rec.TraceWriter(flat, "prmodel", list(zip(PR_NAMES, PR_SHAPES)), PR_P,
+                        {"recorder": "interop.py", "method": "per-rank test", "seed": None})
+    for t in PR_ITERS:
+        w.put(t, [flat_of[(t, r)] for r in range(PR_P)])
+    w.close()
+
+    # 1. Written with safetensors.numpy.save_file, parameter order in the metadata.
+    pr = os.path.join(tmp, "pr")
+    write_per_rank(pr, grads)
+    info = json.loads(run("trace", "info", pr, "--json").stdout)
+    check(info["layout"] == "per-rank" and info["format_version"] == 2, f"per-rank: {info}")
+    check(info["layer_order"] == "metadata", "per-rank: order from the metadata")
+    check([L["name"] for L in info["layers"]] == PR_NAMES, "per-rank: parameter order kept")
+    check([L["shape"] for L in info["layers"]][3] == [1], "per-rank: scalar as [1]")
+    check(info["workers"] == PR_P and info["iterations"] == PR_ITERS, "per-rank: P and ids")
+    for (t, r), v in flat_of.items():
+        check(np.array_equal(dump(pr, t, r), v), f"per-rank: iteration {t} rank {r} values")
+    # deftsim run: the same rows as the flat layout, every untimed column.
+    sys.path.insert(0, os.path.join(os.environ.get("DEFTSIM_SOURCE_ROOT", "."), "tests",
+                                    "reliability"))
+    import rowcmp
+    fh, frows = run_rows(tmp, flat, "flat")
+    ph, prows = run_rows(tmp, pr, "perrank")
+    check(len(frows) > 0, "per-rank: the flat run has rows")
+    rowcmp.compare("per-rank vs flat rows", ph, prows, fh, frows,
+                   lambda m: check(False, m), exact_simulated=True)
+
+    # The recorder's DDP writer (RankWriter, numpy path) writes the same trace.
+    byw = os.path.join(tmp, "pr-rankwriter")
+    for r in range(PR_P):
+        rw = rec.RankWriter(byw, r, PR_P, "prmodel", {"recorder": "interop.py", "seed": 5})
+        for t in PR_ITERS:
+            rw.put(t, grads[(t, r)])
+    info = json.loads(run("trace", "info", byw, "--json").stdout)
+    check([L["name"] for L in info["layers"]] == PR_NAMES, "RankWriter: order")
+    check(info["provenance"]["seed"] == 5 and info["provenance"]["recorder"] == "interop.py",
+          f"RankWriter: provenance {info['provenance']}")
+    for (t, r), v in flat_of.items():
+        check(np.array_equal(dump(byw, t, r), v), f"RankWriter: iteration {t} rank {r}")
+
+    # 2. import writes the manifest, once; a different one is left alone.
+    r = run("trace", "import", pr)
+    check("written" in r.stdout, f"import: {r.stdout}")
+    man = os.path.join(pr, "manifest.json")
+    m = json.load(open(man))
+    check(m["format_version"] == 2 and m["layout"] == "per-rank" and m["workers"] == PR_P and
+          m["iterations"] == PR_ITERS and m["model"]["numel"] == PR_NUMEL and
+          [L["name"] for L in m["model"]["layers"]] == PR_NAMES, f"import: manifest {m}")
+    check("unchanged" in run("trace", "import", pr).stdout, "import: twice")
+    ph2, prows2 = run_rows(tmp, pr, "perrank-manifest")
+    rowcmp.compare("per-rank with manifest vs flat rows", ph2, prows2, fh, frows,
+                   lambda m: check(False, m), exact_simulated=True)
+    m["model"]["name"] = "edited"
+    text = json.dumps(m)
+    with open(man, "w") as f:
+        f.write(text)
+    r = run("trace", "import", pr, expect=2)
+    check("manifest.json: exists and differs" in r.stderr, f"import clobber: {r.stderr}")
+    check(open(man).read() == text, "import: a different manifest is left alone")
+    os.remove(man)
+    r = run("trace", "import", flat, expect=2)
+    check("no iter_<t>/ folders of the per-rank layout to import" in r.stderr,
+          f"import of a flat trace: {r.stderr}")
+
+    # 3. Without the order metadata: name order, said so, deterministic.
+    noorder = os.path.join(tmp, "pr-noorder")
+    write_per_rank(noorder, grads, order=False)
+    info = json.loads(run("trace", "info", noorder, "--json").stdout)
+    check(info["layer_order"] == "sorted" and
+          [L["name"] for L in info["layers"]] == sorted(PR_NAMES), f"no order: {info['layers']}")
+    check("layer order sorted by name" in run("trace", "info", noorder, "--no-stats").stdout,
+          "no order: info says so")
+    r = run("trace", "import", noorder)
+    check("not PyTorch's parameter order" in r.stderr, f"no order: import note {r.stderr}")
+    check("sorted by name" in json.load(open(os.path.join(noorder, "manifest.json")))
+          ["provenance"]["layer_order"], "no order: the manifest records it")
+    v = np.concatenate([grads[(7, 2)][n].reshape(-1) for n in sorted(PR_NAMES)])
+    check(np.array_equal(dump(noorder, 7, 2), v), "no order: values in name order")
+
+    # 4. Named errors: exit 2, naming the file and the tensor.
+    def broken(name, edit, *want):
+        d = os.path.join(tmp, "pr-" + name)
+        g = {k: dict(v) for k, v in grads.items()}
+        skip = edit(d, g) or ()
+        write_per_rank(d, g, skip=skip)
+        r = run("trace", "info", d, "--no-stats", expect=2)
+        for wnt in want:
+            check(wnt in r.stderr, f"per-rank error {name}: '{wnt}' not in {r.stderr!r}")
+
+    def shape_rank(d, g):
+        g[(7, 1)]["fc.weight"] = np.zeros((5, 6), np.float32)
+    broken("shape-rank", shape_rank, "iter_000007/rank_0001.safetensors", "tensor 'fc.weight'",
+           "shape [5, 6]", "has [6, 5]")
+
+    def shape_iter(d, g):
+        g[(20, 0)]["conv.bias"] = np.zeros(5, np.float32)
+    broken("shape-iter", shape_iter, "iter_000020/rank_0000.safetensors", "tensor 'conv.bias'",
+           "shape [5]", "iter_000000/rank_0000.safetensors has [4]")
+
+    def renamed(d, g):
+        g[(0, 2)]["conv.b"] = g[(0, 2)].pop("conv.bias")
+    broken("renamed", renamed, "iter_000000/rank_0002.safetensors", "tensor 'conv.bias' missing")
+
+    def extra(d, g):
+        g[(7, 0)]["extra.bias"] = np.zeros(2, np.float32)
+    broken("extra", extra, "iter_000007/rank_0000.safetensors", "unexpected tensor 'extra.bias'")
+
+    def missing_rank(d, g):
+        return [(20, 1)]
+    broken("missing-rank", missing_rank, "iter_000020/rank_0001.safetensors: missing",
+           "no file of rank 1", "3 ranks")
+
+    def last_rank(d, g):
+        return [(0, 2)]
+    broken("last-rank", last_rank, "iter_000000/rank_0002.safetensors: missing")
+
+    def f64(d, g):
+        g[(7, 2)]["out.weight"] = g[(7, 2)]["out.weight"].astype(np.float64)
+    broken("f64", f64, "iter_000007/rank_0002.safetensors", "tensor 'out.weight'",
+           "dtype F64 is not supported")
+
+    def i32(d, g):
+        g[(0, 0)]["conv.bias"] = np.arange(4, dtype=np.int32)
+    broken("i32", i32, "iter_000000/rank_0000.safetensors", "tensor 'conv.bias'",
+           "dtype I32 is not supported")
+
+    def duplicate_iter(d, g):
+        os.makedirs(os.path.join(d, "iter_7"))
+    broken("dup-iter", duplicate_iter, "both name iteration 7")
+
+    def empty_iter(d, g):
+        os.makedirs(os.path.join(d, "iter_000030"))
+    broken("empty-iter", empty_iter, "iter_000030: no rank files")
+
+    d = os.path.join(tmp, "pr-order")
+    write_per_rank(d, grads)
+    g = grads[(7, 1)]
+    save_file(g, os.path.join(d, "iter_000007", "rank_0001.safetensors"),
+              metadata={"parameter_order": json.dumps(sorted(PR_NAMES))})
+    r = run("trace", "info", d, "--no-stats", expect=2)
+    check("iter_000007/rank_0001.safetensors" in r.stderr and "another order" in r.stderr,
+          f"order mismatch: {r.stderr}")
+    save_file(g, os.path.join(d, "iter_000007", "rank_0001.safetensors"),
+              metadata={"rank": "2"})
+    r = run("trace", "info", d, "--no-stats", expect=2)
+    check("'__metadata__.rank' is '2'" in r.stderr, f"renamed rank file: {r.stderr}")
+    # A per-rank manifest whose iteration has no folder.
+    d = os.path.join(tmp, "pr-manifest")
+    write_per_rank(d, grads)
+    run("trace", "import", d)
+    shutil.rmtree(os.path.join(d, "iter_000020"))
+    r = run("trace", "info", d, "--no-stats", expect=2)
+    check("iter_000020: missing: the manifest lists iteration 20" in r.stderr,
+          f"manifest iteration without folder: {r.stderr}")
+
+
+def f16_bf16(tmp):
+    """16-bit gradients read as float32, exactly: every F16 and BF16 bit pattern."""
+    bits = np.arange(65536, dtype=np.uint32)
+    # F16 through the package: NumPy's float16 is the reference conversion.
+    d = os.path.join(tmp, "pr-f16")
+    os.makedirs(os.path.join(d, "iter_000000"))
+    h = bits.astype(np.uint16).view(np.float16)
+    save_file({"w": h}, os.path.join(d, "iter_000000", "rank_0000.safetensors"))
+    want = h.astype(np.float32)
+    got = dump(d, 0, 0)
+    fin = ~np.isnan(want)
+    check(np.array_equal(np.isnan(got), ~fin), "f16: NaNs where F16 has NaNs")
+    check(np.array_equal(got[fin].view(np.uint32), want[fin].view(np.uint32)),
+          "f16: every non-NaN value exact (signed zeros, subnormals, infinities)")
+    # BF16: NumPy has none; the file is written by hand (the format is simple).
+    d = os.path.join(tmp, "pr-bf16")
+    os.makedirs(os.path.join(d, "iter_000000"))
+    data = bits.astype(np.uint16).tobytes()
+    header = json.dumps({"w": {"dtype": "BF16", "shape": [65536],
+                               "data_offsets": [0, len(data)]}}).encode()
+    header += b" " * ((8 - (8 + len(header)) % 8) % 8)
+    with open(os.path.join(d, "iter_000000", "rank_0000.safetensors"), "wb") as f:
+        f.write(len(header).to_bytes(8, "little") + header + data)
+    want = (bits << 16).view(np.float32)
+    got = dump(d, 0, 0)
+    fin = ~np.isnan(want)
+    check(np.array_equal(np.isnan(got), ~fin), "bf16: NaNs where BF16 has NaNs")
+    check(np.array_equal(got[fin].view(np.uint32), want[fin].view(np.uint32)),
+          "bf16: every non-NaN value exact")
+
+
 def cli_errors(tmp):
     r = run("trace", "info", os.path.join(tmp, "nowhere"), expect=2)
-    check("manifest.json" in r.stderr, f"missing trace: {r.stderr}")
+    check("nowhere: trace folder does not exist" in r.stderr, f"missing trace: {r.stderr}")
     run("trace", "gen", "--model", "resnet18_cifar10", "--workers", "2", expect=2)
     run("trace", "gen", "--model", "resnet18_cifar10", "--workers", "2", "--iterations", "1",
         "--seed", "x", "-o", os.path.join(tmp, "x"), expect=2)
@@ -400,6 +650,8 @@ def main():
         deftsim_to_python(tmp)
         python_to_deftsim(tmp)
         recorder_writer(tmp)
+        per_rank(tmp)
+        f16_bf16(tmp)
         cli_errors(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -514,7 +514,14 @@ Test(trace, tensors_that_disagree_with_the_manifest)
 /* ---- damaged manifests ------------------------------------------------------------ */
 
 typedef void (*edit_fn)(json_t *m);
-static void e_version2(json_t *m) { json_object_set_new(m, "format_version", json_integer(2)); }
+static void e_version3(json_t *m) { json_object_set_new(m, "format_version", json_integer(3)); }
+static void e_version2_nolayout(json_t *m) { json_object_set_new(m, "format_version", json_integer(2)); }
+static void e_version2_layout(json_t *m)
+{
+    json_object_set_new(m, "format_version", json_integer(2));
+    json_object_set_new(m, "layout", json_string("sharded"));
+}
+static void e_version1_layout(json_t *m) { json_object_set_new(m, "layout", json_string("flat")); }
 static void e_version_str(json_t *m) { json_object_set_new(m, "format_version", json_string("1")); }
 static void e_format(json_t *m) { json_object_set_new(m, "format", json_string("npz")); }
 static void e_no_workers(json_t *m) { json_object_del(m, "workers"); }
@@ -563,7 +570,10 @@ Test(trace, bad_manifest_fields)
         edit_fn edit;
         const char *want[3];
     } cases[] = {
-        {e_version2, {"field 'format_version'", "unknown version 2", "reads version 1"}},
+        {e_version3, {"field 'format_version'", "unknown version 3", "reads versions 1 and 2"}},
+        {e_version2_nolayout, {"field 'layout': missing"}},
+        {e_version2_layout, {"field 'layout'", "'sharded'", "'per-rank'"}},
+        {e_version1_layout, {"field 'layout'", "unknown field"}},
         {e_version_str, {"field 'format_version'", "expected an integer, found a string"}},
         {e_format, {"field 'format'", "'npz'"}},
         {e_no_workers, {"field 'workers': missing"}},
@@ -615,7 +625,7 @@ Test(trace, bad_manifest_fields)
     spit(path_in("manifest.json"), "[1, 2]", strlen("[1, 2]"));
     EXPECT_FAIL("not an object", "manifest.json", "expected a JSON object, found an array");
     cr_assert_eq(unlink(path_in("manifest.json")), 0);
-    EXPECT_FAIL("no manifest", "manifest.json", "not a trace directory");
+    EXPECT_FAIL("no manifest", "not a trace: no manifest.json", "no iter_<t>/ folders");
     free(orig);
 }
 
@@ -769,4 +779,151 @@ Test(safetensors, duplicate_keys_and_unknown_fields)
         cr_assert(strstr(deftsim_error_message(), "locked.safetensors: cannot open: Permission denied"),
                   "%s", deftsim_error_message());
     }
+}
+
+/* ---- the per-rank layout ------------------------------------------------------------ */
+
+/* The float32 value of F16 bits h, computed the slow way. */
+static float f16_reference(uint16_t h)
+{
+    int sign = h >> 15, e = (h >> 10) & 31, m = h & 1023;
+    double v = e == 31 ? (m ? NAN : INFINITY) : e ? ldexp(1024 + m, e - 25) : ldexp(m, -24);
+    return (float)(sign ? -v : v);
+}
+
+Test(trace, f16_bf16_convert_exactly)
+{
+    static uint16_t h[65536];
+    static float out[65536];
+    for (uint32_t i = 0; i < 65536; i++) h[i] = (uint16_t)i;
+    deftsim_trace_convert("F16", h, 65536, out);
+    for (uint32_t i = 0; i < 65536; i++) {
+        float want = f16_reference((uint16_t)i);
+        uint32_t bits;
+        memcpy(&bits, &out[i], 4);
+        if (isnan(want)) {
+            cr_assert(isnan(out[i]), "F16 %04x: NaN expected", i);
+            cr_assert_eq(bits, ((i & 0x8000u) << 16) | 0x7F800000u | ((i & 0x3FFu) << 13),
+                         "F16 %04x: NaN payload and sign kept", i);
+        } else {
+            cr_assert(memcmp(&want, &out[i], 4) == 0, "F16 %04x: %.9g, want %.9g", i,
+                      (double)out[i], (double)want);
+        }
+    }
+    deftsim_trace_convert("BF16", h, 65536, out);
+    for (uint32_t i = 0; i < 65536; i++) {
+        uint32_t bits;
+        memcpy(&bits, &out[i], 4);
+        cr_assert_eq(bits, i << 16, "BF16 %04x", i);
+    }
+    /* Unaligned source. */
+    unsigned char raw[9] = {0};
+    uint16_t one = 0x3C00; /* 1.0 in F16 */
+    memcpy(raw + 1, &one, 2);
+    deftsim_trace_convert("F16", raw + 1, 1, out);
+    cr_assert_eq(out[0], 1.0f);
+}
+
+Test(trace, missing_folder_is_named)
+{
+    char p[128];
+    snprintf(p, sizeof p, "%s/nowhere", tmpdir);
+    const char *want1[] = {"nowhere: trace folder does not exist", NULL};
+    deftsim_trace *t = (deftsim_trace *)1;
+    cr_assert_eq(deftsim_trace_open(p, &t), DEFTSIM_E_INPUT);
+    cr_assert_null(t);
+    for (const char *const *w = want1; *w; w++)
+        cr_assert(strstr(deftsim_error_message(), *w), "%s", deftsim_error_message());
+    spit(p, "x", 1);
+    cr_assert_eq(deftsim_trace_open(p, &t), DEFTSIM_E_INPUT);
+    cr_assert(strstr(deftsim_error_message(), "nowhere: not a folder"), "%s",
+              deftsim_error_message());
+}
+
+/* Writes dir/iter_<t>/rank_<r>.safetensors: tensors a (2x2, F16 or F32 by half) and b (3, F32),
+ * in the file in that order, with optional metadata. */
+static void put_rank(uint64_t t, uint32_t r, int half, const json_t *meta, float bad)
+{
+    char d[160], p[200];
+    snprintf(d, sizeof d, "%s/iter_%06" PRIu64, tmpdir, t);
+    mkdir(d, 0755);
+    snprintf(p, sizeof p, "%s/rank_%04u.safetensors", d, r);
+    uint64_t sa[2] = {2, 2}, sb[1] = {3};
+    deftsim_st_spec specs[2] = {{"b", "F32", 1, sb}, {"a", half ? "F16" : "F32", 2, sa}};
+    char *header;
+    size_t hl;
+    uint64_t ds;
+    cr_assert_eq(deftsim_st_build_header(specs, 2, meta, &header, &hl, &ds), DEFTSIM_OK, "%s",
+                 deftsim_error_message());
+    float b[3] = {(float)t, (float)r, bad};
+    uint16_t ah[4] = {0x3C00, 0xC000, 0x0001, 0x7BFF}; /* 1, -2, 2^-24, 65504 */
+    float af[4] = {1, -2, 0x1p-24f, 65504};
+    FILE *f = fopen(p, "wb");
+    cr_assert(f);
+    fwrite(header, 1, hl, f);
+    fwrite(b, 4, 3, f);
+    if (half) fwrite(ah, 2, 4, f);
+    else fwrite(af, 4, 4, f);
+    fclose(f);
+    free(header);
+}
+
+Test(trace, per_rank_read_in_parameter_order)
+{
+    json_t *meta = json_pack("{s:s, s:s}", DEFTSIM_TRACE_ORDER_KEY, "[\"b\", \"a\"]", "model",
+                             "m2");
+    for (uint64_t t = 0; t < 2; t++)
+        for (uint32_t r = 0; r < 2; r++) put_rank(t * 3, r, r == 1, meta, t == 1 && r == 1 ? NAN : 0.5f);
+    deftsim_trace *t;
+    cr_assert_eq(deftsim_trace_open(tmpdir, &t), DEFTSIM_OK, "%s", deftsim_error_message());
+    cr_assert_str_eq(deftsim_trace_layout(t), DEFTSIM_TRACE_LAYOUT_PER_RANK);
+    cr_assert_eq(deftsim_trace_format_version(t), 2);
+    cr_assert_str_eq(deftsim_trace_layer_order(t), "metadata");
+    const deftsim_model *m = deftsim_trace_model(t);
+    cr_assert_str_eq(m->name, "m2");
+    cr_assert_eq(m->nlayers, 2);
+    cr_assert_str_eq(m->layers[0].name, "b");
+    cr_assert_eq(m->numel, 7);
+    cr_assert_eq(deftsim_trace_workers(t), 2);
+    cr_assert_eq(deftsim_trace_iteration_id(t, 1), 3);
+    const float *g;
+    const float want[7] = {3, 1, NAN, 1, -2, 0x1p-24f, 65504};
+    cr_assert_eq(deftsim_trace_gradient(t, 1, 1, &g), DEFTSIM_OK);
+    cr_assert(memcmp(g, want, 2 * sizeof(float)) == 0 && isnan(g[2]) &&
+              memcmp(g + 3, want + 3, 4 * sizeof(float)) == 0,
+              "F16 rank read as float32, in parameter order");
+    cr_assert_eq(deftsim_trace_check_finite(t, 0, 1), DEFTSIM_OK);
+    cr_assert_eq(deftsim_trace_check_finite(t, 1, 1), DEFTSIM_E_INPUT);
+    const char *msg = deftsim_error_message();
+    cr_assert(strstr(msg, "iter_000003/rank_0001.safetensors: tensor 'b' (layer 0), element 2"),
+              "%s", msg);
+    /* b is first in the file: its element 2 is at buffer byte 8. */
+    char byte[64];
+    deftsim_st_file *f;
+    char p[200];
+    snprintf(p, sizeof p, "%s/iter_000003/rank_0001.safetensors", tmpdir);
+    cr_assert_eq(deftsim_st_open(p, &f), DEFTSIM_OK);
+    snprintf(byte, sizeof byte, "file byte %" PRIu64 "): NaN", deftsim_st_buffer_offset(f) + 8);
+    deftsim_st_close(f);
+    cr_assert(strstr(msg, byte), "%s lacks %s", msg, byte);
+    deftsim_trace_close(t);
+
+    /* Without the order: sorted by name (a before b), reported as such. */
+    for (uint64_t i = 0; i < 2; i++)
+        for (uint32_t r = 0; r < 2; r++) put_rank(i * 3, r, 0, NULL, 0.5f);
+    cr_assert_eq(deftsim_trace_open(tmpdir, &t), DEFTSIM_OK, "%s", deftsim_error_message());
+    cr_assert_str_eq(deftsim_trace_layer_order(t), "sorted");
+    cr_assert_str_eq(deftsim_trace_model(t)->layers[0].name, "a");
+    deftsim_trace_close(t);
+
+    /* import writes a manifest; the trace then opens from it. */
+    int written = 0;
+    cr_assert_eq(deftsim_trace_import(tmpdir, &written), DEFTSIM_OK, "%s", deftsim_error_message());
+    cr_assert_eq(written, 1);
+    cr_assert_eq(deftsim_trace_import(tmpdir, &written), DEFTSIM_OK);
+    cr_assert_eq(written, 0);
+    cr_assert_eq(deftsim_trace_open(tmpdir, &t), DEFTSIM_OK, "%s", deftsim_error_message());
+    cr_assert_str_eq(deftsim_trace_layer_order(t), "manifest");
+    deftsim_trace_close(t);
+    json_decref(meta);
 }
