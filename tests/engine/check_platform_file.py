@@ -133,6 +133,11 @@ def main():
         m = json.load(open(os.path.join(run, "manifest.json")))
         check(m.get("status") == "complete", f"run: status {m.get('status')}")
         expect_record(m.get("platform"), "run manifest", platform, "platforms/" + NAME)
+        net = m.get("config", {}).get("network", {})
+        for key in ("topology_params", "bandwidth", "latency", "backbone_bandwidth"):
+            check(key in net and net[key] is None,
+                  f"run manifest: config.network.{key} = {net.get(key)!r}, expected null "
+                  "(a generated platform's key, unused with a platform file)")
         expect_copy(run, "platforms/" + NAME, platform, "run")
         pdir = os.path.join(run, "platforms")
         held = sorted(os.listdir(pdir)) if os.path.isdir(pdir) else []
