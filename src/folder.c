@@ -84,6 +84,14 @@ static void describe_difference(json_t *now, json_t *before, char *buf, size_t c
                               o ? "; " : "");
         shown++;
     }
+    json_t *pn = json_object_get(now, "platform_sha256"), *pb = json_object_get(before, "platform_sha256");
+    if ((pn || pb) && !json_equal(pn, pb)) {
+        o += (size_t)snprintf(buf + o, o < cap ? cap - o : 0,
+                              "%sthe platform file's content differs (SHA-256) from the one the "
+                              "points were simulated on",
+                              o ? "; " : "");
+        shown++;
+    }
     if (shown > 4 && o < cap) snprintf(buf + o, cap - o, "; and %d more", shown - 4);
     if (!buf[0]) snprintf(buf, cap, "the manifest's identity cannot be compared");
 }

@@ -443,6 +443,22 @@ static deftsim_status build_identity(deftsim_sweep *s)
         json_array_append_new(cols, json_string(deftsim_engine_column(i)));
     s->identity = json_pack("{s:o, s:o, s:o}", "config", cfg, "axes", axes, "columns", cols);
     if (!s->identity) return deftsim_error_set(DEFTSIM_E_NOMEM, "sweep: cannot describe the configuration");
+    /* A user's platform file belongs to the identity by its content, not only its path: a
+     * file edited between a killed sweep and its resumption would mix two networks. */
+    int any_file = 0;
+    for (size_t v = 0; v < s->nvariants; v++) any_file |= s->variants[v].platform.path != NULL;
+    if (any_file) {
+        json_t *sums = json_array();
+        for (size_t v = 0; sums && v < s->nvariants; v++)
+            if (json_array_append_new(sums, s->variants[v].platform.path
+                                                ? json_string(s->variants[v].platform.sha256)
+                                                : json_null())) {
+                json_decref(sums);
+                sums = NULL;
+            }
+        if (!sums || json_object_set_new(s->identity, "platform_sha256", sums))
+            return deftsim_error_set(DEFTSIM_E_NOMEM, "sweep: cannot describe the configuration");
+    }
     return DEFTSIM_OK;
 }
 

@@ -158,6 +158,19 @@ def main():
                       "platforms/" + NAME)
         expect_copy(sweep, "platforms/" + NAME, platform, "sweep")
         expect_rows(os.path.join(sweep, "rows.csv"))
+        # Resuming that sweep after the file was edited is refused: two networks in one folder.
+        before = {p: open(os.path.join(sweep, p), "rb").read()
+                  for p in ("manifest.json", "rows.csv")}
+        with open(platform, "a") as f:
+            f.write("<!-- edited -->\n")
+        r = subprocess.run([exe, "sweep", ini, "--output", sweep, "--progress", "lines"],
+                           capture_output=True, text=True)
+        check(r.returncode == 2 and "platform file's content differs" in r.stderr,
+              f"sweep resumed over an edited platform file: exit {r.returncode}: {r.stderr}")
+        check(all(open(os.path.join(sweep, p), "rb").read() == b for p, b in before.items()),
+              "sweep over an edited platform file changed the folder")
+        with open(platform, "w") as f:
+            f.write(PLATFORM)
         axes = os.path.join(tmp, "axes")
         deftsim(exe, ["sweep", ini, "--output", axes, "--vary", "network.model=CM02,LV08",
                       "--progress", "lines"])
