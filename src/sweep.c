@@ -528,7 +528,9 @@ deftsim_status deftsim_sweep_load_state(deftsim_sweep *s)
         point *p = &s->points[i];
         p->state = DEFTSIM_POINT_PENDING;
         free(p->error);
-        p->error = NULL;
+        free(p->finished);
+        free(p->git_commit);
+        p->error = p->finished = p->git_commit = NULL;
     }
     json_array_clear(s->extra_points);
     s->state_loaded = 1;
