@@ -190,6 +190,10 @@ deftsim_status deftsim_k_seg_norms(deftsim_kctx *ctx, const float *x, size_t n,
  * disjoint; elements outside every fragment are accumulated too. nseg may be 0 (a plain
  * accumulate). NaNs are counted in fragments whose sum is NaN, as seg_norms counts them. */
 enum { DEFTSIM_KACC_ADD = 0, DEFTSIM_KACC_COPY = 1 };
+/* The block of the norms' summation order: a caller that cuts a fragment into pieces of this
+ * many elements from its start, calls accumulate on each piece as one fragment (its sum is
+ * then exactly that block's) and adds the pieces' sums in order from 0.0 gets seg_norms' bits. */
+#define DEFTSIM_K_NORM_BLOCK 4096u
 deftsim_status deftsim_k_accumulate_scratch(const deftsim_kctx *ctx, const deftsim_kseg *segs,
                                             size_t nseg, size_t *bytes);
 deftsim_status deftsim_k_accumulate(deftsim_kctx *ctx, float *acc, const float *g, size_t n,

@@ -84,6 +84,7 @@ typedef struct {
 } cpu_isa;
 
 #define CPU_NORM_BLOCK 4096
+_Static_assert(CPU_NORM_BLOCK == DEFTSIM_K_NORM_BLOCK, "the public block is the norms' block");
 
 const cpu_isa *cpu_isa_generic(void);
 /* NULL when the build or the machine lacks AVX2. */
