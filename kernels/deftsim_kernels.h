@@ -64,6 +64,7 @@ typedef enum {
     DEFTSIM_KOP_SCATTER_ADD,
     DEFTSIM_KOP_UNION,
     DEFTSIM_KOP_MERGE_TOPK,
+    DEFTSIM_KOP_ACCUMULATE,
     DEFTSIM_KOP_COUNT
 } deftsim_kop;
 
@@ -178,6 +179,26 @@ deftsim_status deftsim_k_seg_norms_scratch(const deftsim_kctx *ctx, const deftsi
 deftsim_status deftsim_k_seg_norms(deftsim_kctx *ctx, const float *x, size_t n,
                                    const deftsim_kseg *segs, size_t nseg, double *norms_out,
                                    void *scratch, size_t scratch_bytes);
+
+/* The accumulate pass, fused with the fragment norms: acc[i] = acc[i] + g[i]
+ * (DEFTSIM_KACC_ADD) or acc[i] = g[i] (DEFTSIM_KACC_COPY, bit for bit: a fresh accumulator)
+ * for every i < n, and sumsq_out[j] = the sum of squares of the new acc over fragment j, in
+ * seg_norms' order (blocks of 4096 from the fragment's start, 32 lanes, blocks added in order
+ * from 0.0), so sqrt(sumsq_out[j]) is bit-identical to deftsim_k_seg_norms on the result, for
+ * every thread count and instruction set. One read of acc and g and one write of acc: the
+ * norm pass costs no second read. Fragments (k ignored) must be in ascending order and
+ * disjoint; elements outside every fragment are accumulated too. nseg may be 0 (a plain
+ * accumulate). NaNs are counted in fragments whose sum is NaN, as seg_norms counts them. */
+enum { DEFTSIM_KACC_ADD = 0, DEFTSIM_KACC_COPY = 1 };
+/* The block of the norms' summation order: a caller that cuts a fragment into pieces of this
+ * many elements from its start, calls accumulate on each piece as one fragment (its sum is
+ * then exactly that block's) and adds the pieces' sums in order from 0.0 gets seg_norms' bits. */
+#define DEFTSIM_K_NORM_BLOCK 4096u
+deftsim_status deftsim_k_accumulate_scratch(const deftsim_kctx *ctx, const deftsim_kseg *segs,
+                                            size_t nseg, size_t *bytes);
+deftsim_status deftsim_k_accumulate(deftsim_kctx *ctx, float *acc, const float *g, size_t n,
+                                    int mode, const deftsim_kseg *segs, size_t nseg,
+                                    double *sumsq_out, void *scratch, size_t scratch_bytes);
 
 /* Threshold filter: *count receives the number of i with |x[i]| >= t (NaN never matches;
  * t <= 0 matches every non-NaN element; t must not be NaN). min(*count, cap) of those indices

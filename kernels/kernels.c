@@ -22,7 +22,7 @@ static const deftsim_kbackend *const backends[] = {
 
 static const char *const op_names[DEFTSIM_KOP_COUNT] = {
     "absmax", "topk", "segtopk", "seg_norms", "filter_ge", "count_ge", "sample_strided",
-    "sample_random", "gather", "zero_at", "scatter_add", "union", "merge_topk",
+    "sample_random", "gather", "zero_at", "scatter_add", "union", "merge_topk", "accumulate",
 };
 
 const char *deftsim_kop_name(deftsim_kop op)
@@ -144,6 +144,7 @@ int deftsim_k_supports(const deftsim_kctx *ctx, deftsim_kop op)
     case DEFTSIM_KOP_SCATTER_ADD: return b->scatter_add != NULL;
     case DEFTSIM_KOP_UNION: return b->union_ != NULL && b->union_scratch != NULL;
     case DEFTSIM_KOP_MERGE_TOPK: return b->merge_topk != NULL && b->merge_topk_scratch != NULL;
+    case DEFTSIM_KOP_ACCUMULATE: return b->accumulate != NULL && b->accumulate_scratch != NULL;
     case DEFTSIM_KOP_COUNT: break;
     }
     return 0;
@@ -319,6 +320,55 @@ deftsim_status deftsim_k_seg_norms(deftsim_kctx *ctx, const float *x, size_t n,
         (st = check_scratch(op, need, scratch, scratch_bytes)))
         return st;
     return ctx->be->seg_norms(ctx, x, n, segs, nseg, norms_out, scratch, scratch_bytes);
+}
+
+/* Fragments ascending and disjoint (the accumulate pass touches every element once). */
+static deftsim_status check_sorted_segs(deftsim_kop op, const deftsim_kseg *segs, size_t nseg)
+{
+    for (size_t j = 1; j < nseg; j++)
+        if (segs[j].offset < segs[j - 1].offset + segs[j - 1].len)
+            return deftsim_error_set(DEFTSIM_E_INPUT,
+                                     "kernels: %s: fragment %zu starts at %zu, before the end of "
+                                     "fragment %zu (fragments must be ascending and disjoint)",
+                                     deftsim_kop_name(op), j, segs[j].offset, j - 1);
+    return DEFTSIM_OK;
+}
+
+deftsim_status deftsim_k_accumulate_scratch(const deftsim_kctx *ctx, const deftsim_kseg *segs,
+                                            size_t nseg, size_t *bytes)
+{
+    const deftsim_kop op = DEFTSIM_KOP_ACCUMULATE;
+    deftsim_status st;
+    if (!ctx || !bytes)
+        return deftsim_error_set(DEFTSIM_E_USAGE, "kernels: accumulate_scratch: NULL");
+    if (!deftsim_k_supports(ctx, op))
+        return deftsim_error_set(DEFTSIM_E_UNSUPPORTED, "kernels: backend '%s' has no accumulate",
+                                 ctx->be->name);
+    if ((st = check_segs(op, DEFTSIM_KIDX_MAX_N, segs, nseg, 0, NULL)) ||
+        (st = check_sorted_segs(op, segs, nseg)))
+        return st;
+    return ctx->be->accumulate_scratch(ctx, segs, nseg, bytes);
+}
+
+deftsim_status deftsim_k_accumulate(deftsim_kctx *ctx, float *acc, const float *g, size_t n,
+                                    int mode, const deftsim_kseg *segs, size_t nseg,
+                                    double *sumsq_out, void *scratch, size_t scratch_bytes)
+{
+    const deftsim_kop op = DEFTSIM_KOP_ACCUMULATE;
+    deftsim_status st;
+    size_t need;
+    if ((st = begin(ctx, op)) || (st = check_n(op, n))) return st;
+    if (mode != DEFTSIM_KACC_ADD && mode != DEFTSIM_KACC_COPY)
+        return deftsim_error_set(DEFTSIM_E_USAGE, "kernels: accumulate: mode %d (want add or copy)",
+                                 mode);
+    if ((st = check_segs(op, n, segs, nseg, 0, NULL)) ||
+        (st = deftsim_k_accumulate_scratch(ctx, segs, nseg, &need)) ||
+        (st = check_ptr(op, acc, n > 0, "acc")) || (st = check_ptr(op, g, n > 0, "g")) ||
+        (st = check_ptr(op, sumsq_out, nseg > 0, "output")) ||
+        (st = check_scratch(op, need, scratch, scratch_bytes)))
+        return st;
+    return ctx->be->accumulate(ctx, acc, g, n, mode, segs, nseg, sumsq_out, scratch,
+                               scratch_bytes);
 }
 
 static deftsim_status check_threshold(deftsim_kop op, float t)

@@ -52,6 +52,12 @@ struct deftsim_kbackend {
                                 const deftsim_kseg *segs, size_t nseg, double *norms_out,
                                 void *scratch, size_t scratch_bytes);
 
+    deftsim_status (*accumulate_scratch)(const deftsim_kctx *ctx, const deftsim_kseg *segs,
+                                         size_t nseg, size_t *bytes);
+    deftsim_status (*accumulate)(deftsim_kctx *ctx, float *acc, const float *g, size_t n,
+                                 int mode, const deftsim_kseg *segs, size_t nseg,
+                                 double *sumsq_out, void *scratch, size_t scratch_bytes);
+
     deftsim_status (*filter_ge)(deftsim_kctx *ctx, const float *x, size_t n, float t,
                                 deftsim_kidx *idx_out, size_t cap, size_t *count);
     deftsim_status (*count_ge)(deftsim_kctx *ctx, const float *x, size_t n, float t,

@@ -28,6 +28,7 @@ static const char *const source_names[] = {"synthetic", "trace", NULL};
 static const char *const wire_names[] = {"spec", "reference", NULL};
 static const char *const feedback_names[] = {"full", "none", "sampled", NULL};
 static const char *const cltk_charge_names[] = {"leader", "all", NULL};
+static const char *const deft_norms_names[] = {"fused", "separate", NULL};
 static const char *const device_names[] = {"cpu", "cuda", NULL};
 static const char *const train_model_names[] = {"mlp", "cnn", NULL};
 
@@ -37,6 +38,7 @@ _Static_assert(sizeof(deftsim_source) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_wire) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_feedback) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_cltk_charge) == sizeof(int), "enum storage");
+_Static_assert(sizeof(deftsim_deft_norms) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_device_kind) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_topology) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_net_model) == sizeof(int), "enum storage");
@@ -60,6 +62,7 @@ const char *deftsim_source_name(deftsim_source s) { return ENUM_NAME(source_name
 const char *deftsim_wire_name(deftsim_wire w) { return ENUM_NAME(wire_names, w); }
 const char *deftsim_feedback_name(deftsim_feedback f) { return ENUM_NAME(feedback_names, f); }
 const char *deftsim_cltk_charge_name(deftsim_cltk_charge c) { return ENUM_NAME(cltk_charge_names, c); }
+const char *deftsim_deft_norms_name(deftsim_deft_norms d) { return ENUM_NAME(deft_norms_names, d); }
 const char *deftsim_device_kind_name(deftsim_device_kind k) { return ENUM_NAME(device_names, k); }
 const char *deftsim_train_model_name(deftsim_train_model m) { return ENUM_NAME(train_model_names, m); }
 
@@ -194,6 +197,10 @@ static const keydef keys[] = {
      .type = T_ENUM, .off = F(sparsify.cltk_charge), .names = cltk_charge_names},
     {KEY("sparsify", "cltk_beta", "number in [0, 1]", "0", "CLT-k low-pass filter beta; 0 = off"),
      .type = T_DOUBLE, .off = F(sparsify.cltk_beta), .lo = 0, .hi = 1},
+    {KEY("sparsify", "deft_norms", "one of: fused, separate", "fused",
+         "DEFT's fragment norms: fused into the accumulate pass, or a separate pass in its "
+         "selection"),
+     .type = T_ENUM, .off = F(sparsify.deft_norms), .names = deft_norms_names},
 
     {KEY("workers", "counts", "list of integers in [1, 1048576], ranges a..b or a..b:step",
          "2..64", "worker counts P to sweep"),

@@ -73,6 +73,11 @@ typedef enum {
 
 typedef enum { DEFTSIM_CLTK_CHARGE_LEADER, DEFTSIM_CLTK_CHARGE_ALL } deftsim_cltk_charge;
 
+/* Where DEFT's fragment norms are computed: fused into the pass that forms the accumulators
+ * (deftsim_k_accumulate; the cost lands there) or a separate seg_norms pass in DEFT's norms
+ * phase. Both give the same bits. */
+typedef enum { DEFTSIM_DEFT_NORMS_FUSED, DEFTSIM_DEFT_NORMS_SEPARATE } deftsim_deft_norms;
+
 typedef enum { DEFTSIM_DEVICE_CPU, DEFTSIM_DEVICE_CUDA } deftsim_device_kind;
 
 /* The networks `deftsim train` trains (train/deftsim_nn.h, same order as deftsim_nn_kind). */
@@ -109,6 +114,7 @@ typedef struct deftsim_config {
         int sampled_workers;      /* used with error_feedback = sampled */
         deftsim_cltk_charge cltk_charge;
         double cltk_beta;         /* ScaleCom's low-pass filter; 0 = off */
+        deftsim_deft_norms deft_norms;
     } sparsify;
     struct {
         int64_t *counts;          /* sorted ascending, unique, each in [1, DEFTSIM_WORKERS_MAX] */
@@ -247,6 +253,7 @@ const char *deftsim_wire_name(deftsim_wire w);
 const char *deftsim_feedback_name(deftsim_feedback f);
 const char *deftsim_cltk_charge_name(deftsim_cltk_charge c);
 const char *deftsim_device_kind_name(deftsim_device_kind k);
+const char *deftsim_deft_norms_name(deftsim_deft_norms d);
 const char *deftsim_train_model_name(deftsim_train_model m);
 
 /* Parses an integer list with ranges (syntax above) into a malloc'd array, sorted ascending

@@ -25,7 +25,12 @@
  *    valid. The sparsifier works the same way with both.
  *  - grad(w) (optional) returns worker w's gradient g_w of this iteration; only CLT-k's
  *    low-pass filter (cltk_beta > 0) needs it, always right after get(w); both pointers stay
- *    valid until the next get(). */
+ *    valid until the next get().
+ *  - norms(w) (optional) returns the L2 norms of the fragments deftsim_sparsifier_norm_segments
+ *    lists, of worker w's accumulator as get(w) returned it, bit-identical to
+ *    deftsim_k_seg_norms on it: a provider that forms the accumulator with the fused
+ *    accumulate op (deftsim_k_accumulate) has them for free. Called right after get(w); valid
+ *    until the next get(). NULL (or no callback) and the sparsifier runs its own norm pass. */
 #ifndef DEFTSIM_SPARSIFY_H
 #define DEFTSIM_SPARSIFY_H
 
@@ -53,6 +58,8 @@ typedef struct {
     deftsim_status (*release)(void *ctx, uint32_t w);
     /* Optional: worker w's gradient g_w (n floats), for CLT-k with cltk_beta > 0. */
     const float *(*grad)(void *ctx, uint32_t w);
+    /* Optional: the fragment norms of worker w's accumulator (see the protocol above). */
+    const double *(*norms)(void *ctx, uint32_t w);
 } deftsim_acc_provider;
 
 typedef struct {
@@ -134,6 +141,13 @@ deftsim_status deftsim_sparsifier_step(deftsim_sparsifier *s, uint64_t t,
  * and tests: the picks of its own selection (local_count[w] of them), not the common part. */
 deftsim_status deftsim_sparsifier_selection(deftsim_sparsifier *s, uint32_t w,
                                             const deftsim_kidx **idx, uint64_t *count);
+
+/* The fragments whose L2 norms the method reads from every accumulator (DEFT's fragments:
+ * ascending, disjoint, covering [0, n)), for a provider that computes them while it forms the
+ * accumulators (the provider's norms()); *nseg = 0 for methods that read none. Valid for the
+ * sparsifier's life. */
+void deftsim_sparsifier_norm_segments(const deftsim_sparsifier *s, const deftsim_kseg **segs,
+                                      size_t *nseg);
 
 /* DGC's sampling geometry of one tensor, fixed at creation (docs/SPARSIFIERS.md): samples =
  * max(ceil(numel * 0.01), ceil(2 / d)) taken every `stride` elements, the stride starting at

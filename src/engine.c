@@ -671,6 +671,21 @@ typedef struct {
     float *regen_out;         /* into this buffer */
     deftsim_status get_status;
     char get_msg[1024];
+    /* [sparsify] deft_norms = fused, for a sparsifier that reads fragment norms: the
+     * accumulators are formed piece by piece, one piece per norm block of every fragment, with
+     * deftsim_k_accumulate, whose sums give every worker's fragment norms with seg_norms' bits
+     * (served by the provider's norms()). nseg = 0: the plain chunked pass. */
+    const deftsim_kseg *nsegs;
+    size_t nseg;
+    size_t npieces;
+    uint64_t *piece_off;
+    uint32_t *piece_len;
+    double *part;             /* (S + 1) x npieces: each piece's sum of squares */
+    double *wnorms;           /* (S + 1) x nseg; row S: the regenerated worker */
+    deftsim_kctx **pctx;      /* one single-thread cpu context per preparation thread */
+    unsigned npctx;
+    char *pscratch;
+    size_t pscratch_each;
 } point_state;
 
 /* Chunk c of the preparation pass: acc_w = residual_w + g_w for tracked workers, and the
@@ -739,6 +754,182 @@ static deftsim_status check_finite_task(void *ctx, size_t w, unsigned thread)
     return DEFTSIM_OK;
 }
 
+/* ---- deft_norms = fused: the accumulate pass with the fragment norms ------------------------ */
+
+/* Piece c of the fused pass: prepare_chunk's work on one norm block of one fragment, the
+ * accumulator formed by deftsim_k_accumulate (which also returns the block's sum of squares). */
+static deftsim_status prepare_piece(void *ctx, size_t c, unsigned thread)
+{
+    point_state *ps = ctx;
+    deftsim_engine *e = ps->e;
+    uint64_t off = ps->piece_off[c];
+    size_t cnt = ps->piece_len[c];
+    double *sum = e->sums + (size_t)thread * CHUNK;
+    float *stage = e->stage + (size_t)thread * GEN_WORKERS * CHUNK;
+    deftsim_kctx *kc = ps->pctx[thread];
+    void *scr = ps->pscratch + (size_t)thread * ps->pscratch_each;
+    const deftsim_kseg seg = {0, cnt, 0};
+    const int mode = ps->fresh ? DEFTSIM_KACC_COPY : DEFTSIM_KACC_ADD;
+    memset(sum, 0, cnt * sizeof *sum);
+    for (uint32_t w0 = 0; w0 < ps->P; w0 += GEN_WORKERS) {
+        uint32_t nw = ps->P - w0 < GEN_WORKERS ? ps->P - w0 : GEN_WORKERS;
+        const float *g[GEN_WORKERS];
+        if (e->gen) {
+            float *outs[GEN_WORKERS];
+            for (uint32_t j = 0; j < nw; j++) outs[j] = stage + (size_t)j * CHUNK;
+            deftsim_status st = deftsim_gen_fill_workers(e->gen, ps->src_iter, w0, nw, off, cnt, outs);
+            if (st) return st;
+            for (uint32_t j = 0; j < nw; j++) g[j] = outs[j];
+        } else {
+            for (uint32_t j = 0; j < nw; j++) g[j] = ps->tgrad[w0 + j] + off;
+        }
+        for (uint32_t j = 0; j < nw; j++) {
+            uint32_t w = w0 + j;
+            const float *gw = g[j];
+            if (w < ps->S) {
+                float *r = ps->res[w] + off;
+                deftsim_status st = deftsim_k_accumulate(kc, r, gw, cnt, mode, &seg, 1,
+                                                         &ps->part[(size_t)w * ps->npieces + c],
+                                                         scr, ps->pscratch_each);
+                if (st) return st;
+                for (size_t i = 0; i < cnt; i++) sum[i] += (double)r[i];
+            } else {
+                for (size_t i = 0; i < cnt; i++) sum[i] += (double)gw[i];
+            }
+        }
+    }
+    float *a = ps->avg + off;
+    double inv = 1.0 / (double)ps->P;
+    for (size_t i = 0; i < cnt; i++) a[i] = (float)(sum[i] * inv);
+    return DEFTSIM_OK;
+}
+
+/* prepare_chunk's squared norm of the average, alone. */
+static deftsim_status avg_norm2_chunk(void *ctx, size_t c, unsigned thread)
+{
+    (void)thread;
+    point_state *ps = ctx;
+    uint64_t off = (uint64_t)c * CHUNK;
+    size_t cnt = (size_t)(ps->n - off < CHUNK ? ps->n - off : CHUNK);
+    const float *a = ps->avg + off;
+    double nn = 0;
+    for (size_t i = 0; i < cnt; i++) nn += (double)a[i] * (double)a[i];
+    ps->chunk_norm2[c] = nn;
+    return DEFTSIM_OK;
+}
+
+/* Row `row` of the piece sums into fragment norms: each fragment's blocks added in order
+ * from 0.0, as seg_norms adds them. */
+static void fold_norms(point_state *ps, uint32_t row)
+{
+    const double *p = ps->part + (size_t)row * ps->npieces;
+    double *out = ps->wnorms + (size_t)row * ps->nseg;
+    size_t b = 0;
+    for (size_t j = 0; j < ps->nseg; j++) {
+        size_t nb = (ps->nsegs[j].len + DEFTSIM_K_NORM_BLOCK - 1) / DEFTSIM_K_NORM_BLOCK;
+        double s = 0.0;
+        for (size_t q = 0; q < nb; q++) s += p[b++];
+        out[j] = sqrt(s);
+    }
+}
+
+/* The regenerated accumulator (no residual: acc = g), formed piece by piece with the copy mode
+ * of the same op; its norms go to row S. */
+static deftsim_status regen_piece(void *ctx, size_t c, unsigned thread)
+{
+    point_state *ps = ctx;
+    deftsim_engine *e = ps->e;
+    uint64_t off = ps->piece_off[c];
+    size_t cnt = ps->piece_len[c];
+    const float *g;
+    if (e->gen) {
+        float *stage = e->stage + (size_t)thread * GEN_WORKERS * CHUNK;
+        deftsim_status st = deftsim_gen_fill(e->gen, ps->src_iter, ps->regen_worker, off, cnt, stage);
+        if (st) return st;
+        g = stage;
+    } else {
+        g = ps->tgrad[ps->regen_worker] + off;
+    }
+    const deftsim_kseg seg = {0, cnt, 0};
+    return deftsim_k_accumulate(ps->pctx[thread], ps->regen_out + off, g, cnt, DEFTSIM_KACC_COPY,
+                                &seg, 1, &ps->part[(size_t)ps->S * ps->npieces + c],
+                                ps->pscratch + (size_t)thread * ps->pscratch_each,
+                                ps->pscratch_each);
+}
+
+static void fused_free(point_state *ps)
+{
+    for (unsigned t = 0; t < ps->npctx; t++) deftsim_kctx_free(ps->pctx[t]);
+    free(ps->pctx);
+    free(ps->piece_off);
+    free(ps->piece_len);
+    free(ps->part);
+    free(ps->wnorms);
+    free(ps->pscratch);
+}
+
+/* Turns the fused pass on when deft_norms = fused and the sparsifier reads fragment norms of
+ * fragments that tile [0, n) in order (DEFT's do); otherwise leaves nseg = 0, and the
+ * sparsifier runs its own norm pass. */
+static deftsim_status fused_init(point_state *ps, const deftsim_sparsifier *sp)
+{
+    deftsim_engine *e = ps->e;
+    if (e->cfg->sparsify.deft_norms != DEFTSIM_DEFT_NORMS_FUSED) return DEFTSIM_OK;
+    const deftsim_kseg *segs;
+    size_t nseg;
+    deftsim_sparsifier_norm_segments(sp, &segs, &nseg);
+    if (!nseg) return DEFTSIM_OK;
+    uint64_t pos = 0;
+    size_t np = 0;
+    for (size_t j = 0; j < nseg; j++) {
+        if (segs[j].offset != pos) return DEFTSIM_OK;
+        pos += segs[j].len;
+        np += (segs[j].len + DEFTSIM_K_NORM_BLOCK - 1) / DEFTSIM_K_NORM_BLOCK;
+    }
+    if (pos != ps->n) return DEFTSIM_OK;
+    deftsim_status st;
+    size_t rows = (size_t)ps->S + 1;
+    ps->piece_off = malloc(np * sizeof *ps->piece_off);
+    ps->piece_len = malloc(np * sizeof *ps->piece_len);
+    ps->part = calloc(rows * np, sizeof *ps->part);
+    ps->wnorms = calloc(rows * nseg, sizeof *ps->wnorms);
+    ps->pctx = calloc(e->prep_threads, sizeof *ps->pctx);
+    if (!ps->piece_off || !ps->piece_len || !ps->part || !ps->wnorms || !ps->pctx)
+        return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory for the fused norms");
+    size_t c = 0;
+    for (size_t j = 0; j < nseg; j++)
+        for (size_t q = 0; q * DEFTSIM_K_NORM_BLOCK < segs[j].len; q++) {
+            size_t left = segs[j].len - q * DEFTSIM_K_NORM_BLOCK;
+            ps->piece_off[c] = segs[j].offset + q * DEFTSIM_K_NORM_BLOCK;
+            ps->piece_len[c++] = (uint32_t)(left < DEFTSIM_K_NORM_BLOCK ? left : DEFTSIM_K_NORM_BLOCK);
+        }
+    for (unsigned t = 0; t < e->prep_threads; t++) {
+        if ((st = deftsim_kctx_new(&ps->pctx[t], "cpu", 1))) return st;
+        ps->npctx = t + 1;
+    }
+    const deftsim_kseg one = {0, DEFTSIM_K_NORM_BLOCK, 0};
+    size_t sb;
+    if ((st = deftsim_k_accumulate_scratch(ps->pctx[0], &one, 1, &sb))) return st;
+    ps->pscratch_each = (sb + 63) / 64 * 64;
+    ps->pscratch = malloc(ps->pscratch_each * e->prep_threads + 1);
+    if (!ps->pscratch)
+        return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory for the fused norms");
+    ps->nsegs = segs;
+    ps->nseg = nseg;
+    ps->npieces = np;
+    return DEFTSIM_OK;
+}
+
+/* The provider's norms(): a tracked worker's, or the regenerated worker's while it is cached. */
+static const double *acc_norms(void *ctx, uint32_t w)
+{
+    point_state *ps = ctx;
+    if (!ps->nseg || w >= ps->P) return NULL;
+    if (w < ps->S) return ps->wnorms + (size_t)w * ps->nseg;
+    if (ps->regen_cached == w) return ps->wnorms + (size_t)ps->S * ps->nseg;
+    return NULL;
+}
+
 /* Runs before each step: every tracked residual takes its gradient, the average accumulator
  * and its squared norm are computed. A trace's gradients are checked finite first (once per
  * iteration and worker for the whole run). */
@@ -752,7 +943,15 @@ static deftsim_status prepare_iteration(point_state *ps)
         if ((st = par_run(e->prep_threads, ps->P, check_finite_task, ps))) return st;
     }
     size_t nchunks = (size_t)((ps->n + CHUNK - 1) / CHUNK);
-    if ((st = par_run(e->prep_threads, nchunks, prepare_chunk, ps))) return st;
+    if (ps->nseg) {
+        if ((st = par_run(e->prep_threads, ps->npieces, prepare_piece, ps))) return st;
+        for (uint32_t w = 0; w < ps->S; w++) fold_norms(ps, w);
+        /* The average's squared norm in the plain pass's chunks, so its bits do not depend
+         * on deft_norms. */
+        if ((st = par_run(e->prep_threads, nchunks, avg_norm2_chunk, ps))) return st;
+    } else if ((st = par_run(e->prep_threads, nchunks, prepare_chunk, ps))) {
+        return st;
+    }
     double nn = 0;
     for (size_t c = 0; c < nchunks; c++) nn += ps->chunk_norm2[c];
     ps->norm2 = nn;
@@ -807,7 +1006,15 @@ static float *acc_get(void *ctx, uint32_t w)
     if (w < ps->S) return ps->res[w];
     if (ps->regen_cached == w) return ps->regen;
     ps->regen_cached = UINT32_MAX;
-    deftsim_status st = regenerate(ps, w, ps->regen);
+    deftsim_status st;
+    if (ps->nseg) {
+        ps->regen_worker = w;
+        ps->regen_out = ps->regen;
+        st = par_run(ps->e->prep_threads, ps->npieces, regen_piece, ps);
+        if (!st) fold_norms(ps, ps->S);
+    } else {
+        st = regenerate(ps, w, ps->regen);
+    }
     if (st) {
         provider_fail(ps, st);
         return NULL;
@@ -843,8 +1050,11 @@ static const float *acc_grad(void *ctx, uint32_t w)
     return ps->gradbuf;
 }
 
+static void fused_free(point_state *ps);
+
 static void point_state_free(point_state *ps)
 {
+    fused_free(ps);
     free(ps->res);
     free(ps->chunk_norm2);
     free(ps->tgrad);
@@ -1499,6 +1709,7 @@ static deftsim_status run_point(deftsim_engine *e, deftsim_method method, double
     double t_start = deftsim_now();
     if ((st = deftsim_sparsifier_new(&params, &sp))) goto done;
     if ((st = point_state_init(&ps, e, P))) goto done;
+    if ((st = fused_init(&ps, sp))) goto done;
     if ((st = deftsim_afile_open(&af, csv_path))) goto done;
     FILE *f = deftsim_afile_stream(af);
     write_header(f);
@@ -1507,7 +1718,8 @@ static deftsim_status run_point(deftsim_engine *e, deftsim_method method, double
                                  .ctx = &ps,
                                  .persistent = provider_persistent(cfg),
                                  .release = acc_release,
-                                 .grad = acc_grad};
+                                 .grad = acc_grad,
+                                 .norms = acc_norms};
     in_iter = 1;
     for (size_t it = 0; it < e->iterations; it++) {
         ps.it = it;

@@ -81,8 +81,11 @@ static deftsim_status deft_init(deftsim_sparsifier *s)
     if (!st) st = sp_scratch_union(s);
     free(q);
     if (st) return st;
-    if (!s->dry)
+    if (!s->dry) {
         for (size_t j = 0; j < L; j++) d->all[j].k = 0;
+        s->norm_segs = d->all;
+        s->norm_nseg = L;
+    }
 
     d->ph_norms = sp_phase(s, "norms", 1);
     d->ph_alloc = sp_phase(s, "allocate", 1);
@@ -93,17 +96,24 @@ static deftsim_status deft_init(deftsim_sparsifier *s)
     return DEFTSIM_OK;
 }
 
-/* Step 2 on one worker's accumulator: norms, then k_j. */
+/* Step 2 on one worker's accumulator: norms, then k_j. The norms come from the provider when
+ * it formed the accumulator with the fused accumulate op (deft_norms = fused: their cost is
+ * the accumulate pass's, outside the step, and the norms phase stays 0), else from one
+ * seg_norms pass timed in the norms phase. Both give the same bits. */
 static deftsim_status norms_and_k(deftsim_sparsifier *s, deft_state *d, const float *acc,
-                                  uint32_t w, size_t c_norms, size_t c_alloc, uint64_t *kj,
-                                  uint64_t *total)
+                                  const double *given, uint32_t w, size_t c_norms, size_t c_alloc,
+                                  uint64_t *kj, uint64_t *total)
 {
     deftsim_status st;
-    SP_TIMED(s, c_norms, d->ph_norms, w,
-             deftsim_k_seg_norms(s->kc, acc, (size_t)s->n, d->all, d->nfrag, d->norms, s->scratch,
-                                 s->scratch_bytes));
+    const double *norms = given;
+    if (!norms) {
+        SP_TIMED(s, c_norms, d->ph_norms, w,
+                 deftsim_k_seg_norms(s->kc, acc, (size_t)s->n, d->all, d->nfrag, d->norms,
+                                     s->scratch, s->scratch_bytes));
+        norms = d->norms;
+    }
     double t0 = sp_now(s);
-    *total = deftsim_deft_allocate_k(d->frags, d->nfrag, d->norms, s->k, kj, d->order);
+    *total = deftsim_deft_allocate_k(d->frags, d->nfrag, norms, s->k, kj, d->order);
     sp_charge(s, c_alloc, d->ph_alloc, w, sp_now(s) - t0);
     return DEFTSIM_OK;
 }
@@ -135,7 +145,9 @@ static deftsim_status deft_step(deftsim_sparsifier *s, uint64_t t, const deftsim
     /* The leader: its norms and k_j drive the packing. */
     if ((st = sp_get(a, lead, &acc))) return st;
     uint64_t lead_total;
-    if ((st = norms_and_k(s, d, acc, lead, c_norms, c_alloc, d->kj_lead, &lead_total))) return st;
+    if ((st = norms_and_k(s, d, acc, sp_norms(a, lead), lead, c_norms, c_alloc, d->kj_lead,
+                          &lead_total)))
+        return st;
     r->kj_total = lead_total;
     deftsim_deft_packing_free(&d->pack);
     {
@@ -152,7 +164,8 @@ static deftsim_status deft_step(deftsim_sparsifier *s, uint64_t t, const deftsim
         const uint64_t *kj = d->kj_lead;
         if (w != lead) {
             uint64_t own_total;
-            if ((st = norms_and_k(s, d, acc, w, c_norms, c_alloc, d->kj_own, &own_total)))
+            if ((st = norms_and_k(s, d, acc, sp_norms(a, w), w, c_norms, c_alloc, d->kj_own,
+                                  &own_total)))
                 return st;
             kj = d->kj_own;
         }

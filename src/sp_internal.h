@@ -62,6 +62,10 @@ struct deftsim_sparsifier {
     float *agg_val;
     uint64_t agg_cap;
 
+    /* Fragments whose norms the method reads (deftsim_sparsifier_norm_segments). */
+    const deftsim_kseg *norm_segs;
+    size_t norm_nseg;
+
     deftsim_step_result res;
     double *phase_store;  /* P * DEFTSIM_MAX_PHASES */
     void *priv;           /* the method's own state */
@@ -126,6 +130,8 @@ static inline double sp_now(const deftsim_sparsifier *s)
 
 deftsim_status sp_get(const deftsim_acc_provider *a, uint32_t w, float **acc);
 deftsim_status sp_release(const deftsim_acc_provider *a, uint32_t w);
+/* The provider's fragment norms of worker w (right after sp_get), or NULL: run the pass. */
+const double *sp_norms(const deftsim_acc_provider *a, uint32_t w);
 
 /* ---- Aggregate helpers ---------------------------------------------------------------- */
 

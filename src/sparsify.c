@@ -218,6 +218,11 @@ deftsim_status sp_get(const deftsim_acc_provider *a, uint32_t w, float **acc)
                              "sparsifier: the provider returned no accumulator for worker %u", w);
 }
 
+const double *sp_norms(const deftsim_acc_provider *a, uint32_t w)
+{
+    return a->norms ? a->norms(a->ctx, w) : NULL;
+}
+
 deftsim_status sp_release(const deftsim_acc_provider *a, uint32_t w)
 {
     if (!a->release) return DEFTSIM_OK;
@@ -431,6 +436,13 @@ deftsim_status deftsim_sparsifier_step(deftsim_sparsifier *s, uint64_t t,
         deftsim_step_traffic(&r->schedule.steps[i], s->P, s->sv, r->bytes_sent, r->bytes_recv);
     *res = r;
     return DEFTSIM_OK;
+}
+
+void deftsim_sparsifier_norm_segments(const deftsim_sparsifier *s, const deftsim_kseg **segs,
+                                      size_t *nseg)
+{
+    *segs = s ? s->norm_segs : NULL;
+    *nseg = s && s->norm_segs ? s->norm_nseg : 0;
 }
 
 deftsim_status deftsim_sparsifier_selection(deftsim_sparsifier *s, uint32_t w,

@@ -78,9 +78,13 @@ typedef struct {
     /* Sum of squares of at most CPU_NORM_BLOCK elements in double, in the fixed order of
      * cpu_sumsq_ref() (so every instruction set gives the same bits). */
     double (*sumsq)(const float *x, size_t n);
+    /* The accumulate pass on at most CPU_NORM_BLOCK elements: acc[i] = acc[i] + g[i] (copy:
+     * acc[i] = g[i]), and the sum of squares of the new values in sumsq's order. */
+    double (*acc_sumsq)(float *acc, const float *g, size_t n, int copy);
 } cpu_isa;
 
 #define CPU_NORM_BLOCK 4096
+_Static_assert(CPU_NORM_BLOCK == DEFTSIM_K_NORM_BLOCK, "the public block is the norms' block");
 
 const cpu_isa *cpu_isa_generic(void);
 /* NULL when the build or the machine lacks AVX2. */
@@ -197,6 +201,11 @@ deftsim_status cpu_segtopk(deftsim_kctx *ctx, const float *x, size_t n, const de
                            size_t nseg, deftsim_kidx *out, void *scratch, size_t scratch_bytes);
 
 deftsim_status cpu_absmax(deftsim_kctx *ctx, const float *x, size_t n, float *out);
+deftsim_status cpu_accumulate_scratch(const deftsim_kctx *ctx, const deftsim_kseg *segs,
+                                      size_t nseg, size_t *bytes);
+deftsim_status cpu_accumulate(deftsim_kctx *ctx, float *acc, const float *g, size_t n, int mode,
+                              const deftsim_kseg *segs, size_t nseg, double *sumsq_out,
+                              void *scratch, size_t scratch_bytes);
 deftsim_status cpu_seg_norms_scratch(const deftsim_kctx *ctx, const deftsim_kseg *segs,
                                      size_t nseg, size_t *bytes);
 deftsim_status cpu_seg_norms(deftsim_kctx *ctx, const float *x, size_t n,

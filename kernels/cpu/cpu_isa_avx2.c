@@ -346,6 +346,36 @@ AVX2 static double a_sumsq(const float *x, size_t n)
     return s;
 }
 
+/* a_sumsq's loop with the add (or copy) and the store in front of the squares. */
+AVX2 static double a_acc_sumsq(float *a, const float *g, size_t n, int copy)
+{
+    __m256d v[8];
+    for (int j = 0; j < 8; j++) v[j] = _mm256_setzero_pd();
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        for (int q = 0; q < 4; q++) {
+            __m256 f = _mm256_loadu_ps(g + i + 8 * q);
+            if (!copy) f = _mm256_add_ps(_mm256_loadu_ps(a + i + 8 * q), f);
+            _mm256_storeu_ps(a + i + 8 * q, f);
+            __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(f));
+            __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1));
+            v[2 * q] = _mm256_add_pd(v[2 * q], _mm256_mul_pd(lo, lo));
+            v[2 * q + 1] = _mm256_add_pd(v[2 * q + 1], _mm256_mul_pd(hi, hi));
+        }
+    __m256d blo = _mm256_add_pd(_mm256_add_pd(v[0], v[2]), _mm256_add_pd(v[4], v[6]));
+    __m256d bhi = _mm256_add_pd(_mm256_add_pd(v[1], v[3]), _mm256_add_pd(v[5], v[7]));
+    __m256d c = _mm256_add_pd(blo, bhi);
+    __m128d c01 = _mm256_castpd256_pd128(c), c23 = _mm256_extractf128_pd(c, 1);
+    __m128d e = _mm_add_pd(c01, c23);
+    double s = _mm_cvtsd_f64(_mm_add_sd(e, _mm_unpackhi_pd(e, e)));
+    for (; i < n; i++) {
+        float x = copy ? g[i] : a[i] + g[i];
+        a[i] = x;
+        s += (double)x * (double)x;
+    }
+    return s;
+}
+
 static const cpu_isa avx2 = {
     .name = "avx2",
     .absmax = a_absmax,
@@ -358,6 +388,7 @@ static const cpu_isa avx2 = {
     .top_tiny = a_top_tiny,
     .count_u32_ge = a_count_u32_ge,
     .sumsq = a_sumsq,
+    .acc_sumsq = a_acc_sumsq,
 };
 
 const cpu_isa *cpu_isa_avx2(void)

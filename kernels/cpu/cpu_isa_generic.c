@@ -187,6 +187,28 @@ static double g_sumsq(const float *x, size_t n)
     return s;
 }
 
+static double g_acc_sumsq(float *a, const float *g, size_t n, int copy)
+{
+    double l[32] = {0};
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        for (int j = 0; j < 32; j++) {
+            float v = copy ? g[i + j] : a[i + j] + g[i + j];
+            a[i + j] = v;
+            l[j] += (double)v * (double)v;
+        }
+    double b[8], c[4];
+    for (int j = 0; j < 8; j++) b[j] = (l[j] + l[j + 8]) + (l[j + 16] + l[j + 24]);
+    for (int j = 0; j < 4; j++) c[j] = b[j] + b[j + 4];
+    double s = (c[0] + c[2]) + (c[1] + c[3]);
+    for (; i < n; i++) {
+        float v = copy ? g[i] : a[i] + g[i];
+        a[i] = v;
+        s += (double)v * (double)v;
+    }
+    return s;
+}
+
 static const cpu_isa generic = {
     .name = "generic",
     .absmax = g_absmax,
@@ -199,6 +221,7 @@ static const cpu_isa generic = {
     .top_tiny = g_top_tiny,
     .count_u32_ge = g_count_u32_ge,
     .sumsq = g_sumsq,
+    .acc_sumsq = g_acc_sumsq,
 };
 
 const cpu_isa *cpu_isa_generic(void) { return &generic; }

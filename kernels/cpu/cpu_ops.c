@@ -120,6 +120,101 @@ deftsim_status cpu_seg_norms(deftsim_kctx *ctx, const float *x, size_t n,
     return DEFTSIM_OK;
 }
 
+/* ---- Accumulate with fragment sums of squares --------------------------------------------
+ * The same blocks as the norms (CPU_NORM_BLOCK from each fragment's start, one acc_sumsq call
+ * each, the fragment's sum adding its blocks in order), plus the gaps between fragments cut
+ * into blocks whose sums are dropped. Threads split the list of blocks, gaps included. */
+
+typedef struct {
+    const cpu_isa *isa;
+    float *acc;
+    const float *g;
+    size_t n;
+    int copy;
+    const deftsim_kseg *segs;
+    size_t nseg;
+    size_t nitems;
+    double *part;
+} acc_job;
+
+/* Walks the blocks in address order; with run set, processes those numbered [lo, hi).
+ * Returns the number of blocks. */
+static size_t acc_items(const acc_job *j, size_t lo, size_t hi, int run)
+{
+    const size_t B = CPU_NORM_BLOCK;
+    size_t it = 0, b = 0, pos = 0;
+    for (size_t f = 0; f <= j->nseg; f++) {
+        if (run && it >= hi) break;
+        size_t start = f < j->nseg ? j->segs[f].offset : j->n;
+        if (start > pos) {
+            size_t gi = (start - pos + B - 1) / B;
+            if (run && it + gi > lo && it < hi)
+                for (size_t q = 0; q < gi; q++) {
+                    if (it + q < lo || it + q >= hi) continue;
+                    size_t off = pos + q * B, len = start - off < B ? start - off : B;
+                    (void)j->isa->acc_sumsq(j->acc + off, j->g + off, len, j->copy);
+                }
+            it += gi;
+        }
+        if (f == j->nseg) break;
+        const deftsim_kseg *s = &j->segs[f];
+        size_t fb = (s->len + B - 1) / B;
+        if (run && it + fb > lo && it < hi)
+            for (size_t q = 0; q < fb; q++) {
+                if (it + q < lo || it + q >= hi) continue;
+                size_t off = q * B, len = s->len - off < B ? s->len - off : B;
+                j->part[b + q] = j->isa->acc_sumsq(j->acc + s->offset + off,
+                                                   j->g + s->offset + off, len, j->copy);
+            }
+        it += fb;
+        b += fb;
+        pos = s->offset + s->len;
+    }
+    return it;
+}
+
+static void acc_task(void *arg, unsigned t, unsigned nrun)
+{
+    acc_job *j = arg;
+    size_t lo, hi;
+    cpu_split(j->nitems, nrun, t, 1, &lo, &hi);
+    if (lo < hi) acc_items(j, lo, hi, 1);
+}
+
+deftsim_status cpu_accumulate_scratch(const deftsim_kctx *ctx, const deftsim_kseg *segs,
+                                      size_t nseg, size_t *bytes)
+{
+    return cpu_seg_norms_scratch(ctx, segs, nseg, bytes);
+}
+
+deftsim_status cpu_accumulate(deftsim_kctx *ctx, float *acc, const float *g, size_t n, int mode,
+                              const deftsim_kseg *segs, size_t nseg, double *sumsq_out,
+                              void *scratch, size_t scratch_bytes)
+{
+    cpu_state *cs = cpu_st(ctx);
+    cpu_arena a;
+    cpu_arena_init(&a, scratch, scratch_bytes);
+    size_t nb = norm_blocks(segs, nseg);
+    acc_job j = {cpu_isa_for(ctx), acc, g, n, mode == DEFTSIM_KACC_COPY, segs, nseg, 0,
+                 cpu_arena_take(&a, nb * sizeof(double))};
+    j.nitems = acc_items(&j, 0, 0, 0);
+    unsigned nrun = cpu_threads_for(ctx, n);
+    if (nrun > j.nitems) nrun = j.nitems ? (unsigned)j.nitems : 1;
+    if (j.nitems) cpu_pool_run(cs->pool, nrun, acc_task, &j);
+    size_t b = 0;
+    for (size_t f = 0; f < nseg; f++) {
+        size_t fb = (segs[f].len + CPU_NORM_BLOCK - 1) / CPU_NORM_BLOCK;
+        double s = 0.0;
+        for (size_t q = 0; q < fb; q++) s += j.part[b++];
+        if (isnan(s))
+            for (size_t i = 0; i < segs[f].len; i++)
+                ctx->last.nan_count += isnan(acc[segs[f].offset + i]) ? 1 : 0;
+        sumsq_out[f] = s;
+    }
+    ctx->last.threads = nrun;
+    return DEFTSIM_OK;
+}
+
 /* ---- Threshold filter and count ---------------------------------------------------------- */
 
 typedef struct {

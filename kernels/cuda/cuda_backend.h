@@ -27,6 +27,11 @@ deftsim_status kc_seg_norms_scratch(const deftsim_kctx *ctx, const deftsim_kseg 
                                     size_t nseg, size_t *bytes);
 deftsim_status kc_seg_norms(deftsim_kctx *ctx, const float *x, size_t n, const deftsim_kseg *segs,
                             size_t nseg, double *norms, void *scratch, size_t scratch_bytes);
+deftsim_status kc_accumulate_scratch(const deftsim_kctx *ctx, const deftsim_kseg *segs,
+                                     size_t nseg, size_t *bytes);
+deftsim_status kc_accumulate(deftsim_kctx *ctx, float *acc, const float *g, size_t n, int mode,
+                             const deftsim_kseg *segs, size_t nseg, double *sumsq, void *scratch,
+                             size_t scratch_bytes);
 deftsim_status kc_filter_ge(deftsim_kctx *ctx, const float *x, size_t n, float t,
                             deftsim_kidx *out, size_t cap, size_t *count);
 deftsim_status kc_count_ge(deftsim_kctx *ctx, const float *x, size_t n, float t, size_t *count);
@@ -70,6 +75,11 @@ deftsim_status ks_seg_norms_scratch(const deftsim_kctx *ctx, const deftsim_kseg 
                                     size_t nseg, size_t *bytes);
 deftsim_status ks_seg_norms(deftsim_kctx *ctx, const float *x, size_t n, const deftsim_kseg *segs,
                             size_t nseg, double *norms, void *scratch, size_t scratch_bytes);
+deftsim_status ks_accumulate_scratch(const deftsim_kctx *ctx, const deftsim_kseg *segs,
+                                     size_t nseg, size_t *bytes);
+deftsim_status ks_accumulate(deftsim_kctx *ctx, float *acc, const float *g, size_t n, int mode,
+                             const deftsim_kseg *segs, size_t nseg, double *sumsq, void *scratch,
+                             size_t scratch_bytes);
 deftsim_status ks_filter_ge(deftsim_kctx *ctx, const float *x, size_t n, float t,
                             deftsim_kidx *out, size_t cap, size_t *count);
 deftsim_status ks_count_ge(deftsim_kctx *ctx, const float *x, size_t n, float t, size_t *count);

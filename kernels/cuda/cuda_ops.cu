@@ -213,6 +213,152 @@ extern "C" deftsim_status kc_seg_norms(deftsim_kctx *ctx, const float *x, size_t
     return DEFTSIM_OK;
 }
 
+/* ---- Accumulate with fragment sums of squares -------------------------------------------------
+ * acc = acc + g (or g), fused with the norms' sums: the items are the norm blocks of every
+ * fragment (4096 from its start) and the gaps between fragments cut into blocks of 4096; one
+ * warp per item, the lanes and their fold exactly as kc_sumsq_kernel (so the CPU's order), the
+ * tail on lane 0. A fragment's sum adds its blocks in order from 0.0 (kc_acc_finish_kernel).
+ * Compiled, not yet run on a GPU: the CPU-equality tests of tests/gpu have not seen it. */
+
+typedef struct {
+    uint32_t off, len;
+    unsigned long long b0; /* first item of the entry in the global item list */
+    unsigned long long p0; /* fragments: first block in the part array */
+    uint32_t seg;          /* the fragment, or UINT32_MAX for a gap */
+} kc_aent;
+
+__global__ void __launch_bounds__(KC_THREADS)
+    kc_acc_kernel(float *__restrict__ acc, const float *__restrict__ g, int copy,
+                  const kc_aent *en, uint32_t nent, unsigned long long nitems, double *part,
+                  kc_ctl *ctl)
+{
+    const unsigned lane = threadIdx.x & 31;
+    const unsigned long long b = (unsigned long long)blockIdx.x * KC_WARPS + (threadIdx.x >> 5);
+    if (b >= nitems) return; /* the whole warp */
+    uint32_t lo = 0, hi = nent; /* the last entry with b0 <= b (empty ones have no items) */
+    while (hi - lo > 1) {
+        uint32_t mid = (lo + hi) >> 1;
+        if (en[mid].b0 <= b) lo = mid;
+        else hi = mid;
+    }
+    const kc_aent e = en[lo];
+    const uint32_t q = (uint32_t)(b - e.b0);
+    float *pa = acc + e.off + (size_t)q * KC_NORM_BLOCK;
+    const float *pg = g + e.off + (size_t)q * KC_NORM_BLOCK;
+    uint32_t len = e.len - q * KC_NORM_BLOCK;
+    if (len > KC_NORM_BLOCK) len = KC_NORM_BLOCK;
+    const uint32_t full = len / 32 * 32;
+    double l = 0.0;
+    uint32_t nan = 0;
+    for (uint32_t i = lane; i < full; i += 32) {
+        float v = copy ? __ldg(pg + i) : __fadd_rn(pa[i], __ldg(pg + i));
+        pa[i] = v;
+        nan += v != v;
+        l = __dadd_rn(l, __dmul_rn((double)v, (double)v));
+    }
+    double l8 = __shfl_down_sync(0xffffffffu, l, 8);
+    double l16 = __shfl_down_sync(0xffffffffu, l, 16);
+    double l24 = __shfl_down_sync(0xffffffffu, l, 24);
+    double bj = __dadd_rn(__dadd_rn(l, l8), __dadd_rn(l16, l24)); /* lanes 0..7 */
+    double b4 = __shfl_down_sync(0xffffffffu, bj, 4);
+    double cj = __dadd_rn(bj, b4); /* lanes 0..3 */
+    double c1 = __shfl_sync(0xffffffffu, cj, 1);
+    double c2 = __shfl_sync(0xffffffffu, cj, 2);
+    double c3 = __shfl_sync(0xffffffffu, cj, 3);
+    if (lane == 0) {
+        double sum = __dadd_rn(__dadd_rn(cj, c2), __dadd_rn(c1, c3));
+        for (uint32_t i = full; i < len; i++) {
+            float v = copy ? __ldg(pg + i) : __fadd_rn(pa[i], __ldg(pg + i));
+            pa[i] = v;
+            nan += v != v;
+            sum = __dadd_rn(sum, __dmul_rn((double)v, (double)v));
+        }
+        if (e.seg != UINT32_MAX) part[e.p0 + q] = sum;
+    }
+    /* NaNs counted in the fragments only, as the CPU backend counts them. */
+    if (e.seg != UINT32_MAX) kc_add_count(&ctl->st.nan, nan);
+}
+
+__global__ void kc_acc_finish_kernel(const kc_aent *en, uint32_t nent, const double *part,
+                                     double *sumsq)
+{
+    for (uint32_t j = blockIdx.x * blockDim.x + threadIdx.x; j < nent; j += gridDim.x * blockDim.x) {
+        const kc_aent e = en[j];
+        if (e.seg == UINT32_MAX) continue;
+        unsigned long long nb = (e.len + KC_NORM_BLOCK - 1) / KC_NORM_BLOCK;
+        double s = 0.0;
+        for (unsigned long long q = 0; q < nb; q++) s = __dadd_rn(s, part[e.p0 + q]);
+        sumsq[e.seg] = s;
+    }
+}
+
+extern "C" deftsim_status kc_accumulate_scratch(const deftsim_kctx *ctx, const deftsim_kseg *segs,
+                                                size_t nseg, size_t *bytes)
+{
+    (void)ctx;
+    *bytes = 256 + kc_round((2 * nseg + 1) * sizeof(kc_aent)) +
+             kc_round((size_t)norm_blocks(segs, nseg) * sizeof(double));
+    return DEFTSIM_OK;
+}
+
+extern "C" deftsim_status kc_accumulate(deftsim_kctx *ctx, float *acc, const float *g, size_t n,
+                                        int mode, const deftsim_kseg *segs, size_t nseg,
+                                        double *sumsq, void *scratch, size_t scratch_bytes)
+{
+    kc_state *s = kc_st(ctx);
+    deftsim_status st;
+    if ((st = kc_check_dev(ctx, n ? acc : NULL, "acc")) ||
+        (st = kc_check_dev(ctx, n ? g : NULL, "g")) ||
+        (st = kc_check_dev(ctx, nseg ? sumsq : NULL, "sumsq_out")) ||
+        (st = kc_check_dev(ctx, scratch, "scratch")) || (st = kc_begin(ctx, KC_CTL_SMALL)))
+        return st;
+    kc_pending(ctx);
+    if (nseg >= UINT32_MAX / 2)
+        return deftsim_error_set(DEFTSIM_E_INPUT, "kernels: cuda: accumulate: %zu fragments", nseg);
+    const size_t cap = 2 * nseg + 1;
+    kc_arena a;
+    kc_arena_init(&a, scratch, scratch_bytes);
+    kc_aent *d_en = (kc_aent *)kc_take(&a, cap * sizeof(kc_aent));
+    double *part = (double *)kc_take(&a, (size_t)norm_blocks(segs, nseg) * sizeof(double));
+    kc_stage sg;
+    if ((st = kc_stage_take(s, cap * sizeof(kc_aent), &sg))) return st;
+    kc_aent *h = (kc_aent *)sg.host;
+    unsigned long long items = 0, p0 = 0;
+    size_t nent = 0, pos = 0;
+    for (size_t j = 0; j <= nseg; j++) {
+        size_t start = j < nseg ? segs[j].offset : n;
+        if (start > pos) { /* the gap before fragment j (after the last: up to n) */
+            h[nent] = kc_aent{(uint32_t)pos, (uint32_t)(start - pos), items, 0, UINT32_MAX};
+            items += (start - pos + KC_NORM_BLOCK - 1) / KC_NORM_BLOCK;
+            nent++;
+        }
+        if (j == nseg) break;
+        h[nent] = kc_aent{(uint32_t)segs[j].offset, (uint32_t)segs[j].len, items, p0, (uint32_t)j};
+        unsigned long long fb = (segs[j].len + KC_NORM_BLOCK - 1) / KC_NORM_BLOCK;
+        items += fb;
+        p0 += fb;
+        nent++;
+        pos = segs[j].offset + segs[j].len;
+    }
+    st = kc_stage_put(s, &sg, d_en, nent * sizeof(kc_aent));
+    kc_stage_done(&sg);
+    if (st) return st;
+    if (items) {
+        unsigned long long gr = (items + KC_WARPS - 1) / KC_WARPS;
+        if (gr > 0x7fffffffull)
+            return deftsim_error_set(DEFTSIM_E_INPUT, "kernels: cuda: accumulate: too many blocks");
+        kc_acc_kernel<<<(unsigned)gr, KC_THREADS, 0, s->stream>>>(
+            acc, g, mode == DEFTSIM_KACC_COPY, d_en, (uint32_t)nent, items, part, s->ctl);
+        KC_LAUNCHED();
+    }
+    if (nseg) {
+        kc_acc_finish_kernel<<<kc_blocks(nent, KC_THREADS, 1024), KC_THREADS, 0, s->stream>>>(
+            d_en, (uint32_t)nent, part, sumsq);
+        KC_LAUNCHED();
+    }
+    return DEFTSIM_OK;
+}
+
 /* ---- Threshold filter and count --------------------------------------------------------------- */
 
 #define KC_FITEMS 16

@@ -403,6 +403,31 @@ extern "C" deftsim_status ks_seg_norms(deftsim_kctx *ctx, const float *x, size_t
                                a[2].dev, need));
 }
 
+extern "C" deftsim_status ks_accumulate_scratch(const deftsim_kctx *ctx, const deftsim_kseg *segs,
+                                                size_t nseg, size_t *bytes)
+{
+    (void)segs;
+    (void)nseg;
+    return ks_scratch_none(ctx, bytes);
+}
+
+extern "C" deftsim_status ks_accumulate(deftsim_kctx *ctx, float *acc, const float *g, size_t n,
+                                        int mode, const deftsim_kseg *segs, size_t nseg,
+                                        double *sumsq, void *scratch, size_t scratch_bytes)
+{
+    (void)scratch;
+    (void)scratch_bytes;
+    deftsim_kctx *d = ks_st(ctx)->dev;
+    size_t need = 0;
+    deftsim_status st = deftsim_k_accumulate_scratch(d, segs, nseg, &need);
+    if (st) return st;
+    ks_arg a[] = {inout_(acc, n * sizeof *acc), in_(g, n * sizeof *g),
+                  out_(sumsq, nseg * sizeof *sumsq), work_(need)};
+    KS_RUN(ctx, a, 0,
+           deftsim_k_accumulate(d, (float *)a[0].dev, (const float *)a[1].dev, n, mode, segs,
+                                nseg, (double *)a[2].dev, a[3].dev, need));
+}
+
 extern "C" deftsim_status ks_filter_ge(deftsim_kctx *ctx, const float *x, size_t n, float t,
                                        deftsim_kidx *out, size_t cap, size_t *count)
 {

@@ -132,7 +132,7 @@ static void baseline_topk(const float *x, size_t n, size_t k, uint32_t base, flo
 
 /* ---- Cases ---------------------------------------------------------------------------------- */
 
-typedef enum { CASE_TOPK, CASE_SEGTOPK } case_kind;
+typedef enum { CASE_TOPK, CASE_SEGTOPK, CASE_ACCUMULATE } case_kind;
 
 typedef struct {
     const char *id;
@@ -159,6 +159,9 @@ static const bench_case cases[] = {
     {"segtopk-r18-P1024-normal", CASE_SEGTOPK, R18, 0.01, 0, 1024, 1, 2.0},
     {"segtopk-r18-P16-heavy", CASE_SEGTOPK, R18, 0.01, 1, 16, 1, 2.0},
     {"segtopk-r18-P1024-heavy", CASE_SEGTOPK, R18, 0.01, 1, 1024, 1, 2.0},
+    /* DEFT's norms fused into the accumulate pass against the accumulate and a separate norm
+     * pass (bench_accumulate). */
+    {"accnorms-r18-P16-normal", CASE_ACCUMULATE, R18, 0.01, 0, 16, 1, 0},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 /* Every exact top-k must beat the baseline by at least this factor. */
@@ -496,6 +499,115 @@ done:
     return st;
 }
 
+static void *alloc64(size_t bytes);
+
+/* The accumulate case: acc += g with the fragments' sums of squares in one pass
+ * (deftsim_k_accumulate), against the same accumulate without fragments followed by the
+ * separate seg_norms pass, timed alternately on the same buffers (host backends only). The
+ * ratio is the median over the pairs of fused / separate; < 1 means the fused pass is cheaper.
+ * Verified: sqrt of the fused sums equals the separate norms bit for bit. In --csv the
+ * "floor" columns hold the separate pair and the "baseline" columns the plain accumulate
+ * alone. */
+static deftsim_status bench_accumulate(deftsim_kctx *ctx, const deftsim_model *model,
+                                       const bench_case *bc, const float *x, size_t n,
+                                       const bench_opts *o, int *failures)
+{
+    enum { MAXREP = 200 };
+    deftsim_status st;
+    deftsim_kseg *segs = NULL;
+    size_t nseg = 0, k = 0, sa = 0, sn = 0;
+    float *acc = NULL, *g = NULL;
+    double *sumsq = NULL, *norms = NULL;
+    void *scr = NULL;
+    if ((st = deft_segments(ctx, model, x, bc->P, bc->density, &segs, &nseg, &k))) return st;
+    for (size_t j = 0; j < nseg; j++) segs[j].k = 0;
+    /* deft_segments lists every fragment in order: they tile [0, n). */
+    acc = alloc64(n * sizeof *acc);
+    g = alloc64(n * sizeof *g);
+    sumsq = malloc(nseg * sizeof *sumsq);
+    norms = malloc(nseg * sizeof *norms);
+    if ((st = deftsim_k_accumulate_scratch(ctx, segs, nseg, &sa)) ||
+        (st = deftsim_k_seg_norms_scratch(ctx, segs, nseg, &sn)))
+        goto done;
+    scr = alloc64(sa > sn ? sa : sn);
+    if (!acc || !g || !sumsq || !norms || !scr) {
+        st = deftsim_error_set(DEFTSIM_E_NOMEM, "bench: out of memory");
+        goto done;
+    }
+    memcpy(acc, x, n * sizeof *acc);
+    fill(g, n, bc->heavy, o->seed * 7919u + 17u);
+    for (size_t i = 0; i < n; i++) g[i] *= 1e-3f; /* keeps acc's scale over the repetitions */
+    double tf[MAXREP], ts[MAXREP], ta[MAXREP], pr[MAXREP];
+    unsigned reps = 0, maxr = o->max_reps < MAXREP ? o->max_reps : MAXREP;
+    double start = 0;
+    deftsim_kstats ks;
+    for (int warm = 1; warm >= 0; warm--) {
+        if (!warm) start = deftsim_now();
+        while (warm ? reps < 1
+                    : reps < maxr && (reps < 3 || deftsim_now() - start < o->budget)) {
+            double t0 = deftsim_now();
+            if ((st = deftsim_k_accumulate(ctx, acc, g, n, DEFTSIM_KACC_ADD, segs, nseg, sumsq,
+                                           scr, sa)))
+                goto done;
+            double t1 = deftsim_now();
+            if ((st = deftsim_k_accumulate(ctx, acc, g, n, DEFTSIM_KACC_ADD, NULL, 0, NULL, scr,
+                                           sa)))
+                goto done;
+            double t2 = deftsim_now();
+            if ((st = deftsim_k_seg_norms(ctx, acc, n, segs, nseg, norms, scr, sn))) goto done;
+            double t3 = deftsim_now();
+            if (warm) {
+                reps++;
+                continue;
+            }
+            tf[reps] = t1 - t0;
+            ta[reps] = t2 - t1;
+            ts[reps] = t3 - t1;
+            pr[reps] = tf[reps] / ts[reps];
+            reps++;
+        }
+        if (warm) reps = 0;
+    }
+    deftsim_kctx_last(ctx, &ks);
+    /* Verification: one more fused pass; its sums against seg_norms on its result. */
+    if ((st = deftsim_k_accumulate(ctx, acc, g, n, DEFTSIM_KACC_ADD, segs, nseg, sumsq, scr, sa)))
+        goto done;
+    ks.isa = ks.isa ? ks.isa : "";
+    const char *isa = ks.isa;
+    unsigned thr = ks.threads;
+    if ((st = deftsim_k_seg_norms(ctx, acc, n, segs, nseg, norms, scr, sn))) goto done;
+    int ok = 1;
+    for (size_t j = 0; j < nseg && ok; j++) {
+        double f = sqrt(sumsq[j]);
+        ok = memcmp(&f, &norms[j], sizeof f) == 0;
+    }
+    *failures += !ok;
+    double ratio = median(pr, reps), fmin = vmin(tf, reps), smin = vmin(ts, reps),
+           amin = vmin(ta, reps);
+    double fmed = median(tf, reps), smed = median(ts, reps), amed = median(ta, reps);
+    if (o->csv) {
+        printf("%s,accumulate+norms,%s,%s,%zu,0,0,%s,%u,%zu,%.6e,%.6e,%.6e,%.6e,%.4f,%.4f,%.6e,"
+               "%.6e,%.2f,0,0,%u,%s,0,-\n",
+               bc->id, ks.backend, isa, n, bc->heavy ? "heavy" : "normal", thr, nseg, fmed, fmin,
+               smed, smin, ratio, fmin / smin, amed, amin, smed / fmed, reps, ok ? "yes" : "NO");
+    } else {
+        printf("%-26s %3u %6s   fused accumulate+norms %9.5f s (min %.5f); accumulate %9.5f s + "
+               "separate norms %9.5f s = %9.5f s (min %.5f); fused/separate %.3f (min %.3f) "
+               "%u reps, norms bit-identical: %s\n",
+               bc->id, thr, isa, fmed, fmin, amed, smed - amed, smed, smin, ratio, fmin / smin,
+               reps, ok ? "yes" : "NO");
+    }
+    fflush(stdout);
+done:
+    free(segs);
+    free(acc);
+    free(g);
+    free(sumsq);
+    free(norms);
+    free(scr);
+    return st;
+}
+
 static void *alloc64(size_t bytes)
 {
     size_t b = (bytes + 63) / 64 * 64;
@@ -516,6 +628,10 @@ static void usage_kernels(FILE *out)
             "Cases: top-k at n = 11,173,962 (ResNet-18) and 1e8, densities 0.01 and 0.001,\n"
             "normal and heavy-tailed (Student t, 2 d.o.f.) data; segmented top-k over all of\n"
             "ResNet-18's DEFT fragments for P = 16 and 1024 (k = 0.01 n allocated by norms).\n"
+            "Case accnorms: acc += g fused with the fragment norms (accumulate op) against the\n"
+            "plain accumulate plus the separate norm pass, alternately, fused/separate as the\n"
+            "ratio (host backends; in --csv the floor columns hold the separate pair and the\n"
+            "baseline columns the plain accumulate).\n"
             "  --csv             one row per case and thread count (machine line on stderr)\n"
             "  --quick           ResNet-18 sizes only, one baseline run\n"
             "  --threads LIST    thread counts to run, e.g. 1,2 (default 1)\n"
@@ -640,6 +756,14 @@ static int bench_kernels(int argc, char **argv)
             deftsim_kctx_free(ctx);
             ctx = NULL;
             if ((st = deftsim_kctx_new(&ctx, o.backend, o.threads[ti]))) goto done;
+            if (bc->kind == CASE_ACCUMULATE) {
+                if (dev) { /* host buffers: the cuda backend's case is for tests/gpu */
+                    fprintf(stderr, "%s: host buffers only, skipped with --backend cuda\n", bc->id);
+                    continue;
+                }
+                if ((st = bench_accumulate(ctx, model, bc, x, n, &o, &failures))) goto done;
+                continue;
+            }
             bench_work w = {.c = bc, .x = x, .n = n, .tmp = tmp};
             free(segs);
             segs = NULL;

@@ -89,6 +89,8 @@ Test(config_good, example_file)
     cr_expect_eq(c->sparsify.sampled_workers, 8);
     cr_expect_eq(c->sparsify.cltk_charge, DEFTSIM_CLTK_CHARGE_LEADER);
     cr_expect_eq(c->sparsify.cltk_beta, 0);
+    cr_expect_eq(c->sparsify.deft_norms, DEFTSIM_DEFT_NORMS_FUSED);
+    cr_expect_str_eq(deftsim_deft_norms_name(DEFTSIM_DEFT_NORMS_SEPARATE), "separate");
     cr_assert_eq(c->workers.ncounts, 6);
     cr_expect_arr_eq(c->workers.counts, pow2_2_64, sizeof pow2_2_64);
     cr_expect_eq(c->device.kind, DEFTSIM_DEVICE_CPU);
@@ -380,7 +382,7 @@ Test(config_override, bad)
         {"=0.1", DEFTSIM_E_USAGE, "--set : no section (expected section.key=value)"},
         {"sparsify.density=0.1", DEFTSIM_E_USAGE,
          "--set sparsify.density: unknown key (keys: methods, densities, index_bytes, value_bytes, "
-         "wire, error_feedback, sampled_workers, cltk_charge, cltk_beta)"},
+         "wire, error_feedback, sampled_workers, cltk_charge, cltk_beta, deft_norms)"},
         {"sparsifier.densities=0.1", DEFTSIM_E_USAGE,
          "--set sparsifier.densities: unknown section (sections: scenario, gradients, synthetic, "
          "sparsify, workers, device, engine, network, train)"},
@@ -552,6 +554,7 @@ Test(config_print, ini_round_trip)
         "sparsify.index_bytes=8",
         "sparsify.value_bytes=2",
         "sparsify.error_feedback=sampled",
+        "sparsify.deft_norms=separate",
         "sparsify.sampled_workers=1048576",
         "sparsify.cltk_charge=all",
         "sparsify.cltk_beta=0.1",
@@ -679,7 +682,7 @@ Test(config_names, schema)
     cr_expect_str_eq(deftsim_config_section_name(7), "network");
     cr_expect_str_eq(deftsim_config_section_name(8), "train");
     cr_expect_null(deftsim_config_section_name(9));
-    cr_expect_eq(deftsim_config_key_count(), 52);
+    cr_expect_eq(deftsim_config_key_count(), 53);
     cr_expect_null(deftsim_config_key(deftsim_config_key_count()));
     /* Keys come grouped by section, in section order. */
     size_t s = 0;

@@ -644,6 +644,55 @@ Test(engine, sampled_with_every_worker_equals_full)
     free(db);
 }
 
+/* [sparsify] deft_norms: the fused norms (computed by the engine's accumulate pass) and the
+ * separate pass give the same rows and selections, with full and with sampled feedback (the
+ * regenerating provider); the norms phase is 0 under fused and measured under separate. */
+Test(engine, deft_norms_fused_equals_separate)
+{
+    static const char *const fb[][2] = {{"sparsify.error_feedback=full", "sparsify.sampled_workers=8"},
+                                        {"sparsify.error_feedback=sampled", "sparsify.sampled_workers=1"}};
+    for (int f = 0; f < 2; f++) {
+        const char *fu[] = {fb[f][0], fb[f][1], "sparsify.deft_norms=fused"};
+        const char *se[] = {fb[f][0], fb[f][1], "sparsify.deft_norms=separate"};
+        char o1[32], o2[32], d1[32], d2[32];
+        snprintf(o1, sizeof o1, "fused%d", f);
+        snprintf(o2, sizeof o2, "separate%d", f);
+        snprintf(d1, sizeof d1, "dump_fused%d", f);
+        snprintf(d2, sizeof d2, "dump_separate%d", f);
+        run_ok(o1, d1, fu, 3);
+        run_ok(o2, d2, se, 3);
+        char r1[64], r2[64];
+        snprintf(r1, sizeof r1, "%s/rows.csv", o1);
+        snprintf(r2, sizeof r2, "%s/rows.csv", o2);
+        char *p1 = in_tmp(r1), *p2 = in_tmp(r2);
+        table *a = load_csv(p1), *b = load_csv(p2);
+        cr_assert_eq(a->nrows, b->nrows);
+        size_t deft_norm_rows = 0;
+        for (size_t r = 0; r < a->nrows; r++) {
+            rows_equal(a, r, b, r, NULL, 0);
+            if (strcmp(cell(a, r, "method"), "deft") == 0 && strcmp(cell(a, r, "phase"), "norms") == 0) {
+                cr_assert_eq(strtod(cell(a, r, "phase_seconds"), NULL), 0.0, "fused: norms phase %s",
+                             cell(a, r, "phase_seconds"));
+                cr_assert_gt(strtod(cell(b, r, "phase_seconds"), NULL), 0.0);
+                deft_norm_rows++;
+            }
+        }
+        cr_assert_gt(deft_norm_rows, 0);
+        table_free(a);
+        table_free(b);
+        free(p1);
+        free(p2);
+        char *da = in_tmp(d1), *db = in_tmp(d2);
+        cmp_root_a = da;
+        cmp_root_b = db;
+        cmp_files = 0;
+        nftw(da, cmp_entry, 16, FTW_PHYS);
+        cr_assert_gt(cmp_files, 10);
+        free(da);
+        free(db);
+    }
+}
+
 /* ---- memory budget --------------------------------------------------------------------- */
 
 static deftsim_engine *engine_with(const char *const *ov, size_t nov, uint64_t ram)

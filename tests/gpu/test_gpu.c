@@ -397,6 +397,79 @@ static void test_norms(tctx *t)
     free(x);
 }
 
+/* The fused accumulate: acc and the fragments' sums of squares equal the cpu backend's bit for
+ * bit (ascending fragments with gaps; add and copy). Written without a GPU at hand: its first
+ * run on a device is this test's. */
+static void test_accumulate(tctx *t)
+{
+    gu_rng r;
+    gu_rng_init(&r, t->seed ^ 0xacc);
+    size_t n = (1u << 20) + 11;
+    float *x = xmalloc(n * sizeof *x), *g = xmalloc(n * sizeof *g), *ac = xmalloc(n * sizeof *ac),
+          *ag = xmalloc(n * sizeof *ag);
+    deftsim_kseg segs[120];
+    size_t nseg = 0, pos = 0;
+    while (nseg < 120 && pos < n) {
+        pos += gu_below(&r, 3) == 0 ? gu_below(&r, 5000) : 0;
+        if (pos >= n) break;
+        size_t len = gu_below(&r, 4) == 0 ? gu_below(&r, 40) : gu_below(&r, 30000);
+        if (len > n - pos) len = n - pos;
+        segs[nseg++] = (deftsim_kseg){pos, len, 0};
+        pos += len;
+    }
+    for (int mode = DEFTSIM_KACC_ADD; mode <= DEFTSIM_KACC_COPY; mode++) {
+        gu_fill(x, n, GU_HEAVY, t->seed + 9100 + (uint64_t)mode);
+        gu_fill(g, n, GU_NONFINITE, t->seed + 9200 + (uint64_t)mode);
+        memcpy(ac, x, n * sizeof *ac);
+        size_t sb = 0, gsb = 0;
+        double ref[120], got[120];
+        (void)deftsim_k_accumulate_scratch(t->cpu, segs, nseg, &sb);
+        (void)deftsim_k_accumulate_scratch(t->gpu, segs, nseg, &gsb);
+        void *cs = xmalloc(sb + 1);
+        if (deftsim_k_accumulate(t->cpu, ac, g, n, mode, segs, nseg, ref, cs, sb))
+            report(t, "accumulate cpu: %s", deftsim_error_message());
+        deftsim_kstats kc;
+        deftsim_kctx_last(t->cpu, &kc);
+        gu_dbuf xd, gd, sd, scr;
+        memset(&gd, 0, sizeof gd);
+        memset(&sd, 0, sizeof sd);
+        if (upload_x(t, x, n, &xd)) {
+            t->failures++;
+            free(cs);
+            continue;
+        }
+        if (!upload_x(t, g, n, &gd) && !gu_dalloc(t->gpu, t->pool, &sd, nseg * sizeof(double)) &&
+            !gu_dalloc(t->gpu, t->pool, &scr, gsb)) {
+            deftsim_status st = deftsim_k_accumulate(t->gpu, xd.p, gd.p, n, mode, segs, nseg, sd.p,
+                                                     scr.p, gsb);
+            CHECK(t, st == DEFTSIM_OK, "accumulate mode %d: %s", mode, deftsim_error_message());
+            deftsim_kstats ks;
+            deftsim_kctx_last(t->gpu, &ks);
+            if (!st && !deftsim_kcuda_download(t->gpu, got, sd.p, nseg * sizeof(double)) &&
+                !deftsim_kcuda_download(t->gpu, ag, xd.p, n * sizeof(float))) {
+                CHECK(t, memcmp(ag, ac, n * sizeof *ac) == 0,
+                      "accumulate mode %d: values not bit-identical to the cpu backend", mode);
+                CHECK(t, same_doubles(got, ref, nseg),
+                      "accumulate mode %d: sums not bit-identical to the cpu backend", mode);
+                CHECK(t, ks.nan_count == kc.nan_count, "accumulate: NaN count %zu, cpu %zu",
+                      ks.nan_count, kc.nan_count);
+            }
+            CHECK(t, gu_dguard_ok(t->gpu, &sd) && gu_dguard_ok(t->gpu, &scr) &&
+                         gu_dguard_ok(t->gpu, &xd),
+                  "accumulate: guards");
+            gu_dfree(t->pool, &scr);
+        }
+        gu_dfree(t->pool, &sd);
+        gu_dfree(t->pool, &gd);
+        gu_dfree(t->pool, &xd);
+        free(cs);
+    }
+    free(x);
+    free(g);
+    free(ac);
+    free(ag);
+}
+
 static int passes(float v, float th) { return !isnan(v) && (th <= 0.0f || fabsf(v) >= th); }
 
 static void test_filter(tctx *t)
@@ -950,6 +1023,7 @@ int main(void)
         {"topk", test_topk},
         {"segtopk", test_segtopk},
         {"seg_norms", test_norms},
+        {"accumulate", test_accumulate},
         {"filter_ge, count_ge", test_filter},
         {"sample_strided, sample_random", test_samples},
         {"gather, zero_at, scatter_add", test_sparse},

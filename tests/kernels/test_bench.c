@@ -37,6 +37,19 @@ Test(bench, kernels_csv_row_verified, .timeout = 300)
     cr_assert_null(strstr(out, ",NO,"), "%s", out);
 }
 
+/* The fused accumulate case: one row per thread count, its norms verified bit-identical. */
+Test(bench, accumulate_norms_row_verified, .timeout = 300)
+{
+    static char out[1 << 16];
+    int rc = run("bench kernels --csv --quick --cases accnorms --budget 0 --reps 3 --threads 1,2",
+                 out, sizeof out);
+    cr_assert_eq(rc, 0, "exit %d:\n%s", rc, out);
+    const char *a = strstr(out, "\naccnorms-r18-P16-normal,accumulate+norms,cpu,");
+    cr_assert(a, "%s", out);
+    cr_assert(strstr(a + 1, "\naccnorms-r18-P16-normal,accumulate+norms,cpu,"), "%s", out);
+    cr_assert_null(strstr(out, ",NO,"), "%s", out);
+}
+
 Test(bench, usage_errors)
 {
     static char out[1 << 14];

@@ -137,6 +137,153 @@ Test(ops, seg_norms)
     free(x);
 }
 
+/* Fragment lists for the accumulate test: ascending and disjoint, with gaps. kind 0: one
+ * fragment over everything; 1: fragments of one element (at most 5000); 2: empty fragments
+ * between short ones; 3: many small fragments with random gaps; 4: none. */
+static size_t acc_segs(size_t n, int kind, kt_rng *r, deftsim_kseg *segs, size_t cap)
+{
+    size_t c = 0, pos = 0;
+    switch (kind) {
+    case 0: segs[c++] = (deftsim_kseg){0, n, 0}; break;
+    case 1:
+        for (size_t i = 0; i < n && i < 5000 && c < cap; i++) segs[c++] = (deftsim_kseg){i, 1, 0};
+        break;
+    case 2:
+        while (pos < n && c + 2 <= cap) {
+            size_t len = 1 + kt_below(r, 9000);
+            if (len > n - pos) len = n - pos;
+            segs[c++] = (deftsim_kseg){pos, 0, 0};
+            segs[c++] = (deftsim_kseg){pos, len, 0};
+            pos += len;
+        }
+        break;
+    case 3:
+        while (pos < n && c < cap) {
+            pos += kt_below(r, 40);
+            if (pos >= n) break;
+            size_t len = 1 + kt_below(r, 700);
+            if (len > n - pos) len = n - pos;
+            segs[c++] = (deftsim_kseg){pos, len, 0};
+            pos += len;
+        }
+        break;
+    default: break;
+    }
+    return c;
+}
+
+/* The fused accumulate: the new accumulator equals acc + g (or g, bit for bit) and
+ * sqrt(sum of squares) equals seg_norms on it bit for bit, on every configuration (instruction
+ * set, threads), for sizes 2^i and 2^i + 11 and several fragment lists. */
+Test(ops, accumulate_fused_norms)
+{
+    static const unsigned pows[] = {0, 3, 5, 7, 12, 13, 16, 20};
+    enum { CAP = 6000 };
+    deftsim_kseg *segs = malloc(CAP * sizeof *segs);
+    double *sumsq = malloc(CAP * sizeof(double)), *nrm = malloc(CAP * sizeof(double)),
+           *first = malloc(CAP * sizeof(double));
+    cr_assert(segs && sumsq && nrm && first);
+    kt_rng r;
+    kt_rng_init(&r, kt_seed() + 91);
+    size_t tested = 0;
+    for (size_t pi = 0; pi < sizeof pows / sizeof pows[0]; pi++)
+        for (size_t plus = 0; plus <= 11; plus += 11) {
+            size_t n = ((size_t)1 << pows[pi]) + plus;
+            float *x0 = malloc(n * sizeof *x0), *g = malloc(n * sizeof *g),
+                  *want = malloc(n * sizeof *want), *acc = malloc(n * sizeof *acc);
+            cr_assert(x0 && g && want && acc);
+            kt_fill(x0, n, KT_HEAVY, kt_seed() + n);
+            kt_fill(g, n, (n & 1) ? KT_ALL_ZERO : KT_NORMAL, kt_seed() + n + 1);
+            for (int kind = 0; kind < 5; kind++) {
+                size_t nseg = acc_segs(n, kind, &r, segs, CAP);
+                for (int mode = DEFTSIM_KACC_ADD; mode <= DEFTSIM_KACC_COPY; mode++) {
+                    for (size_t i = 0; i < n; i++)
+                        want[i] = mode == DEFTSIM_KACC_COPY ? g[i] : x0[i] + g[i];
+                    int have_first = 0;
+                    FOR_CONFIGS(DEFTSIM_KOP_ACCUMULATE)
+                    {
+                        size_t sb, nb;
+                        cr_assert_eq(deftsim_k_accumulate_scratch(ctx, segs, nseg, &sb), DEFTSIM_OK);
+                        cr_assert_eq(deftsim_k_seg_norms_scratch(ctx, segs, nseg, &nb), DEFTSIM_OK);
+                        kt_buf scr;
+                        kt_buf_alloc(&scr, sb > nb ? sb : nb);
+                        memcpy(acc, x0, n * sizeof *acc);
+                        cr_assert_eq(deftsim_k_accumulate(ctx, acc, g, n, mode, segs, nseg, sumsq,
+                                                          scr.p, sb),
+                                     DEFTSIM_OK, "%s", deftsim_error_message());
+                        cr_assert(kt_guard_ok(&scr, cfg[ci].label));
+                        cr_assert(memcmp(acc, want, n * sizeof *acc) == 0,
+                                  "accumulate n=%zu kind %d mode %d [%s]: values differ", n, kind,
+                                  mode, cfg[ci].label);
+                        cr_assert_eq(deftsim_k_seg_norms(ctx, acc, n, segs, nseg, nrm, scr.p, nb),
+                                     DEFTSIM_OK);
+                        for (size_t j = 0; j < nseg; j++) {
+                            double f = sqrt(sumsq[j]);
+                            cr_assert(memcmp(&f, &nrm[j], sizeof f) == 0,
+                                      "n=%zu kind %d fragment %zu [%s]: fused %.17g, separate %.17g",
+                                      n, kind, j, cfg[ci].label, f, nrm[j]);
+                        }
+                        if (!have_first) {
+                            memcpy(first, sumsq, nseg * sizeof *first);
+                            have_first = 1;
+                        } else {
+                            cr_assert(memcmp(first, sumsq, nseg * sizeof *first) == 0,
+                                      "n=%zu kind %d [%s]: sums differ from the first configuration",
+                                      n, kind, cfg[ci].label);
+                        }
+                        kt_buf_free(&scr);
+                        tested++;
+                    }
+                }
+            }
+            free(x0);
+            free(g);
+            free(want);
+            free(acc);
+        }
+    cr_assert(tested > 0);
+    /* Bad fragment lists and modes are refused with their reason. */
+    FOR_CONFIGS(DEFTSIM_KOP_ACCUMULATE)
+    {
+        float a[8] = {0}, b[8] = {0};
+        double s2[2];
+        char scr[1024];
+        deftsim_kseg bad[] = {{0, 5, 0}, {4, 2, 0}};
+        cr_assert_eq(deftsim_k_accumulate(ctx, a, b, 8, DEFTSIM_KACC_ADD, bad, 2, s2, scr,
+                                          sizeof scr),
+                     DEFTSIM_E_INPUT);
+        cr_assert(strstr(deftsim_error_message(), "ascending and disjoint"));
+        cr_assert_eq(deftsim_k_accumulate(ctx, a, b, 8, 7, bad, 1, s2, scr, sizeof scr),
+                     DEFTSIM_E_USAGE);
+    }
+    /* NaN and Inf: counted and propagated as seg_norms does. */
+    float y[100], z[100];
+    for (int i = 0; i < 100; i++) y[i] = 1.0f, z[i] = 0.0f;
+    z[10] = NAN;
+    z[60] = INFINITY;
+    deftsim_kseg s2[] = {{0, 50, 0}, {50, 50, 0}};
+    FOR_CONFIGS(DEFTSIM_KOP_ACCUMULATE)
+    {
+        float a[100];
+        memcpy(a, y, sizeof a);
+        size_t sb;
+        cr_assert_eq(deftsim_k_accumulate_scratch(ctx, s2, 2, &sb), DEFTSIM_OK);
+        void *scr = malloc(sb + 1);
+        double q[2];
+        cr_assert_eq(deftsim_k_accumulate(ctx, a, z, 100, DEFTSIM_KACC_ADD, s2, 2, q, scr, sb),
+                     DEFTSIM_OK);
+        cr_assert(isnan(q[0]) && isinf(q[1]), "%g %g", q[0], q[1]);
+        deftsim_kstats ks;
+        deftsim_kctx_last(ctx, &ks);
+        cr_assert_eq(ks.nan_count, 1);
+        free(scr);
+    }
+    free(segs);
+    free(sumsq);
+    free(nrm);
+    free(first);
+}
+
 /* Threshold filter and count: every threshold kind, every capacity regime. */
 Test(ops, filter_and_count)
 {

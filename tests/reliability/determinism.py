@@ -23,6 +23,9 @@ settings) must agree in every column but the measured and the simulated times ex
 the simulated times within what the measured compute allows (rowcmp.py); the network is put at
 80 bit/s and 1 s latency there, where that is about 1e-7 to 1e-4 of them.
 
+A run with [sparsify] deft_norms = separate (one thread) must agree with the default fused
+norms in the same way: the dumps byte for byte and every column but the measured times.
+
 Then a third run with another seed must change the selections: of every method with the
 generator, of DGC (whose sampling draws from the seed) with the trace, where the other
 methods' selections are functions of the recorded gradients alone and must stay the same.
@@ -176,6 +179,12 @@ compute = none
             if n and n < 50:
                 fail(f"{name}: only {n} dump files")
             same_rows(name, d + "/a/rows.csv", d + "/b/rows.csv")
+            # [sparsify] deft_norms: the default fused norms (a) against the separate pass.
+            run(scen, d + "/s", d + "/dump_s", ONE + ["--set", "sparsify.deft_norms=separate"])
+            n = same_dumps(name + ", deft_norms fused/separate", d + "/dump_a", d + "/dump_s")
+            print(f"{name}: deft_norms fused against separate: {n} .npy files identical",
+                  flush=True)
+            same_rows(name + ", deft_norms fused/separate", d + "/a/rows.csv", d + "/s/rows.csv")
             if name == "trace":
                 slow = ["--set", "network.compute=measured", "--set", "network.bandwidth=80bps",
                         "--set", "network.latency=1s"]
