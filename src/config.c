@@ -133,8 +133,8 @@ static const int index_byte_choices[] = {4, 8, 0};
 static const int value_byte_choices[] = {4, 2, 0};
 
 static const char *const section_names[] = {"scenario", "gradients", "synthetic", "sparsify",
-                                            "workers", "device", "engine", "network",
-                                            "train", "timing"};
+                                            "workers", "device", "engine", "timing",
+                                            "network", "train"};
 #define NSECTIONS (sizeof section_names / sizeof section_names[0])
 
 #define F(field) offsetof(deftsim_config, field)

@@ -54,4 +54,8 @@ const char *deftsim_timing_flush_method(void);
 /* Flushes bytes from p out of every cache level (the method above). */
 void deftsim_timing_flush(const void *p, size_t bytes);
 
+/* The protocol as a manifest names it: {"repeats", "statistic", "cache", "flush", "order"}. */
+struct json_t;
+struct json_t *deftsim_timing_json(const deftsim_config *cfg);
+
 #endif

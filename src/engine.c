@@ -1654,6 +1654,7 @@ static json_t *manifest_json(const deftsim_engine *e, const char *started, const
                         json_pack("{s:s, s:i, s:i}", "backend", deftsim_kctx_backend(e->kctx),
                                   "threads", (int)deftsim_kctx_threads(e->kctx), "prep_threads",
                                   (int)e->prep_threads));
+    json_object_set_new(root, "timing", deftsim_timing_json(cfg));
     json_t *src = json_pack("{s:s, s:s, s:I, s:I}", "kind", deftsim_source_name(cfg->gradients.source),
                             "model", e->model->name, "n", (json_int_t)e->model->numel, "layers",
                             (json_int_t)e->model->nlayers);

@@ -25,6 +25,7 @@
 #include "deftsim_engine.h"
 #include "deftsim_folder.h"
 #include "deftsim_platform.h"
+#include "deftsim_timing.h"
 #include "deftsim_util.h"
 
 #define MANIFEST_FORMAT "deftsim-sweep"
@@ -641,6 +642,7 @@ static deftsim_status write_manifest(const deftsim_sweep *s, const char *status,
                         json_pack("{s:s, s:s, s:i, s:I}", "hostname", host, "cpu_model", cpu,
                                   "cpus_online", (int)(cpus > 0 ? cpus : 1), "ram_bytes",
                                   (json_int_t)deftsim_machine_ram()));
+    json_object_set_new(root, "timing", deftsim_timing_json(s->base));
     json_object_set_new(root, "identity", json_deep_copy(s->identity));
     json_t *axes = json_array();
     for (size_t a = 0; a < s->naxes; a++) {
@@ -663,8 +665,10 @@ static deftsim_status write_manifest(const deftsim_sweep *s, const char *status,
             snprintf(copy, sizeof copy, "points/%s/%s", var->label, var->platform.copy);
             json_object_set_new(plat, "copy", json_string(copy));
         }
-        json_array_append_new(vars, json_pack("{s:s, s:o, s:o*}", "label", var->label, "config",
-                                              deftsim_config_to_json(var->cfg), "platform", plat));
+        json_array_append_new(vars, json_pack("{s:s, s:o, s:o*, s:o}", "label", var->label,
+                                              "config", deftsim_config_to_json(var->cfg),
+                                              "platform", plat, "timing",
+                                              deftsim_timing_json(var->cfg)));
     }
     json_object_set_new(root, "variants", vars);
     json_t *pts = json_array();

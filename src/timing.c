@@ -5,6 +5,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+
+#include <jansson.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -103,8 +106,15 @@ deftsim_status deftsim_timing_new(int repeats, deftsim_timing_statistic statisti
     if (!t->vals) goto nomem;
     if (repeats > 1) {
         if (n > SIZE_MAX / sizeof(float)) goto nomem;
-        t->copy = malloc(n ? (size_t)n * sizeof(float) : 1);
-        if (!t->copy) goto nomem;
+        /* Mapped as the engine maps the accumulators (huge pages advised), so that a copy and
+         * the real accumulator cost the same TLB misses. */
+        size_t bytes = n ? (size_t)n * sizeof(float) : 1;
+        void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) goto nomem;
+#ifdef MADV_HUGEPAGE
+        madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+        t->copy = p;
     }
     *out = t;
     return DEFTSIM_OK;
@@ -119,7 +129,7 @@ nomem:
 void deftsim_timing_free(deftsim_timing *t)
 {
     if (!t) return;
-    free(t->copy);
+    if (t->copy) munmap(t->copy, t->n ? (size_t)t->n * sizeof(float) : 1);
     free(t->ph);
     free(t->stp);
     free(t->phmin);
@@ -311,4 +321,18 @@ deftsim_status deftsim_timing_step(deftsim_timing *t, deftsim_sparsifier *sp, ui
     if ((st = summarize(t, r))) return st;
     *res = r;
     return DEFTSIM_OK;
+}
+
+/* ---- the manifest -------------------------------------------------------------------------- */
+
+json_t *deftsim_timing_json(const deftsim_config *cfg)
+{
+    return json_pack("{s:i, s:s, s:s, s:s, s:s}", "repeats", cfg->timing.repeats, "statistic",
+                     deftsim_timing_statistic_name(cfg->timing.statistic), "cache",
+                     deftsim_timing_cache_name(cfg->timing.cache), "flush",
+                     cfg->timing.cache == DEFTSIM_TIMING_COLD ? deftsim_timing_flush_method()
+                                                              : "none",
+                     "order",
+                     "repetition-major: every worker's phases of repetition 1, then of "
+                     "repetition 2, ...; the last repetition is the real step");
 }

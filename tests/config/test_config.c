@@ -668,6 +668,8 @@ Test(config_names, methods)
     cr_expect_str_eq(deftsim_wire_name(DEFTSIM_WIRE_REFERENCE), "reference");
     cr_expect_str_eq(deftsim_feedback_name(DEFTSIM_FEEDBACK_SAMPLED), "sampled");
     cr_expect_str_eq(deftsim_cltk_charge_name(DEFTSIM_CLTK_CHARGE_ALL), "all");
+    cr_expect_str_eq(deftsim_timing_statistic_name(DEFTSIM_TIMING_MEDIAN), "median");
+    cr_expect_str_eq(deftsim_timing_cache_name(DEFTSIM_TIMING_COLD), "cold");
     cr_expect_str_eq(deftsim_device_kind_name(DEFTSIM_DEVICE_CUDA), "cuda");
     cr_expect_str_eq(deftsim_sim_compute_name(DEFTSIM_SIM_COMPUTE_NONE), "none");
     cr_expect_str_eq(deftsim_sim_compute_name(DEFTSIM_SIM_COMPUTE_COUNT), "?");
@@ -675,11 +677,12 @@ Test(config_names, methods)
 
 Test(config_names, schema)
 {
-    cr_expect_eq(deftsim_config_section_count(), 9);
-    cr_expect_str_eq(deftsim_config_section_name(7), "network");
-    cr_expect_str_eq(deftsim_config_section_name(8), "train");
-    cr_expect_null(deftsim_config_section_name(9));
-    cr_expect_eq(deftsim_config_key_count(), 52);
+    cr_expect_eq(deftsim_config_section_count(), 10);
+    cr_expect_str_eq(deftsim_config_section_name(7), "timing");
+    cr_expect_str_eq(deftsim_config_section_name(8), "network");
+    cr_expect_str_eq(deftsim_config_section_name(9), "train");
+    cr_expect_null(deftsim_config_section_name(10));
+    cr_expect_eq(deftsim_config_key_count(), 55);
     cr_expect_null(deftsim_config_key(deftsim_config_key_count()));
     /* Keys come grouped by section, in section order. */
     size_t s = 0;
