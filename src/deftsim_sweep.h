@@ -45,6 +45,11 @@ typedef struct {
     /* As deftsim_run_options: RAM to plan for (0: this machine's), preparation threads. */
     uint64_t ram_bytes;
     unsigned prep_threads;
+    /* --rerun-noisy: finished points whose timing repetitions spread beyond
+     * DEFTSIM_NOISY_SPREAD (deftsim_analysis_point_noise, leaving out the first noisy_warmup
+     * iterations, as deftsim analyze --warmup) run again, replacing their files. */
+    int rerun_noisy;
+    size_t noisy_warmup;
 } deftsim_sweep_options;
 
 typedef enum {
@@ -58,6 +63,7 @@ typedef struct {
     size_t skipped;          /* of them, finished earlier (resumed) */
     size_t ran;              /* run now and finished */
     size_t failed;           /* run now and failed */
+    size_t noisy;            /* finished earlier, flagged noisy and run again (--rerun-noisy) */
     uint64_t rows;           /* rows written now */
     double seconds;          /* wall time */
 } deftsim_sweep_summary;

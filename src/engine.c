@@ -1453,6 +1453,7 @@ typedef struct {
     uint64_t sim_messages;     /* messages it simulated */
     uint64_t sim_peak_rss;     /* its process's peak resident bytes */
     deftsim_kxfer xfer;        /* the kernel context's copies over the point (cuda-staged) */
+    deftsim_noise_sample machine_start, machine_end; /* the machine's state around the point */
 } point_record;
 
 static deftsim_status run_point(deftsim_engine *e, deftsim_method method, double density,
@@ -1505,6 +1506,7 @@ static deftsim_status run_point(deftsim_engine *e, deftsim_method method, double
     int in_iter = 0, simulated = 0;
     deftsim_kxfer x0;
     deftsim_kctx_transfers(e->kctx, &x0);
+    deftsim_noise_sample_now(&rec->machine_start, NULL);
     double t_start = deftsim_now();
     if ((st = deftsim_sparsifier_new(&params, &sp))) goto done;
     if ((st = point_state_init(&ps, e, P))) goto done;
@@ -1591,6 +1593,7 @@ done:
     deftsim_timing_free(tm);
     deftsim_sparsifier_free(sp);
     rec->seconds = deftsim_now() - t_start;
+    deftsim_noise_sample_now(&rec->machine_end, NULL);
     deftsim_kctx_transfers(e->kctx, &rec->xfer);
     rec->xfer.calls -= x0.calls;
     rec->xfer.bytes_to_device -= x0.bytes_to_device;
@@ -1699,6 +1702,9 @@ static json_t *manifest_json(const deftsim_engine *e, const char *started, const
                                              (json_int_t)recs[i].sim_messages, "sim_peak_rss_bytes",
                                              (json_int_t)recs[i].sim_peak_rss));
     json_object_set_new(root, "points", pts);
+    for (size_t i = 0; i < nrecs; i++)
+        json_object_set_new(json_array_get(pts, i), "machine_state",
+                            deftsim_noise_json(&recs[i].machine_start, &recs[i].machine_end));
     if (moves_data(e)) {
         /* What the cuda-staged backend copied, per point and in all (docs/OUTPUT.md). */
         deftsim_kxfer tot;
@@ -1820,6 +1826,8 @@ deftsim_status deftsim_engine_run_point(deftsim_engine *e, deftsim_method method
         out->step_seconds = rec.step_seconds;
         out->sim_seconds = rec.sim_seconds;
         out->sim_messages = rec.sim_messages;
+        out->machine_start = rec.machine_start;
+        out->machine_end = rec.machine_end;
     }
     return st;
 }

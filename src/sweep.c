@@ -21,6 +21,7 @@
 
 #include <jansson.h>
 
+#include "deftsim_analysis.h"
 #include "deftsim_csv.h"
 #include "deftsim_engine.h"
 #include "deftsim_folder.h"
@@ -64,6 +65,7 @@ typedef struct {
     deftsim_status error_status; /* FAILED in this sweep: the failure's status */
     char *finished;          /* UTC time it finished */
     char *git_commit;        /* build that wrote it */
+    json_t *machine_state;   /* DONE: the machine's state while it ran (deftsim_noise_json) */
 } point;
 
 struct deftsim_sweep {
@@ -111,6 +113,7 @@ void deftsim_sweep_free(deftsim_sweep *s)
         free(p->error);
         free(p->finished);
         free(p->git_commit);
+        json_decref(p->machine_state);
     }
     free(s->points);
     json_decref(s->identity);
@@ -546,6 +549,8 @@ deftsim_status deftsim_sweep_load_state(deftsim_sweep *s)
             p->step_seconds = json_number_value(json_object_get(e, "step_seconds"));
             p->finished = dup_or_null(json_string_value(json_object_get(e, "finished")));
             p->git_commit = dup_or_null(json_string_value(json_object_get(e, "git_commit")));
+            json_decref(p->machine_state);
+            p->machine_state = json_incref(json_object_get(e, "machine_state"));
         } else if (!strcmp(state, "failed")) {
             p->state = DEFTSIM_POINT_FAILED;
             p->error = dup_or_null(json_string_value(json_object_get(e, "error")));
@@ -610,6 +615,7 @@ static json_t *point_json(const deftsim_sweep *s, const point *p)
         json_object_set_new(o, "step_seconds", json_real(p->step_seconds));
         json_object_set_new(o, "finished", p->finished ? json_string(p->finished) : json_null());
         json_object_set_new(o, "git_commit", p->git_commit ? json_string(p->git_commit) : json_null());
+        if (p->machine_state) json_object_set(o, "machine_state", p->machine_state);
     } else if (p->state == DEFTSIM_POINT_FAILED) {
         json_object_set_new(o, "error", json_string(p->error ? p->error : ""));
         char f[1500];
@@ -1222,6 +1228,28 @@ static void mark_failed(deftsim_sweep *s, point *p, const char *msg)
     }
 }
 
+/* --rerun-noisy: the finished points of the plan whose point files the noise rule flags
+ * (docs/TIMING.md) are marked to run again. */
+static deftsim_status mark_noisy(deftsim_sweep *s, size_t *count)
+{
+    *count = 0;
+    for (size_t i = 0; i < s->npoints; i++) {
+        point *p = &s->points[i];
+        if (p->state != DEFTSIM_POINT_DONE) continue;
+        char fpath[4200];
+        path_in(s, p->file, fpath, sizeof fpath);
+        double spread;
+        int noisy;
+        deftsim_status st = deftsim_analysis_point_noise(fpath, s->opt.noisy_warmup,
+                                                         DEFTSIM_NOISY_SPREAD, &spread, &noisy);
+        if (st) return deftsim_error_wrap(st, "--rerun-noisy: point %s", p->id);
+        if (!noisy) continue;
+        p->state = DEFTSIM_POINT_PENDING;
+        (*count)++;
+    }
+    return DEFTSIM_OK;
+}
+
 deftsim_status deftsim_sweep_run(deftsim_sweep *s, deftsim_sweep_summary *summary)
 {
     deftsim_sweep_summary sum;
@@ -1235,6 +1263,7 @@ deftsim_status deftsim_sweep_run(deftsim_sweep *s, deftsim_sweep_summary *summar
     if ((st = take_lock(s))) return st;
     if ((st = deftsim_sweep_load_state(s))) return st;
     clean_stale(s);
+    if (s->opt.rerun_noisy && (st = mark_noisy(s, &sum.noisy))) return st;
     char now[64];
     utc_now(now, sizeof now);
     free(s->started);
@@ -1258,6 +1287,7 @@ deftsim_status deftsim_sweep_run(deftsim_sweep *s, deftsim_sweep_summary *summar
         if (s->nvariants > 1) fprintf(g.f, " x %zu variants", s->nvariants);
         fprintf(g.f, ") -> %s", c->scenario.output);
         if (sum.skipped) fprintf(g.f, "; %zu finished earlier, skipped", sum.skipped);
+        if (sum.noisy) fprintf(g.f, "; %zu noisy, run again", sum.noisy);
         fprintf(g.f, "\n");
         fflush(g.f);
         pthread_mutex_unlock(&g.lock);
@@ -1313,6 +1343,8 @@ deftsim_status deftsim_sweep_run(deftsim_sweep *s, deftsim_sweep_summary *summar
             free(p->git_commit);
             p->finished = strdup(now);
             p->git_commit = strdup(DEFTSIM_GIT_COMMIT);
+            json_decref(p->machine_state);
+            p->machine_state = deftsim_noise_json(&ps.machine_start, &ps.machine_end);
             free(p->error);
             p->error = NULL;
             char rel[1500], fpath[4200];
