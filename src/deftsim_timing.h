@@ -48,7 +48,8 @@ const double *deftsim_timing_select_max(const deftsim_timing *t);
  * is even). Reorders v. */
 double deftsim_timing_estimate(deftsim_timing_statistic s, double *v, size_t r);
 
-/* How this build flushes a buffer from the CPU caches: "clflush" (x86), "dc civac" (AArch64),
+/* How this build flushes a buffer from the CPU caches: "clflushopt" or "clflush" (x86, as the
+ * CPU supports), "dc civac" (AArch64),
  * or "none" (cache = cold then has no effect; the manifest says so). */
 const char *deftsim_timing_flush_method(void);
 /* Flushes bytes from p out of every cache level (the method above). */

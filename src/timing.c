@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -17,10 +18,32 @@
 
 #define LINE 64u /* the smallest data cache line of the CPUs deftsim runs on */
 
+#if defined(__x86_64__) || defined(__i386__)
+/* CLFLUSHOPT (CPUID.(EAX=7,ECX=0):EBX bit 23): flushes of different lines overlap, 10 to 20
+ * times faster than CLFLUSH over a 45 MB accumulator on the machine deftsim is developed on
+ * (docs/TIMING.md). */
+static int has_clflushopt(void)
+{
+    static int known = -1;
+    if (known < 0) {
+        unsigned a, b, c, d;
+        known = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 23));
+    }
+    return known;
+}
+
+__attribute__((target("clflushopt"))) static void flush_opt(const char *c, size_t bytes)
+{
+    for (size_t i = 0; i < bytes; i += LINE) _mm_clflushopt((void *)(c + i));
+    _mm_clflushopt((void *)(c + bytes - 1));
+    _mm_mfence();
+}
+#endif
+
 const char *deftsim_timing_flush_method(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
-    return "clflush";
+    return has_clflushopt() ? "clflushopt" : "clflush";
 #elif defined(__aarch64__)
     return "dc civac";
 #else
@@ -33,6 +56,10 @@ void deftsim_timing_flush(const void *p, size_t bytes)
     const char *c = p;
     if (!c || !bytes) return;
 #if defined(__x86_64__) || defined(__i386__)
+    if (has_clflushopt()) {
+        flush_opt(c, bytes);
+        return;
+    }
     for (size_t i = 0; i < bytes; i += LINE) _mm_clflush(c + i);
     _mm_clflush(c + bytes - 1);
     _mm_mfence();
