@@ -11,27 +11,38 @@
 
 #include "deftsim_util.h"
 
-deftsim_status deftsim_noise_parse_loadavg(const char *text, deftsim_noise_sample *s)
+/* The parsers proper: 0, or -1 with *why set; no error is recorded, so that sampling around
+ * a failed point keeps that point's message. */
+static int parse_loadavg(const char *text, deftsim_noise_sample *s)
 {
     double l1, l5, l15;
     long long run, total;
     if (!text || sscanf(text, "%lf %lf %lf %lld/%lld", &l1, &l5, &l15, &run, &total) != 5 ||
         l1 < 0 || l5 < 0 || l15 < 0 || run < 0)
-        return deftsim_error_set(DEFTSIM_E_INPUT,
-                                 "/proc/loadavg: expected 'load1 load5 load15 running/total "
-                                 "lastpid', got '%.60s'",
-                                 text ? text : "");
+        return -1;
     s->has_load = 1;
     s->load[0] = l1;
     s->load[1] = l5;
     s->load[2] = l15;
     s->load_runnable = run;
+    return 0;
+}
+
+deftsim_status deftsim_noise_parse_loadavg(const char *text, deftsim_noise_sample *s)
+{
+    if (parse_loadavg(text, s))
+        return deftsim_error_set(DEFTSIM_E_INPUT,
+                                 "/proc/loadavg: expected 'load1 load5 load15 running/total "
+                                 "lastpid', got '%.60s'",
+                                 text ? text : "");
     return DEFTSIM_OK;
 }
 
-deftsim_status deftsim_noise_parse_stat(const char *text, deftsim_noise_sample *s)
+/* *ncpu: the numbers on the "cpu" line (-1: no such line). */
+static int parse_stat(const char *text, deftsim_noise_sample *s, int *ncpu)
 {
-    if (!text) return deftsim_error_set(DEFTSIM_E_INPUT, "/proc/stat: no text");
+    *ncpu = -1;
+    if (!text) return -1;
     int have_cpu = 0;
     s->procs_running = -1;
     for (const char *line = text; *line;) {
@@ -42,11 +53,8 @@ deftsim_status deftsim_noise_parse_stat(const char *text, deftsim_noise_sample *
             unsigned long long v[10] = {0};
             int n = sscanf(line + 4, "%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0],
                            &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9]);
-            if (n < 4)
-                return deftsim_error_set(DEFTSIM_E_INPUT,
-                                         "/proc/stat: the 'cpu' line has %d numbers, at least 4 "
-                                         "expected",
-                                         n < 0 ? 0 : n);
+            *ncpu = n < 0 ? 0 : n;
+            if (n < 4) return -1;
             uint64_t tot = 0;
             for (int i = 0; i < n && i < 8; i++) tot += v[i];
             s->jiffies_total = tot;
@@ -59,9 +67,18 @@ deftsim_status deftsim_noise_parse_stat(const char *text, deftsim_noise_sample *
         }
         line += len + (nl ? 1 : 0);
     }
-    if (!have_cpu) return deftsim_error_set(DEFTSIM_E_INPUT, "/proc/stat: no 'cpu' line");
+    if (!have_cpu) return -1;
     s->has_stat = 1;
-    return DEFTSIM_OK;
+    return 0;
+}
+
+deftsim_status deftsim_noise_parse_stat(const char *text, deftsim_noise_sample *s)
+{
+    int n;
+    if (!parse_stat(text, s, &n)) return DEFTSIM_OK;
+    if (n < 0) return deftsim_error_set(DEFTSIM_E_INPUT, "/proc/stat: no 'cpu' line");
+    return deftsim_error_set(DEFTSIM_E_INPUT,
+                             "/proc/stat: the 'cpu' line has %d numbers, at least 4 expected", n);
 }
 
 /* The whole of a small file (at most cap - 1 bytes) into buf; 0 on success. */
@@ -85,14 +102,17 @@ void deftsim_noise_sample_now(deftsim_noise_sample *s, const char *root)
     size_t cap = (size_t)1 << 20; /* /proc/stat of a large machine fits */
     char *buf = malloc(cap);
     snprintf(path, sizeof path, "%s/proc/loadavg", root);
-    if (buf && !slurp(path, buf, cap)) (void)deftsim_noise_parse_loadavg(buf, s);
+    if (buf && !slurp(path, buf, cap)) {
+        deftsim_noise_sample tmp = *s;
+        if (!parse_loadavg(buf, &tmp)) *s = tmp;
+    }
     snprintf(path, sizeof path, "%s/proc/stat", root);
     if (buf && !slurp(path, buf, cap)) {
         deftsim_noise_sample tmp = *s;
-        if (!deftsim_noise_parse_stat(buf, &tmp)) *s = tmp;
+        int n;
+        if (!parse_stat(buf, &tmp, &n)) *s = tmp;
     }
-    free(buf);
-    deftsim_error_clear(); /* an unreadable file is an absent value, not an error */
+    free(buf); /* an unreadable file is an absent value, not an error */
     double sum = 0;
     int n = 0;
     long ncpu = sysconf(_SC_NPROCESSORS_CONF);

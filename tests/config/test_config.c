@@ -383,7 +383,7 @@ Test(config_override, bad)
          "wire, error_feedback, sampled_workers, cltk_charge, cltk_beta)"},
         {"sparsifier.densities=0.1", DEFTSIM_E_USAGE,
          "--set sparsifier.densities: unknown section (sections: scenario, gradients, synthetic, "
-         "sparsify, workers, device, engine, network, train)"},
+         "sparsify, workers, device, engine, timing, network, train)"},
         {"network.latency=2s", DEFTSIM_E_INPUT, "--set network.latency: 2s (2 s) is outside [0, 1] s"},
         {"network.bandwith=1Gbps", DEFTSIM_E_USAGE,
          "--set network.bandwith: unknown key (keys: simulate, topology, platform_file, "
