@@ -11,7 +11,8 @@
 #
 # OUTDIR defaults to results/timing-repeatability, ITERATIONS to 4 (the first is left out as
 # warm-up). Extra settings for both protocols can be passed in DEFTSIM_SETS, e.g.
-# DEFTSIM_SETS="--set timing.statistic=median".
+# DEFTSIM_SETS="--set timing.statistic=median"; PROTOCOLS="protocol" runs only the protocol's
+# pair (default "single protocol").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-results/timing-repeatability}
@@ -21,7 +22,8 @@ common=(--set sparsify.methods=topk,deft --set workers.counts=2,8,32 --set netwo
         --set scenario.iterations="$iters" --progress lines)
 # shellcheck disable=SC2206
 extra=(${DEFTSIM_SETS:-})
-for proto in single protocol; do
+protocols=${PROTOCOLS:-single protocol}
+for proto in $protocols; do
     case $proto in
         single) sets=(--set timing.repeats=1 --set timing.cache=warm) ;;
         protocol) sets=() ;;
@@ -40,7 +42,10 @@ def load(path):
     with open(path) as f:
         return {(r["method"], int(r["P"])): r for r in csv.DictReader(f)}
 print("protocol  method  P   slowest a  slowest b  ratio   median-w a  median-w b  ratio   spread a  spread b")
+import os
 for proto in ("single", "protocol"):
+    if not os.path.exists(f"{out}/{proto}-b/summary.csv"):
+        continue
     a, b = load(f"{out}/{proto}-a/summary.csv"), load(f"{out}/{proto}-b/summary.csv")
     for key in sorted(a, key=lambda k: (k[0], k[1])):
         ra, rb = a[key], b[key]
