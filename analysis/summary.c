@@ -577,7 +577,9 @@ deftsim_status deftsim_analysis_add_file(deftsim_analysis *a, const char *path,
             if ((st = deftsim_csvr_number(r, (size_t)c_smin, &lo)) ||
                 (st = deftsim_csvr_number(r, (size_t)c_smax, &hi)))
                 goto done;
-            if (lo > 0 && hi >= lo) ir->wspread[ir->nworkers - 1] = (hi - lo) / lo;
+            /* hi == lo: one timed run ([timing] repeats = 1), whose spread is unknown, not 0
+             * (repeated runs do not agree to the nanosecond). */
+            if (lo > 0 && hi > lo) ir->wspread[ir->nworkers - 1] = (hi - lo) / lo;
         }
         if (ws > ir->v[DEFTSIM_M_COMPUTE]) ir->v[DEFTSIM_M_COMPUTE] = ws;
         if (bs > ir->v[DEFTSIM_M_BYTES_MAX]) ir->v[DEFTSIM_M_BYTES_MAX] = bs;

@@ -56,8 +56,8 @@ static const char *const columns[] = {
     "phase_seconds", "phase_seconds_min", "phase_seconds_max", "phase_bytes_sent",
     "phase_bytes_recv",
     /* the worker in this iteration */
-    "select_seconds", "select_seconds_min", "select_seconds_max", "worker_seconds", "cost", "local_count", "bytes_sent", "bytes_recv",
-    "residual_kept",
+    "select_seconds", "select_seconds_min", "select_seconds_max", "worker_seconds", "cost",
+    "local_count", "bytes_sent", "bytes_recv", "residual_kept",
     /* the iteration */
     "leader", "nnz", "common_count", "buildup", "actual_density", "kj_total",
     "imbalance_seconds", "imbalance_cost", "captured_frac", "topk_frac", "captured_ratio",
@@ -1164,7 +1164,8 @@ static uint64_t write_rows(row_buffer *rb, const point_state *ps, const point_de
             const deftsim_step *st = &r->schedule.steps[m->coll_step[c]];
             fprintf(f, "%s,%zu,%" PRIu64 ",%u,%zu,", pd->prefix, ps->it, ps->src_iter, w, pi);
             deftsim_csv_field(f, st->name);
-            fprintf(f, ",%s,0,,,,%" PRIu64 ",%" PRIu64 ",%s,%s,%s\n", deftsim_step_kind_name(st->kind),
+            fprintf(f, ",%s,0,,,,%" PRIu64 ",%" PRIu64 ",%s,%s,%s\n",
+                    deftsim_step_kind_name(st->kind),
                     m->coll_sent[c * P + w], m->coll_recv[c * P + w], wcols, itcols, tail);
             row_done(rb);
             rows++;
@@ -1172,8 +1173,8 @@ static uint64_t write_rows(row_buffer *rb, const point_state *ps, const point_de
         /* A worker with neither (dense at P = 1) still gets a row: the iteration's metrics
          * must not vanish from the table. */
         if (pi == 0) {
-            fprintf(f, "%s,%zu,%" PRIu64 ",%u,0,none,none,0,0,0,0,0,0,%s,%s,%s\n", pd->prefix, ps->it,
-                    ps->src_iter, w, wcols, itcols, tail);
+            fprintf(f, "%s,%zu,%" PRIu64 ",%u,0,none,none,0,0,0,0,0,0,%s,%s,%s\n", pd->prefix,
+                    ps->it, ps->src_iter, w, wcols, itcols, tail);
             row_done(rb);
             rows++;
         }

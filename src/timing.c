@@ -249,12 +249,13 @@ static deftsim_status record(deftsim_timing *t, const deftsim_step_result *r, in
                                  "first %zu",
                                  rep + 1, ns, *nsteps0);
     }
-    memcpy(t->ph + (size_t)rep * P * nph, r->phase_seconds, P * nph * sizeof(double));
-    double *s = t->stp + (size_t)rep * ns * P;
+    if (P != 0 && nph != 0)
+        memcpy(t->ph + (size_t)rep * P * nph, r->phase_seconds, P * nph * sizeof(double));
     for (size_t i = 0; i < ns; i++) {
+        double *s = t->stp + ((size_t)rep * ns + i) * P;
         const deftsim_step *st = &r->schedule.steps[i];
         for (size_t w = 0; w < P; w++)
-            s[i * P + w] = st->kind == DEFTSIM_STEP_COMPUTE ? st->seconds[w] : 0;
+            s[w] = st->kind == DEFTSIM_STEP_COMPUTE ? st->seconds[w] : 0;
     }
     return DEFTSIM_OK;
 }

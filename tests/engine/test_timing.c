@@ -191,7 +191,8 @@ Test(noise, point_noise_from_rows)
     fprintf(f, "model,method,density,P,iteration,worker,phase_index,select_seconds,"
                "select_seconds_min,select_seconds_max,worker_seconds,bytes_sent,buildup,"
                "captured_frac,captured_ratio,imbalance_seconds,imbalance_cost\n");
-    /* spreads: it0: 0.1, 0.5 -> 0.3; it1: 0.2, 0.2 -> 0.2; it2: 1.0, 0.0 -> 0.5. */
+    /* spreads: it0: 0.1, 0.5 -> 0.3; it1: 0.2, 0.2 -> 0.2; it2: 1.0 and one run that agrees
+     * to the last digit (unknown: left out) -> 1.0. */
     const double sp[3][2] = {{0.1, 0.5}, {0.2, 0.2}, {1.0, 0.0}};
     for (int it = 0; it < 3; it++)
         for (int w = 0; w < 2; w++)
@@ -202,14 +203,27 @@ Test(noise, point_noise_from_rows)
     int noisy;
     cr_assert_eq(deftsim_analysis_point_noise(path, 0, 0.25, &spread, &noisy), DEFTSIM_OK, "%s",
                  deftsim_error_message());
-    cr_expect(fabs(spread - 0.3) < 1e-12, "%g", spread); /* median of 0.3, 0.2, 0.5 */
+    cr_expect(fabs(spread - 0.3) < 1e-12, "%g", spread); /* median of 0.3, 0.2, 1.0 */
     cr_expect(noisy);
     cr_assert_eq(deftsim_analysis_point_noise(path, 0, 0.35, &spread, &noisy), DEFTSIM_OK);
     cr_expect_not(noisy);
-    /* Leaving out the first iteration: median of 0.2 and 0.5. */
+    /* Leaving out the first iteration: median of 0.2 and 1.0. */
     cr_assert_eq(deftsim_analysis_point_noise(path, 1, 0.25, &spread, &noisy), DEFTSIM_OK);
-    cr_expect(fabs(spread - 0.35) < 1e-12, "%g", spread);
+    cr_expect(fabs(spread - 0.6) < 1e-12, "%g", spread);
     cr_expect(noisy);
+    /* One timed run per worker (hi == lo everywhere): the spread is unknown, never noisy. */
+    char one[256];
+    snprintf(one, sizeof one, "%s/one.csv", dir);
+    f = fopen(one, "w");
+    cr_assert(f);
+    fprintf(f, "model,method,density,P,iteration,worker,phase_index,select_seconds,"
+               "select_seconds_min,select_seconds_max,worker_seconds,bytes_sent,buildup,"
+               "captured_frac,captured_ratio,imbalance_seconds,imbalance_cost\n"
+               "m,topk,0.01,1,0,0,0,2,2,2,2,1,1,1,1,1,1\n");
+    fclose(f);
+    cr_assert_eq(deftsim_analysis_point_noise(one, 0, 0.25, &spread, &noisy), DEFTSIM_OK);
+    cr_expect(isnan(spread), "%g", spread);
+    cr_expect_not(noisy);
     /* summary.csv: the median worker (1.5 in every iteration), the spread and the flag. */
     deftsim_analysis *an = NULL;
     cr_assert_eq(deftsim_analysis_new(NULL, NULL, 0, &an), DEFTSIM_OK);

@@ -3,7 +3,7 @@
 
 A tiny sweep (2 methods x 2 worker counts, [timing] repeats = 3) runs; its point files are then
 edited so that the noise rule's outcome does not depend on this machine: every point's
-select_seconds_max is set to its select_seconds_min (spread 0), except one point whose
+select_seconds_max is set to its 1.1 x select_seconds_min (spread 0.1), except one point whose
 select_seconds_max becomes 10 x select_seconds_min (spread 9, beyond the threshold 0.25), and
 rows.csv is rebuilt from them. deftsim analyze must flag exactly that point (summary.csv
 `noisy`, summary.md), `deftsim sweep --rerun-noisy` must run exactly that point again
@@ -47,7 +47,7 @@ def digest(path):
 
 
 def rewrite(path, factor):
-    """select_seconds_max := factor * select_seconds_min in every row (factor 1: spread 0)."""
+    """select_seconds_max := factor * select_seconds_min in every row (spread factor - 1)."""
     with open(path, newline="") as f:
         rows = list(csv.reader(f))
     head = rows[0]
@@ -113,7 +113,7 @@ repeats = 3
         # The noise rule's input, made independent of this machine.
         files = {pid: os.path.join(out, p["file"]) for pid, p in man.items()}
         for pid, path in files.items():
-            rewrite(path, 10.0 if pid == NOISY else 1.0)
+            rewrite(path, 10.0 if pid == NOISY else 1.1)
         os.remove(os.path.join(out, "rows.csv"))
         run("sweep", scen, "-q")  # nothing left to run: rows.csv is written from the files
         run("analyze", out)
@@ -152,7 +152,7 @@ repeats = 3
               "no temporary files left")
         # Every point quiet: nothing runs.
         for pid, path in files.items():
-            rewrite(path, 1.0)
+            rewrite(path, 1.1)
         before = {pid: digest(path) for pid, path in files.items()}
         p = run("sweep", scen, "--rerun-noisy", "--progress", "lines")
         check("noisy, run again" not in p.stderr, f"no point reruns: {p.stderr}")
