@@ -80,6 +80,11 @@ void deftsim_sweep_free(deftsim_sweep *s);
  * folder or stray point files; marks the points found done. Writes nothing. */
 deftsim_status deftsim_sweep_load_state(deftsim_sweep *s);
 
+/* --rerun-noisy: marks to run again the finished points of the plan whose point files the
+ * noise rule flags (docs/TIMING.md); *count receives how many. After load_state; writes
+ * nothing (deftsim_sweep_run calls it itself when the options ask for it). */
+deftsim_status deftsim_sweep_mark_noisy(deftsim_sweep *s, size_t *count);
+
 /* Creates every variant's engine once to check the memory each P needs against the budget
  * (DEFTSIM_E_INPUT, as deftsim run, when a point cannot fit). plan: when not NULL, each
  * variant's memory table is printed there. */

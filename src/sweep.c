@@ -1230,7 +1230,7 @@ static void mark_failed(deftsim_sweep *s, point *p, const char *msg)
 
 /* --rerun-noisy: the finished points of the plan whose point files the noise rule flags
  * (docs/TIMING.md) are marked to run again. */
-static deftsim_status mark_noisy(deftsim_sweep *s, size_t *count)
+deftsim_status deftsim_sweep_mark_noisy(deftsim_sweep *s, size_t *count)
 {
     *count = 0;
     for (size_t i = 0; i < s->npoints; i++) {
@@ -1263,7 +1263,7 @@ deftsim_status deftsim_sweep_run(deftsim_sweep *s, deftsim_sweep_summary *summar
     if ((st = take_lock(s))) return st;
     if ((st = deftsim_sweep_load_state(s))) return st;
     clean_stale(s);
-    if (s->opt.rerun_noisy && (st = mark_noisy(s, &sum.noisy))) return st;
+    if (s->opt.rerun_noisy && (st = deftsim_sweep_mark_noisy(s, &sum.noisy))) return st;
     char now[64];
     utc_now(now, sizeof now);
     free(s->started);

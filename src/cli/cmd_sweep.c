@@ -41,7 +41,7 @@ static void usage(FILE *out)
             "  -q, --quiet            no progress on stderr\n"
             "      --rerun-noisy      run again the finished points whose timing repetitions\n"
             "                         spread beyond the noise threshold (docs/TIMING.md), replacing\n"
-            "                         their point files and rows.csv\n"
+            "                         their point files and rows.csv (with --dry-run: lists them)\n"
             "      --warmup N         with --rerun-noisy: leave out each point's first N iterations\n"
             "                         when judging its spread, as deftsim analyze --warmup (0)\n"
             "  -h, --help             this help\n"
@@ -166,7 +166,14 @@ int deftsim_cmd_sweep(int argc, char **argv)
             rc = deftsim_cli_fail(st);
             goto done;
         }
+        size_t noisy = 0;
+        if (so.rerun_noisy && (st = deftsim_sweep_mark_noisy(sw, &noisy))) {
+            rc = deftsim_cli_fail(st);
+            goto done;
+        }
         deftsim_sweep_print_points(sw, stdout);
+        if (so.rerun_noisy) printf("\n%zu finished point%s flagged noisy would run again\n", noisy,
+                                   noisy == 1 ? "" : "s");
         printf("\n");
         if ((st = deftsim_sweep_check_memory(sw, stdout))) rc = deftsim_cli_fail(st);
         goto done;

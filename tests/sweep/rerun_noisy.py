@@ -128,6 +128,13 @@ repeats = 3
         before = {pid: digest(path) for pid, path in files.items()}
         fin_before = {pid: p.get("finished") for pid, p in manifest(out).items()}
         rows_before = digest(os.path.join(out, "rows.csv"))
+        # --dry-run lists the noisy point to run, and writes nothing.
+        p = run("sweep", scen, "--dry-run", "--rerun-noisy")
+        check("1 finished point flagged noisy would run again" in p.stdout, f"dry run: {p.stdout}")
+        runs = [l.split() for l in p.stdout.splitlines() if l.split()[1:2] == ["run"]]
+        check(len(runs) == 1 and runs[0][2:6] == ["topk", "0.05", "4", f"points/{NOISY}.csv"],
+              f"the dry run lists only {NOISY} to run: {runs}")
+        check({pid: digest(path) for pid, path in files.items()} == before, "the dry run writes nothing")
         import time
         time.sleep(1.1)  # the manifest's timestamps have one-second resolution
         p = run("sweep", scen, "--rerun-noisy", "--progress", "lines")
