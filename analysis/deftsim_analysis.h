@@ -122,6 +122,9 @@ typedef enum {
     DEFTSIM_M_CAPTURED_RATIO,/* captured_ratio */
     DEFTSIM_M_IMBALANCE,     /* imbalance_seconds */
     DEFTSIM_M_IMBALANCE_COST,/* imbalance_cost */
+    DEFTSIM_M_SELECT_MEDIAN, /* median over workers of select_seconds: the median worker's selection */
+    DEFTSIM_M_REP_SPREAD,    /* median over workers of (select_seconds_max - _min) / _min: how far
+                                the timing repetitions spread (absent in rows before [timing]) */
     DEFTSIM_M_COUNT
 } deftsim_metric;
 
@@ -138,7 +141,21 @@ const deftsim_metric_info *deftsim_metric_get(deftsim_metric m);
 typedef struct {
     deftsim_boot_options boot;
     size_t warmup;         /* iterations 0 .. warmup-1 of every point are left out */
+    double noisy_spread;   /* a point whose select_spread median exceeds this is flagged noisy */
 } deftsim_analysis_options;
+
+/* The default threshold of the noise flag (docs/TIMING.md): the timing repetitions of a
+ * worker's selection spread by more than 25% of the fastest, at the median worker-iteration. */
+#define DEFTSIM_NOISY_SPREAD 0.25
+
+/* Whether a point with this spread (its select_spread median; NaN: unknown) is flagged. */
+int deftsim_analysis_is_noisy(double spread, double threshold);
+
+/* The noise flag of one point file (or any rows of one point): its select_spread median over
+ * the iterations from warmup on, into *spread (NaN when the rows have no repetition columns);
+ * *noisy is deftsim_analysis_is_noisy of it. */
+deftsim_status deftsim_analysis_point_noise(const char *path, size_t warmup, double threshold,
+                                            double *spread, int *noisy);
 
 /* B = 2000, level 0.95, seed 1, warmup 0. */
 void deftsim_analysis_options_default(deftsim_analysis_options *o);

@@ -44,13 +44,20 @@ static const deftsim_metric_info metrics[DEFTSIM_M_COUNT] = {
                              "max / mean of the workers' selection times", 0},
     [DEFTSIM_M_IMBALANCE_COST] = {"imbalance_cost", "imbalance_cost", "ratio",
                                   "max / mean of the workers' selection cost model", 0},
+    [DEFTSIM_M_SELECT_MEDIAN] = {"select_median_worker_seconds", "select_seconds", "s",
+                                 "selection time of the median worker (median over workers of "
+                                 "select_seconds)", 0},
+    [DEFTSIM_M_REP_SPREAD] = {"select_spread", "select_seconds_max", "ratio",
+                              "spread of the timing repetitions: (select_seconds_max - "
+                              "select_seconds_min) / select_seconds_min, median over the workers "
+                              "(docs/TIMING.md)", 1},
 };
 
 /* Quantities repeated in every row of an iteration (read once per iteration). */
 static int iteration_level(int m)
 {
     return m != DEFTSIM_M_SELECT && m != DEFTSIM_M_COMPUTE && m != DEFTSIM_M_BYTES &&
-           m != DEFTSIM_M_BYTES_MAX;
+           m != DEFTSIM_M_BYTES_MAX && m != DEFTSIM_M_SELECT_MEDIAN && m != DEFTSIM_M_REP_SPREAD;
 }
 
 const deftsim_metric_info *deftsim_metric_get(deftsim_metric m)
@@ -65,6 +72,12 @@ void deftsim_analysis_options_default(deftsim_analysis_options *o)
     o->boot.level = 0.95;
     o->boot.seed = 1;
     o->warmup = 0;
+    o->noisy_spread = DEFTSIM_NOISY_SPREAD;
+}
+
+int deftsim_analysis_is_noisy(double spread, double threshold)
+{
+    return isfinite(spread) && spread > threshold;
 }
 
 /* The sparsifiers' compute phases (docs/SPARSIFIERS.md, "Phases at a glance") that summary.csv
@@ -86,6 +99,8 @@ typedef struct {
     double ph_ws;          /* its worker_seconds; -inf before its first compute row */
     double ph_w;           /* that worker */
     double bytes_sum;
+    double *wsel;          /* P: each worker's select_seconds (the median worker) */
+    double *wspread;       /* P: each worker's repetition spread (NaN: not in the rows) */
     uint32_t nworkers;     /* phase_index 0 rows seen */
     int seen;
 } iter_rec;
@@ -209,6 +224,10 @@ static void group_free(group *g, size_t naxes)
     free(g->method);
     free(g->dens);
     free(g->where);
+    for (size_t t = 0; g->it && t < g->nit; t++) {
+        free(g->it[t].wsel);
+        free(g->it[t].wspread);
+    }
     free(g->it);
     for (int m = 0; m < DEFTSIM_M_COUNT; m++) free(g->vals[m]);
     free(g);
@@ -267,6 +286,7 @@ static deftsim_status build_columns(deftsim_analysis *a)
                           "iteration_speedup_lo", "iteration_speedup_hi"};
     for (size_t i = 0; i < sizeof tail / sizeof tail[0] && !st; i++) st = add_colname(a, "%s", tail[i]);
     for (size_t i = 0; i < NPHASES && !st; i++) st = add_colname(a, "phase_%s_seconds_mean", phase_names[i]);
+    if (!st) st = add_colname(a, "noisy");
     return st;
 }
 
@@ -440,6 +460,9 @@ deftsim_status deftsim_analysis_add_file(deftsim_analysis *a, const char *path,
      * a hand-made table may not). */
     long c_ph = deftsim_csvr_find(r, "phase"), c_kind = deftsim_csvr_find(r, "phase_kind"),
          c_psec = deftsim_csvr_find(r, "phase_seconds");
+    /* The spread of the timing repetitions (rows written since [timing]). */
+    long c_smin = deftsim_csvr_find(r, "select_seconds_min"),
+         c_smax = deftsim_csvr_find(r, "select_seconds_max");
     int has_ph = c_ph >= 0 && c_kind >= 0 && c_psec >= 0;
     static const char *const none[1] = {""};
     const char *const *axv = a->naxes ? values : none;
@@ -496,6 +519,11 @@ deftsim_status deftsim_analysis_add_file(deftsim_analysis *a, const char *path,
             ir->v[DEFTSIM_M_BYTES_MAX] = -INFINITY;
             ir->ph_ws = -INFINITY;
             ir->ph_w = -1;
+            if (!ir->wsel && (!(ir->wsel = malloc(g->P * sizeof *ir->wsel)) ||
+                              !(ir->wspread = malloc(g->P * sizeof *ir->wspread)))) {
+                st = nomem();
+                goto done;
+            }
             for (size_t i = 0; i < NCONTEXT; i++) {
                 if (cc[i] < 0) continue;
                 const char *v = deftsim_csvr_field(r, (size_t)cc[i]);
@@ -542,6 +570,17 @@ deftsim_status deftsim_analysis_add_file(deftsim_analysis *a, const char *path,
             (st = deftsim_csvr_number(r, (size_t)mc[DEFTSIM_M_BYTES], &bs)))
             goto done;
         if (sel > ir->v[DEFTSIM_M_SELECT]) ir->v[DEFTSIM_M_SELECT] = sel;
+        ir->wsel[ir->nworkers - 1] = sel;
+        ir->wspread[ir->nworkers - 1] = NAN;
+        if (c_smin >= 0 && c_smax >= 0) {
+            double lo, hi;
+            if ((st = deftsim_csvr_number(r, (size_t)c_smin, &lo)) ||
+                (st = deftsim_csvr_number(r, (size_t)c_smax, &hi)))
+                goto done;
+            /* hi == lo: one timed run ([timing] repeats = 1), whose spread is unknown, not 0
+             * (repeated runs do not agree to the nanosecond). */
+            if (lo > 0 && hi > lo) ir->wspread[ir->nworkers - 1] = (hi - lo) / lo;
+        }
         if (ws > ir->v[DEFTSIM_M_COMPUTE]) ir->v[DEFTSIM_M_COMPUTE] = ws;
         if (bs > ir->v[DEFTSIM_M_BYTES_MAX]) ir->v[DEFTSIM_M_BYTES_MAX] = bs;
         ir->bytes_sum += bs;
@@ -576,6 +615,23 @@ static int same_series(const group *x, const group *y, int same_method)
            x->rank_dens == y->rank_dens && (!same_method || x->rank_method == y->rank_method);
 }
 
+static int cmp_dbl(const void *pa, const void *pb)
+{
+    double x = *(const double *)pa, y = *(const double *)pb;
+    return (x > y) - (x < y);
+}
+
+/* The median of v's finite values (reordered), NaN when there is none. */
+static double median_finite(double *v, size_t n)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(v[i])) v[k++] = v[i];
+    if (!k) return NAN;
+    qsort(v, k, sizeof *v, cmp_dbl);
+    return k % 2 ? v[k / 2] : 0.5 * (v[k / 2 - 1] + v[k / 2]);
+}
+
 static deftsim_status finish_group(deftsim_analysis *a, group *g)
 {
     /* Every iteration must hold every worker's rows. */
@@ -593,6 +649,8 @@ static deftsim_status finish_group(deftsim_analysis *a, group *g)
                                      "%u workers",
                                      g->method, g->dens, g->P, g->where, t, ir->nworkers, g->P);
         ir->v[DEFTSIM_M_BYTES] = ir->bytes_sum / g->P;
+        ir->v[DEFTSIM_M_SELECT_MEDIAN] = median_finite(ir->wsel, g->P);
+        ir->v[DEFTSIM_M_REP_SPREAD] = median_finite(ir->wspread, g->P);
     }
     size_t first = a->opt.warmup < g->nit ? a->opt.warmup : g->nit;
     g->iterations = g->nit - first;
@@ -787,6 +845,9 @@ deftsim_status deftsim_analysis_write_csv(const deftsim_analysis *a, const char 
         put_est(f, &g->speed_select, 0);
         put_est(f, &g->speed_iter, 0);
         for (size_t j = 0; j < NPHASES; j++) fprintf(f, ",%s", num(b, sizeof b, g->ph_mean[j]));
+        double spread = g->est[DEFTSIM_M_REP_SPREAD].median;
+        if (isnan(spread)) fprintf(f, ",");
+        else fprintf(f, ",%d", deftsim_analysis_is_noisy(spread, a->opt.noisy_spread));
         fputc('\n', f);
     }
     if (ferror(f)) {
@@ -825,6 +886,66 @@ static void md_heading(FILE *f, const deftsim_analysis *a, const group *g)
     fprintf(f, "\n## %s, density %s", g->model, g->dens);
     for (size_t x = 0; x < a->naxes; x++) fprintf(f, ", %s = %s", a->axes[x], g->axv[x]);
     fputc('\n', f);
+}
+
+/* The points whose timing repetitions spread beyond the threshold (docs/TIMING.md). */
+static void noisy_section(FILE *f, const deftsim_analysis *a)
+{
+    char b[32];
+    if (!a->has_val[DEFTSIM_M_REP_SPREAD]) {
+        fprintf(f, "\n## Timing noise\n\nThe rows hold no spread of timing repetitions (written "
+                   "with [timing] repeats = 1, or before deftsim had them): no point can be "
+                   "flagged as noisy.\n");
+        return;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < a->ng; i++)
+        n += deftsim_analysis_is_noisy(a->g[i]->est[DEFTSIM_M_REP_SPREAD].median, a->opt.noisy_spread);
+    fprintf(f, "\n## Timing noise\n\nA point is flagged *noisy* when the median over its "
+               "iterations of `select_spread` (per iteration: the median over the workers of "
+               "(max - min) / min of a worker's selection times over the timing repetitions) "
+               "exceeds %s. ",
+            sig(b, sizeof b, a->opt.noisy_spread));
+    if (!n) {
+        fprintf(f, "No point is.\n");
+        return;
+    }
+    fprintf(f, "%zu point%s %s (marked `(noisy)` in the tables above; `deftsim sweep "
+               "--rerun-noisy` runs them again):\n\n| method | density | P | spread |\n"
+               "|---|---:|---:|---:|\n",
+            n, n == 1 ? "" : "s", n == 1 ? "is" : "are");
+    for (size_t i = 0; i < a->ng; i++) {
+        const group *g = a->g[i];
+        double sp = g->est[DEFTSIM_M_REP_SPREAD].median;
+        if (!deftsim_analysis_is_noisy(sp, a->opt.noisy_spread)) continue;
+        fprintf(f, "| %s | %s | %u | %s |\n", g->method, g->dens, g->P, sig(b, sizeof b, sp));
+    }
+}
+
+deftsim_status deftsim_analysis_point_noise(const char *path, size_t warmup, double threshold,
+                                            double *spread, int *noisy)
+{
+    *spread = NAN;
+    *noisy = 0;
+    deftsim_analysis_options o;
+    deftsim_analysis_options_default(&o);
+    o.boot.resamples = 100; /* only the median is used */
+    o.warmup = warmup;
+    o.noisy_spread = threshold;
+    deftsim_analysis *a = NULL;
+    deftsim_status st = deftsim_analysis_new(&o, NULL, 0, &a);
+    if (!st) st = deftsim_analysis_add_file(a, path, NULL);
+    if (!st) st = deftsim_analysis_finish(a);
+    if (!st && a->ng) {
+        double v = a->g[0]->est[DEFTSIM_M_REP_SPREAD].median;
+        for (size_t i = 1; i < a->ng; i++) /* one point per file; the largest if more */
+            if (!(a->g[i]->est[DEFTSIM_M_REP_SPREAD].median <= v))
+                v = a->g[i]->est[DEFTSIM_M_REP_SPREAD].median;
+        *spread = v;
+        *noisy = deftsim_analysis_is_noisy(v, threshold);
+    }
+    deftsim_analysis_free(a);
+    return st;
 }
 
 deftsim_status deftsim_analysis_write_md(const deftsim_analysis *a, const char *path,
@@ -933,16 +1054,22 @@ deftsim_status deftsim_analysis_write_md(const deftsim_analysis *a, const char *
 
         fprintf(f, "\nTime per iteration, milliseconds (speedup: topk's median selection time over "
                    "the method's).\n\n");
-        fprintf(f, "| method | P | selection (slowest worker) | compute (slowest worker) |%s%s "
-                   "selection speedup over topk |%s\n",
+        fprintf(f, "| method | P | selection (slowest worker) | selection (median worker) | "
+                   "compute (slowest worker) |%s%s selection speedup over topk |%s\n",
                 comm ? " communication |" : "", iter ? " iteration |" : "",
                 iter ? " iteration speedup over topk |" : "");
-        fprintf(f, "|---|---:|---:|---:|%s%s---:|%s\n", comm ? "---:|" : "", iter ? "---:|" : "",
-                iter ? "---:|" : "");
+        fprintf(f, "|---|---:|---:|---:|---:|%s%s---:|%s\n", comm ? "---:|" : "",
+                iter ? "---:|" : "", iter ? "---:|" : "");
         for (size_t k = i; k < j; k++) {
             const group *g = a->g[k];
-            fprintf(f, "| %s | %u | %s | %s |", g->method, g->P,
+            char c8[128];
+            fprintf(f, "| %s | %u | %s%s | %s | %s |", g->method, g->P,
                     cell_est(c1, sizeof c1, &g->est[DEFTSIM_M_SELECT], 1e3),
+                    deftsim_analysis_is_noisy(g->est[DEFTSIM_M_REP_SPREAD].median,
+                                              a->opt.noisy_spread)
+                        ? " (noisy)"
+                        : "",
+                    cell_est(c8, sizeof c8, &g->est[DEFTSIM_M_SELECT_MEDIAN], 1e3),
                     cell_est(c2, sizeof c2, &g->est[DEFTSIM_M_COMPUTE], 1e3));
             if (comm) fprintf(f, " %s |", cell_est(c3, sizeof c3, &g->est[DEFTSIM_M_COMM], 1e3));
             if (iter) fprintf(f, " %s |", cell_est(c4, sizeof c4, &g->est[DEFTSIM_M_ITERATION], 1e3));
@@ -992,6 +1119,7 @@ deftsim_status deftsim_analysis_write_md(const deftsim_analysis *a, const char *
         i = j;
     }
 
+    noisy_section(f, a);
     fprintf(f, "\n## Definitions\n\nsummary.csv has one row per point and, for each quantity, "
                "`<name>_median`, `_lo`, `_hi` (the interval) and `_mean`:\n\n");
     fprintf(f, "| name | unit | from the rows' column | meaning |\n|---|---|---|---|\n");

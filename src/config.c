@@ -31,6 +31,8 @@ static const char *const cltk_charge_names[] = {"leader", "all", NULL};
 static const char *const deft_norms_names[] = {"fused", "separate", NULL};
 static const char *const device_names[] = {"cpu", "cuda", NULL};
 static const char *const train_model_names[] = {"mlp", "cnn", NULL};
+static const char *const timing_statistic_names[] = {"min", "median", NULL};
+static const char *const timing_cache_names[] = {"cold", "warm", NULL};
 
 /* Enum fields are stored through int-sized copies (see commit()). */
 _Static_assert(sizeof(deftsim_method) == sizeof(int), "enum storage");
@@ -48,6 +50,8 @@ _Static_assert(sizeof(deftsim_bcast_algo) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_sim_mode) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_sim_compute) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_train_model) == sizeof(int), "enum storage");
+_Static_assert(sizeof(deftsim_timing_statistic) == sizeof(int), "enum storage");
+_Static_assert(sizeof(deftsim_timing_cache) == sizeof(int), "enum storage");
 _Static_assert(sizeof method_names / sizeof method_names[0] == DEFTSIM_METHOD_COUNT + 1,
                "one name per method");
 
@@ -61,6 +65,14 @@ const char *deftsim_method_name(deftsim_method m) { return ENUM_NAME(method_name
 const char *deftsim_source_name(deftsim_source s) { return ENUM_NAME(source_names, s); }
 const char *deftsim_wire_name(deftsim_wire w) { return ENUM_NAME(wire_names, w); }
 const char *deftsim_feedback_name(deftsim_feedback f) { return ENUM_NAME(feedback_names, f); }
+const char *deftsim_timing_statistic_name(deftsim_timing_statistic s)
+{
+    return ENUM_NAME(timing_statistic_names, s);
+}
+const char *deftsim_timing_cache_name(deftsim_timing_cache c)
+{
+    return ENUM_NAME(timing_cache_names, c);
+}
 const char *deftsim_cltk_charge_name(deftsim_cltk_charge c) { return ENUM_NAME(cltk_charge_names, c); }
 const char *deftsim_deft_norms_name(deftsim_deft_norms d) { return ENUM_NAME(deft_norms_names, d); }
 const char *deftsim_device_kind_name(deftsim_device_kind k) { return ENUM_NAME(device_names, k); }
@@ -124,8 +136,8 @@ static const int index_byte_choices[] = {4, 8, 0};
 static const int value_byte_choices[] = {4, 2, 0};
 
 static const char *const section_names[] = {"scenario", "gradients", "synthetic", "sparsify",
-                                            "workers", "device", "engine", "network",
-                                            "train"};
+                                            "workers", "device", "engine", "timing",
+                                            "network", "train"};
 #define NSECTIONS (sizeof section_names / sizeof section_names[0])
 
 #define F(field) offsetof(deftsim_config, field)
@@ -215,6 +227,17 @@ static const keydef keys[] = {
     {KEY("engine", "memory_budget", "number in (0, 1]", "0.8",
          "fraction of physical RAM the engine may use"),
      .type = T_DOUBLE, .off = F(engine.memory_budget), .lo = 0, .hi = 1, .flags = LO_OPEN},
+
+    /* [timing]: the measurement protocol of the compute phases (docs/TIMING.md). */
+    {KEY("timing", "repeats", "integer in [1, 100]", "3",
+         "timed runs of every worker's compute phases on the same input"),
+     .type = T_INT, .off = F(timing.repeats), .imin = 1, .imax = 100},
+    {KEY("timing", "statistic", "one of: min, median", "min",
+         "the per-worker estimate of the repeated runs"),
+     .type = T_ENUM, .off = F(timing.statistic), .names = timing_statistic_names},
+    {KEY("timing", "cache", "one of: cold, warm", "cold",
+         "cold: each accumulator is flushed from the CPU caches before each visit"),
+     .type = T_ENUM, .off = F(timing.cache), .names = timing_cache_names},
 
     /* [network]: the SimGrid simulation of the schedules (docs/NETWORK.md). */
     {KEY("network", "simulate", "0 or 1", "1",

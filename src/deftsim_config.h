@@ -83,6 +83,10 @@ typedef enum { DEFTSIM_DEVICE_CPU, DEFTSIM_DEVICE_CUDA } deftsim_device_kind;
 /* The networks `deftsim train` trains (train/deftsim_nn.h, same order as deftsim_nn_kind). */
 typedef enum { DEFTSIM_TRAIN_MLP, DEFTSIM_TRAIN_CNN } deftsim_train_model;
 
+/* [timing]: how each compute phase is measured (docs/TIMING.md). */
+typedef enum { DEFTSIM_TIMING_MIN, DEFTSIM_TIMING_MEDIAN } deftsim_timing_statistic;
+typedef enum { DEFTSIM_TIMING_COLD, DEFTSIM_TIMING_WARM } deftsim_timing_cache;
+
 struct deftsim_config_origin; /* private: where each key got its value, for messages */
 
 /* A fully resolved configuration: every field holds a value (defaults filled in). Strings are
@@ -127,6 +131,11 @@ typedef struct deftsim_config {
     struct {
         double memory_budget;     /* fraction of physical RAM the engine may use */
     } engine;
+    struct {
+        int repeats;                          /* R: timed runs of every compute phase */
+        deftsim_timing_statistic statistic;   /* the per-worker estimate of the R runs */
+        deftsim_timing_cache cache;           /* accumulators flushed before each visit */
+    } timing;
     struct {
         int simulate;                     /* 1: every point's schedules go through SimGrid */
         deftsim_topology topology;
@@ -251,6 +260,8 @@ int deftsim_method_from_name(const char *name, deftsim_method *out);
 const char *deftsim_source_name(deftsim_source s);
 const char *deftsim_wire_name(deftsim_wire w);
 const char *deftsim_feedback_name(deftsim_feedback f);
+const char *deftsim_timing_statistic_name(deftsim_timing_statistic s);
+const char *deftsim_timing_cache_name(deftsim_timing_cache c);
 const char *deftsim_cltk_charge_name(deftsim_cltk_charge c);
 const char *deftsim_device_kind_name(deftsim_device_kind k);
 const char *deftsim_deft_norms_name(deftsim_deft_norms d);

@@ -34,6 +34,7 @@
 
 #include "deftsim_config.h"
 #include "deftsim_error.h"
+#include "deftsim_noise.h"
 
 typedef struct {
     /* Also write the selections as .npy files under this folder (docs/OUTPUT.md); NULL: no. */
@@ -122,6 +123,7 @@ typedef struct {
     double step_seconds;     /* of which the sparsifier's steps */
     double sim_seconds;      /* of which the network simulation ([network] simulate = 1) */
     uint64_t sim_messages;   /* point-to-point messages it simulated */
+    deftsim_noise_sample machine_start, machine_end; /* the machine's state around the point */
 } deftsim_point_summary;
 
 /* Runs one point (method, density, P) over the source's iterations, as deftsim_engine_run()

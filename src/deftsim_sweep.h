@@ -45,6 +45,11 @@ typedef struct {
     /* As deftsim_run_options: RAM to plan for (0: this machine's), preparation threads. */
     uint64_t ram_bytes;
     unsigned prep_threads;
+    /* --rerun-noisy: finished points whose timing repetitions spread beyond
+     * DEFTSIM_NOISY_SPREAD (deftsim_analysis_point_noise, leaving out the first noisy_warmup
+     * iterations, as deftsim analyze --warmup) run again, replacing their files. */
+    int rerun_noisy;
+    size_t noisy_warmup;
 } deftsim_sweep_options;
 
 typedef enum {
@@ -58,6 +63,7 @@ typedef struct {
     size_t skipped;          /* of them, finished earlier (resumed) */
     size_t ran;              /* run now and finished */
     size_t failed;           /* run now and failed */
+    size_t noisy;            /* finished earlier, flagged noisy and run again (--rerun-noisy) */
     uint64_t rows;           /* rows written now */
     double seconds;          /* wall time */
 } deftsim_sweep_summary;
@@ -73,6 +79,11 @@ void deftsim_sweep_free(deftsim_sweep *s);
 /* Reads the folder's manifest, if any: refuses a folder with another identity, a `deftsim run`
  * folder or stray point files; marks the points found done. Writes nothing. */
 deftsim_status deftsim_sweep_load_state(deftsim_sweep *s);
+
+/* --rerun-noisy: marks to run again the finished points of the plan whose point files the
+ * noise rule flags (docs/TIMING.md); *count receives how many. After load_state; writes
+ * nothing (deftsim_sweep_run calls it itself when the options ask for it). */
+deftsim_status deftsim_sweep_mark_noisy(deftsim_sweep *s, size_t *count);
 
 /* Creates every variant's engine once to check the memory each P needs against the budget
  * (DEFTSIM_E_INPUT, as deftsim run, when a point cannot fit). plan: when not NULL, each

@@ -28,6 +28,7 @@
 #include "deftsim_npy.h"
 #include "deftsim_platform.h"
 #include "deftsim_sparsify.h"
+#include "deftsim_timing.h"
 #include "deftsim_trace.h"
 #include "deftsim_util.h"
 
@@ -52,10 +53,11 @@ static const char *const columns[] = {
     /* the point and the row */
     "scenario", "model", "n", "source", "method", "density", "k", "P", "iteration",
     "source_iteration", "worker", "phase_index", "phase", "phase_kind", "phase_selection",
-    "phase_seconds", "phase_bytes_sent", "phase_bytes_recv",
+    "phase_seconds", "phase_seconds_min", "phase_seconds_max", "phase_bytes_sent",
+    "phase_bytes_recv",
     /* the worker in this iteration */
-    "select_seconds", "worker_seconds", "cost", "local_count", "bytes_sent", "bytes_recv",
-    "residual_kept",
+    "select_seconds", "select_seconds_min", "select_seconds_max", "worker_seconds", "cost",
+    "local_count", "bytes_sent", "bytes_recv", "residual_kept",
     /* the iteration */
     "leader", "nnz", "common_count", "buildup", "actual_density", "kj_total",
     "imbalance_seconds", "imbalance_cost", "captured_frac", "topk_frac", "captured_ratio",
@@ -376,7 +378,8 @@ static deftsim_status memory_for(const deftsim_engine *e, uint32_t P, deftsim_me
     row->engine_bytes = n * sizeof(float) + best_ref + (uint64_t)P * 64 +
                         (uint64_t)e->prep_threads * (GEN_WORKERS * CHUNK * sizeof(float) +
                                                      CHUNK * sizeof(double)) +
-                        (n / CHUNK + 1) * sizeof(double);
+                        (n / CHUNK + 1) * sizeof(double) +
+                        deftsim_timing_memory(cfg->timing.repeats, n);
     row->bytes = row->residual_bytes + row->sparsifier_bytes + row->engine_bytes;
     row->fits = row->bytes <= e->plan.budget_bytes;
     return DEFTSIM_OK;
@@ -1330,11 +1333,12 @@ static void row_buffer_free(row_buffer *rb)
 
 static uint64_t write_rows(row_buffer *rb, const point_state *ps, const point_desc *pd,
                            const deftsim_step_result *r, const step_metrics *m, double prep_s,
-                           double step_s)
+                           double step_s, const deftsim_timing *tm)
 {
     FILE *f = rb->f;
     uint32_t P = ps->P;
-    char b[16][40];
+    char b[20][40];
+    const double *phmin = deftsim_timing_phase_min(tm), *phmax = deftsim_timing_phase_max(tm);
     char itcols[1024];
     snprintf(itcols, sizeof itcols,
              "%u,%" PRIu64 ",%" PRIu64 ",%s,%s,%" PRIu64 ",%s,%s,%s,%s,%s,%s,%s,%" PRIu64 ",%s,%s,%s",
@@ -1349,16 +1353,20 @@ static uint64_t write_rows(row_buffer *rb, const point_state *ps, const point_de
     uint64_t rows = 0;
     for (uint32_t w = 0; w < P; w++) {
         char wcols[512];
-        snprintf(wcols, sizeof wcols, "%s,%s,%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%d",
-                 dbl(b[12], m->select_seconds[w]), dbl(b[13], m->worker_seconds[w]),
+        snprintf(wcols, sizeof wcols, "%s,%s,%s,%s,%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%d",
+                 dbl(b[12], m->select_seconds[w]),
+                 dbl(b[16], deftsim_timing_select_min(tm)[w]),
+                 dbl(b[17], deftsim_timing_select_max(tm)[w]), dbl(b[13], m->worker_seconds[w]),
                  dbl(b[14], r->cost[w]), r->local_count[w], r->bytes_sent[w], r->bytes_recv[w],
                  w < ps->S ? 1 : 0);
         size_t pi = 0;
         for (size_t ph = 0; ph < r->nphases; ph++, pi++) {
             fprintf(f, "%s,%zu,%" PRIu64 ",%u,%zu,", pd->prefix, ps->it, ps->src_iter, w, pi);
             deftsim_csv_field(f, r->phase_name[ph]);
-            fprintf(f, ",compute,%d,%s,0,0,%s,%s,%s\n", r->phase_selection[ph] ? 1 : 0,
-                    dbl(b[15], r->phase_seconds[(size_t)w * r->nphases + ph]), wcols, itcols, tail);
+            size_t wp = (size_t)w * r->nphases + ph;
+            fprintf(f, ",compute,%d,%s,%s,%s,0,0,%s,%s,%s\n", r->phase_selection[ph] ? 1 : 0,
+                    dbl(b[15], r->phase_seconds[wp]), dbl(b[18], phmin[wp]), dbl(b[19], phmax[wp]),
+                    wcols, itcols, tail);
             row_done(rb);
             rows++;
         }
@@ -1366,7 +1374,8 @@ static uint64_t write_rows(row_buffer *rb, const point_state *ps, const point_de
             const deftsim_step *st = &r->schedule.steps[m->coll_step[c]];
             fprintf(f, "%s,%zu,%" PRIu64 ",%u,%zu,", pd->prefix, ps->it, ps->src_iter, w, pi);
             deftsim_csv_field(f, st->name);
-            fprintf(f, ",%s,0,,%" PRIu64 ",%" PRIu64 ",%s,%s,%s\n", deftsim_step_kind_name(st->kind),
+            fprintf(f, ",%s,0,,,,%" PRIu64 ",%" PRIu64 ",%s,%s,%s\n",
+                    deftsim_step_kind_name(st->kind),
                     m->coll_sent[c * P + w], m->coll_recv[c * P + w], wcols, itcols, tail);
             row_done(rb);
             rows++;
@@ -1374,8 +1383,8 @@ static uint64_t write_rows(row_buffer *rb, const point_state *ps, const point_de
         /* A worker with neither (dense at P = 1) still gets a row: the iteration's metrics
          * must not vanish from the table. */
         if (pi == 0) {
-            fprintf(f, "%s,%zu,%" PRIu64 ",%u,0,none,none,0,0,0,0,%s,%s,%s\n", pd->prefix, ps->it,
-                    ps->src_iter, w, wcols, itcols, tail);
+            fprintf(f, "%s,%zu,%" PRIu64 ",%u,0,none,none,0,0,0,0,0,0,%s,%s,%s\n", pd->prefix,
+                    ps->it, ps->src_iter, w, wcols, itcols, tail);
             row_done(rb);
             rows++;
         }
@@ -1655,6 +1664,7 @@ typedef struct {
     uint64_t sim_messages;     /* messages it simulated */
     uint64_t sim_peak_rss;     /* its process's peak resident bytes */
     deftsim_kxfer xfer;        /* the kernel context's copies over the point (cuda-staged) */
+    deftsim_noise_sample machine_start, machine_end; /* the machine's state around the point */
 } point_record;
 
 static deftsim_status run_point(deftsim_engine *e, deftsim_method method, double density,
@@ -1692,6 +1702,7 @@ static deftsim_status run_point(deftsim_engine *e, deftsim_method method, double
     deftsim_sparsifier_params params;
     fill_params(e, method, density, P, &params);
     deftsim_sparsifier *sp = NULL;
+    deftsim_timing *tm = NULL;
     point_state ps;
     step_metrics m;
     memset(&m, 0, sizeof m);
@@ -1706,10 +1717,14 @@ static deftsim_status run_point(deftsim_engine *e, deftsim_method method, double
     int in_iter = 0, simulated = 0;
     deftsim_kxfer x0;
     deftsim_kctx_transfers(e->kctx, &x0);
+    deftsim_noise_sample_now(&rec->machine_start, NULL);
     double t_start = deftsim_now();
     if ((st = deftsim_sparsifier_new(&params, &sp))) goto done;
     if ((st = point_state_init(&ps, e, P))) goto done;
     if ((st = fused_init(&ps, sp))) goto done;
+    if ((st = deftsim_timing_new(cfg->timing.repeats, cfg->timing.statistic, cfg->timing.cache,
+                                 ps.n, &tm)))
+        goto done;
     if ((st = deftsim_afile_open(&af, csv_path))) goto done;
     FILE *f = deftsim_afile_stream(af);
     write_header(f);
@@ -1729,7 +1744,7 @@ static deftsim_status run_point(deftsim_engine *e, deftsim_method method, double
         ps.fresh = 0;
         double t1 = deftsim_now();
         deftsim_step_result *r = NULL;
-        st = deftsim_sparsifier_step(sp, it, &prov, &r);
+        st = deftsim_timing_step(tm, sp, it, &prov, &r);
         double t2 = deftsim_now();
         if (!st && ps.get_status) st = deftsim_error_set(ps.get_status, "%s", ps.get_msg);
         if (st) goto done;
@@ -1741,7 +1756,7 @@ static deftsim_status run_point(deftsim_engine *e, deftsim_method method, double
             goto done;
         }
         if ((st = compute_metrics(&ps, &pd, r, &m))) goto done;
-        rec->rows += write_rows(&rb, &ps, &pd, r, &m, t1 - t0, t2 - t1);
+        rec->rows += write_rows(&rb, &ps, &pd, r, &m, t1 - t0, t2 - t1, tm);
         if (rb.werr) { /* stop at once: the point cannot be written */
             st = row_buffer_error(&rb, rb.werr);
             goto done;
@@ -1788,8 +1803,10 @@ done:
     deftsim_sim_result_free(&sres);
     step_metrics_free(&m);
     point_state_free(&ps);
+    deftsim_timing_free(tm);
     deftsim_sparsifier_free(sp);
     rec->seconds = deftsim_now() - t_start;
+    deftsim_noise_sample_now(&rec->machine_end, NULL);
     deftsim_kctx_transfers(e->kctx, &rec->xfer);
     rec->xfer.calls -= x0.calls;
     rec->xfer.bytes_to_device -= x0.bytes_to_device;
@@ -1853,6 +1870,7 @@ static json_t *manifest_json(const deftsim_engine *e, const char *started, const
                         json_pack("{s:s, s:i, s:i}", "backend", deftsim_kctx_backend(e->kctx),
                                   "threads", (int)deftsim_kctx_threads(e->kctx), "prep_threads",
                                   (int)e->prep_threads));
+    json_object_set_new(root, "timing", deftsim_timing_json(cfg));
     json_t *src = json_pack("{s:s, s:s, s:I, s:I}", "kind", deftsim_source_name(cfg->gradients.source),
                             "model", e->model->name, "n", (json_int_t)e->model->numel, "layers",
                             (json_int_t)e->model->nlayers);
@@ -1897,6 +1915,9 @@ static json_t *manifest_json(const deftsim_engine *e, const char *started, const
                                              (json_int_t)recs[i].sim_messages, "sim_peak_rss_bytes",
                                              (json_int_t)recs[i].sim_peak_rss));
     json_object_set_new(root, "points", pts);
+    for (size_t i = 0; i < nrecs; i++)
+        json_object_set_new(json_array_get(pts, i), "machine_state",
+                            deftsim_noise_json(&recs[i].machine_start, &recs[i].machine_end));
     if (moves_data(e)) {
         /* What the cuda-staged backend copied, per point and in all (docs/OUTPUT.md). */
         deftsim_kxfer tot;
@@ -2018,6 +2039,8 @@ deftsim_status deftsim_engine_run_point(deftsim_engine *e, deftsim_method method
         out->step_seconds = rec.step_seconds;
         out->sim_seconds = rec.sim_seconds;
         out->sim_messages = rec.sim_messages;
+        out->machine_start = rec.machine_start;
+        out->machine_end = rec.machine_end;
     }
     return st;
 }

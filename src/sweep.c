@@ -21,10 +21,12 @@
 
 #include <jansson.h>
 
+#include "deftsim_analysis.h"
 #include "deftsim_csv.h"
 #include "deftsim_engine.h"
 #include "deftsim_folder.h"
 #include "deftsim_platform.h"
+#include "deftsim_timing.h"
 #include "deftsim_util.h"
 
 #define MANIFEST_FORMAT "deftsim-sweep"
@@ -63,6 +65,7 @@ typedef struct {
     deftsim_status error_status; /* FAILED in this sweep: the failure's status */
     char *finished;          /* UTC time it finished */
     char *git_commit;        /* build that wrote it */
+    json_t *machine_state;   /* DONE: the machine's state while it ran (deftsim_noise_json) */
 } point;
 
 struct deftsim_sweep {
@@ -110,6 +113,7 @@ void deftsim_sweep_free(deftsim_sweep *s)
         free(p->error);
         free(p->finished);
         free(p->git_commit);
+        json_decref(p->machine_state);
     }
     free(s->points);
     json_decref(s->identity);
@@ -563,6 +567,8 @@ deftsim_status deftsim_sweep_load_state(deftsim_sweep *s)
             p->step_seconds = json_number_value(json_object_get(e, "step_seconds"));
             p->finished = dup_or_null(json_string_value(json_object_get(e, "finished")));
             p->git_commit = dup_or_null(json_string_value(json_object_get(e, "git_commit")));
+            json_decref(p->machine_state);
+            p->machine_state = json_incref(json_object_get(e, "machine_state"));
         } else if (!strcmp(state, "failed")) {
             p->state = DEFTSIM_POINT_FAILED;
             p->error = dup_or_null(json_string_value(json_object_get(e, "error")));
@@ -627,6 +633,7 @@ static json_t *point_json(const deftsim_sweep *s, const point *p)
         json_object_set_new(o, "step_seconds", json_real(p->step_seconds));
         json_object_set_new(o, "finished", p->finished ? json_string(p->finished) : json_null());
         json_object_set_new(o, "git_commit", p->git_commit ? json_string(p->git_commit) : json_null());
+        if (p->machine_state) json_object_set(o, "machine_state", p->machine_state);
     } else if (p->state == DEFTSIM_POINT_FAILED) {
         json_object_set_new(o, "error", json_string(p->error ? p->error : ""));
         char f[1500];
@@ -659,6 +666,7 @@ static deftsim_status write_manifest(const deftsim_sweep *s, const char *status,
                         json_pack("{s:s, s:s, s:i, s:I}", "hostname", host, "cpu_model", cpu,
                                   "cpus_online", (int)(cpus > 0 ? cpus : 1), "ram_bytes",
                                   (json_int_t)deftsim_machine_ram()));
+    json_object_set_new(root, "timing", deftsim_timing_json(s->base));
     json_object_set_new(root, "identity", json_deep_copy(s->identity));
     json_t *axes = json_array();
     for (size_t a = 0; a < s->naxes; a++) {
@@ -681,8 +689,10 @@ static deftsim_status write_manifest(const deftsim_sweep *s, const char *status,
             snprintf(copy, sizeof copy, "points/%s/%s", var->label, var->platform.copy);
             json_object_set_new(plat, "copy", json_string(copy));
         }
-        json_array_append_new(vars, json_pack("{s:s, s:o, s:o*}", "label", var->label, "config",
-                                              deftsim_config_to_json(var->cfg), "platform", plat));
+        json_array_append_new(vars, json_pack("{s:s, s:o, s:o*, s:o}", "label", var->label,
+                                              "config", deftsim_config_to_json(var->cfg),
+                                              "platform", plat, "timing",
+                                              deftsim_timing_json(var->cfg)));
     }
     json_object_set_new(root, "variants", vars);
     json_t *pts = json_array();
@@ -1236,6 +1246,28 @@ static void mark_failed(deftsim_sweep *s, point *p, const char *msg)
     }
 }
 
+/* --rerun-noisy: the finished points of the plan whose point files the noise rule flags
+ * (docs/TIMING.md) are marked to run again. */
+deftsim_status deftsim_sweep_mark_noisy(deftsim_sweep *s, size_t *count)
+{
+    *count = 0;
+    for (size_t i = 0; i < s->npoints; i++) {
+        point *p = &s->points[i];
+        if (p->state != DEFTSIM_POINT_DONE) continue;
+        char fpath[4200];
+        path_in(s, p->file, fpath, sizeof fpath);
+        double spread;
+        int noisy;
+        deftsim_status st = deftsim_analysis_point_noise(fpath, s->opt.noisy_warmup,
+                                                         DEFTSIM_NOISY_SPREAD, &spread, &noisy);
+        if (st) return deftsim_error_wrap(st, "--rerun-noisy: point %s", p->id);
+        if (!noisy) continue;
+        p->state = DEFTSIM_POINT_PENDING;
+        (*count)++;
+    }
+    return DEFTSIM_OK;
+}
+
 deftsim_status deftsim_sweep_run(deftsim_sweep *s, deftsim_sweep_summary *summary)
 {
     deftsim_sweep_summary sum;
@@ -1249,6 +1281,7 @@ deftsim_status deftsim_sweep_run(deftsim_sweep *s, deftsim_sweep_summary *summar
     if ((st = take_lock(s))) return st;
     if ((st = deftsim_sweep_load_state(s))) return st;
     clean_stale(s);
+    if (s->opt.rerun_noisy && (st = deftsim_sweep_mark_noisy(s, &sum.noisy))) return st;
     char now[64];
     utc_now(now, sizeof now);
     free(s->started);
@@ -1272,6 +1305,7 @@ deftsim_status deftsim_sweep_run(deftsim_sweep *s, deftsim_sweep_summary *summar
         if (s->nvariants > 1) fprintf(g.f, " x %zu variants", s->nvariants);
         fprintf(g.f, ") -> %s", c->scenario.output);
         if (sum.skipped) fprintf(g.f, "; %zu finished earlier, skipped", sum.skipped);
+        if (sum.noisy) fprintf(g.f, "; %zu noisy, run again", sum.noisy);
         fprintf(g.f, "\n");
         fflush(g.f);
         pthread_mutex_unlock(&g.lock);
@@ -1327,6 +1361,8 @@ deftsim_status deftsim_sweep_run(deftsim_sweep *s, deftsim_sweep_summary *summar
             free(p->git_commit);
             p->finished = strdup(now);
             p->git_commit = strdup(DEFTSIM_GIT_COMMIT);
+            json_decref(p->machine_state);
+            p->machine_state = deftsim_noise_json(&ps.machine_start, &ps.machine_end);
             free(p->error);
             p->error = NULL;
             char rel[1500], fpath[4200];

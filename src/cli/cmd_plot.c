@@ -31,7 +31,8 @@ static void usage(FILE *out)
             "\n"
             "Draws the figures of a results folder from its summary.csv (run 'deftsim analyze DIR'\n"
             "first) into DIR/plots/, as PNG and SVG (PDF on request):\n"
-            "  select_vs_P      selection time of the slowest worker vs P (log2 axis)\n"
+            "  select_vs_P      selection time of the slowest worker (and, dashed, of the median\n"
+            "                   worker) vs P (log2 axis)\n"
             "  speedup_vs_P     selection speedup over topk vs P\n"
             "  bytes_vs_P       bytes sent per worker vs P: the mean and the busiest worker\n"
             "  buildup_vs_P     gradient build-up |U|/k vs P\n"
@@ -177,7 +178,8 @@ typedef struct {
 } line_figure;
 
 static const line_figure line_figures[] = {
-    {"select_vs_P", "select_seconds", NULL, NULL, 1e3, 1, "no selection times", NULL, 0},
+    {"select_vs_P", "select_seconds", NULL, NULL, 1e3, 1, "no selection times",
+     "select_median_worker_seconds", 0},
     {"speedup_vs_P", "select_speedup", "select_speedup_lo", "select_speedup_hi", 1, 1,
      "no topk points to compare with", NULL, 0},
     {"bytes_vs_P", "bytes_sent", NULL, NULL, 1e-6, 1, "no bytes sent (P = 1 only?)", "bytes_sent_max",

@@ -17,7 +17,7 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: deftsim sweep SCENARIO [--set section.key=value]... [--vary section.key=v1,v2,...]...\n"
             "                     [--output DIR] [--dry-run] [--ram SIZE] [--prep-threads N]\n"
-            "                     [--progress auto|bar|lines] [--quiet]\n"
+            "                     [--progress auto|bar|lines] [--quiet] [--rerun-noisy [--warmup N]]\n"
             "\n"
             "Runs every combination of the scenario's lists, one point (variant, method, density,\n"
             "P) at a time, into [scenario] output:\n"
@@ -39,6 +39,11 @@ static void usage(FILE *out)
             "  -j, --prep-threads N   threads preparing accumulators (default: every CPU)\n"
             "  -p, --progress MODE    auto (a bar on a terminal, lines otherwise), bar or lines\n"
             "  -q, --quiet            no progress on stderr\n"
+            "      --rerun-noisy      run again the finished points whose timing repetitions\n"
+            "                         spread beyond the noise threshold (docs/TIMING.md), replacing\n"
+            "                         their point files and rows.csv (with --dry-run: lists them)\n"
+            "      --warmup N         with --rerun-noisy: leave out each point's first N iterations\n"
+            "                         when judging its spread, as deftsim analyze --warmup (0)\n"
             "  -h, --help             this help\n"
             "\n"
             "Exit status: 0 every point finished; 1 some point failed while running (the others\n"
@@ -57,6 +62,8 @@ int deftsim_cmd_sweep(int argc, char **argv)
         {"prep-threads", required_argument, NULL, 'j'},
         {"progress", required_argument, NULL, 'p'},
         {"quiet", no_argument, NULL, 'q'},
+        {"rerun-noisy", no_argument, NULL, 'N'},
+        {"warmup", required_argument, NULL, 'W'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -77,7 +84,7 @@ int deftsim_cmd_sweep(int argc, char **argv)
     deftsim_config *cfg = NULL;
     deftsim_sweep *sw = NULL;
     optind = 0;
-    while ((c = getopt_long(argc, argv, "s:V:o:nr:j:p:qh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "s:V:o:nr:j:p:qhNW:", opts, NULL)) != -1) {
         switch (c) {
         case 's': sets[nsets++] = optarg; break;
         case 'V': vary[nvary++] = optarg; break;
@@ -115,6 +122,16 @@ int deftsim_cmd_sweep(int argc, char **argv)
             }
             break;
         case 'q': quiet = 1; break;
+        case 'N': so.rerun_noisy = 1; break;
+        case 'W': {
+            int64_t v;
+            if (deftsim_parse_i64(optarg, &v) || v < 0 || v > 1000000) {
+                rc = deftsim_cli_usage_error("sweep", "--warmup: '%s' is not in [0, 1000000]", optarg);
+                goto done;
+            }
+            so.noisy_warmup = (size_t)v;
+            break;
+        }
         case 'h': usage(stdout); goto done;
         default: usage(stderr); rc = 2; goto done;
         }
@@ -149,7 +166,14 @@ int deftsim_cmd_sweep(int argc, char **argv)
             rc = deftsim_cli_fail(st);
             goto done;
         }
+        size_t noisy = 0;
+        if (so.rerun_noisy && (st = deftsim_sweep_mark_noisy(sw, &noisy))) {
+            rc = deftsim_cli_fail(st);
+            goto done;
+        }
         deftsim_sweep_print_points(sw, stdout);
+        if (so.rerun_noisy) printf("\n%zu finished point%s flagged noisy would run again\n", noisy,
+                                   noisy == 1 ? "" : "s");
         printf("\n");
         if ((st = deftsim_sweep_check_memory(sw, stdout))) rc = deftsim_cli_fail(st);
         goto done;

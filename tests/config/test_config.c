@@ -385,7 +385,7 @@ Test(config_override, bad)
          "wire, error_feedback, sampled_workers, cltk_charge, cltk_beta, deft_norms)"},
         {"sparsifier.densities=0.1", DEFTSIM_E_USAGE,
          "--set sparsifier.densities: unknown section (sections: scenario, gradients, synthetic, "
-         "sparsify, workers, device, engine, network, train)"},
+         "sparsify, workers, device, engine, timing, network, train)"},
         {"network.latency=2s", DEFTSIM_E_INPUT, "--set network.latency: 2s (2 s) is outside [0, 1] s"},
         {"network.bandwith=1Gbps", DEFTSIM_E_USAGE,
          "--set network.bandwith: unknown key (keys: simulate, topology, platform_file, "
@@ -671,6 +671,8 @@ Test(config_names, methods)
     cr_expect_str_eq(deftsim_wire_name(DEFTSIM_WIRE_REFERENCE), "reference");
     cr_expect_str_eq(deftsim_feedback_name(DEFTSIM_FEEDBACK_SAMPLED), "sampled");
     cr_expect_str_eq(deftsim_cltk_charge_name(DEFTSIM_CLTK_CHARGE_ALL), "all");
+    cr_expect_str_eq(deftsim_timing_statistic_name(DEFTSIM_TIMING_MEDIAN), "median");
+    cr_expect_str_eq(deftsim_timing_cache_name(DEFTSIM_TIMING_COLD), "cold");
     cr_expect_str_eq(deftsim_device_kind_name(DEFTSIM_DEVICE_CUDA), "cuda");
     cr_expect_str_eq(deftsim_sim_compute_name(DEFTSIM_SIM_COMPUTE_NONE), "none");
     cr_expect_str_eq(deftsim_sim_compute_name(DEFTSIM_SIM_COMPUTE_COUNT), "?");
@@ -678,11 +680,12 @@ Test(config_names, methods)
 
 Test(config_names, schema)
 {
-    cr_expect_eq(deftsim_config_section_count(), 9);
-    cr_expect_str_eq(deftsim_config_section_name(7), "network");
-    cr_expect_str_eq(deftsim_config_section_name(8), "train");
-    cr_expect_null(deftsim_config_section_name(9));
-    cr_expect_eq(deftsim_config_key_count(), 53);
+    cr_expect_eq(deftsim_config_section_count(), 10);
+    cr_expect_str_eq(deftsim_config_section_name(7), "timing");
+    cr_expect_str_eq(deftsim_config_section_name(8), "network");
+    cr_expect_str_eq(deftsim_config_section_name(9), "train");
+    cr_expect_null(deftsim_config_section_name(10));
+    cr_expect_eq(deftsim_config_key_count(), 56);
     cr_expect_null(deftsim_config_key(deftsim_config_key_count()));
     /* Keys come grouped by section, in section order. */
     size_t s = 0;

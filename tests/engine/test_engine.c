@@ -117,7 +117,10 @@ static deftsim_run_summary run_ok(const char *out, const char *dump, const char 
  * run to run. */
 static int is_timing(const char *name)
 {
-    static const char *const timing[] = {"phase_seconds", "select_seconds", "worker_seconds",
+    static const char *const timing[] = {"phase_seconds", "phase_seconds_min",
+                                         "phase_seconds_max", "select_seconds",
+                                         "select_seconds_min", "select_seconds_max",
+                                         "worker_seconds",
                                          "imbalance_seconds", "prepare_seconds", "step_seconds",
                                          "sim_start", "sim_end", "comm_seconds",
                                          "select_critical_seconds", "iteration_seconds"};
@@ -372,11 +375,17 @@ Test(engine, every_method_end_to_end)
             cr_assert_eq(num(t, r, "P"), 1);
         } else if (strcmp(kind, "compute") == 0) {
             cr_assert(num(t, r, "phase_seconds") >= 0);
+            /* The spread of the timing repetitions ([timing] repeats, docs/TIMING.md). */
+            cr_assert(num(t, r, "phase_seconds_min") >= 0);
+            cr_assert(num(t, r, "phase_seconds_min") <= num(t, r, "phase_seconds_max"));
             cr_assert_eq(num(t, r, "phase_bytes_sent"), 0);
         } else {
             cr_assert_str_eq(cell(t, r, "phase_seconds"), "", "a collective has no measured time");
+            cr_assert_str_eq(cell(t, r, "phase_seconds_min"), "");
+            cr_assert_str_eq(cell(t, r, "phase_seconds_max"), "");
             cr_assert_eq(num(t, r, "phase_selection"), 0);
         }
+        cr_assert(num(t, r, "select_seconds_min") <= num(t, r, "select_seconds_max"));
         double cap = num(t, r, "captured_frac"), top = num(t, r, "topk_frac");
         cr_assert(cap >= 0 && cap <= 1 + 1e-12 && top > 0 && top <= 1 + 1e-12);
         cr_assert_eq(num(t, r, "captured_ratio"), cap / top);

@@ -15,7 +15,8 @@ column must be the same text. With [network] compute = none the simulated times 
 on the measured ones, and compare(..., exact_simulated=True) asks for them to the last digit.
 """
 
-MEASURED = {"phase_seconds", "select_seconds", "worker_seconds", "imbalance_seconds",
+MEASURED = {"phase_seconds", "phase_seconds_min", "phase_seconds_max", "select_seconds",
+            "select_seconds_min", "select_seconds_max", "worker_seconds", "imbalance_seconds",
             "prepare_seconds", "step_seconds"}
 SIMULATED = {"sim_start", "sim_end", "comm_seconds", "select_critical_seconds",
              "iteration_seconds"}

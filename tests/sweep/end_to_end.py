@@ -113,6 +113,11 @@ counts = 1..8
                                                 "iter": num(r.get("iteration_seconds", ""))})
                         if r["phase_index"] == "0":
                             it["sel"].append(float(r["select_seconds"]))
+                            it.setdefault("spread", []).append(
+                                (float(r["select_seconds_max"]) - float(r["select_seconds_min"]))
+                                / float(r["select_seconds_min"])
+                                if float(r["select_seconds_max"]) > float(r["select_seconds_min"]) > 0
+                                else math.nan)
                             it["work"].append(float(r["worker_seconds"]))
                             it["bytes"].append(float(r["bytes_sent"]))
                 check(sorted(its) == list(range(ITERS)), f"{m} P={P}: iterations 0..{ITERS - 1}")
@@ -142,6 +147,8 @@ counts = 1..8
             check(int(r["iterations"]) == ITERS, f"{m} P={P}: iterations")
             want = {
                 "select_seconds": statistics.median([max(it["sel"]) for it in its.values()]),
+                "select_median_worker_seconds": statistics.median(
+                    [statistics.median(it["sel"]) for it in its.values()]),
                 "compute_seconds": statistics.median([max(it["work"]) for it in its.values()]),
                 "bytes_sent": statistics.median([sum(it["bytes"]) / P for it in its.values()]),
                 "bytes_sent_max": statistics.median([max(it["bytes"]) for it in its.values()]),
@@ -153,6 +160,19 @@ counts = 1..8
                 vals = [it[key] for it in its.values() if not math.isnan(it[key])]
                 if vals:
                     want[col] = statistics.median(vals)
+            # The timing repetitions' spread: per worker (max - min) / min, median over the
+            # workers (left out where max = min), then over the iterations; and the flag.
+            spreads = []
+            for it in its.values():
+                w = [v for v in it["spread"] if not math.isnan(v)]
+                if w:
+                    spreads.append(statistics.median(w))
+            if spreads:
+                sp = statistics.median(spreads)
+                close(num(r["select_spread_median"]), sp, 1e-12, f"{m} P={P} select_spread_median")
+                check(r["noisy"] == ("1" if sp > 0.25 else "0"), f"{m} P={P} noisy: {r['noisy']}")
+            else:
+                check(r["noisy"] == "", f"{m} P={P}: no spread, noisy empty")
             imb = [it["imbalance"] for it in its.values() if not math.isnan(it["imbalance"])]
             want["imbalance_seconds"] = statistics.median(imb) if imb else math.nan
             for k, v in want.items():
@@ -211,19 +231,28 @@ counts = 1..8
             check(open(base + ".pdf", "rb").read(5) == b"%PDF-", f"{fig}.pdf is a PDF")
         # The figure's data are the summary's medians (in ms).
         blocks = open(os.path.join(out, "plots", "data", "select_vs_P.dat")).read().split("\n\n\n")
-        seen = 0
+        seen = seen_med = 0
         for b in blocks:
             lines = [l for l in b.splitlines() if l.strip()]
-            m = next(l.split()[2] for l in lines if l.startswith("# method"))
+            # The slowest worker's blocks ("# method m"), then the median worker's
+            # ("# select_median_worker_seconds m", drawn dashed).
+            head = next(l.split() for l in lines if l.startswith("# method")
+                        or l.startswith("# select_median_worker_seconds"))
+            m, col = head[2], ("select_seconds_median" if head[1] == "method"
+                               else "select_median_worker_seconds_median")
             for l in lines:
-                if l.startswith("#"):
+                if l.startswith("#") or l.startswith("NaN"):
                     continue
                 P, v, lo, hi = l.split()
-                close(float(v), num(byrow[(m, int(P))]["select_seconds_median"]) * 1e3, 1e-8,
-                      f"select_vs_P.dat {m} P={P}")
+                close(float(v), num(byrow[(m, int(P))][col]) * 1e3, 1e-8,
+                      f"select_vs_P.dat {m} P={P} {col}")
                 check(float(lo) <= float(v) <= float(hi), f"select_vs_P.dat {m} P={P} bar")
-                seen += 1
+                if head[1] == "method":
+                    seen += 1
+                else:
+                    seen_med += 1
         check(seen == 24, f"select_vs_P.dat: {seen} points (dense has no selection time)")
+        check(seen_med > 0, f"select_vs_P.dat: {seen_med} median-worker points")
         svg = open(os.path.join(out, "plots", "select_vs_P.svg")).read()
         for label in ["workers P", "selection time", "DEFT", "gTop-k"]:
             check(label in svg, f"select_vs_P.svg shows '{label}'")

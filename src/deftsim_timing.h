@@ -1,0 +1,62 @@
+/* deftsim_timing.h - the timing protocol of the compute phases (docs/TIMING.md).
+ *
+ * One iteration's sparsifier step runs R = [timing] repeats times on the same input state:
+ * R - 1 timing repetitions on copies of the accumulators (handed out one at a time, never
+ * written back, so the real accumulators and residuals stay as they were), then the real
+ * step, whose selections, aggregate and residuals are the results. Every repetition times
+ * every worker's phases in the sparsifier's order (worker 0 .. P-1 of repetition 0, then of
+ * repetition 1, ...: the workers are interleaved). The per-worker estimate of each phase and
+ * of each COMPUTE step of the schedule is the minimum or the median of its R times
+ * ([timing] statistic); it replaces the real step's own times in the step result, so rows,
+ * metrics and the network simulation all see the estimate. With [timing] cache = cold every
+ * accumulator the sparsifier is handed is flushed from the CPU caches first. */
+#ifndef DEFTSIM_TIMING_H
+#define DEFTSIM_TIMING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "deftsim_config.h"
+#include "deftsim_error.h"
+#include "deftsim_sparsify.h"
+
+typedef struct deftsim_timing deftsim_timing;
+
+/* A timing context for steps over n-element accumulators; allocates the repetition copy (n
+ * floats) when repeats > 1. */
+deftsim_status deftsim_timing_new(int repeats, deftsim_timing_statistic statistic,
+                                  deftsim_timing_cache cache, uint64_t n, deftsim_timing **out);
+void deftsim_timing_free(deftsim_timing *t);
+
+/* Bytes deftsim_timing_new allocates beyond its own struct (the memory plan). */
+uint64_t deftsim_timing_memory(int repeats, uint64_t n);
+
+/* Runs iteration it R times as described above; *res is the real step's result with the
+ * estimated times. The spread of the repetitions is kept until the next call. */
+deftsim_status deftsim_timing_step(deftsim_timing *t, deftsim_sparsifier *sp, uint64_t it,
+                                   const deftsim_acc_provider *acc, deftsim_step_result **res);
+
+/* Of the last step: per worker and phase (worker-major, as phase_seconds), the smallest and
+ * largest of the R times; per worker, the smallest and largest of the R selection times (the
+ * sum of the selection phases of one repetition). */
+const double *deftsim_timing_phase_min(const deftsim_timing *t);
+const double *deftsim_timing_phase_max(const deftsim_timing *t);
+const double *deftsim_timing_select_min(const deftsim_timing *t);
+const double *deftsim_timing_select_max(const deftsim_timing *t);
+
+/* The estimate of v[0..r): the minimum or the median (the mean of the two middle values when r
+ * is even). Reorders v. */
+double deftsim_timing_estimate(deftsim_timing_statistic s, double *v, size_t r);
+
+/* How this build flushes a buffer from the CPU caches: "clflushopt" or "clflush" (x86, as the
+ * CPU supports), "dc civac" (AArch64),
+ * or "none" (cache = cold then has no effect; the manifest says so). */
+const char *deftsim_timing_flush_method(void);
+/* Flushes bytes from p out of every cache level (the method above). */
+void deftsim_timing_flush(const void *p, size_t bytes);
+
+/* The protocol as a manifest names it: {"repeats", "statistic", "cache", "flush", "order"}. */
+struct json_t;
+struct json_t *deftsim_timing_json(const deftsim_config *cfg);
+
+#endif
