@@ -73,7 +73,8 @@ typedef enum {
 
 typedef enum { DEFTSIM_CLTK_CHARGE_LEADER, DEFTSIM_CLTK_CHARGE_ALL } deftsim_cltk_charge;
 
-typedef enum { DEFTSIM_DEVICE_CPU, DEFTSIM_DEVICE_CUDA } deftsim_device_kind;
+/* profile: the kernels run on the cpu, the phases' durations come from [device] profile. */
+typedef enum { DEFTSIM_DEVICE_CPU, DEFTSIM_DEVICE_CUDA, DEFTSIM_DEVICE_PROFILE } deftsim_device_kind;
 
 /* The networks `deftsim train` trains (train/deftsim_nn.h, same order as deftsim_nn_kind). */
 typedef enum { DEFTSIM_TRAIN_MLP, DEFTSIM_TRAIN_CNN } deftsim_train_model;
@@ -117,6 +118,7 @@ typedef struct deftsim_config {
     struct {
         deftsim_device_kind kind;
         int threads;
+        char *profile;            /* a device profile CSV; set exactly when kind = profile */
     } device;
     struct {
         double memory_budget;     /* fraction of physical RAM the engine may use */
