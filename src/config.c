@@ -1380,9 +1380,9 @@ static deftsim_status device_check(const deftsim_config *cfg)
                                  "profile CSV: deftsim bench kernels --profile FILE)",
                                  w);
     if (cfg->device.kind != DEFTSIM_DEVICE_PROFILE && cfg->device.profile)
-        return deftsim_error_set(DEFTSIM_E_INPUT, "%s: set, but %s = %s (a profile needs kind = "
-                                 "profile)",
-                                 ww, w, deftsim_device_kind_name(cfg->device.kind));
+        return deftsim_error_set(DEFTSIM_E_INPUT, "%s: set, but [device] kind = %s (a profile "
+                                 "needs kind = profile)",
+                                 ww, deftsim_device_kind_name(cfg->device.kind));
     return DEFTSIM_OK;
 }
 

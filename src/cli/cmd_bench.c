@@ -552,7 +552,7 @@ static int bench_kernels(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     bench_opts o = {0, 0, -1.0, 25, {1}, 1, NULL, "cpu", 1, NULL, 0, 64};
-    int reps_given = 0;
+    int reps_given = 0, budget_given = 0;
     int c;
     uint64_t u;
     double d;
@@ -573,6 +573,7 @@ static int bench_kernels(int argc, char **argv)
             if (deftsim_parse_double(optarg, &d) || !(d >= 0) || d > 3600)
                 return deftsim_cli_usage_error("bench kernels", "bad --budget '%s'", optarg);
             o.budget = d;
+            budget_given = 1;
             break;
         case 'r':
             if (deftsim_parse_u64(optarg, &u) || u < 3 || u > 200)
@@ -624,7 +625,7 @@ static int bench_kernels(int argc, char **argv)
                                            "--cases and --csv do not apply");
         if (deftsim_cli_parse_only) return 0;
         bench_profile_opts po = {o.profile, o.backend, o.threads[0],
-                                 o.budget >= 0 ? o.budget : 0, reps_given ? o.max_reps : 0,
+                                 budget_given ? o.budget : 0, reps_given ? o.max_reps : 0,
                                  o.seed, o.quick, o.no_validate, o.evict_mib};
         return deftsim_bench_profile(&po);
     }

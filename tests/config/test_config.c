@@ -403,7 +403,7 @@ Test(config_override, bad)
         {"workers.counts=2..1000", DEFTSIM_E_INPUT,
          "--set workers.counts: '2..1000': 1000 is not 2 times a power of two (a..b doubles from a "
          "to b; a..b:step counts in steps)"},
-        {"device.kind=tpu", DEFTSIM_E_INPUT, "--set device.kind: 'tpu' is not one of cpu, cuda"},
+        {"device.kind=tpu", DEFTSIM_E_INPUT, "--set device.kind: 'tpu' is not one of cpu, cuda, profile"},
         {"scenario.name=a ;b", DEFTSIM_E_INPUT,
          "--set scenario.name: 'a ;b' contains ' ;', which a scenario file reads as a comment"},
         {"scenario.name=tab\there", DEFTSIM_E_INPUT, "--set scenario.name: 'tab\there' contains a control character"},
