@@ -50,16 +50,25 @@ static void fill_normal(float *x, size_t n, uint64_t seed)
     }
 }
 
-/* m distinct sorted indices in [0, n): every (n / m)-th position plus a random offset. */
+/* m sorted indices in [0, n), uniform at random (ascending, as a run's union of selections;
+ * random gaps, so that no prefetcher sees a constant stride). */
 static void fill_sorted_idx(deftsim_kidx *idx, size_t m, size_t n, uint64_t seed)
 {
     uint64_t s = seed;
-    double step = (double)n / (double)m;
-    for (size_t i = 0; i < m; i++) {
-        size_t lo = (size_t)(step * (double)i), hi = (size_t)(step * (double)(i + 1));
-        if (hi <= lo) hi = lo + 1;
-        idx[i] = (deftsim_kidx)(lo + (size_t)(mix(s++) % (hi - lo)));
+    /* Ascending without a sort: exponential gaps, rescaled to end below n. */
+    double *g = malloc((m + 1) * sizeof *g), tot = 0;
+    if (!g) {
+        for (size_t i = 0; i < m; i++) idx[i] = (deftsim_kidx)((double)n * (double)i / (double)m);
+        return;
     }
+    for (size_t i = 0; i <= m; i++) tot += (g[i] = -log(unit(&s)));
+    double acc = 0;
+    for (size_t i = 0; i < m; i++) {
+        acc += g[i];
+        size_t v = (size_t)((double)n * acc / tot);
+        idx[i] = (deftsim_kidx)(v < n ? v : n - 1);
+    }
+    free(g);
 }
 
 /* ---- Cases -------------------------------------------------------------------------------- */

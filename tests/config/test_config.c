@@ -679,7 +679,7 @@ Test(config_names, schema)
     cr_expect_str_eq(deftsim_config_section_name(7), "network");
     cr_expect_str_eq(deftsim_config_section_name(8), "train");
     cr_expect_null(deftsim_config_section_name(9));
-    cr_expect_eq(deftsim_config_key_count(), 52);
+    cr_expect_eq(deftsim_config_key_count(), 53);
     cr_expect_null(deftsim_config_key(deftsim_config_key_count()));
     /* Keys come grouped by section, in section order. */
     size_t s = 0;
