@@ -79,6 +79,7 @@ typedef struct {
     size_t n;         /* the input's length (x, universe) */
     size_t m;         /* k, count, entries, list length */
     size_t lists;     /* union: number of lists */
+    deftsim_kidx *ul; /* union: its lists, lists x m random indices below n (owned) */
     float thr;        /* filters */
     deftsim_kseg *segs; /* segmented: owned */
     size_t nseg;
@@ -247,7 +248,6 @@ typedef struct {
     float *sbuf;       /* MMAX samples */
     deftsim_kidx *idx; /* MMAX sorted indices */
     deftsim_kidx *out; /* NMAX outputs */
-    deftsim_kidx *lists; /* 32 lists of at most R18_N / 100 random indices */
     const deftsim_kidx *lp[32];
     size_t lens[32];
     float *mva, *mvb;  /* merge values */
@@ -311,7 +311,7 @@ static deftsim_status run_once(deftsim_kctx *ctx, const pcase *c, pbufs *b)
         return deftsim_k_scatter_add(ctx, b->xw, c->n, b->idx, b->vals, c->m);
     case DEFTSIM_KOP_UNION:
         for (size_t l = 0; l < c->lists; l++) {
-            b->lp[l] = b->lists + l * c->m;
+            b->lp[l] = c->ul + l * c->m;
             b->lens[l] = c->m;
         }
         return deftsim_k_union(ctx, c->n, b->lp, b->lens, c->lists, b->out, NMAX, &cnt,
@@ -337,9 +337,9 @@ static double device_seconds(const deftsim_kctx *ctx)
     return x.device_seconds;
 }
 
-/* One warm-up call, then up to reps calls within budget seconds (at least 3): the median. */
-static deftsim_status measure_case(deftsim_kctx *ctx, pcase *c, pbufs *b, double budget,
-                                   unsigned reps, double *median, unsigned *nrep)
+/* Sizes the scratch, draws a union's lists, and makes one untimed call, which also records
+ * the sizes the dispatch layer reports for it (c->call). */
+static deftsim_status prepare_case(deftsim_kctx *ctx, pcase *c, pbufs *b)
 {
     size_t need;
     deftsim_status st;
@@ -350,30 +350,50 @@ static deftsim_status measure_case(deftsim_kctx *ctx, pcase *c, pbufs *b, double
         b->scratch = p;
         b->scratch_bytes = need;
     }
-    if (c->op == DEFTSIM_KOP_UNION)
+    if (c->op == DEFTSIM_KOP_UNION && !c->ul) {
+        if (!(c->ul = malloc(c->lists * c->m * sizeof *c->ul)))
+            return deftsim_error_set(DEFTSIM_E_NOMEM, "bench: out of memory");
         for (size_t i = 0; i < c->lists * c->m; i++)
-            b->lists[i] = (deftsim_kidx)(mix(0x5eed + i) % c->n);
+            c->ul[i] = (deftsim_kidx)(mix(0x5eed + i) % c->n);
+    }
     deftsim_kcall log[1];
     deftsim_kctx_set_log(ctx, log, 1);
     st = run_once(ctx, c, b);
     deftsim_kctx_set_log(ctx, NULL, 0);
     if (st) return deftsim_error_wrap(st, "case %s", c->id);
     c->call = log[0];
-    double t[64];
-    unsigned n = 0;
-    double start = deftsim_now();
-    if (reps > 64) reps = 64;
-    while (n < reps && (n < 3 || deftsim_now() - start < budget)) {
-        evict(b);
-        double d0 = b->staged ? device_seconds(ctx) : 0, t0 = deftsim_now();
-        if ((st = run_once(ctx, c, b))) return st;
-        double t1 = deftsim_now();
-        t[n++] = b->staged ? device_seconds(ctx) - d0 : t1 - t0;
+    return DEFTSIM_OK;
+}
+
+/* Every case once per round, rounds times over (round-robin, so that a burst of other work
+ * on a shared machine spreads over many cases instead of spoiling one), each call after the
+ * eviction read: the median of each case's rounds. */
+static deftsim_status measure_all(deftsim_kctx *ctx, pcases *cs, pbufs *b, unsigned rounds,
+                                  double *median)
+{
+    deftsim_status st;
+    for (size_t i = 0; i < cs->n; i++)
+        if ((st = prepare_case(ctx, &cs->c[i], b))) return st;
+    double *t = malloc(cs->n * rounds * sizeof *t);
+    if (!t) return deftsim_error_set(DEFTSIM_E_NOMEM, "bench: out of memory");
+    for (unsigned r = 0; r < rounds; r++)
+        for (size_t i = 0; i < cs->n; i++) {
+            evict(b);
+            double d0 = b->staged ? device_seconds(ctx) : 0, t0 = deftsim_now();
+            if ((st = run_once(ctx, &cs->c[i], b))) {
+                free(t);
+                return deftsim_error_wrap(st, "case %s", cs->c[i].id);
+            }
+            double t1 = deftsim_now();
+            t[i * rounds + r] = b->staged ? device_seconds(ctx) - d0 : t1 - t0;
+        }
+    for (size_t i = 0; i < cs->n; i++) {
+        double *v = t + i * rounds;
+        qsort(v, rounds, sizeof *v, cmp_d);
+        median[i] = rounds % 2 ? v[rounds / 2] : 0.5 * (v[rounds / 2 - 1] + v[rounds / 2]);
+        if (!(median[i] > 0)) median[i] = 1e-9;
     }
-    qsort(t, n, sizeof *t, cmp_d);
-    *median = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-    if (!(*median > 0)) *median = 1e-9;
-    *nrep = n;
+    free(t);
     return DEFTSIM_OK;
 }
 
@@ -386,20 +406,18 @@ static deftsim_status alloc_bufs(pbufs *b, uint64_t seed)
     b->sbuf = malloc(MMAX * sizeof *b->sbuf);
     b->idx = malloc(MMAX * sizeof *b->idx);
     b->out = malloc(NMAX * sizeof *b->out);
-    b->lists = malloc(32 * (R18_N / 100) * sizeof *b->lists);
     b->mva = malloc(1000000 * sizeof *b->mva);
     b->mvb = malloc(1000000 * sizeof *b->mvb);
     b->mia = malloc(1000000 * sizeof *b->mia);
     b->mib = malloc(1000000 * sizeof *b->mib);
     b->mout = malloc(1000000 * sizeof *b->mout);
-    if (!b->x || !b->xw || !b->vals || !b->sbuf || !b->idx || !b->out || !b->lists || !b->mva ||
+    if (!b->x || !b->xw || !b->vals || !b->sbuf || !b->idx || !b->out || !b->mva ||
         !b->mvb || !b->mia || !b->mib || !b->mout)
         return deftsim_error_set(DEFTSIM_E_NOMEM, "bench: out of memory for the profile's inputs");
     fill_normal(b->x, NMAX, seed);
     memcpy(b->xw, b->x, NMAX * sizeof *b->x);
     fill_normal(b->vals, MMAX, seed + 1);
     fill_sorted_idx(b->idx, MMAX, NMAX, seed + 2);
-    /* The union's lists are drawn per case (measure_case), over the case's universe. */
     fill_sorted_idx(b->mia, 1000000, 4000000, seed + 4);
     fill_sorted_idx(b->mib, 1000000, 4000000, seed + 5);
     fill_normal(b->mva, 1000000, seed + 6);
@@ -415,7 +433,6 @@ static void free_bufs(pbufs *b)
     free(b->sbuf);
     free(b->idx);
     free(b->out);
-    free(b->lists);
     free(b->mva);
     free(b->mvb);
     free(b->mia);
@@ -563,11 +580,11 @@ int deftsim_bench_profile(const bench_profile_opts *o)
     deftsim_kctx *ctx = NULL;
     deftsim_model *r18 = NULL;
     pcases cs = {0};
+    double *med = NULL;
     pbufs b;
     deftsim_profile prof;
     memset(&prof, 0, sizeof prof);
-    double budget = o->budget > 0 ? o->budget : 0.15;
-    unsigned reps = o->reps ? o->reps : 15;
+    unsigned rounds = o->reps ? o->reps : 9;
     if ((st = alloc_bufs(&b, o->seed))) goto done;
     if (o->evict_mib) {
         b.evict_n = (size_t)o->evict_mib << 18;
@@ -605,10 +622,10 @@ int deftsim_bench_profile(const bench_profile_opts *o)
     double load[1] = {0};
     if (getloadavg(load, 1) < 1) load[0] = -1;
     snprintf(prof.conditions, sizeof prof.conditions,
-             "%zu cases; per case one warm-up call then the median of 3 to %u calls within "
-             "%.2f s, %s; before every call %u MiB read to evict the inputs from the caches%s; "
+             "%zu cases; one untimed call of each, then %u rounds over all cases (round-robin), "
+             "the median of each case's rounds, %s; before every call %u MiB read to evict the inputs from the caches%s; "
              "normal data, seed %llu; %ld CPUs online, load average %.2f at the start",
-             cs.n, reps, budget, b.staged ? "device time of each call (CUDA events)" : "wall clock",
+             cs.n, rounds, b.staged ? "device time of each call (CUDA events)" : "wall clock",
              o->evict_mib, o->evict_mib ? "" : " (none: inputs warm from the previous call)",
              (unsigned long long)o->seed, sysconf(_SC_NPROCESSORS_ONLN), load[0]);
 
@@ -619,14 +636,13 @@ int deftsim_bench_profile(const bench_profile_opts *o)
         st = deftsim_error_set(DEFTSIM_E_NOMEM, "bench: out of memory");
         goto done;
     }
-    for (size_t i = 0; i < cs.n; i++) {
-        unsigned nr;
-        if ((st = measure_case(ctx, &cs.c[i], &b, budget, reps, &samples[i].seconds, &nr))) {
-            free(samples);
-            goto done;
-        }
-        samples[i].call = cs.c[i].call;
+    med = calloc(cs.n, sizeof *med);
+    if (!med || (st = measure_all(ctx, &cs, &b, rounds, med))) {
+        if (!st) st = deftsim_error_set(DEFTSIM_E_NOMEM, "bench: out of memory");
+        free(samples);
+        goto done;
     }
+    for (size_t i = 0; i < cs.n; i++) samples[i] = (deftsim_profile_sample){cs.c[i].call, med[i]};
     /* One fit per operation over its cases, for every candidate cache size (1 MiB to 1 GiB):
      * the one with the smallest sum of squared relative errors over all operations wins. */
     deftsim_profile_sample *sub = calloc(cs.n, sizeof *sub);
@@ -680,10 +696,9 @@ int deftsim_bench_profile(const bench_profile_opts *o)
            "profile_ms", "rel_err");
     size_t bad = 0;
     double worst = 0;
+    if ((st = measure_all(ctx, &cs, &b, rounds, med))) goto done;
     for (size_t i = 0; i < cs.n; i++) {
-        double t;
-        unsigned nr;
-        if ((st = measure_case(ctx, &cs.c[i], &b, budget, reps, &t, &nr))) goto done;
+        double t = med[i];
         double p = deftsim_profile_predict(&prof, &cs.c[i].call), e = (p - t) / t;
         if (fabs(e) > 0.15) bad++;
         if (fabs(e) > worst) worst = fabs(e);
@@ -707,7 +722,11 @@ int deftsim_bench_profile(const bench_profile_opts *o)
     printf("phases within 15%%: %zu of %zu (host-only phases excluded); largest |error| %.1f%%\n",
            prow - pbad, prow, 100 * pw);
 done:
-    for (size_t i = 0; i < cs.n; i++) free(cs.c[i].segs);
+    free(med);
+    for (size_t i = 0; i < cs.n; i++) {
+        free(cs.c[i].segs);
+        free(cs.c[i].ul);
+    }
     free(cs.c);
     free_bufs(&b);
     deftsim_kctx_free(ctx);

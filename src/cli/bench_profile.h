@@ -8,8 +8,7 @@ typedef struct {
     const char *path;    /* the profile to write */
     const char *backend; /* "cpu" or "cuda" */
     unsigned threads;
-    double budget;       /* seconds per case; <= 0: 0.15 */
-    unsigned reps;       /* at most this many timed calls per case; 0: 15 */
+    unsigned reps;       /* rounds over all cases; 0: 9 */
     uint64_t seed;
     int quick;           /* fewer sizes, a smaller run */
     int no_validate;     /* write the profile and stop */

@@ -531,8 +531,8 @@ static void usage_kernels(FILE *out)
             "  --profile FILE    instead: measure every kernel operation the sparsifiers use\n"
             "                    over a range of sizes, fit a cost model per operation, write\n"
             "                    the device profile FILE ([device] kind = profile) and validate\n"
-            "                    it (fresh measurements, phases of a small run); --budget is\n"
-            "                    then per case (default 0.15), --reps at most 64 (default 15)\n"
+            "                    it (fresh measurements, phases of a small run); --reps is\n"
+            "                    then the rounds over all cases (default 9)\n"
             "  --no-validate     with --profile: write the profile and stop\n"
             "  --evict MIB       with --profile: read MIB MiB before every timed call so that\n"
             "                    inputs come from memory, as in a run (default 64; 0: warm)\n"
@@ -620,12 +620,12 @@ static int bench_kernels(int argc, char **argv)
         if (o.nthreads != 1)
             return deftsim_cli_usage_error("bench kernels", "--profile measures one thread count "
                                            "(--threads N)");
-        if (o.cases || o.csv)
-            return deftsim_cli_usage_error("bench kernels", "--profile runs its own cases; "
-                                           "--cases and --csv do not apply");
+        if (o.cases || o.csv || budget_given)
+            return deftsim_cli_usage_error("bench kernels", "--profile runs its own cases in "
+                                           "rounds (--reps); --cases, --csv and --budget do "
+                                           "not apply");
         if (deftsim_cli_parse_only) return 0;
-        bench_profile_opts po = {o.profile, o.backend, o.threads[0],
-                                 budget_given ? o.budget : 0, reps_given ? o.max_reps : 0,
+        bench_profile_opts po = {o.profile, o.backend, o.threads[0], reps_given ? o.max_reps : 0,
                                  o.seed, o.quick, o.no_validate, o.evict_mib};
         return deftsim_bench_profile(&po);
     }
