@@ -250,4 +250,37 @@ deftsim_status deftsim_k_merge_topk(deftsim_kctx *ctx, const deftsim_kidx *ia, c
                                     size_t nb, size_t k, deftsim_kidx *out_idx, float *out_val,
                                     size_t *out_n, void *scratch, size_t scratch_bytes);
 
+/* ---- Cost accounting (device profiles) --------------------------------------------------
+ * Every successful operation can be reported to a cost function and appended to a log, with
+ * the sizes that drive its cost. A device profile (src/deftsim_profile.h) uses this to give
+ * each call a modelled duration; the sum over a context's calls is a clock that timed regions
+ * can read instead of the wall clock (deftsim_kctx_cost_seconds). */
+
+/* One call and its sizes. n: elements the call streams over (top-k, filters, absmax: its n;
+ * segmented operations: the sum of the fragments' lengths; union: the universe; merge: na +
+ * nb). k: entries it selects, writes or touches by index (top-k: k; segmented top-k: the sum
+ * of k_j; filter: the indices written; samples: the count; gather, zero_at, scatter_add: m;
+ * union: the total length of the lists). segs: fragments (segmented operations) or lists
+ * (union); 0 otherwise. */
+typedef struct {
+    deftsim_kop op;
+    size_t n, k, segs;
+} deftsim_kcall;
+
+/* Returns the modelled seconds of one call. */
+typedef double (*deftsim_kcost_fn)(void *user, const deftsim_kcall *call);
+
+/* Installs (fn != NULL) or removes a cost function; resets the modelled clock to 0. */
+void deftsim_kctx_set_cost(deftsim_kctx *ctx, deftsim_kcost_fn fn, void *user);
+/* 1 if a cost function is installed. */
+int deftsim_kctx_has_cost(const deftsim_kctx *ctx);
+/* The modelled clock: the sum of the cost function over every successful call since it was
+ * installed (0 without one). */
+double deftsim_kctx_cost_seconds(const deftsim_kctx *ctx);
+/* Logs every successful call into buf[0..cap) from now on (buf NULL: stop logging). Calls
+ * beyond cap are counted but not stored. */
+void deftsim_kctx_set_log(deftsim_kctx *ctx, deftsim_kcall *buf, size_t cap);
+/* Calls logged since deftsim_kctx_set_log (may exceed its cap). */
+size_t deftsim_kctx_log_count(const deftsim_kctx *ctx);
+
 #endif

@@ -150,6 +150,50 @@ int deftsim_k_supports(const deftsim_kctx *ctx, deftsim_kop op)
     return 0;
 }
 
+/* ---- Cost accounting -------------------------------------------------------------------- */
+
+void deftsim_kctx_set_cost(deftsim_kctx *ctx, deftsim_kcost_fn fn, void *user)
+{
+    ctx->cost_fn = fn;
+    ctx->cost_user = user;
+    ctx->cost_seconds = 0;
+}
+
+int deftsim_kctx_has_cost(const deftsim_kctx *ctx) { return ctx->cost_fn != NULL; }
+double deftsim_kctx_cost_seconds(const deftsim_kctx *ctx) { return ctx->cost_seconds; }
+
+void deftsim_kctx_set_log(deftsim_kctx *ctx, deftsim_kcall *buf, size_t cap)
+{
+    ctx->log = buf;
+    ctx->log_cap = buf ? cap : 0;
+    ctx->log_n = 0;
+}
+
+size_t deftsim_kctx_log_count(const deftsim_kctx *ctx) { return ctx->log_n; }
+
+static int accounting(const deftsim_kctx *ctx) { return ctx->cost_fn || ctx->log; }
+
+/* After a call: on success, charges it to the modelled clock and logs it. Returns st. */
+static deftsim_status account(deftsim_kctx *ctx, deftsim_status st, deftsim_kop op, size_t n,
+                              size_t k, size_t segs)
+{
+    if (st || !accounting(ctx)) return st;
+    deftsim_kcall c = {op, n, k, segs};
+    if (ctx->cost_fn) ctx->cost_seconds += ctx->cost_fn(ctx->cost_user, &c);
+    if (ctx->log) {
+        if (ctx->log_n < ctx->log_cap) ctx->log[ctx->log_n] = c;
+        ctx->log_n++;
+    }
+    return st;
+}
+
+static size_t seg_elems(const deftsim_kseg *segs, size_t nseg)
+{
+    size_t t = 0;
+    for (size_t j = 0; j < nseg; j++) t += segs[j].len;
+    return t;
+}
+
 /* ---- Checks shared by the operations -------------------------------------------------- */
 
 static deftsim_status begin(deftsim_kctx *ctx, deftsim_kop op)
@@ -230,7 +274,7 @@ deftsim_status deftsim_k_absmax(deftsim_kctx *ctx, const float *x, size_t n, flo
     if ((st = begin(ctx, op)) || (st = check_n(op, n)) || (st = check_ptr(op, x, n > 0, "x")) ||
         (st = check_ptr(op, out, 1, "output")))
         return st;
-    return ctx->be->absmax(ctx, x, n, out);
+    return account(ctx, ctx->be->absmax(ctx, x, n, out), op, n, 0, 0);
 }
 
 deftsim_status deftsim_k_topk_scratch(const deftsim_kctx *ctx, size_t n, size_t k, size_t *bytes)
@@ -257,7 +301,7 @@ deftsim_status deftsim_k_topk(deftsim_kctx *ctx, const float *x, size_t n, size_
         (st = check_ptr(op, x, n > 0, "x")) || (st = check_ptr(op, idx_out, k > 0, "output")) ||
         (st = check_scratch(op, need, scratch, scratch_bytes)))
         return st;
-    return ctx->be->topk(ctx, x, n, k, idx_out, scratch, scratch_bytes);
+    return account(ctx, ctx->be->topk(ctx, x, n, k, idx_out, scratch, scratch_bytes), op, n, k, 0);
 }
 
 deftsim_status deftsim_k_segtopk_scratch(const deftsim_kctx *ctx, const deftsim_kseg *segs,
@@ -288,7 +332,8 @@ deftsim_status deftsim_k_segtopk(deftsim_kctx *ctx, const float *x, size_t n,
         (st = check_ptr(op, idx_out, ksum > 0, "output")) ||
         (st = check_scratch(op, need, scratch, scratch_bytes)))
         return st;
-    return ctx->be->segtopk(ctx, x, n, segs, nseg, idx_out, scratch, scratch_bytes);
+    st = ctx->be->segtopk(ctx, x, n, segs, nseg, idx_out, scratch, scratch_bytes);
+    return account(ctx, st, op, accounting(ctx) ? seg_elems(segs, nseg) : 0, ksum, nseg);
 }
 
 deftsim_status deftsim_k_seg_norms_scratch(const deftsim_kctx *ctx, const deftsim_kseg *segs,
@@ -319,7 +364,8 @@ deftsim_status deftsim_k_seg_norms(deftsim_kctx *ctx, const float *x, size_t n,
         (st = check_ptr(op, norms_out, nseg > 0, "output")) ||
         (st = check_scratch(op, need, scratch, scratch_bytes)))
         return st;
-    return ctx->be->seg_norms(ctx, x, n, segs, nseg, norms_out, scratch, scratch_bytes);
+    st = ctx->be->seg_norms(ctx, x, n, segs, nseg, norms_out, scratch, scratch_bytes);
+    return account(ctx, st, op, accounting(ctx) ? seg_elems(segs, nseg) : 0, 0, nseg);
 }
 
 /* Fragments ascending and disjoint (the accumulate pass touches every element once). */
@@ -388,7 +434,8 @@ deftsim_status deftsim_k_filter_ge(deftsim_kctx *ctx, const float *x, size_t n, 
         (st = check_ptr(op, x, n > 0, "x")) || (st = check_ptr(op, idx_out, cap > 0, "output")) ||
         (st = check_ptr(op, count, 1, "count")))
         return st;
-    return ctx->be->filter_ge(ctx, x, n, t, idx_out, cap, count);
+    st = ctx->be->filter_ge(ctx, x, n, t, idx_out, cap, count);
+    return account(ctx, st, op, n, st ? 0 : (*count < cap ? *count : cap), 0);
 }
 
 deftsim_status deftsim_k_count_ge(deftsim_kctx *ctx, const float *x, size_t n, float t,
@@ -399,7 +446,7 @@ deftsim_status deftsim_k_count_ge(deftsim_kctx *ctx, const float *x, size_t n, f
     if ((st = begin(ctx, op)) || (st = check_n(op, n)) || (st = check_threshold(op, t)) ||
         (st = check_ptr(op, x, n > 0, "x")) || (st = check_ptr(op, count, 1, "count")))
         return st;
-    return ctx->be->count_ge(ctx, x, n, t, count);
+    return account(ctx, ctx->be->count_ge(ctx, x, n, t, count), op, n, 0, 0);
 }
 
 deftsim_status deftsim_k_sample_strided(deftsim_kctx *ctx, const float *x, size_t n,
@@ -423,7 +470,8 @@ deftsim_status deftsim_k_sample_strided(deftsim_kctx *ctx, const float *x, size_
                                      "run past n = %zu",
                                      count, start, stride, n);
     }
-    return ctx->be->sample_strided(ctx, x, n, start, stride, count, out_abs);
+    st = ctx->be->sample_strided(ctx, x, n, start, stride, count, out_abs);
+    return account(ctx, st, op, 0, count, 0);
 }
 
 deftsim_status deftsim_k_sample_random(deftsim_kctx *ctx, const float *x, size_t n,
@@ -437,7 +485,8 @@ deftsim_status deftsim_k_sample_random(deftsim_kctx *ctx, const float *x, size_t
         return st;
     if (count > 0 && n == 0)
         return deftsim_error_set(DEFTSIM_E_INPUT, "kernels: sample_random: samples from n = 0");
-    return ctx->be->sample_random(ctx, x, n, count, seed, out_abs);
+    st = ctx->be->sample_random(ctx, x, n, count, seed, out_abs);
+    return account(ctx, st, op, 0, count, 0);
 }
 
 deftsim_status deftsim_k_gather(deftsim_kctx *ctx, const float *x, size_t n,
@@ -449,7 +498,7 @@ deftsim_status deftsim_k_gather(deftsim_kctx *ctx, const float *x, size_t n,
         (st = check_ptr(op, idx, m > 0, "indices")) ||
         (st = check_ptr(op, vals_out, m > 0, "output")))
         return st;
-    return ctx->be->gather(ctx, x, n, idx, m, vals_out);
+    return account(ctx, ctx->be->gather(ctx, x, n, idx, m, vals_out), op, 0, m, 0);
 }
 
 deftsim_status deftsim_k_zero_at(deftsim_kctx *ctx, float *x, size_t n, const deftsim_kidx *idx,
@@ -460,7 +509,7 @@ deftsim_status deftsim_k_zero_at(deftsim_kctx *ctx, float *x, size_t n, const de
     if ((st = begin(ctx, op)) || (st = check_n(op, n)) || (st = check_ptr(op, x, m > 0, "x")) ||
         (st = check_ptr(op, idx, m > 0, "indices")))
         return st;
-    return ctx->be->zero_at(ctx, x, n, idx, m);
+    return account(ctx, ctx->be->zero_at(ctx, x, n, idx, m), op, 0, m, 0);
 }
 
 deftsim_status deftsim_k_scatter_add(deftsim_kctx *ctx, float *dst, size_t n,
@@ -472,7 +521,7 @@ deftsim_status deftsim_k_scatter_add(deftsim_kctx *ctx, float *dst, size_t n,
         (st = check_ptr(op, dst, m > 0, "destination")) ||
         (st = check_ptr(op, idx, m > 0, "indices")) || (st = check_ptr(op, vals, m > 0, "values")))
         return st;
-    return ctx->be->scatter_add(ctx, dst, n, idx, vals, m);
+    return account(ctx, ctx->be->scatter_add(ctx, dst, n, idx, vals, m), op, 0, m, 0);
 }
 
 deftsim_status deftsim_k_union_scratch(const deftsim_kctx *ctx, size_t n, size_t *bytes)
@@ -503,7 +552,10 @@ deftsim_status deftsim_k_union(deftsim_kctx *ctx, size_t n, const deftsim_kidx *
     for (size_t j = 0; j < nlists; j++)
         if (lens[j] > 0 && !lists[j])
             return deftsim_error_set(DEFTSIM_E_USAGE, "kernels: union: list %zu is NULL", j);
-    return ctx->be->union_(ctx, n, lists, lens, nlists, out, cap, count, scratch, scratch_bytes);
+    st = ctx->be->union_(ctx, n, lists, lens, nlists, out, cap, count, scratch, scratch_bytes);
+    size_t total = 0;
+    for (size_t j = 0; j < nlists && accounting(ctx); j++) total += lens[j];
+    return account(ctx, st, op, n, total, nlists);
 }
 
 deftsim_status deftsim_k_merge_topk_scratch(const deftsim_kctx *ctx, size_t na, size_t nb,
@@ -540,6 +592,7 @@ deftsim_status deftsim_k_merge_topk(deftsim_kctx *ctx, const deftsim_kidx *ia, c
         (st = check_ptr(op, out_n, 1, "output count")) ||
         (st = check_scratch(op, need, scratch, scratch_bytes)))
         return st;
-    return ctx->be->merge_topk(ctx, ia, va, na, ib, vb, nb, k, out_idx, out_val, out_n, scratch,
-                               scratch_bytes);
+    st = ctx->be->merge_topk(ctx, ia, va, na, ib, vb, nb, k, out_idx, out_val, out_n, scratch,
+                             scratch_bytes);
+    return account(ctx, st, op, na + nb, k, 0);
 }

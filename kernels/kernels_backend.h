@@ -20,6 +20,12 @@ struct deftsim_kctx {
     deftsim_kstats last;
     deftsim_kxfer xfer; /* zero unless the backend moves data (cuda-staged) */
     void *state; /* the backend's own (thread pool, streams) */
+    /* Cost accounting (deftsim_kctx_set_cost, deftsim_kctx_set_log); filled by kernels.c. */
+    deftsim_kcost_fn cost_fn;
+    void *cost_user;
+    double cost_seconds;
+    deftsim_kcall *log;
+    size_t log_cap, log_n;
 };
 
 struct deftsim_kbackend {

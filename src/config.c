@@ -29,7 +29,7 @@ static const char *const wire_names[] = {"spec", "reference", NULL};
 static const char *const feedback_names[] = {"full", "none", "sampled", NULL};
 static const char *const cltk_charge_names[] = {"leader", "all", NULL};
 static const char *const deft_norms_names[] = {"fused", "separate", NULL};
-static const char *const device_names[] = {"cpu", "cuda", NULL};
+static const char *const device_names[] = {"cpu", "cuda", "profile", NULL};
 static const char *const train_model_names[] = {"mlp", "cnn", NULL};
 static const char *const timing_statistic_names[] = {"min", "median", NULL};
 static const char *const timing_cache_names[] = {"cold", "warm", NULL};
@@ -219,8 +219,12 @@ static const keydef keys[] = {
      .type = T_INT_LIST, .off = F(workers.counts), .count_off = F(workers.ncounts), .imin = 1,
      .imax = DEFTSIM_WORKERS_MAX},
 
-    {KEY("device", "kind", "one of: cpu, cuda", "cpu", "where the selection kernels run"),
+    {KEY("device", "kind", "one of: cpu, cuda, profile", "cpu",
+         "where the selection kernels run; profile: on the cpu, timed by [device] profile"),
      .type = T_ENUM, .off = F(device.kind), .names = device_names},
+    {KEY("device", "profile", "path", "",
+         "a device profile CSV (deftsim bench kernels --profile; kind = profile only)"),
+     .type = T_OPTPATH, .off = F(device.profile)},
     {KEY("device", "threads", "integer in [1, 1024]", "1", "CPU threads for the kernels"),
      .type = T_INT, .off = F(device.threads), .imin = 1, .imax = 1024},
 
@@ -1393,6 +1397,25 @@ static deftsim_status sparsify_check(const deftsim_config *cfg)
     return DEFTSIM_OK;
 }
 
+/* [device]: kind = profile needs a profile, and a profile needs kind = profile. The file
+ * itself is read when a run starts (deftsim_profile_load names its line and column). */
+static deftsim_status device_check(const deftsim_config *cfg)
+{
+    char w[512], ww[512];
+    where(cfg, kidx("device", "kind"), w, sizeof w);
+    where(cfg, kidx("device", "profile"), ww, sizeof ww);
+    if (cfg->device.kind == DEFTSIM_DEVICE_PROFILE && !cfg->device.profile)
+        return deftsim_error_set(DEFTSIM_E_INPUT,
+                                 "%s: profile, but [device] profile is not set (name a device "
+                                 "profile CSV: deftsim bench kernels --profile FILE)",
+                                 w);
+    if (cfg->device.kind != DEFTSIM_DEVICE_PROFILE && cfg->device.profile)
+        return deftsim_error_set(DEFTSIM_E_INPUT, "%s: set, but [device] kind = %s (a profile "
+                                 "needs kind = profile)",
+                                 ww, deftsim_device_kind_name(cfg->device.kind));
+    return DEFTSIM_OK;
+}
+
 deftsim_status deftsim_config_check(const deftsim_config *cfg)
 {
     return config_check(cfg, 0);
@@ -1408,6 +1431,7 @@ static deftsim_status config_check(const deftsim_config *cfg, int train)
         deftsim_status nst = network_check(cfg);
         if (nst) return nst;
         if ((nst = sparsify_check(cfg))) return nst;
+        if ((nst = device_check(cfg))) return nst;
     }
     int km = key_index("gradients", "model"), kt = key_index("gradients", "trace");
     int kc = key_index("workers", "counts");

@@ -78,7 +78,8 @@ typedef enum { DEFTSIM_CLTK_CHARGE_LEADER, DEFTSIM_CLTK_CHARGE_ALL } deftsim_clt
  * phase. Both give the same bits. */
 typedef enum { DEFTSIM_DEFT_NORMS_FUSED, DEFTSIM_DEFT_NORMS_SEPARATE } deftsim_deft_norms;
 
-typedef enum { DEFTSIM_DEVICE_CPU, DEFTSIM_DEVICE_CUDA } deftsim_device_kind;
+/* profile: the kernels run on the cpu, the phases' durations come from [device] profile. */
+typedef enum { DEFTSIM_DEVICE_CPU, DEFTSIM_DEVICE_CUDA, DEFTSIM_DEVICE_PROFILE } deftsim_device_kind;
 
 /* The networks `deftsim train` trains (train/deftsim_nn.h, same order as deftsim_nn_kind). */
 typedef enum { DEFTSIM_TRAIN_MLP, DEFTSIM_TRAIN_CNN } deftsim_train_model;
@@ -127,6 +128,7 @@ typedef struct deftsim_config {
     struct {
         deftsim_device_kind kind;
         int threads;
+        char *profile;            /* a device profile CSV; set exactly when kind = profile */
     } device;
     struct {
         double memory_budget;     /* fraction of physical RAM the engine may use */

@@ -27,6 +27,7 @@
 #endif
 #include "deftsim_npy.h"
 #include "deftsim_platform.h"
+#include "deftsim_profile.h"
 #include "deftsim_sparsify.h"
 #include "deftsim_timing.h"
 #include "deftsim_trace.h"
@@ -270,6 +271,7 @@ struct deftsim_engine {
     unsigned char *finite_ok;     /* trace: iterations x trace workers, 1 once checked */
     uint32_t trace_workers;
     deftsim_kctx *kctx;
+    deftsim_profile *profile;     /* [device] kind = profile: the phases' cost model */
     unsigned prep_threads;
     /* Buffers of n floats, reused by every point (see big_alloc). */
     float **pool;
@@ -529,6 +531,23 @@ static deftsim_status device_check(const deftsim_config *cfg, const char **backe
     return DEFTSIM_OK;
 }
 
+/* [device] kind = profile: loads the profile and puts its cost model on the kernel context,
+ * whose modelled clock then times every compute phase (src/sp_internal.h, sp_now). */
+static deftsim_status profile_open(deftsim_engine *e)
+{
+    if (e->cfg->device.kind != DEFTSIM_DEVICE_PROFILE) return DEFTSIM_OK;
+    if (!(e->profile = malloc(sizeof *e->profile)))
+        return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory");
+    deftsim_status st = deftsim_profile_load(e->cfg->device.profile, e->profile);
+    if (st) {
+        char w[600];
+        deftsim_config_where(e->cfg, "device", "profile", w, sizeof w);
+        return deftsim_error_wrap(st, "%s", w);
+    }
+    deftsim_kctx_set_cost(e->kctx, deftsim_profile_cost, e->profile);
+    return DEFTSIM_OK;
+}
+
 static deftsim_status open_source(deftsim_engine *e)
 {
     const deftsim_config *cfg = e->cfg;
@@ -607,6 +626,7 @@ void deftsim_engine_free(deftsim_engine *e)
     free(e->stage);
     free(e->sums);
     if (e->kctx) deftsim_kctx_free(e->kctx);
+    free(e->profile);
     if (e->gen) deftsim_gen_free(e->gen);
     if (e->trace) deftsim_trace_close(e->trace);
     deftsim_model_free(e->model_owned);
@@ -642,6 +662,7 @@ deftsim_status deftsim_engine_new(const deftsim_config *cfg, const deftsim_run_o
         st = deftsim_error_wrap(st, "[device] threads = %d", e->cfg->device.threads);
         goto fail;
     }
+    if ((st = profile_open(e))) goto fail;
     e->prep_threads = e->opt.prep_threads ? e->opt.prep_threads : online_cpus();
     if (e->prep_threads > PAR_MAX_THREADS) e->prep_threads = PAR_MAX_THREADS;
     if ((st = compute_plan(e))) goto fail;
@@ -1695,7 +1716,8 @@ static deftsim_status run_point(deftsim_engine *e, deftsim_method method, double
                  cfg->sparsify.error_feedback == DEFTSIM_FEEDBACK_SAMPLED
                      ? (uint32_t)cfg->sparsify.sampled_workers : 0u);
         snprintf(pd.run_cols, sizeof pd.run_cols, "%s,%s,%u,%" PRIu64,
-                 deftsim_wire_name(cfg->sparsify.wire), deftsim_kctx_backend(e->kctx),
+                 deftsim_wire_name(cfg->sparsify.wire),
+                 e->profile ? "profile" : deftsim_kctx_backend(e->kctx),
                  deftsim_kctx_threads(e->kctx), cfg->scenario.seed);
     }
 
@@ -1871,6 +1893,12 @@ static json_t *manifest_json(const deftsim_engine *e, const char *started, const
                                   "threads", (int)deftsim_kctx_threads(e->kctx), "prep_threads",
                                   (int)e->prep_threads));
     json_object_set_new(root, "timing", deftsim_timing_json(cfg));
+    if (e->profile)
+        json_object_set_new(json_object_get(root, "kernels"), "profile",
+                            json_pack("{s:s, s:s, s:s, s:i, s:s}", "file", cfg->device.profile,
+                                      "device", e->profile->device, "backend",
+                                      e->profile->backend, "threads", (int)e->profile->threads,
+                                      "created", e->profile->created));
     json_t *src = json_pack("{s:s, s:s, s:I, s:I}", "kind", deftsim_source_name(cfg->gradients.source),
                             "model", e->model->name, "n", (json_int_t)e->model->numel, "layers",
                             (json_int_t)e->model->nlayers);

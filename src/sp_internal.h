@@ -106,12 +106,17 @@ deftsim_step *sp_collective(deftsim_sparsifier *s, deftsim_step_kind kind, const
 /* Adds secs to worker w's phase ph and to COMPUTE step `step` of the schedule. */
 void sp_charge(deftsim_sparsifier *s, size_t step, size_t ph, uint32_t w, double secs);
 
-/* The clock of the timed regions: the wall clock less what the kernel context spent moving
+/* The clock of the timed regions: with a cost model on the context, the modelled clock;
+ * otherwise the wall clock less what the kernel context spent moving
  * data between host and device (deftsim_kctx_untimed_seconds: 0 on the cpu backend, so there
  * this is deftsim_now()). A region measured with it counts its host work plus the device time
  * of its kernel calls, not the copies a "cuda-staged" context makes for them. */
 static inline double sp_now(const deftsim_sparsifier *s)
 {
+    /* [device] kind = profile: the context's modelled clock (deftsim_kctx_cost_seconds), which
+     * advances only by the profile's cost of each kernel call, so every region measures the
+     * modelled time of the calls it made (host work between them counts 0). */
+    if (s->kc && deftsim_kctx_has_cost(s->kc)) return deftsim_kctx_cost_seconds(s->kc);
     return s->kc ? deftsim_now() - deftsim_kctx_untimed_seconds(s->kc) : deftsim_now();
 }
 

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench_profile.h"
 #include "cli.h"
 #include "deftsim_build_info.h"
 #include "deftsim_deft.h"
@@ -176,6 +177,9 @@ typedef struct {
     const char *cases; /* comma-separated substrings, or NULL for all */
     const char *backend;
     uint64_t seed;
+    const char *profile; /* --profile FILE: measure, fit and validate a device profile */
+    int no_validate;
+    unsigned evict_mib;
 } bench_opts;
 
 /* Timings of one configuration. */
@@ -640,6 +644,14 @@ static void usage_kernels(FILE *out)
             "  --reps N          at most N timed repetitions per case (default 25)\n"
             "  --seed N          data seed (default 1)\n"
             "  --backend NAME    kernel backend (default cpu; cuda: device buffers, CUDA events)\n"
+            "  --profile FILE    instead: measure every kernel operation the sparsifiers use\n"
+            "                    over a range of sizes, fit a cost model per operation, write\n"
+            "                    the device profile FILE ([device] kind = profile) and validate\n"
+            "                    it (fresh measurements, phases of a small run); --reps is\n"
+            "                    then the rounds over all cases (default 9)\n"
+            "  --no-validate     with --profile: write the profile and stop\n"
+            "  --evict MIB       with --profile: read MIB MiB before every timed call so that\n"
+            "                    inputs come from memory, as in a run (default 64; 0: warm)\n"
             "  -h, --help        this help\n"
             "Exit status 1 if any result fails verification.\n");
 }
@@ -651,9 +663,12 @@ static int bench_kernels(int argc, char **argv)
         {"threads", required_argument, NULL, 't'}, {"cases", required_argument, NULL, 'C'},
         {"budget", required_argument, NULL, 'b'}, {"reps", required_argument, NULL, 'r'},
         {"seed", required_argument, NULL, 's'},   {"backend", required_argument, NULL, 'B'},
-        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
+        {"help", no_argument, NULL, 'h'},         {"profile", required_argument, NULL, 'p'},
+        {"no-validate", no_argument, NULL, 'V'},  {"evict", required_argument, NULL, 'E'},
+        {NULL, 0, NULL, 0},
     };
-    bench_opts o = {0, 0, -1.0, 25, {1}, 1, NULL, "cpu", 1};
+    bench_opts o = {0, 0, -1.0, 25, {1}, 1, NULL, "cpu", 1, NULL, 0, 64};
+    int reps_given = 0, budget_given = 0;
     int c;
     uint64_t u;
     double d;
@@ -663,15 +678,24 @@ static int bench_kernels(int argc, char **argv)
         case 'q': o.quick = 1; break;
         case 'C': o.cases = optarg; break;
         case 'B': o.backend = optarg; break;
+        case 'p': o.profile = optarg; break;
+        case 'V': o.no_validate = 1; break;
+        case 'E':
+            if (deftsim_parse_u64(optarg, &u) || u > 16384)
+                return deftsim_cli_usage_error("bench kernels", "--evict must be 0..16384 (MiB)");
+            o.evict_mib = (unsigned)u;
+            break;
         case 'b':
             if (deftsim_parse_double(optarg, &d) || !(d >= 0) || d > 3600)
                 return deftsim_cli_usage_error("bench kernels", "bad --budget '%s'", optarg);
             o.budget = d;
+            budget_given = 1;
             break;
         case 'r':
             if (deftsim_parse_u64(optarg, &u) || u < 3 || u > 200)
                 return deftsim_cli_usage_error("bench kernels", "--reps must be 3..200");
             o.max_reps = (unsigned)u;
+            reps_given = 1;
             break;
         case 's':
             if (deftsim_parse_u64(optarg, &u))
@@ -708,6 +732,21 @@ static int bench_kernels(int argc, char **argv)
                                        "every call; use --backend cuda");
     const int dev = strcmp(o.backend, "cuda") == 0;
     (void)dev; /* used only with CUDA built in */
+    if (o.profile) {
+        if (o.nthreads != 1)
+            return deftsim_cli_usage_error("bench kernels", "--profile measures one thread count "
+                                           "(--threads N)");
+        if (o.cases || o.csv || budget_given)
+            return deftsim_cli_usage_error("bench kernels", "--profile runs its own cases in "
+                                           "rounds (--reps); --cases, --csv and --budget do "
+                                           "not apply");
+        if (deftsim_cli_parse_only) return 0;
+        bench_profile_opts po = {o.profile, o.backend, o.threads[0], reps_given ? o.max_reps : 0,
+                                 o.seed, o.quick, o.no_validate, o.evict_mib};
+        return deftsim_bench_profile(&po);
+    }
+    if (o.no_validate)
+        return deftsim_cli_usage_error("bench kernels", "--no-validate goes with --profile");
     if (deftsim_cli_parse_only) return 0;
 
     deftsim_status st = DEFTSIM_OK;

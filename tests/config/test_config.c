@@ -405,7 +405,7 @@ Test(config_override, bad)
         {"workers.counts=2..1000", DEFTSIM_E_INPUT,
          "--set workers.counts: '2..1000': 1000 is not 2 times a power of two (a..b doubles from a "
          "to b; a..b:step counts in steps)"},
-        {"device.kind=tpu", DEFTSIM_E_INPUT, "--set device.kind: 'tpu' is not one of cpu, cuda"},
+        {"device.kind=tpu", DEFTSIM_E_INPUT, "--set device.kind: 'tpu' is not one of cpu, cuda, profile"},
         {"scenario.name=a ;b", DEFTSIM_E_INPUT,
          "--set scenario.name: 'a ;b' contains ' ;', which a scenario file reads as a comment"},
         {"scenario.name=tab\there", DEFTSIM_E_INPUT, "--set scenario.name: 'tab\there' contains a control character"},
@@ -685,7 +685,7 @@ Test(config_names, schema)
     cr_expect_str_eq(deftsim_config_section_name(8), "network");
     cr_expect_str_eq(deftsim_config_section_name(9), "train");
     cr_expect_null(deftsim_config_section_name(10));
-    cr_expect_eq(deftsim_config_key_count(), 56);
+    cr_expect_eq(deftsim_config_key_count(), 57);
     cr_expect_null(deftsim_config_key(deftsim_config_key_count()));
     /* Keys come grouped by section, in section order. */
     size_t s = 0;
