@@ -39,7 +39,7 @@ static const char tiny_csv[] = "index,name,shape,numel\n"
                                "4,fc2.weight,10x64,640\n"
                                "5,fc2.bias,10,10\n";
 enum { N = 3210, K = 160, ITERS = 2 };
-static const char *const all_methods = "deft, topk, topk-ag, cltk, gtopk, dgc, dense";
+static const char *const all_methods = "deft, topk, topk-ag, cltk, gtopk, dgc, dense, micro, exdyna";
 
 static char tmpdir[64];
 
