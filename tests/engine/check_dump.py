@@ -136,8 +136,8 @@ def main():
         if r.returncode != 0:
             fail(f"deftsim run exited {r.returncode}: {r.stderr}")
         n = check(dump, os.path.join(tmp, "out", "rows.csv"))
-        if n != 7 * 2 * 4 * 2:
-            fail(f"{n} iterations checked, expected {7 * 2 * 4 * 2}")
+        if n != 9 * 2 * 4 * 2:
+            fail(f"{n} iterations checked, expected {9 * 2 * 4 * 2}")
         print(f"check_dump.py: {n} iterations checked")
 
 
