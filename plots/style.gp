@@ -26,9 +26,14 @@ set encoding utf8
 
 # Colours: a colour-blind-safe palette (Okabe-Ito), DEFT in vermillion; markers differ too, so
 # the figures read in grey.
-array mname[7] = ["deft", "topk", "topk-ag", "cltk", "gtopk", "dgc", "dense"]
-array mtitle[7] = ["DEFT", "Top-k (allgather idx, allreduce val)", "Top-k (allgather pairs)", \
-                   "CLT-k", "gTop-k", "DGC", "dense allreduce"]
+# Slot 8 is the style of a name not listed; the methods after it take slots 9 on.
+array mname[10] = ["deft", "topk", "topk-ag", "cltk", "gtopk", "dgc", "dense", "", \
+                   "micro", \
+                   "exdyna"]
+array mtitle[10] = ["DEFT", "Top-k (allgather idx, allreduce val)", "Top-k (allgather pairs)", \
+                    "CLT-k", "gTop-k", "DGC", "dense allreduce", "", \
+                    "MiCRO", \
+                    "ExDyna"]
 set style line 1 lc rgb "#D55E00" pt 7  ps 1.5 lw 2.2 dt 1
 set style line 2 lc rgb "#0072B2" pt 5  ps 1.3 lw 1.8 dt 1
 set style line 3 lc rgb "#56B4E9" pt 4  ps 1.3 lw 1.8 dt 2
@@ -37,14 +42,20 @@ set style line 5 lc rgb "#009E73" pt 11 ps 1.5 lw 1.8 dt 1
 set style line 6 lc rgb "#E69F00" pt 13 ps 1.5 lw 1.8 dt 1
 set style line 7 lc rgb "#555555" pt 3  ps 1.3 lw 1.8 dt 3
 set style line 8 lc rgb "#000000" pt 1  ps 1.3 lw 1.5 dt 1
+set style line 9 lc rgb "#882255" pt 15 ps 1.5 lw 1.8 dt 1
+set style line 10 lc rgb "#117733" pt 2  ps 1.5 lw 1.8 dt 4
 
 # Line style and legend title of a method: its slot above, 8 for a name not listed.
 mls(m) = (m eq "deft") ? 1 : (m eq "topk") ? 2 : (m eq "topk-ag") ? 3 : (m eq "cltk") ? 4 : \
-         (m eq "gtopk") ? 5 : (m eq "dgc") ? 6 : (m eq "dense") ? 7 : 8
-mtit(m) = (mls(m) <= 7) ? mtitle[mls(m)] : m
+         (m eq "gtopk") ? 5 : (m eq "dgc") ? 6 : (m eq "dense") ? 7 : \
+         (m eq "micro") ? 9 : \
+         (m eq "exdyna") ? 10 : 8
+mtit(m) = (mls(m) != 8) ? mtitle[mls(m)] : m
 # The same names, short enough for a bar's label (the breakdown).
-array mshorts[7] = ["DEFT", "Top-k", "Top-k (pairs)", "CLT-k", "gTop-k", "DGC", "dense"]
-mshort(m) = (mls(m) <= 7) ? mshorts[mls(m)] : m
+array mshorts[10] = ["DEFT", "Top-k", "Top-k (pairs)", "CLT-k", "gTop-k", "DGC", "dense", "", \
+                     "MiCRO", \
+                     "ExDyna"]
+mshort(m) = (mls(m) != 8) ? mshorts[mls(m)] : m
 nmethods = words(methods)
 
 set grid xtics ytics mytics lc rgb "#dddddd" lw 1 dt 1, lc rgb "#eeeeee" lw 1 dt 1

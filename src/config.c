@@ -23,7 +23,9 @@
 /* ---- enum names ------------------------------------------------------------------------- */
 
 static const char *const method_names[] = {"deft", "topk", "topk-ag", "cltk", "gtopk", "dgc",
-                                           "dense", NULL};
+                                           "dense",
+                                           "micro", "exdyna",
+                                           NULL};
 static const char *const source_names[] = {"synthetic", "trace", NULL};
 static const char *const wire_names[] = {"spec", "reference", NULL};
 static const char *const feedback_names[] = {"full", "none", "sampled", NULL};
@@ -183,7 +185,8 @@ static const keydef keys[] = {
          "log10 offset of the scales of 1-D tensors (biases, norms) against weights"),
      .type = T_DOUBLE, .off = F(synthetic.bias_shift), .lo = -6, .hi = 6},
 
-    {KEY("sparsify", "methods", "list of: deft, topk, topk-ag, cltk, gtopk, dgc, dense",
+    {KEY("sparsify", "methods", "list of: deft, topk, topk-ag, cltk, gtopk, dgc, dense, "
+                                    "micro, exdyna",
          "deft, topk, topk-ag, cltk, gtopk, dgc, dense", "the sparsifiers to compare"),
      .type = T_ENUM_LIST, .off = F(sparsify.methods), .count_off = F(sparsify.nmethods),
      .names = method_names},

@@ -55,6 +55,8 @@ typedef enum {
     DEFTSIM_METHOD_GTOPK,
     DEFTSIM_METHOD_DGC,
     DEFTSIM_METHOD_DENSE,
+    DEFTSIM_METHOD_MICRO,   /* MiCRO and ExDyna: threshold selection in rotating partitions */
+    DEFTSIM_METHOD_EXDYNA,
     DEFTSIM_METHOD_COUNT
 } deftsim_method;
 

@@ -122,6 +122,12 @@ typedef struct {
     double lost_mass;
     double lost_abs_mass;
     uint64_t lost_entries;
+    /* MiCRO and ExDyna (count_control = 1; 0 and NaN threshold for the others): the global
+     * threshold this step selected with, K = the sum of the workers' counts and m = the largest
+     * count (the index allgather is padded to m per worker). */
+    int count_control;
+    double threshold;
+    uint64_t count_total, count_max;
     deftsim_schedule schedule;
 } deftsim_step_result;
 
@@ -131,6 +137,13 @@ typedef struct deftsim_sparsifier deftsim_sparsifier;
  * steps allocate nothing on their hot paths. */
 deftsim_status deftsim_sparsifier_new(const deftsim_sparsifier_params *p, deftsim_sparsifier **out);
 void deftsim_sparsifier_free(deftsim_sparsifier *s);
+
+/* Nonzero for a method whose step changes state that the next step reads beyond the
+ * accumulators (MiCRO's and ExDyna's threshold and counts, Ok-Topk's thresholds and regions):
+ * running such a step twice for one iteration would change what follows, so the timing
+ * repetitions run it on shadow instances that each step exactly once per iteration
+ * (docs/TIMING.md). */
+int deftsim_sparsifier_keeps_state(const deftsim_sparsifier *s);
 
 /* Runs iteration t (t counts from 0; DEFT's and CLT-k's leader is t mod P). After a failed
  * step the accumulators and the sparsifier's state are undefined: free it. */
@@ -160,6 +173,29 @@ typedef struct {
 } deftsim_dgc_geometry;
 
 void deftsim_dgc_geometry_of(uint64_t numel, double density, deftsim_dgc_geometry *out);
+
+/* MiCRO's threshold controller (docs/SPARSIFIERS.md, "micro"): the threshold after thr when
+ * the previous step selected k_prev indices in all against the target k. */
+double deftsim_micro_threshold_next(double thr, uint64_t k_prev, uint64_t k);
+
+/* ExDyna's partitions in blocks (docs/SPARSIFIERS.md, "exdyna"). */
+#define DEFTSIM_EXDYNA_BLOCKS 1024
+typedef struct {
+    uint64_t blk_size;  /* elements per block: floor(n / 1024) rounded down to a multiple of 32 */
+    uint64_t rem;       /* n - 1024 blk_size, appended to partition P-1 */
+    double min_blk;     /* 1024 / (4 P): no repartition takes a partition below it */
+} deftsim_exdyna_geometry;
+
+/* The t = 0 plan: the geometry and blk_part[P] (1024 blocks split as evenly as possible, the
+ * first 1024 mod P partitions one block larger) and blk_pos[P] (their exclusive prefix sum). */
+void deftsim_exdyna_initial(uint64_t n, uint32_t P, deftsim_exdyna_geometry *g,
+                            int64_t *blk_part, int64_t *blk_pos);
+/* One repartition sweep from the counts of the previous step (counts[i] = rank i's count at
+ * step t_prev, k_prev = their sum); temp is P int64s of scratch. Returns the number of blocks
+ * moved. */
+uint32_t deftsim_exdyna_repartition(uint64_t n, uint32_t P, const deftsim_exdyna_geometry *g,
+                                    uint64_t t_prev, const uint64_t *counts, uint64_t k_prev,
+                                    int64_t *temp, int64_t *blk_part, int64_t *blk_pos);
 
 /* Bytes a sparsifier holds for P workers (scratch, plans, results), excluding accumulators.
  * Kernel scratch is included when p->kctx is set. 0 when the parameters are invalid. */

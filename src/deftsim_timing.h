@@ -31,6 +31,12 @@ void deftsim_timing_free(deftsim_timing *t);
 /* Bytes deftsim_timing_new allocates beyond its own struct (the memory plan). */
 uint64_t deftsim_timing_memory(int repeats, uint64_t n);
 
+/* For a method that keeps state across steps (deftsim_sparsifier_keeps_state): repetition i
+ * (i < R - 1) of every step runs on shadows[i], a sparsifier made with the same parameters,
+ * so that each instance steps once per iteration and its state follows the real one's. The
+ * caller owns the shadows; NULL (the default) runs every repetition on the real sparsifier. */
+void deftsim_timing_set_shadows(deftsim_timing *t, deftsim_sparsifier *const *shadows);
+
 /* Runs iteration it R times as described above; *res is the real step's result with the
  * estimated times. The spread of the repetitions is kept until the next call. */
 deftsim_status deftsim_timing_step(deftsim_timing *t, deftsim_sparsifier *sp, uint64_t it,

@@ -64,6 +64,7 @@ static const char *const columns[] = {
     "imbalance_seconds", "imbalance_cost", "captured_frac", "topk_frac", "captured_ratio",
     "lost_mass", "lost_abs_mass", "lost_entries", "acc_norm2", "prepare_seconds",
     "step_seconds",
+    "count_ratio", "threshold", "pad_overhead",
     /* the run */
     "error_feedback", "sampled_workers", "index_bytes", "value_bytes", "wire", "backend",
     "threads", "seed",
@@ -1361,13 +1362,22 @@ static uint64_t write_rows(row_buffer *rb, const point_state *ps, const point_de
     char b[20][40];
     const double *phmin = deftsim_timing_phase_min(tm), *phmax = deftsim_timing_phase_max(tm);
     char itcols[1024];
+    /* MiCRO and ExDyna: K / k, the threshold, the index allgather's padding m P / K - 1. */
+    double cr = NAN, pad = NAN;
+    if (r->count_control) {
+        cr = (double)r->count_total / (double)r->k;
+        if (r->count_total)
+            pad = (double)r->count_max * (double)P / (double)r->count_total - 1.0;
+    }
     snprintf(itcols, sizeof itcols,
-             "%u,%" PRIu64 ",%" PRIu64 ",%s,%s,%" PRIu64 ",%s,%s,%s,%s,%s,%s,%s,%" PRIu64 ",%s,%s,%s",
+             "%u,%" PRIu64 ",%" PRIu64 ",%s,%s,%" PRIu64 ",%s,%s,%s,%s,%s,%s,%s,%" PRIu64
+             ",%s,%s,%s,%s,%s,%s",
              r->leader, r->nnz, r->common_count, dbl(b[0], r->buildup), dbl(b[1], r->density_actual),
              r->kj_total, dbl(b[2], m->imbalance_seconds), dbl(b[3], m->imbalance_cost),
              dbl(b[4], m->captured), dbl(b[5], m->topk), dbl(b[6], m->ratio),
              dbl(b[7], r->lost_mass), dbl(b[8], r->lost_abs_mass), r->lost_entries,
-             dbl(b[9], ps->norm2), dbl(b[10], prep_s), dbl(b[11], step_s));
+             dbl(b[9], ps->norm2), dbl(b[10], prep_s), dbl(b[11], step_s), dbl(b[16], cr),
+             dbl(b[17], r->threshold), dbl(b[18], pad));
     char tail[512];
     snprintf(tail, sizeof tail, "%s,%u,%u,%s", pd->fb_cols, r->index_wire_bytes,
              r->value_wire_bytes, pd->run_cols);
@@ -1724,6 +1734,8 @@ static deftsim_status run_point(deftsim_engine *e, deftsim_method method, double
     deftsim_sparsifier_params params;
     fill_params(e, method, density, P, &params);
     deftsim_sparsifier *sp = NULL;
+    deftsim_sparsifier **shadows = NULL; /* timing repetitions of a method with state */
+    size_t nshadows = 0;
     deftsim_timing *tm = NULL;
     point_state ps;
     step_metrics m;
@@ -1747,6 +1759,16 @@ static deftsim_status run_point(deftsim_engine *e, deftsim_method method, double
     if ((st = deftsim_timing_new(cfg->timing.repeats, cfg->timing.statistic, cfg->timing.cache,
                                  ps.n, &tm)))
         goto done;
+    if (cfg->timing.repeats > 1 && deftsim_sparsifier_keeps_state(sp)) {
+        nshadows = (size_t)cfg->timing.repeats - 1;
+        if (!(shadows = calloc(nshadows, sizeof *shadows))) {
+            st = deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", pd.method);
+            goto done;
+        }
+        for (size_t i = 0; i < nshadows; i++)
+            if ((st = deftsim_sparsifier_new(&params, &shadows[i]))) goto done;
+        deftsim_timing_set_shadows(tm, shadows);
+    }
     if ((st = deftsim_afile_open(&af, csv_path))) goto done;
     FILE *f = deftsim_afile_stream(af);
     write_header(f);
@@ -1826,6 +1848,8 @@ done:
     step_metrics_free(&m);
     point_state_free(&ps);
     deftsim_timing_free(tm);
+    for (size_t i = 0; shadows && i < nshadows; i++) deftsim_sparsifier_free(shadows[i]);
+    free(shadows);
     deftsim_sparsifier_free(sp);
     rec->seconds = deftsim_now() - t_start;
     deftsim_noise_sample_now(&rec->machine_end, NULL);

@@ -26,6 +26,7 @@ typedef struct sp_method {
 
 extern const sp_method deftsim_sp_deft, deftsim_sp_topk, deftsim_sp_topk_ag, deftsim_sp_cltk,
     deftsim_sp_gtopk, deftsim_sp_dgc, deftsim_sp_dense;
+extern const sp_method deftsim_sp_micro, deftsim_sp_exdyna;
 
 /* Every buffer sp_alloc() hands out, freed together by deftsim_sparsifier_free(). */
 typedef struct {
@@ -158,5 +159,28 @@ uint64_t sp_mix64(uint64_t x);
 
 /* Sorts indices ascending in place (bookkeeping outside the timed regions). */
 void sp_sort_idx(deftsim_kidx *a, size_t n);
+
+/* ---- MiCRO's core, shared with ExDyna (sp_micro.c) --------------------------------------- */
+
+/* Partition c covers elements [lo[c], lo[c] + len[c]); worker w selects in partition
+ * (t mod P + w) mod P. The threshold, the previous step's counts and their sum persist from
+ * one step to the next (started = 0: the next step is the first). */
+typedef struct {
+    uint64_t *lo, *len;
+    int started;
+    double thr;
+    uint64_t k_prev, t_prev;
+    uint64_t *counts;           /* P: each rank's count at step t_prev */
+    float *vals;                /* one worker's values at U */
+    const deftsim_kidx **lists;
+    size_t *lens;
+    size_t ph_filter, ph_union, ph_gather, ph_residual;
+    void *ext;                  /* ExDyna's block plan */
+} sp_mcr_state;
+
+/* Allocates the state (partitions left for the caller to fill when !s->dry). */
+deftsim_status sp_mcr_init(deftsim_sparsifier *s);
+/* One step with the partitions as they are: threshold, filter, exchange, aggregate, residual. */
+deftsim_status sp_mcr_step(deftsim_sparsifier *s, uint64_t t, const deftsim_acc_provider *a);
 
 #endif

@@ -16,9 +16,20 @@ static const sp_method *method_of(deftsim_method m)
     case DEFTSIM_METHOD_GTOPK: return &deftsim_sp_gtopk;
     case DEFTSIM_METHOD_DGC: return &deftsim_sp_dgc;
     case DEFTSIM_METHOD_DENSE: return &deftsim_sp_dense;
+    case DEFTSIM_METHOD_MICRO: return &deftsim_sp_micro;
+    case DEFTSIM_METHOD_EXDYNA: return &deftsim_sp_exdyna;
     case DEFTSIM_METHOD_COUNT: break;
     }
     return NULL;
+}
+
+int deftsim_sparsifier_keeps_state(const deftsim_sparsifier *s)
+{
+    switch (s->p.method) {
+    case DEFTSIM_METHOD_MICRO:
+    case DEFTSIM_METHOD_EXDYNA: return 1;
+    default: return 0;
+    }
 }
 
 static deftsim_status check_params(const deftsim_sparsifier_params *p)
@@ -423,6 +434,9 @@ deftsim_status deftsim_sparsifier_step(deftsim_sparsifier *s, uint64_t t,
     r->buildup = r->density_actual = 0;
     r->lost_mass = r->lost_abs_mass = 0;
     r->lost_entries = 0;
+    r->count_control = 0;
+    r->threshold = NAN;
+    r->count_total = r->count_max = 0;
     r->agg_index = s->agg_idx;
     r->agg_value = s->agg_val;
 

@@ -103,6 +103,7 @@ struct deftsim_timing {
     float *copy;                  /* n floats: the accumulator of a timing repetition */
     uint32_t copy_of;             /* the worker copy holds (UINT32_MAX: none) */
     const deftsim_acc_provider *real;
+    deftsim_sparsifier *const *shadows; /* NULL, or one per repetition but the last */
     /* Per repetition: phase times (P * nphases) and COMPUTE step times (nsteps * P). */
     double *ph, *stp;
     size_t ph_cap, stp_cap;
@@ -324,6 +325,11 @@ nomem:
     return deftsim_error_set(DEFTSIM_E_NOMEM, "timing: out of memory");
 }
 
+void deftsim_timing_set_shadows(deftsim_timing *t, deftsim_sparsifier *const *shadows)
+{
+    t->shadows = shadows;
+}
+
 deftsim_status deftsim_timing_step(deftsim_timing *t, deftsim_sparsifier *sp, uint64_t it,
                                    const deftsim_acc_provider *acc, deftsim_step_result **res)
 {
@@ -340,7 +346,8 @@ deftsim_status deftsim_timing_step(deftsim_timing *t, deftsim_sparsifier *sp, ui
                                  .norms = acc->norms ? pass_norms : NULL};
     for (int rep = 0; rep + 1 < t->repeats; rep++) {
         t->copy_of = UINT32_MAX;
-        if ((st = deftsim_sparsifier_step(sp, it, &copy, &r))) return st;
+        if ((st = deftsim_sparsifier_step(t->shadows ? t->shadows[rep] : sp, it, &copy, &r)))
+            return st;
         if ((st = record(t, r, rep, &nsteps0))) return st;
     }
     t->copy_of = UINT32_MAX;

@@ -118,6 +118,16 @@ static deftsim_status build(deftsim_method method, const workload *wl, uint32_t 
         fill(st, P, k * wl->sv);
         break;
     }
+    case DEFTSIM_METHOD_MICRO:
+    case DEFTSIM_METHOD_EXDYNA:
+        /* At the target: K = k in all, balanced partitions, m = ceil(k / P) per worker. */
+        ADD(DEFTSIM_STEP_ALLGATHER, "counts");
+        fill(st, P, 4);
+        ADD(DEFTSIM_STEP_ALLGATHER, "indices");
+        fill(st, P, (k + P - 1) / P * wl->si);
+        ADD(DEFTSIM_STEP_ALLREDUCE, "values");
+        fill(st, P, k * wl->sv);
+        break;
     case DEFTSIM_METHOD_DGC:
         for (size_t l = 0; l < wl->m->nlayers; l++) {
             const deftsim_layer *ly = &wl->m->layers[l];

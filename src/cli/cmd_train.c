@@ -201,7 +201,8 @@ int deftsim_cmd_trace_record(int argc, char **argv)
         case 'm':
             if (deftsim_method_from_name(optarg, &method)) {
                 rc = deftsim_cli_usage_error("trace", "record: --method: '%s' is not a method "
-                                             "(deft, topk, topk-ag, cltk, gtopk, dgc, dense)", optarg);
+                                             "(deft, topk, topk-ag, cltk, gtopk, dgc, dense, "
+                                             "micro, exdyna)", optarg);
                 goto done;
             }
             break;

@@ -609,7 +609,7 @@ Test(config_print, json)
     cr_expect(json_is_null(json_object_get(gr, "trace")));
     json_t *m = json_object_get(sp, "methods");
     cr_assert(json_is_array(m));
-    cr_expect_eq(json_array_size(m), 7);
+    cr_expect_eq(json_array_size(m), DEFTSIM_METHOD_COUNT);
     cr_expect_str_eq(json_string_value(json_array_get(m, 2)), "topk-ag");
     json_t *d = json_object_get(sp, "densities");
     cr_assert_eq(json_array_size(d), 2);
@@ -657,7 +657,8 @@ Test(config_print, clone_and_equal)
 
 Test(config_names, methods)
 {
-    static const char *want[] = {"deft", "topk", "topk-ag", "cltk", "gtopk", "dgc", "dense"};
+    static const char *want[] = {"deft", "topk", "topk-ag", "cltk", "gtopk", "dgc", "dense",
+                                 "micro", "exdyna"};
     for (int i = 0; i < DEFTSIM_METHOD_COUNT; i++) {
         cr_expect_str_eq(deftsim_method_name((deftsim_method)i), want[i]);
         deftsim_method m;

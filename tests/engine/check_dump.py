@@ -95,6 +95,9 @@ def check(dump, rows_csv):
                 fail(f"{d}: |U| = {u.size}, picks {picks.size} + common {common}")
         if method in ("deft", "topk", "topk-ag", "cltk", "dgc") and not np.isin(picks, u).all():
             fail(f"{d}: a {method} pick is missing from the union")
+        if method in ("micro", "exdyna") and (distinct.size != picks.size or
+                                              not np.array_equal(distinct, u)):
+            fail(f"{d}: {method}'s union is not the disjoint union of the workers' picks")
         if method == "topk" and not np.array_equal(distinct, u):
             fail(f"{d}: Top-k's union is not the union of the workers' picks")
         if method == "gtopk" and not np.isin(u, distinct).all():
@@ -123,7 +126,7 @@ def main():
                 "[scenario]\nname = tiny\nseed = 3\niterations = 2\n"
                 f"output = {tmp}/out\n"
                 f"[gradients]\nmodel = {model}\n"
-                "[sparsify]\nmethods = deft, topk, topk-ag, cltk, gtopk, dgc, dense\n"
+                "[sparsify]\nmethods = deft, topk, topk-ag, cltk, gtopk, dgc, dense, micro, exdyna\n"
                 "densities = 0.05, 0.01\n"
                 "[workers]\ncounts = 1..4, 3\n"
             )
@@ -133,8 +136,8 @@ def main():
         if r.returncode != 0:
             fail(f"deftsim run exited {r.returncode}: {r.stderr}")
         n = check(dump, os.path.join(tmp, "out", "rows.csv"))
-        if n != 7 * 2 * 4 * 2:
-            fail(f"{n} iterations checked, expected {7 * 2 * 4 * 2}")
+        if n != 9 * 2 * 4 * 2:
+            fail(f"{n} iterations checked, expected {9 * 2 * 4 * 2}")
         print(f"check_dump.py: {n} iterations checked")
 
 

@@ -39,7 +39,7 @@ static const char tiny_csv[] = "index,name,shape,numel\n"
                                "4,fc2.weight,10x64,640\n"
                                "5,fc2.bias,10,10\n";
 enum { N = 3210, K = 160, ITERS = 2 };
-static const char *const all_methods = "deft, topk, topk-ag, cltk, gtopk, dgc, dense";
+static const char *const all_methods = "deft, topk, topk-ag, cltk, gtopk, dgc, dense, micro, exdyna";
 
 static char tmpdir[64];
 
@@ -396,6 +396,21 @@ Test(engine, every_method_end_to_end)
         /* One worker: its top-k of acc is the exact top-k of the average. */
         if (strcmp(cell(t, r, "method"), "topk") == 0 && num(t, r, "P") == 1)
             cr_assert_eq(cap, top);
+        /* The count-control columns: MiCRO's and ExDyna's only (|U| = K, the counts summed). */
+        const char *meth = cell(t, r, "method");
+        if (!strcmp(meth, "micro") || !strcmp(meth, "exdyna")) {
+            cr_assert_eq(num(t, r, "count_ratio"), nnz / K);
+            cr_assert(num(t, r, "threshold") > 0);
+            if (num(t, r, "iteration") == 0)
+                cr_assert_eq(num(t, r, "threshold"), 1.0 / (2.0 * sqrt((double)K)));
+            double pad = num(t, r, "pad_overhead");
+            cr_assert(pad >= 0 && pad <= num(t, r, "P") - 1);
+            if (num(t, r, "P") == 1) cr_assert_eq(pad, 0);
+        } else {
+            cr_assert_str_eq(cell(t, r, "count_ratio"), "");
+            cr_assert_str_eq(cell(t, r, "threshold"), "");
+            cr_assert_str_eq(cell(t, r, "pad_overhead"), "");
+        }
     }
 
     /* Per worker, the collectives' bytes add up to its totals. */

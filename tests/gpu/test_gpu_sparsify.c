@@ -273,7 +273,8 @@ int main(int argc, char **argv)
     static const deftsim_method methods[] = {DEFTSIM_METHOD_DEFT, DEFTSIM_METHOD_TOPK,
                                              DEFTSIM_METHOD_TOPK_AG, DEFTSIM_METHOD_CLTK,
                                              DEFTSIM_METHOD_GTOPK, DEFTSIM_METHOD_DGC,
-                                             DEFTSIM_METHOD_DENSE};
+                                             DEFTSIM_METHOD_DENSE,
+                                             DEFTSIM_METHOD_MICRO, DEFTSIM_METHOD_EXDYNA};
     static const uint32_t Ps[] = {4, 16};
     static const double ds[] = {0.01, 0.001};
     for (size_t mi = 0; mi < sizeof methods / sizeof methods[0]; mi++)

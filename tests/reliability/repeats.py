@@ -45,7 +45,7 @@ MODEL = """index,name,shape,numel
 4,fc2.weight,10x256,2560
 5,fc2.bias,10,10
 """
-METHODS = ["deft", "topk", "topk-ag", "dgc", "gtopk", "cltk", "dense"]
+METHODS = ["deft", "topk", "topk-ag", "dgc", "gtopk", "cltk", "dense", "micro", "exdyna"]
 PROTOCOLS = {
     "r1": ["--set", "timing.repeats=1"],
     "r3": ["--set", "timing.repeats=3", "--set", "timing.statistic=min",

@@ -15,7 +15,8 @@ TestSuite(sparsify, .init = sp_suite_init, .fini = sp_suite_fini, .timeout = 120
 static const deftsim_method all_methods[] = {DEFTSIM_METHOD_DEFT,  DEFTSIM_METHOD_TOPK,
                                              DEFTSIM_METHOD_TOPK_AG, DEFTSIM_METHOD_CLTK,
                                              DEFTSIM_METHOD_GTOPK, DEFTSIM_METHOD_DGC,
-                                             DEFTSIM_METHOD_DENSE};
+                                             DEFTSIM_METHOD_DENSE,
+                                             DEFTSIM_METHOD_MICRO, DEFTSIM_METHOD_EXDYNA};
 #define NMETHODS (sizeof all_methods / sizeof all_methods[0])
 
 /* acc_w += fresh integer gradient (residual + g), remembering g. */
@@ -337,6 +338,16 @@ static void check_bytes(const deftsim_step_result *r, const deftsim_model *m, in
         case DEFTSIM_METHOD_DENSE:
             expect_ar(&x, P, r->n, sv);
             break;
+        case DEFTSIM_METHOD_MICRO:
+        case DEFTSIM_METHOD_EXDYNA: {
+            /* Counts (4 B, or 8 B in the reference wire), indices padded to the largest count. */
+            uint64_t cb = reference ? 8 : 4;
+            for (uint32_t w = 0; w < P; w++)
+                x.recv_exact[w] = (uint64_t)(P - 1) * cb + (uint64_t)(P - 1) * maxc * si;
+            expect_ar(&x, P, r->nnz, sv);
+            cr_assert_eq(r->nnz, sum_local, "%s: |U| = sum of the counts", name);
+            break;
+        }
         case DEFTSIM_METHOD_COUNT:
             break;
         }
@@ -461,6 +472,22 @@ Test(sparsify, schedule_payloads)
             cr_assert_eq(st->root, 0);
             cr_assert_eq(st->bytes[0], k * 10);
             break;
+        case DEFTSIM_METHOD_MICRO:
+        case DEFTSIM_METHOD_EXDYNA: {
+            uint64_t maxc = 0;
+            for (uint32_t w = 0; w < P; w++)
+                if (r->local_count[w] > maxc) maxc = r->local_count[w];
+            cr_assert(st = sp_find_step(r, DEFTSIM_STEP_ALLGATHER, "counts", 0));
+            for (uint32_t w = 0; w < P; w++) cr_assert_eq(st->bytes[w], 4);
+            cr_assert(st = sp_find_step(r, DEFTSIM_STEP_ALLGATHER, "indices", 0));
+            for (uint32_t w = 0; w < P; w++) cr_assert_eq(st->bytes[w], maxc * 8);
+            cr_assert(st = sp_find_step(r, DEFTSIM_STEP_ALLREDUCE, "values", 0));
+            cr_assert_eq(st->bytes[0], r->nnz * 2);
+            cr_assert_eq(r->count_control, 1);
+            cr_assert_eq(r->count_total, r->nnz);
+            cr_assert_eq(r->count_max, maxc);
+            break;
+        }
         case DEFTSIM_METHOD_DGC: {
             /* One step per tensor, in parameter order. */
             size_t sparse = 0, dense = 0;
