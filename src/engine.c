@@ -1239,16 +1239,8 @@ static void point_sim_free(point_sim *s)
 static deftsim_status schedule_copy(deftsim_schedule *dst, const deftsim_schedule *src)
 {
     deftsim_schedule_init(dst, src->P);
-    size_t P = src->P ? src->P : 1;
-    for (size_t k = 0; k < src->nsteps; k++) {
-        const deftsim_step *st = &src->steps[k];
-        deftsim_step *d = deftsim_schedule_add(dst, st->kind, st->name);
-        if (!d) return DEFTSIM_E_NOMEM;
-        d->root = st->root;
-        if (st->seconds) memcpy(d->seconds, st->seconds, P * sizeof *d->seconds);
-        if (st->bytes) memcpy(d->bytes, st->bytes, P * sizeof *d->bytes);
-        if (st->peer) memcpy(d->peer, st->peer, P * sizeof *d->peer);
-    }
+    for (size_t k = 0; k < src->nsteps; k++)
+        if (!deftsim_schedule_add_copy(dst, &src->steps[k])) return DEFTSIM_E_NOMEM;
     return DEFTSIM_OK;
 }
 
