@@ -55,6 +55,7 @@ typedef enum {
     DEFTSIM_METHOD_GTOPK,
     DEFTSIM_METHOD_DGC,
     DEFTSIM_METHOD_DENSE,
+    DEFTSIM_METHOD_OKTOPK,
     DEFTSIM_METHOD_COUNT
 } deftsim_method;
 
@@ -72,6 +73,9 @@ typedef enum {
 } deftsim_feedback;
 
 typedef enum { DEFTSIM_CLTK_CHARGE_LEADER, DEFTSIM_CLTK_CHARGE_ALL } deftsim_cltk_charge;
+
+/* Ok-Topk's constants: the authors' VGG script (the default) or their BERT one. */
+typedef enum { DEFTSIM_OKTOPK_VGG, DEFTSIM_OKTOPK_BERT } deftsim_oktopk_variant;
 
 typedef enum { DEFTSIM_DEVICE_CPU, DEFTSIM_DEVICE_CUDA } deftsim_device_kind;
 
@@ -109,6 +113,8 @@ typedef struct deftsim_config {
         int sampled_workers;      /* used with error_feedback = sampled */
         deftsim_cltk_charge cltk_charge;
         double cltk_beta;         /* ScaleCom's low-pass filter; 0 = off */
+        deftsim_oktopk_variant oktopk_variant;
+        int oktopk_warmup;        /* Ok-Topk's dense iterations before the first sparse one */
     } sparsify;
     struct {
         int64_t *counts;          /* sorted ascending, unique, each in [1, DEFTSIM_WORKERS_MAX] */
@@ -246,6 +252,7 @@ const char *deftsim_source_name(deftsim_source s);
 const char *deftsim_wire_name(deftsim_wire w);
 const char *deftsim_feedback_name(deftsim_feedback f);
 const char *deftsim_cltk_charge_name(deftsim_cltk_charge c);
+const char *deftsim_oktopk_variant_name(deftsim_oktopk_variant v);
 const char *deftsim_device_kind_name(deftsim_device_kind k);
 const char *deftsim_train_model_name(deftsim_train_model m);
 

@@ -337,6 +337,8 @@ static void fill_params(const deftsim_engine *e, deftsim_method m, double d, uin
     p->wire = cfg->sparsify.wire;
     p->cltk_charge = cfg->sparsify.cltk_charge;
     p->cltk_beta = cfg->sparsify.cltk_beta;
+    p->oktopk_variant = cfg->sparsify.oktopk_variant;
+    p->oktopk_warmup = (uint64_t)cfg->sparsify.oktopk_warmup;
     p->seed = cfg->scenario.seed;
     p->kctx = e->kctx;
 }

@@ -16,6 +16,7 @@ static const sp_method *method_of(deftsim_method m)
     case DEFTSIM_METHOD_GTOPK: return &deftsim_sp_gtopk;
     case DEFTSIM_METHOD_DGC: return &deftsim_sp_dgc;
     case DEFTSIM_METHOD_DENSE: return &deftsim_sp_dense;
+    case DEFTSIM_METHOD_OKTOPK: return &deftsim_sp_oktopk;
     case DEFTSIM_METHOD_COUNT: break;
     }
     return NULL;
@@ -49,6 +50,9 @@ static deftsim_status check_params(const deftsim_sparsifier_params *p)
     if (p->cltk_charge != DEFTSIM_CLTK_CHARGE_LEADER && p->cltk_charge != DEFTSIM_CLTK_CHARGE_ALL)
         return deftsim_error_set(DEFTSIM_E_USAGE, "%s: unknown cltk_charge %d", name,
                                  (int)p->cltk_charge);
+    if (p->oktopk_variant != DEFTSIM_OKTOPK_VGG && p->oktopk_variant != DEFTSIM_OKTOPK_BERT)
+        return deftsim_error_set(DEFTSIM_E_USAGE, "%s: unknown oktopk_variant %d", name,
+                                 (int)p->oktopk_variant);
     if (!(p->cltk_beta >= 0 && p->cltk_beta <= 1))
         return deftsim_error_set(DEFTSIM_E_USAGE, "%s: cltk_beta %g is outside [0, 1]", name,
                                  p->cltk_beta);
@@ -418,6 +422,8 @@ deftsim_status deftsim_sparsifier_step(deftsim_sparsifier *s, uint64_t t,
     r->buildup = r->density_actual = 0;
     r->lost_mass = r->lost_abs_mass = 0;
     r->lost_entries = 0;
+    r->oktopk_threshold_local = r->oktopk_threshold_global = r->oktopk_region_balance = NAN;
+    r->oktopk_warmup = r->oktopk_local_recompute = r->oktopk_global_recompute = r->oktopk_recut = 0;
     r->agg_index = s->agg_idx;
     r->agg_value = s->agg_val;
 

@@ -521,6 +521,8 @@ deftsim_status deftsim_trainer_point(deftsim_trainer *tr, deftsim_method method,
         .wire = cfg->sparsify.wire,
         .cltk_charge = cfg->sparsify.cltk_charge,
         .cltk_beta = cfg->sparsify.cltk_beta,
+        .oktopk_variant = cfg->sparsify.oktopk_variant,
+        .oktopk_warmup = (uint64_t)cfg->sparsify.oktopk_warmup,
         .seed = cfg->scenario.seed,
         .kctx = tr->kctx,
     };

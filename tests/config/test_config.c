@@ -654,7 +654,8 @@ Test(config_print, clone_and_equal)
 
 Test(config_names, methods)
 {
-    static const char *want[] = {"deft", "topk", "topk-ag", "cltk", "gtopk", "dgc", "dense"};
+    static const char *want[] = {"deft", "topk", "topk-ag", "cltk", "gtopk", "dgc", "dense",
+                                 "oktopk"};
     for (int i = 0; i < DEFTSIM_METHOD_COUNT; i++) {
         cr_expect_str_eq(deftsim_method_name((deftsim_method)i), want[i]);
         deftsim_method m;
