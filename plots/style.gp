@@ -37,14 +37,22 @@ set style line 5 lc rgb "#009E73" pt 11 ps 1.5 lw 1.8 dt 1
 set style line 6 lc rgb "#E69F00" pt 13 ps 1.5 lw 1.8 dt 1
 set style line 7 lc rgb "#555555" pt 3  ps 1.3 lw 1.8 dt 3
 set style line 8 lc rgb "#000000" pt 1  ps 1.3 lw 1.5 dt 1
+# Methods after the first seven: styles from 9 on (8 stays the style of a name not listed).
+set style line 9 lc rgb "#882255" pt 15 ps 1.5 lw 1.8 dt 4
 
 # Line style and legend title of a method: its slot above, 8 for a name not listed.
 mls(m) = (m eq "deft") ? 1 : (m eq "topk") ? 2 : (m eq "topk-ag") ? 3 : (m eq "cltk") ? 4 : \
-         (m eq "gtopk") ? 5 : (m eq "dgc") ? 6 : (m eq "dense") ? 7 : 8
-mtit(m) = (mls(m) <= 7) ? mtitle[mls(m)] : m
+         (m eq "gtopk") ? 5 : (m eq "dgc") ? 6 : (m eq "dense") ? 7 : \
+         (m eq "oktopk") ? 9 : \
+         8
+mtit(m) = (mls(m) <= 7) ? mtitle[mls(m)] : \
+          (m eq "oktopk") ? "Ok-Topk" : \
+          m
 # The same names, short enough for a bar's label (the breakdown).
 array mshorts[7] = ["DEFT", "Top-k", "Top-k (pairs)", "CLT-k", "gTop-k", "DGC", "dense"]
-mshort(m) = (mls(m) <= 7) ? mshorts[mls(m)] : m
+mshort(m) = (mls(m) <= 7) ? mshorts[mls(m)] : \
+            (m eq "oktopk") ? "Ok-Topk" : \
+            m
 nmethods = words(methods)
 
 set grid xtics ytics mytics lc rgb "#dddddd" lw 1 dt 1, lc rgb "#eeeeee" lw 1 dt 1

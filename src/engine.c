@@ -61,6 +61,7 @@ static const char *const columns[] = {
     "imbalance_seconds", "imbalance_cost", "captured_frac", "topk_frac", "captured_ratio",
     "lost_mass", "lost_abs_mass", "lost_entries", "acc_norm2", "prepare_seconds",
     "step_seconds",
+    "threshold_local", "threshold_global", "region_balance",
     /* the run */
     "error_feedback", "sampled_workers", "index_bytes", "value_bytes", "wire", "backend",
     "threads", "seed",
@@ -1126,15 +1127,18 @@ static uint64_t write_rows(row_buffer *rb, const point_state *ps, const point_de
 {
     FILE *f = rb->f;
     uint32_t P = ps->P;
-    char b[16][40];
+    char b[19][40];
     char itcols[1024];
     snprintf(itcols, sizeof itcols,
-             "%u,%" PRIu64 ",%" PRIu64 ",%s,%s,%" PRIu64 ",%s,%s,%s,%s,%s,%s,%s,%" PRIu64 ",%s,%s,%s",
+             "%u,%" PRIu64 ",%" PRIu64 ",%s,%s,%" PRIu64 ",%s,%s,%s,%s,%s,%s,%s,%" PRIu64 ",%s,%s,%s,"
+             "%s,%s,%s",
              r->leader, r->nnz, r->common_count, dbl(b[0], r->buildup), dbl(b[1], r->density_actual),
              r->kj_total, dbl(b[2], m->imbalance_seconds), dbl(b[3], m->imbalance_cost),
              dbl(b[4], m->captured), dbl(b[5], m->topk), dbl(b[6], m->ratio),
              dbl(b[7], r->lost_mass), dbl(b[8], r->lost_abs_mass), r->lost_entries,
-             dbl(b[9], ps->norm2), dbl(b[10], prep_s), dbl(b[11], step_s));
+             dbl(b[9], ps->norm2), dbl(b[10], prep_s), dbl(b[11], step_s),
+             dbl(b[16], r->oktopk_threshold_local), dbl(b[17], r->oktopk_threshold_global),
+             dbl(b[18], r->oktopk_region_balance));
     char tail[512];
     snprintf(tail, sizeof tail, "%s,%u,%u,%s", pd->fb_cols, r->index_wire_bytes,
              r->value_wire_bytes, pd->run_cols);

@@ -380,7 +380,7 @@ Test(config_override, bad)
         {"=0.1", DEFTSIM_E_USAGE, "--set : no section (expected section.key=value)"},
         {"sparsify.density=0.1", DEFTSIM_E_USAGE,
          "--set sparsify.density: unknown key (keys: methods, densities, index_bytes, value_bytes, "
-         "wire, error_feedback, sampled_workers, cltk_charge, cltk_beta)"},
+         "wire, error_feedback, sampled_workers, cltk_charge, cltk_beta, oktopk_variant, oktopk_warmup)"},
         {"sparsifier.densities=0.1", DEFTSIM_E_USAGE,
          "--set sparsifier.densities: unknown section (sections: scenario, gradients, synthetic, "
          "sparsify, workers, device, engine, network, train)"},
@@ -606,7 +606,7 @@ Test(config_print, json)
     cr_expect(json_is_null(json_object_get(gr, "trace")));
     json_t *m = json_object_get(sp, "methods");
     cr_assert(json_is_array(m));
-    cr_expect_eq(json_array_size(m), 7);
+    cr_expect_eq(json_array_size(m), 8);
     cr_expect_str_eq(json_string_value(json_array_get(m, 2)), "topk-ag");
     json_t *d = json_object_get(sp, "densities");
     cr_assert_eq(json_array_size(d), 2);
@@ -680,7 +680,7 @@ Test(config_names, schema)
     cr_expect_str_eq(deftsim_config_section_name(7), "network");
     cr_expect_str_eq(deftsim_config_section_name(8), "train");
     cr_expect_null(deftsim_config_section_name(9));
-    cr_expect_eq(deftsim_config_key_count(), 52);
+    cr_expect_eq(deftsim_config_key_count(), 54);
     cr_expect_null(deftsim_config_key(deftsim_config_key_count()));
     /* Keys come grouped by section, in section order. */
     size_t s = 0;
