@@ -44,17 +44,20 @@ set style line 7 lc rgb "#555555" pt 3  ps 1.3 lw 1.8 dt 3
 set style line 8 lc rgb "#000000" pt 1  ps 1.3 lw 1.5 dt 1
 set style line 9 lc rgb "#882255" pt 15 ps 1.5 lw 1.8 dt 1
 set style line 10 lc rgb "#117733" pt 2  ps 1.5 lw 1.8 dt 4
+set style line 11 lc rgb "#44AA99" pt 13 ps 1.5 lw 1.8 dt 5
 
 # Line style and legend title of a method: its slot above, 8 for a name not listed.
 mls(m) = (m eq "deft") ? 1 : (m eq "topk") ? 2 : (m eq "topk-ag") ? 3 : (m eq "cltk") ? 4 : \
          (m eq "gtopk") ? 5 : (m eq "dgc") ? 6 : (m eq "dense") ? 7 : \
          (m eq "micro") ? 9 : \
-         (m eq "exdyna") ? 10 : 8
+         (m eq "exdyna") ? 10 : \
+         (m eq "oktopk") ? 11 : 8
 mtit(m) = (mls(m) != 8) ? mtitle[mls(m)] : m
 # The same names, short enough for a bar's label (the breakdown).
-array mshorts[10] = ["DEFT", "Top-k", "Top-k (pairs)", "CLT-k", "gTop-k", "DGC", "dense", "", \
+array mshorts[11] = ["DEFT", "Top-k", "Top-k (pairs)", "CLT-k", "gTop-k", "DGC", "dense", "", \
                      "MiCRO", \
-                     "ExDyna"]
+                     "ExDyna", \
+                     "Ok-Topk"]
 mshort(m) = (mls(m) != 8) ? mshorts[mls(m)] : m
 nmethods = words(methods)
 

@@ -508,7 +508,7 @@ static deftsim_status check_schedules(const deftsim_sim_params *p,
                                      i, s ? s->P : 0, p->P);
         for (size_t k = 0; k < s->nsteps; k++) {
             const deftsim_step *st = &s->steps[k];
-            if ((unsigned)st->kind > DEFTSIM_STEP_SENDRECV)
+            if ((unsigned)st->kind > DEFTSIM_STEP_KIND_LAST)
                 return deftsim_error_set(DEFTSIM_E_INTERNAL,
                                          "network simulation: schedule %zu step %zu: unknown "
                                          "kind %d",
@@ -525,6 +525,13 @@ static deftsim_status check_schedules(const deftsim_sim_params *p,
                                                  "network simulation: schedule %zu step %zu "
                                                  "'%s': rank %u computes for %g s",
                                                  i, k, st->name, r, st->seconds[r]);
+            if (st->kind == DEFTSIM_STEP_P2P)
+                for (size_t j = 0; j < (size_t)s->P * st->fan; j++)
+                    if (st->peer[j] != DEFTSIM_NO_PEER && st->peer[j] >= s->P)
+                        return deftsim_error_set(DEFTSIM_E_INTERNAL,
+                                                 "network simulation: schedule %zu step %zu "
+                                                 "'%s': rank %zu sends to %u of %u ranks",
+                                                 i, k, st->name, j / st->fan, st->peer[j], s->P);
             if (st->kind == DEFTSIM_STEP_SENDRECV)
                 for (uint32_t r = 0; r < s->P; r++)
                     if (st->peer[r] != DEFTSIM_NO_PEER && st->peer[r] >= s->P)

@@ -196,6 +196,30 @@ static void run_sendrecv(sim_worker *w, size_t row, const deftsim_step *st)
     for (size_t i = 0; i < nrecv; i++) w->recv += (uint64_t)(uintptr_t)w->slots[i];
 }
 
+/* A P2P round: every receive posted (senders ascending, each sender's messages in slot
+ * order), then every send in slot order, then one wait for all of them. */
+static void run_p2p(sim_worker *w, size_t row, const deftsim_step *st)
+{
+    sim_ctx *c = w->ctx;
+    const uint32_t *off = c->in_off[row], *list = c->in_list[row];
+    size_t n = 0;
+    for (uint32_t i = off[w->rank]; i < off[w->rank + 1]; i++) {
+        w->slots[n] = NULL;
+        w->comms[n] = sg_mailbox_get_async(in_mailbox(w, list[i]), &w->slots[n]);
+        n++;
+    }
+    size_t nrecv = n;
+    for (uint32_t j = 0; j < st->fan; j++) {
+        size_t at = (size_t)w->rank * st->fan + j;
+        uint32_t peer = st->peer[at];
+        if (peer == DEFTSIM_NO_PEER || peer == w->rank) continue;
+        sg_comm_t s = isend(w, peer, st->bytes[at]);
+        if (s) w->comms[n++] = s;
+    }
+    if (n) sg_comm_wait_all(w->comms, n);
+    for (size_t i = 0; i < nrecv; i++) w->recv += (uint64_t)(uintptr_t)w->slots[i];
+}
+
 static void run_step(sim_worker *w, size_t row, const deftsim_step *st)
 {
     const deftsim_sim_params *p = w->ctx->p;
@@ -207,6 +231,8 @@ static void run_step(sim_worker *w, size_t row, const deftsim_step *st)
     case DEFTSIM_STEP_ALLREDUCE: sim_allreduce(w, p, st->bytes[0]); return;
     case DEFTSIM_STEP_BCAST: sim_bcast(w, p, st->root, st->bytes[st->root]); return;
     case DEFTSIM_STEP_SENDRECV: run_sendrecv(w, row, st); return;
+    case DEFTSIM_STEP_ALLTOALL: sim_alltoall(w, p, st->bytes[w->rank]); return;
+    case DEFTSIM_STEP_P2P: run_p2p(w, row, st); return;
     }
 }
 
@@ -314,6 +340,33 @@ static int precompute(sim_ctx *c, char *msg, size_t cap)
                 for (uint32_t r = 0; r < P; r++)
                     if (st->peer[r] != DEFTSIM_NO_PEER && st->peer[r] != r)
                         list[off[st->peer[r] + 1]++] = r;
+            } else if (st->kind == DEFTSIM_STEP_P2P) {
+                /* The same lists, a sender once per message it sends (in slot order). */
+                uint32_t fan = st->fan;
+                uint32_t *off = calloc((size_t)P + 2, sizeof *off);
+                if (!off) goto nomem;
+                c->in_off[row] = off;
+                size_t n = 0;
+                for (uint32_t r = 0; r < P; r++)
+                    for (uint32_t j = 0; j < fan; j++) {
+                        uint32_t d = st->peer[(size_t)r * fan + j];
+                        if (d != DEFTSIM_NO_PEER && d != r) {
+                            off[d + 2]++;
+                            n++;
+                        }
+                    }
+                for (uint32_t r = 0; r < P; r++) {
+                    if (off[r + 2] + fan > c->max_in) c->max_in = off[r + 2] + fan;
+                    off[r + 2] += off[r + 1];
+                }
+                uint32_t *list = malloc((n ? n : 1) * sizeof *list);
+                if (!list) goto nomem;
+                c->in_list[row] = list;
+                for (uint32_t r = 0; r < P; r++)
+                    for (uint32_t j = 0; j < fan; j++) {
+                        uint32_t d = st->peer[(size_t)r * fan + j];
+                        if (d != DEFTSIM_NO_PEER && d != r) list[off[d + 1]++] = r;
+                    }
             }
         }
     }

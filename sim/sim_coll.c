@@ -30,6 +30,10 @@
  *                 scatter_ring_allgather  binomial scatter + ring allgather (SMPI: bcast
  *                                     scatter_LR_allgather)
  *
+ *   alltoall      pairwise            in step i = 0 .. P-1 rank r sends its block to r+i and
+ *                                     receives from r-i (step 0 a local copy): MPICH's pairwise
+ *                                     exchange for any P (SMPI: alltoall ring)
+ *
  * Reductions are not charged: the sums an allreduce computes take no simulated time (as in
  * SMPI with smpi/simulate-computation off). */
 #include <stdint.h>
@@ -451,4 +455,14 @@ void sim_bcast(sim_worker *w, const deftsim_sim_params *p, uint32_t root, uint64
     case DEFTSIM_BC_SCATTER_RING_ALLGATHER:
     case DEFTSIM_BC_COUNT: bc_scatter_ring_allgather(w, root, bytes); return;
     }
+}
+
+/* ---- alltoall ---------------------------------------------------------------------------------- */
+
+void sim_alltoall(sim_worker *w, const deftsim_sim_params *p, uint64_t bytes)
+{
+    (void)p;
+    uint32_t P = sim_size(w), r = sim_rank(w);
+    if (P < 2) return;
+    for (uint32_t i = 1; i < P; i++) sim_sendrecv(w, (r + i) % P, bytes, (r + P - i) % P);
 }

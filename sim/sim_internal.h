@@ -46,6 +46,8 @@ void sim_allgather(sim_worker *w, const deftsim_sim_params *p, const uint64_t *b
                    const sim_ag_info *info);
 void sim_allreduce(sim_worker *w, const deftsim_sim_params *p, uint64_t bytes);
 void sim_bcast(sim_worker *w, const deftsim_sim_params *p, uint32_t root, uint64_t bytes);
+/* Pairwise alltoall: rank r sends `bytes` to every other rank (MPI_Alltoall's equal blocks). */
+void sim_alltoall(sim_worker *w, const deftsim_sim_params *p, uint64_t bytes);
 
 /* Approximate mode: ring steps simulated before the rest is scaled from the last of them. */
 #define SIM_APPROX_RING_STEPS 6u

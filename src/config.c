@@ -24,13 +24,14 @@
 
 static const char *const method_names[] = {"deft", "topk", "topk-ag", "cltk", "gtopk", "dgc",
                                            "dense",
-                                           "micro", "exdyna",
+                                           "micro", "exdyna", "oktopk",
                                            NULL};
 static const char *const source_names[] = {"synthetic", "trace", NULL};
 static const char *const wire_names[] = {"spec", "reference", NULL};
 static const char *const feedback_names[] = {"full", "none", "sampled", NULL};
 static const char *const cltk_charge_names[] = {"leader", "all", NULL};
 static const char *const deft_norms_names[] = {"fused", "separate", NULL};
+static const char *const oktopk_variant_names[] = {"vgg", "bert", NULL};
 static const char *const device_names[] = {"cpu", "cuda", "profile", NULL};
 static const char *const train_model_names[] = {"mlp", "cnn", NULL};
 static const char *const timing_statistic_names[] = {"min", "median", NULL};
@@ -43,6 +44,7 @@ _Static_assert(sizeof(deftsim_wire) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_feedback) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_cltk_charge) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_deft_norms) == sizeof(int), "enum storage");
+_Static_assert(sizeof(deftsim_oktopk_variant) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_device_kind) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_topology) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_net_model) == sizeof(int), "enum storage");
@@ -77,6 +79,7 @@ const char *deftsim_timing_cache_name(deftsim_timing_cache c)
 }
 const char *deftsim_cltk_charge_name(deftsim_cltk_charge c) { return ENUM_NAME(cltk_charge_names, c); }
 const char *deftsim_deft_norms_name(deftsim_deft_norms d) { return ENUM_NAME(deft_norms_names, d); }
+const char *deftsim_oktopk_variant_name(deftsim_oktopk_variant v) { return ENUM_NAME(oktopk_variant_names, v); }
 const char *deftsim_device_kind_name(deftsim_device_kind k) { return ENUM_NAME(device_names, k); }
 const char *deftsim_train_model_name(deftsim_train_model m) { return ENUM_NAME(train_model_names, m); }
 
@@ -186,7 +189,7 @@ static const keydef keys[] = {
      .type = T_DOUBLE, .off = F(synthetic.bias_shift), .lo = -6, .hi = 6},
 
     {KEY("sparsify", "methods", "list of: deft, topk, topk-ag, cltk, gtopk, dgc, dense, "
-                                    "micro, exdyna",
+                                    "micro, exdyna, oktopk",
          "deft, topk, topk-ag, cltk, gtopk, dgc, dense", "the sparsifiers to compare"),
      .type = T_ENUM_LIST, .off = F(sparsify.methods), .count_off = F(sparsify.nmethods),
      .names = method_names},
@@ -216,6 +219,12 @@ static const keydef keys[] = {
          "DEFT's fragment norms: fused into the accumulate pass, or a separate pass in its "
          "selection"),
      .type = T_ENUM, .off = F(sparsify.deft_norms), .names = deft_norms_names},
+    {KEY("sparsify", "oktopk_variant", "one of: vgg, bert", "vgg",
+         "Ok-Topk's constants: the authors' VGG script, or BERT's (periods 128, balanced allgather)"),
+     .type = T_ENUM, .off = F(sparsify.oktopk_variant), .names = oktopk_variant_names},
+    {KEY("sparsify", "oktopk_warmup", "integer in [0, 1000000000]", "512",
+         "Ok-Topk: dense iterations before the first sparse one (the authors' VGG: 512; 0 skips)"),
+     .type = T_INT, .off = F(sparsify.oktopk_warmup), .imin = 0, .imax = 1000000000},
 
     {KEY("workers", "counts", "list of integers in [1, 1048576], ranges a..b or a..b:step",
          "2..64", "worker counts P to sweep"),

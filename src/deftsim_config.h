@@ -57,6 +57,7 @@ typedef enum {
     DEFTSIM_METHOD_DENSE,
     DEFTSIM_METHOD_MICRO,   /* MiCRO and ExDyna: threshold selection in rotating partitions */
     DEFTSIM_METHOD_EXDYNA,
+    DEFTSIM_METHOD_OKTOPK,  /* Ok-Topk: sparse allreduce with thresholds and regions */
     DEFTSIM_METHOD_COUNT
 } deftsim_method;
 
@@ -74,6 +75,9 @@ typedef enum {
 } deftsim_feedback;
 
 typedef enum { DEFTSIM_CLTK_CHARGE_LEADER, DEFTSIM_CLTK_CHARGE_ALL } deftsim_cltk_charge;
+
+/* Ok-Topk's constants: the authors' VGG script (the default) or their BERT one. */
+typedef enum { DEFTSIM_OKTOPK_VGG, DEFTSIM_OKTOPK_BERT } deftsim_oktopk_variant;
 
 /* Where DEFT's fragment norms are computed: fused into the pass that forms the accumulators
  * (deftsim_k_accumulate; the cost lands there) or a separate seg_norms pass in DEFT's norms
@@ -122,6 +126,8 @@ typedef struct deftsim_config {
         deftsim_cltk_charge cltk_charge;
         double cltk_beta;         /* ScaleCom's low-pass filter; 0 = off */
         deftsim_deft_norms deft_norms;
+        deftsim_oktopk_variant oktopk_variant;
+        int oktopk_warmup;        /* Ok-Topk's dense iterations before the first sparse one */
     } sparsify;
     struct {
         int64_t *counts;          /* sorted ascending, unique, each in [1, DEFTSIM_WORKERS_MAX] */
@@ -267,6 +273,7 @@ const char *deftsim_feedback_name(deftsim_feedback f);
 const char *deftsim_timing_statistic_name(deftsim_timing_statistic s);
 const char *deftsim_timing_cache_name(deftsim_timing_cache c);
 const char *deftsim_cltk_charge_name(deftsim_cltk_charge c);
+const char *deftsim_oktopk_variant_name(deftsim_oktopk_variant v);
 const char *deftsim_device_kind_name(deftsim_device_kind k);
 const char *deftsim_deft_norms_name(deftsim_deft_norms d);
 const char *deftsim_train_model_name(deftsim_train_model m);

@@ -75,6 +75,8 @@ typedef struct {
     double cltk_beta;           /* ScaleCom's low-pass filter on the residual, in [0, 1];
                                    0 = off (plain error feedback) */
     uint64_t seed;              /* DGC's random sampling offsets */
+    deftsim_oktopk_variant oktopk_variant; /* Ok-Topk's constants: VGG (default) or BERT */
+    uint64_t oktopk_warmup;     /* Ok-Topk: dense iterations t < oktopk_warmup */
     deftsim_kctx *kctx;         /* the kernel backend and its threads */
 } deftsim_sparsifier_params;
 
@@ -128,6 +130,11 @@ typedef struct {
     int count_control;
     double threshold;
     uint64_t count_total, count_max;
+    /* Ok-Topk (NaN or 0 for the others): the workers' mean local threshold and the global
+     * threshold this step used, the region balance (max over owners of the entries each
+     * receives, over their mean), and which of its periodic recomputations ran. */
+    double oktopk_threshold_local, oktopk_threshold_global, oktopk_region_balance;
+    int oktopk_warmup, oktopk_local_recompute, oktopk_global_recompute, oktopk_recut;
     deftsim_schedule schedule;
 } deftsim_step_result;
 

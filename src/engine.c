@@ -65,6 +65,7 @@ static const char *const columns[] = {
     "lost_mass", "lost_abs_mass", "lost_entries", "acc_norm2", "prepare_seconds",
     "step_seconds",
     "count_ratio", "threshold", "pad_overhead",
+    "threshold_local", "threshold_global", "region_balance",
     /* the run */
     "error_feedback", "sampled_workers", "index_bytes", "value_bytes", "wire", "backend",
     "threads", "seed",
@@ -342,6 +343,8 @@ static void fill_params(const deftsim_engine *e, deftsim_method m, double d, uin
     p->wire = cfg->sparsify.wire;
     p->cltk_charge = cfg->sparsify.cltk_charge;
     p->cltk_beta = cfg->sparsify.cltk_beta;
+    p->oktopk_variant = cfg->sparsify.oktopk_variant;
+    p->oktopk_warmup = (uint64_t)cfg->sparsify.oktopk_warmup;
     p->seed = cfg->scenario.seed;
     p->kctx = e->kctx;
 }
@@ -1359,7 +1362,7 @@ static uint64_t write_rows(row_buffer *rb, const point_state *ps, const point_de
 {
     FILE *f = rb->f;
     uint32_t P = ps->P;
-    char b[20][40];
+    char b[23][40];
     const double *phmin = deftsim_timing_phase_min(tm), *phmax = deftsim_timing_phase_max(tm);
     char itcols[1024];
     /* MiCRO and ExDyna: K / k, the threshold, the index allgather's padding m P / K - 1. */
@@ -1371,13 +1374,14 @@ static uint64_t write_rows(row_buffer *rb, const point_state *ps, const point_de
     }
     snprintf(itcols, sizeof itcols,
              "%u,%" PRIu64 ",%" PRIu64 ",%s,%s,%" PRIu64 ",%s,%s,%s,%s,%s,%s,%s,%" PRIu64
-             ",%s,%s,%s,%s,%s,%s",
+             ",%s,%s,%s,%s,%s,%s,%s,%s,%s",
              r->leader, r->nnz, r->common_count, dbl(b[0], r->buildup), dbl(b[1], r->density_actual),
              r->kj_total, dbl(b[2], m->imbalance_seconds), dbl(b[3], m->imbalance_cost),
              dbl(b[4], m->captured), dbl(b[5], m->topk), dbl(b[6], m->ratio),
              dbl(b[7], r->lost_mass), dbl(b[8], r->lost_abs_mass), r->lost_entries,
              dbl(b[9], ps->norm2), dbl(b[10], prep_s), dbl(b[11], step_s), dbl(b[16], cr),
-             dbl(b[17], r->threshold), dbl(b[18], pad));
+             dbl(b[17], r->threshold), dbl(b[18], pad), dbl(b[19], r->oktopk_threshold_local),
+             dbl(b[20], r->oktopk_threshold_global), dbl(b[21], r->oktopk_region_balance));
     char tail[512];
     snprintf(tail, sizeof tail, "%s,%u,%u,%s", pd->fb_cols, r->index_wire_bytes,
              r->value_wire_bytes, pd->run_cols);
@@ -1489,16 +1493,8 @@ static void point_sim_free(point_sim *s)
 static deftsim_status schedule_copy(deftsim_schedule *dst, const deftsim_schedule *src)
 {
     deftsim_schedule_init(dst, src->P);
-    size_t P = src->P ? src->P : 1;
-    for (size_t k = 0; k < src->nsteps; k++) {
-        const deftsim_step *st = &src->steps[k];
-        deftsim_step *d = deftsim_schedule_add(dst, st->kind, st->name);
-        if (!d) return DEFTSIM_E_NOMEM;
-        d->root = st->root;
-        if (st->seconds) memcpy(d->seconds, st->seconds, P * sizeof *d->seconds);
-        if (st->bytes) memcpy(d->bytes, st->bytes, P * sizeof *d->bytes);
-        if (st->peer) memcpy(d->peer, st->peer, P * sizeof *d->peer);
-    }
+    for (size_t k = 0; k < src->nsteps; k++)
+        if (!deftsim_schedule_add_copy(dst, &src->steps[k])) return DEFTSIM_E_NOMEM;
     return DEFTSIM_OK;
 }
 

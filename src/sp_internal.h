@@ -27,6 +27,7 @@ typedef struct sp_method {
 extern const sp_method deftsim_sp_deft, deftsim_sp_topk, deftsim_sp_topk_ag, deftsim_sp_cltk,
     deftsim_sp_gtopk, deftsim_sp_dgc, deftsim_sp_dense;
 extern const sp_method deftsim_sp_micro, deftsim_sp_exdyna;
+extern const sp_method deftsim_sp_oktopk;
 
 /* Every buffer sp_alloc() hands out, freed together by deftsim_sparsifier_free(). */
 typedef struct {

@@ -18,6 +18,7 @@ static const sp_method *method_of(deftsim_method m)
     case DEFTSIM_METHOD_DENSE: return &deftsim_sp_dense;
     case DEFTSIM_METHOD_MICRO: return &deftsim_sp_micro;
     case DEFTSIM_METHOD_EXDYNA: return &deftsim_sp_exdyna;
+    case DEFTSIM_METHOD_OKTOPK: return &deftsim_sp_oktopk;
     case DEFTSIM_METHOD_COUNT: break;
     }
     return NULL;
@@ -27,7 +28,8 @@ int deftsim_sparsifier_keeps_state(const deftsim_sparsifier *s)
 {
     switch (s->p.method) {
     case DEFTSIM_METHOD_MICRO:
-    case DEFTSIM_METHOD_EXDYNA: return 1;
+    case DEFTSIM_METHOD_EXDYNA:
+    case DEFTSIM_METHOD_OKTOPK: return 1;
     default: return 0;
     }
 }
@@ -60,6 +62,9 @@ static deftsim_status check_params(const deftsim_sparsifier_params *p)
     if (p->cltk_charge != DEFTSIM_CLTK_CHARGE_LEADER && p->cltk_charge != DEFTSIM_CLTK_CHARGE_ALL)
         return deftsim_error_set(DEFTSIM_E_USAGE, "%s: unknown cltk_charge %d", name,
                                  (int)p->cltk_charge);
+    if (p->oktopk_variant != DEFTSIM_OKTOPK_VGG && p->oktopk_variant != DEFTSIM_OKTOPK_BERT)
+        return deftsim_error_set(DEFTSIM_E_USAGE, "%s: unknown oktopk_variant %d", name,
+                                 (int)p->oktopk_variant);
     if (!(p->cltk_beta >= 0 && p->cltk_beta <= 1))
         return deftsim_error_set(DEFTSIM_E_USAGE, "%s: cltk_beta %g is outside [0, 1]", name,
                                  p->cltk_beta);
@@ -437,6 +442,8 @@ deftsim_status deftsim_sparsifier_step(deftsim_sparsifier *s, uint64_t t,
     r->count_control = 0;
     r->threshold = NAN;
     r->count_total = r->count_max = 0;
+    r->oktopk_threshold_local = r->oktopk_threshold_global = r->oktopk_region_balance = NAN;
+    r->oktopk_warmup = r->oktopk_local_recompute = r->oktopk_global_recompute = r->oktopk_recut = 0;
     r->agg_index = s->agg_idx;
     r->agg_value = s->agg_val;
 

@@ -406,14 +406,8 @@ static deftsim_status add_schedule(point_state *ps, uint64_t T, const deftsim_st
     }
     for (size_t i = 0; i < r->schedule.nsteps; i++) {
         const deftsim_step *from = &r->schedule.steps[i];
-        deftsim_step *to = deftsim_schedule_add(s, from->kind, from->name);
-        if (!to) return deftsim_error_wrap(DEFTSIM_E_NOMEM, "train: schedule");
-        to->root = from->root;
-        for (uint32_t w = 0; w < ps->P; w++) {
-            if (from->seconds) to->seconds[w] = from->seconds[w];
-            if (from->bytes) to->bytes[w] = from->bytes[w];
-            if (from->peer) to->peer[w] = from->peer[w];
-        }
+        if (!deftsim_schedule_add_copy(s, from))
+            return deftsim_error_wrap(DEFTSIM_E_NOMEM, "train: schedule");
     }
     deftsim_step *u = deftsim_schedule_add(s, DEFTSIM_STEP_COMPUTE, "update");
     if (!u) return deftsim_error_wrap(DEFTSIM_E_NOMEM, "train: schedule");
@@ -527,6 +521,8 @@ deftsim_status deftsim_trainer_point(deftsim_trainer *tr, deftsim_method method,
         .wire = cfg->sparsify.wire,
         .cltk_charge = cfg->sparsify.cltk_charge,
         .cltk_beta = cfg->sparsify.cltk_beta,
+        .oktopk_variant = cfg->sparsify.oktopk_variant,
+        .oktopk_warmup = (uint64_t)cfg->sparsify.oktopk_warmup,
         .seed = cfg->scenario.seed,
         .kctx = tr->kctx,
     };

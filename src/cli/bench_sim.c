@@ -143,6 +143,29 @@ static deftsim_status build(deftsim_method method, const workload *wl, uint32_t 
             }
         }
         break;
+    case DEFTSIM_METHOD_OKTOPK: {
+        /* A sparse step between recomputations: every worker's k picks spread evenly over the
+         * P regions, every owner keeps k / P of them (docs/SPARSIFIERS.md, Ok-Topk). */
+        uint64_t e = (k + P - 1) / P;
+        ADD(DEFTSIM_STEP_ALLTOALL, "counts");
+        fill(st, P, 4);
+        for (uint32_t first = 0; first < P; first += 4) {
+            if (!(st = deftsim_schedule_add_p2p(s, "reduce", 8))) return DEFTSIM_E_NOMEM;
+            for (uint32_t r = 0; r < P; r++)
+                for (uint32_t i = first; i < first + 4 && i < P; i++) {
+                    if (i == 0) continue;
+                    size_t at = (size_t)r * 8 + 2 * (i - first);
+                    st->peer[at] = st->peer[at + 1] = (r + i) % P;
+                    st->bytes[at] = e * wl->si;
+                    st->bytes[at + 1] = e * wl->sv;
+                }
+        }
+        ADD(DEFTSIM_STEP_ALLGATHER, "counts");
+        fill(st, P, 4);
+        ADD(DEFTSIM_STEP_ALLGATHER, "selection");
+        fill(st, P, e * (wl->si + wl->sv));
+        break;
+    }
     case DEFTSIM_METHOD_COUNT: break;
     }
 #undef ADD

@@ -9,6 +9,12 @@
  *   BCAST      bytes[root] = the payload; root names the sender
  *   SENDRECV   one round of point-to-point messages: rank r sends bytes[r] to peer[r]
  *              (peer[r] == DEFTSIM_NO_PEER: r sends nothing); receivers are implied
+ *   ALLTOALL   bytes[r] = the block rank r sends to every other rank (equal blocks: MPI_Alltoall)
+ *   P2P        one round of point-to-point messages with per-pair byte counts: rank r sends
+ *              bytes[r * fan + j] to peer[r * fan + j] for j < fan (DEFTSIM_NO_PEER or r
+ *              itself: no message; 0 bytes is a message of its envelope alone); every rank
+ *              posts its receives (senders ascending, then j), then its sends, and waits
+ *              for all of them; receivers are implied
  * Compute phases: seconds[r] = measured duration on rank r (0 where r does nothing). */
 #ifndef DEFTSIM_SCHEDULE_H
 #define DEFTSIM_SCHEDULE_H
@@ -26,8 +32,12 @@ typedef enum {
     DEFTSIM_STEP_ALLGATHER,
     DEFTSIM_STEP_ALLREDUCE,
     DEFTSIM_STEP_BCAST,
-    DEFTSIM_STEP_SENDRECV
+    DEFTSIM_STEP_SENDRECV,
+    DEFTSIM_STEP_ALLTOALL,
+    DEFTSIM_STEP_P2P
 } deftsim_step_kind;
+
+#define DEFTSIM_STEP_KIND_LAST DEFTSIM_STEP_P2P
 
 typedef struct {
     deftsim_step_kind kind;
@@ -35,7 +45,9 @@ typedef struct {
     uint32_t root;                    /* BCAST only */
     double *seconds;                  /* COMPUTE: P entries */
     uint64_t *bytes;                  /* collectives: P entries */
-    uint32_t *peer;                   /* SENDRECV: P entries */
+    uint32_t *peer;                   /* SENDRECV: P entries; P2P: P * fan */
+    uint32_t fan;                     /* P2P: message slots per rank (bytes and peer hold
+                                         P * fan entries); 1 for the other kinds */
 } deftsim_step;
 
 typedef struct {
@@ -53,13 +65,22 @@ void deftsim_schedule_free(deftsim_schedule *s);
  * with the error recorded). */
 deftsim_step *deftsim_schedule_add(deftsim_schedule *s, deftsim_step_kind kind, const char *name);
 
+/* Appends a P2P step with fan message slots per rank, every peer DEFTSIM_NO_PEER and every
+ * byte count 0 (NULL on allocation failure, with the error recorded). */
+deftsim_step *deftsim_schedule_add_p2p(deftsim_schedule *s, const char *name, uint32_t fan);
+
+/* Appends a copy of src (its kind, name, root, fan and every per-rank array) to a schedule
+ * of the same P (NULL on allocation failure, with the error recorded). */
+deftsim_step *deftsim_schedule_add_copy(deftsim_schedule *s, const deftsim_step *src);
+
 const char *deftsim_step_kind_name(deftsim_step_kind k);
 
 /* Bytes each rank sends and receives for a step under the reference algorithms of the
  * traffic formulas (docs/SPARSIFIERS.md, "Traffic of a schedule step"): ring allgather(v),
  * ring allreduce (reduce-scatter + allgather, the vector cut into P near-equal chunks at
- * element granularity elem_bytes), binomial-tree broadcast, and the step's own point-to-point
- * messages. Adds into sent[] and recv[] (P entries each). */
+ * element granularity elem_bytes), binomial-tree broadcast, pairwise alltoall (every rank
+ * sends its block to and receives one from each other rank), and the step's own
+ * point-to-point messages (SENDRECV, P2P). Adds into sent[] and recv[] (P entries each). */
 void deftsim_step_traffic(const deftsim_step *st, uint32_t P, uint32_t elem_bytes,
                           uint64_t *sent, uint64_t *recv);
 

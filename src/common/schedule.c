@@ -32,7 +32,8 @@ void deftsim_schedule_free(deftsim_schedule *s)
     memset(s, 0, sizeof *s);
 }
 
-deftsim_step *deftsim_schedule_add(deftsim_schedule *s, deftsim_step_kind kind, const char *name)
+static deftsim_step *add_step(deftsim_schedule *s, deftsim_step_kind kind, const char *name,
+                              uint32_t fan)
 {
     if (s->nsteps == s->cap) {
         size_t nc = s->cap ? 2 * s->cap : 16;
@@ -48,14 +49,15 @@ deftsim_step *deftsim_schedule_add(deftsim_schedule *s, deftsim_step_kind kind, 
     memset(st, 0, sizeof *st);
     st->kind = kind;
     snprintf(st->name, sizeof st->name, "%s", name);
-    size_t P = s->P ? s->P : 1;
+    st->fan = fan ? fan : 1;
+    size_t P = (s->P ? s->P : 1) * (size_t)st->fan;
     if (kind == DEFTSIM_STEP_COMPUTE) {
         st->seconds = calloc(P, sizeof *st->seconds);
         if (!st->seconds) goto nomem;
     } else {
         st->bytes = calloc(P, sizeof *st->bytes);
         if (!st->bytes) goto nomem;
-        if (kind == DEFTSIM_STEP_SENDRECV) {
+        if (kind == DEFTSIM_STEP_SENDRECV || kind == DEFTSIM_STEP_P2P) {
             st->peer = malloc(P * sizeof *st->peer);
             if (!st->peer) goto nomem;
             for (size_t r = 0; r < P; r++) st->peer[r] = DEFTSIM_NO_PEER;
@@ -69,6 +71,28 @@ nomem:
     return NULL;
 }
 
+deftsim_step *deftsim_schedule_add(deftsim_schedule *s, deftsim_step_kind kind, const char *name)
+{
+    return add_step(s, kind, name, 1);
+}
+
+deftsim_step *deftsim_schedule_add_p2p(deftsim_schedule *s, const char *name, uint32_t fan)
+{
+    return add_step(s, DEFTSIM_STEP_P2P, name, fan);
+}
+
+deftsim_step *deftsim_schedule_add_copy(deftsim_schedule *s, const deftsim_step *src)
+{
+    deftsim_step *d = add_step(s, src->kind, src->name, src->fan);
+    if (!d) return NULL;
+    d->root = src->root;
+    size_t P = s->P ? s->P : 1;
+    if (src->seconds) memcpy(d->seconds, src->seconds, P * sizeof *d->seconds);
+    if (src->bytes) memcpy(d->bytes, src->bytes, P * d->fan * sizeof *d->bytes);
+    if (src->peer) memcpy(d->peer, src->peer, P * d->fan * sizeof *d->peer);
+    return d;
+}
+
 const char *deftsim_step_kind_name(deftsim_step_kind k)
 {
     switch (k) {
@@ -77,6 +101,8 @@ const char *deftsim_step_kind_name(deftsim_step_kind k)
     case DEFTSIM_STEP_ALLREDUCE: return "allreduce";
     case DEFTSIM_STEP_BCAST: return "bcast";
     case DEFTSIM_STEP_SENDRECV: return "sendrecv";
+    case DEFTSIM_STEP_ALLTOALL: return "alltoall";
+    case DEFTSIM_STEP_P2P: return "p2p";
     }
     return "unknown";
 }
@@ -84,7 +110,7 @@ const char *deftsim_step_kind_name(deftsim_step_kind k)
 void deftsim_step_traffic(const deftsim_step *st, uint32_t P, uint32_t elem_bytes,
                           uint64_t *sent, uint64_t *recv)
 {
-    if (P <= 1 && st->kind != DEFTSIM_STEP_SENDRECV) return;
+    if (P <= 1 && st->kind != DEFTSIM_STEP_SENDRECV && st->kind != DEFTSIM_STEP_P2P) return;
     switch (st->kind) {
     case DEFTSIM_STEP_COMPUTE:
         return;
@@ -135,6 +161,26 @@ void deftsim_step_traffic(const deftsim_step *st, uint32_t P, uint32_t elem_byte
             sent[r] += st->bytes[r];
             recv[st->peer[r]] += st->bytes[r];
         }
+        return;
+    case DEFTSIM_STEP_ALLTOALL:
+        /* Pairwise: rank r sends its block to each of the P - 1 others and receives theirs. */
+    {
+        uint64_t total = 0;
+        for (uint32_t r = 0; r < P; r++) total += st->bytes[r];
+        for (uint32_t r = 0; r < P; r++) {
+            sent[r] += (uint64_t)(P - 1) * st->bytes[r];
+            recv[r] += total - st->bytes[r];
+        }
+        return;
+    }
+    case DEFTSIM_STEP_P2P:
+        for (uint32_t r = 0; r < P; r++)
+            for (uint32_t j = 0; j < st->fan; j++) {
+                uint32_t d = st->peer[(size_t)r * st->fan + j];
+                if (d == DEFTSIM_NO_PEER || d >= P || d == r) continue;
+                sent[r] += st->bytes[(size_t)r * st->fan + j];
+                recv[d] += st->bytes[(size_t)r * st->fan + j];
+            }
         return;
     }
 }

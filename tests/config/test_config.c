@@ -382,7 +382,8 @@ Test(config_override, bad)
         {"=0.1", DEFTSIM_E_USAGE, "--set : no section (expected section.key=value)"},
         {"sparsify.density=0.1", DEFTSIM_E_USAGE,
          "--set sparsify.density: unknown key (keys: methods, densities, index_bytes, value_bytes, "
-         "wire, error_feedback, sampled_workers, cltk_charge, cltk_beta, deft_norms)"},
+         "wire, error_feedback, sampled_workers, cltk_charge, cltk_beta, deft_norms, "
+         "oktopk_variant, oktopk_warmup)"},
         {"sparsifier.densities=0.1", DEFTSIM_E_USAGE,
          "--set sparsifier.densities: unknown section (sections: scenario, gradients, synthetic, "
          "sparsify, workers, device, engine, timing, network, train)"},
@@ -658,7 +659,7 @@ Test(config_print, clone_and_equal)
 Test(config_names, methods)
 {
     static const char *want[] = {"deft", "topk", "topk-ag", "cltk", "gtopk", "dgc", "dense",
-                                 "micro", "exdyna"};
+                                 "micro", "exdyna", "oktopk"};
     for (int i = 0; i < DEFTSIM_METHOD_COUNT; i++) {
         cr_expect_str_eq(deftsim_method_name((deftsim_method)i), want[i]);
         deftsim_method m;
@@ -686,7 +687,7 @@ Test(config_names, schema)
     cr_expect_str_eq(deftsim_config_section_name(8), "network");
     cr_expect_str_eq(deftsim_config_section_name(9), "train");
     cr_expect_null(deftsim_config_section_name(10));
-    cr_expect_eq(deftsim_config_key_count(), 57);
+    cr_expect_eq(deftsim_config_key_count(), 59);
     cr_expect_null(deftsim_config_key(deftsim_config_key_count()));
     /* Keys come grouped by section, in section order. */
     size_t s = 0;

@@ -1343,3 +1343,57 @@ Test(engine, network_off_and_approximate_are_named)
     free(po);
     free(pa);
 }
+
+/* Ok-Topk through deftsim run: the dense warm-up (one allreduce of n values, the whole vector
+ * as the aggregate, its columns empty), then sparse steps with the alltoall of the counts, the
+ * split-and-reduce rounds (P2P rows) and the allgathers, and the threshold and balance
+ * columns filled; the first sparse step re-cuts the regions (the boundaries' allreduce). */
+Test(engine, oktopk_warmup_then_sparse)
+{
+    const char *ov[] = {"sparsify.methods=oktopk", "workers.counts=3", "scenario.iterations=5",
+                        "sparsify.oktopk_warmup=2", "network.compute=none"};
+    run_ok("oktopk", NULL, ov, 5);
+    char *path = in_tmp("oktopk/rows.csv");
+    table *t = load_csv(path);
+    free(path);
+    cr_assert_gt(t->nrows, 0);
+    int seen_dense = 0, seen_p2p = 0, seen_alltoall = 0, seen_boundaries = 0;
+    for (size_t r = 0; r < t->nrows; r++) {
+        int it = (int)num(t, r, "iteration");
+        const char *phase = cell(t, r, "phase"), *kind = cell(t, r, "phase_kind");
+        if (it < 2) {
+            cr_assert_str_empty(cell(t, r, "threshold_local"), "row %zu", r);
+            cr_assert_str_empty(cell(t, r, "region_balance"), "row %zu", r);
+            cr_assert_eq(num(t, r, "nnz"), N);
+            if (!strcmp(phase, "dense")) {
+                cr_assert_str_eq(kind, "allreduce");
+                seen_dense++;
+            }
+            continue;
+        }
+        cr_assert_gt(num(t, r, "threshold_local"), 0, "row %zu", r);
+        cr_assert_geq(num(t, r, "threshold_global"), 0, "row %zu", r);
+        cr_assert_geq(num(t, r, "region_balance"), 1, "row %zu", r);
+        cr_assert_leq(num(t, r, "region_balance"), 3, "row %zu", r);
+        cr_assert(fabs(num(t, r, "buildup") - num(t, r, "nnz") / K) < 1e-12);
+        if (!strcmp(kind, "p2p")) {
+            cr_assert_str_eq(phase, "reduce");
+            seen_p2p++;
+        }
+        if (!strcmp(kind, "alltoall")) {
+            cr_assert_str_eq(phase, "counts");
+            cr_assert_eq(num(t, r, "phase_bytes_sent"), 8); /* 4 bytes to each of 2 peers */
+            cr_assert_eq(num(t, r, "phase_bytes_recv"), 8);
+            seen_alltoall++;
+        }
+        if (!strcmp(phase, "boundaries")) {
+            cr_assert_eq(it, 2, "the regions are cut on the first sparse step only");
+            seen_boundaries++;
+        }
+    }
+    cr_expect_eq(seen_dense, 2 * 3);      /* 2 iterations x 3 workers */
+    cr_expect_eq(seen_p2p, 3 * 3);        /* 3 sparse iterations x 3 workers, one round */
+    cr_expect_eq(seen_alltoall, 3 * 3);
+    cr_expect_eq(seen_boundaries, 3);
+    table_free(t);
+}

@@ -45,7 +45,7 @@ MODEL = """index,name,shape,numel
 4,fc2.weight,10x256,2560
 5,fc2.bias,10,10
 """
-METHODS = ["deft", "topk", "topk-ag", "dgc", "gtopk", "cltk", "dense", "micro", "exdyna"]
+METHODS = ["deft", "topk", "topk-ag", "dgc", "gtopk", "cltk", "dense", "micro", "exdyna", "oktopk"]
 PROTOCOLS = {
     "r1": ["--set", "timing.repeats=1"],
     "r3": ["--set", "timing.repeats=3", "--set", "timing.statistic=min",
@@ -120,6 +120,7 @@ def main():
         common = f"""[sparsify]
 methods = {", ".join(METHODS)}
 densities = 0.01
+oktopk_warmup = 1
 [workers]
 counts = 1, 3, 4
 [network]

@@ -54,6 +54,24 @@ void simtest_gtopk(deftsim_schedule *s, uint32_t P, uint64_t size)
     }
 }
 
+void simtest_oktopk_rounds(deftsim_schedule *s, uint32_t P, uint64_t size, int uneven)
+{
+    deftsim_schedule_init(s, P);
+    const uint32_t th = DEFTSIM_TEST_OKTOPK_THROTTLE;
+    for (uint32_t first = 0; first < P; first += th) {
+        deftsim_step *st = deftsim_schedule_add_p2p(s, "reduce", 2 * th);
+        cr_assert(st);
+        for (uint32_t r = 0; r < P; r++)
+            for (uint32_t i = first; i < first + th && i < P; i++) {
+                if (i == 0) continue;
+                uint32_t d = (r + i) % P;
+                size_t at = (size_t)r * 2 * th + 2 * (i - first);
+                st->peer[at] = st->peer[at + 1] = d;
+                st->bytes[at] = st->bytes[at + 1] = deftsim_test_pair_size(size, r, d, uneven);
+            }
+    }
+}
+
 double *simtest_run(const deftsim_sim_params *p, deftsim_schedule *s, size_t n,
                     deftsim_sim_result *keep)
 {
@@ -144,4 +162,21 @@ double simtest_formula_gtopk(const deftsim_sim_params *p, uint64_t size)
 {
     if (!pow2(p->P)) return NAN;
     return log2u(p->P) * simtest_msg(p, size) + bcast_binomial(p, p->P, size);
+}
+
+double simtest_formula_alltoall(const deftsim_sim_params *p, uint64_t size)
+{
+    return p->P < 2 ? 0 : (p->P - 1) * simtest_msg(p, size);
+}
+
+double simtest_formula_oktopk(const deftsim_sim_params *p, uint64_t size)
+{
+    const uint32_t th = DEFTSIM_TEST_OKTOPK_THROTTLE;
+    double t = 0;
+    for (uint32_t first = 0; first < p->P; first += th) {
+        uint32_t m = 0;
+        for (uint32_t i = first; i < first + th && i < p->P; i++) m += i ? 2 : 0;
+        if (m) t += 2 * p->latency + m * (double)(size + p->envelope_bytes) / p->bandwidth;
+    }
+    return t;
 }

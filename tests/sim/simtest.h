@@ -21,6 +21,12 @@ void simtest_one_step(deftsim_schedule *s, uint32_t P, deftsim_step_kind k, uint
  * rank 0, then a broadcast from 0), every message `size` bytes. */
 void simtest_gtopk(deftsim_schedule *s, uint32_t P, uint64_t size);
 
+/* Ok-Topk's split-and-reduce as sp_oktopk.c schedules it: rounds of up to 4 peers, in round
+ * rho rank r sends to (r + i) mod P for i = 4 rho .. 4 rho + 3 (i = 0 a local copy, no
+ * message), two messages per peer (indices, values) of deftsim_test_pair_size(size, r, dst,
+ * uneven) bytes each; one P2P step per round. */
+void simtest_oktopk_rounds(deftsim_schedule *s, uint32_t P, uint64_t size, int uneven);
+
 /* Runs the schedules; fails the test on error. Returns the iteration times (malloc'd). */
 double *simtest_run(const deftsim_sim_params *p, deftsim_schedule *s, size_t n,
                     deftsim_sim_result *keep);
@@ -33,5 +39,10 @@ double simtest_msg(const deftsim_sim_params *p, uint64_t b);
  * the algorithm has none (uneven sizes, a P or size it does not cover). */
 double simtest_formula(const deftsim_sim_params *p, deftsim_step_kind k, uint64_t size);
 double simtest_formula_gtopk(const deftsim_sim_params *p, uint64_t size);
+/* Pairwise alltoall of size-byte blocks: (P - 1) messages one after another. */
+double simtest_formula_alltoall(const deftsim_sim_params *p, uint64_t size);
+/* Ok-Topk's rounds with equal messages: in a round where every rank sends and receives m
+ * messages at once, they share its links: 2 L + m (size + 16) / B. */
+double simtest_formula_oktopk(const deftsim_sim_params *p, uint64_t size);
 
 #endif

@@ -8,7 +8,10 @@
  * deftsim_test_vsize(SIZE, r) bytes), allgatherv_equal (MPI_Allgatherv with SIZE bytes from
  * every rank: SMPI's ring allgather is not MPICH's, its ring allgatherv is), allreduce (SIZE bytes of ELEM_BYTES-byte elements, sum),
  * bcast (SIZE bytes from ROOT), gtopk (gTop-k's tree of SIZE-byte messages: the extra ranks
- * fold into the first ones, then pairwise rounds toward rank 0, then a broadcast from 0).
+ * fold into the first ones, then pairwise rounds toward rank 0, then a broadcast from 0),
+ * alltoall (SIZE bytes to every rank), oktopk and oktopk_uneven (Ok-Topk's split-and-reduce:
+ * rounds of up to 4 peers, rank r sending an index and a value message to r + i and receiving
+ * them from r - i, deftsim_test_pair_size bytes each, Irecv/Isend then Waitall per round).
  *
  * Every rank starts collective k at the same simulated instant T_k = 1000 (k + 1) seconds, by
  * computing until then: nothing else (no barrier, no reduction of the results) moves the
@@ -51,6 +54,30 @@ static void gtopk_tree(int rank, int P, int bytes, char *buf)
     MPI_Bcast(buf, bytes, MPI_BYTE, 0, MPI_COMM_WORLD);
 }
 
+static void oktopk_rounds(int rank, int P, int size, int uneven, char *sbuf, char *rbuf)
+{
+    const int th = (int)DEFTSIM_TEST_OKTOPK_THROTTLE;
+    MPI_Request req[4 * DEFTSIM_TEST_OKTOPK_THROTTLE];
+    for (int first = 0; first < P; first += th) {
+        int n = 0;
+        for (int i = first; i < first + th && i < P; i++) {
+            if (i == 0) continue;
+            int src = (rank - i + P) % P;
+            int b = (int)deftsim_test_pair_size((uint64_t)size, (uint32_t)src, (uint32_t)rank, uneven);
+            MPI_Irecv(rbuf, b, MPI_BYTE, src, 1, MPI_COMM_WORLD, &req[n++]);
+            MPI_Irecv(rbuf, b, MPI_BYTE, src, 2, MPI_COMM_WORLD, &req[n++]);
+        }
+        for (int i = first; i < first + th && i < P; i++) {
+            if (i == 0) continue;
+            int dst = (rank + i) % P;
+            int b = (int)deftsim_test_pair_size((uint64_t)size, (uint32_t)rank, (uint32_t)dst, uneven);
+            MPI_Isend(sbuf, b, MPI_BYTE, dst, 1, MPI_COMM_WORLD, &req[n++]);
+            MPI_Isend(sbuf, b, MPI_BYTE, dst, 2, MPI_COMM_WORLD, &req[n++]);
+        }
+        MPI_Waitall(n, req, MPI_STATUSES_IGNORE);
+    }
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -68,7 +95,7 @@ int main(int argc, char **argv)
     for (int i = 4; i < argc; i++)
         if (atol(argv[i]) > max) max = atol(argv[i]);
     /* Allgathers receive P blocks; everything else one. */
-    int gather = strncmp(kind, "allgather", 9) == 0;
+    int gather = strncmp(kind, "allgather", 9) == 0 || strcmp(kind, "alltoall") == 0;
     char *sbuf = SMPI_SHARED_MALLOC((size_t)max + 64);
     char *rbuf = SMPI_SHARED_MALLOC((size_t)max * (gather ? (size_t)P : 1) + 64);
     int *counts = malloc((size_t)P * sizeof *counts), *displs = malloc((size_t)P * sizeof *displs);
@@ -92,6 +119,10 @@ int main(int argc, char **argv)
             MPI_Allreduce(sbuf, rbuf, size / elem, t, elem == 2 ? MPI_MAX : MPI_SUM, MPI_COMM_WORLD);
         } else if (strcmp(kind, "bcast") == 0) {
             MPI_Bcast(sbuf, size, MPI_BYTE, root, MPI_COMM_WORLD);
+        } else if (strcmp(kind, "alltoall") == 0) {
+            MPI_Alltoall(sbuf, size, MPI_BYTE, rbuf, size, MPI_BYTE, MPI_COMM_WORLD);
+        } else if (strcmp(kind, "oktopk") == 0 || strcmp(kind, "oktopk_uneven") == 0) {
+            oktopk_rounds(rank, P, size, kind[6] != '\0', sbuf, rbuf);
         } else if (strcmp(kind, "gtopk") == 0) {
             gtopk_tree(rank, P, size, sbuf);
         } else {

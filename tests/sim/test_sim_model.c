@@ -99,6 +99,92 @@ Test(sim_model, gtopk_tree_matches_the_formula)
         }
 }
 
+/* Pairwise alltoall and Ok-Topk's rounds of point-to-point messages (P2P steps) against their
+ * closed forms, P a power of two and not, eager and rendezvous sizes; the bytes each moves
+ * against the schedule module's reference traffic. */
+Test(sim_model, alltoall_and_p2p_rounds_match_the_formula)
+{
+    const uint32_t Ps[] = {2, 3, 4, 5, 6, 8, 12, 16};
+    const uint64_t sizes[] = {4, 1024, 65536, 1u << 20};
+    int checked = 0;
+    for (size_t pi = 0; pi < sizeof Ps / sizeof Ps[0]; pi++)
+        for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+            uint32_t P = Ps[pi];
+            deftsim_sim_params p;
+            simtest_params(&p, P);
+            deftsim_schedule s[2];
+            simtest_one_step(&s[0], P, DEFTSIM_STEP_ALLTOALL, sizes[si], 0, 0);
+            simtest_oktopk_rounds(&s[1], P, sizes[si], 0);
+            deftsim_sim_result r;
+            double *t = simtest_run(&p, s, 2, &r);
+            double f[2] = {simtest_formula_alltoall(&p, sizes[si]), simtest_formula_oktopk(&p, sizes[si])};
+            const char *what[2] = {"alltoall pairwise", "oktopk p2p rounds"};
+            for (int i = 0; i < 2; i++) {
+                printf("%-18s P=%2u %8llu bytes: simulated %.9e s, formula %.9e s\n", what[i], P,
+                       (unsigned long long)sizes[si], t[i], f[i]);
+                cr_expect(close_to(t[i], f[i]), "%s P=%u %llu bytes: %.12e vs %.12e", what[i], P,
+                          (unsigned long long)sizes[si], t[i], f[i]);
+                checked++;
+                /* Bytes: what the simulation moved is the reference traffic. */
+                uint64_t *sent = calloc(P, sizeof *sent), *recv = calloc(P, sizeof *recv);
+                cr_assert(sent && recv);
+                for (size_t k = 0; k < s[i].nsteps; k++)
+                    deftsim_step_traffic(&s[i].steps[k], P, 4, sent, recv);
+                for (uint32_t w = 0; w < P; w++) {
+                    uint64_t ss = 0, rr = 0;
+                    for (size_t k = 0; k < s[i].nsteps; k++) {
+                        ss += r.sent[(r.step_offset[i] + k) * P + w];
+                        rr += r.recv[(r.step_offset[i] + k) * P + w];
+                    }
+                    cr_expect_eq(ss, sent[w], "%s P=%u rank %u sent %llu, reference %llu", what[i], P, w,
+                                 (unsigned long long)ss, (unsigned long long)sent[w]);
+                    cr_expect_eq(rr, recv[w], "%s P=%u rank %u received %llu, reference %llu", what[i], P,
+                                 w, (unsigned long long)rr, (unsigned long long)recv[w]);
+                }
+                free(sent);
+                free(recv);
+            }
+            /* Per rank: alltoall (P - 1) blocks each way; the rounds 2 (P - 1) messages each way. */
+            cr_expect_eq(r.sent[r.step_offset[0] * P], (uint64_t)(P - 1) * sizes[si]);
+            free(t);
+            deftsim_sim_result_free(&r);
+            deftsim_schedule_free(&s[0]);
+            deftsim_schedule_free(&s[1]);
+        }
+    cr_expect_eq(checked, 64);
+}
+
+/* Uneven per-pair sizes: every message reaches its receiver with its own size. */
+Test(sim_model, p2p_rounds_deliver_per_pair_bytes)
+{
+    const uint32_t P = 7;
+    deftsim_sim_params p;
+    simtest_params(&p, P);
+    deftsim_schedule s;
+    simtest_oktopk_rounds(&s, P, 100000, 1);
+    deftsim_sim_result r;
+    double *t = simtest_run(&p, &s, 1, &r);
+    for (uint32_t w = 0; w < P; w++) {
+        uint64_t want_s = 0, want_r = 0, ss = 0, rr = 0;
+        for (uint32_t q = 0; q < P; q++) {
+            if (q == w) continue;
+            want_s += 2 * deftsim_test_pair_size(100000, w, q, 1);
+            want_r += 2 * deftsim_test_pair_size(100000, q, w, 1);
+        }
+        for (size_t k = 0; k < s.nsteps; k++) {
+            ss += r.sent[(r.step_offset[0] + k) * P + w];
+            rr += r.recv[(r.step_offset[0] + k) * P + w];
+        }
+        cr_expect_eq(ss, want_s, "rank %u", w);
+        cr_expect_eq(rr, want_r, "rank %u", w);
+    }
+    cr_expect_eq(r.messages, 2ull * P * (P - 1));
+    cr_expect_gt(t[0], 0);
+    free(t);
+    deftsim_sim_result_free(&r);
+    deftsim_schedule_free(&s);
+}
+
 /* LV08 multiplies latency by 13.01 and bandwidth by 0.97: the factors the model is chosen for. */
 Test(sim_model, lv08_applies_its_factors)
 {

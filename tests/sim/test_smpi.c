@@ -58,6 +58,13 @@ static const coll_case cases[] = {
     {"gtopk tree + bcast binomial", DEFTSIM_STEP_SENDRECV, DEFTSIM_BC_BINOMIAL, 0, "gtopk", "bcast", "binomial_tree", 0},
 };
 
+/* Ok-Topk's exchanges: the alltoall of its counts and its split-and-reduce rounds (P2P). */
+static const coll_case p2p_cases[] = {
+    {"alltoall pairwise", DEFTSIM_STEP_ALLTOALL, 0, 0, "alltoall", "alltoall", "ring", 0},
+    {"oktopk p2p rounds", DEFTSIM_STEP_P2P, 0, 0, "oktopk", "alltoall", "ring", 0},
+    {"oktopk p2p rounds (uneven)", DEFTSIM_STEP_P2P, 0, 1, "oktopk_uneven", "alltoall", "ring", 0},
+};
+
 static const uint64_t all_sizes[] = {1024, 16384, 65536, 262144, 1u << 20, 8u << 20};
 #define NSIZES (sizeof all_sizes / sizeof all_sizes[0])
 
@@ -158,6 +165,8 @@ static void compare(const coll_case *c, deftsim_sim_params *p, const char *setti
     for (size_t i = 0; i < n; i++) {
         if (c->kind == DEFTSIM_STEP_SENDRECV)
             simtest_gtopk(&s[i], P, sizes[i]);
+        else if (c->kind == DEFTSIM_STEP_P2P)
+            simtest_oktopk_rounds(&s[i], P, sizes[i], c->uneven);
         else
             simtest_one_step(&s[i], P, c->kind, sizes[i], c->uneven, root);
     }
@@ -170,8 +179,10 @@ static void compare(const coll_case *c, deftsim_sim_params *p, const char *setti
         double f = NAN;
         int flat_cm02 = p->topology == DEFTSIM_TOPO_FLAT && p->model == DEFTSIM_NET_CM02 && !p->crosstraffic;
         if (flat_cm02 && !c->uneven)
-            f = c->kind == DEFTSIM_STEP_SENDRECV ? simtest_formula_gtopk(p, sizes[i])
-                                                 : simtest_formula(p, c->kind, sizes[i]);
+            f = c->kind == DEFTSIM_STEP_SENDRECV   ? simtest_formula_gtopk(p, sizes[i])
+                : c->kind == DEFTSIM_STEP_ALLTOALL ? simtest_formula_alltoall(p, sizes[i])
+                : c->kind == DEFTSIM_STEP_P2P      ? simtest_formula_oktopk(p, sizes[i])
+                                                   : simtest_formula(p, c->kind, sizes[i]);
         double rel = (ours[i] - smpi[i]) / smpi[i];
         char fs[32] = "-";
         if (!isnan(f)) snprintf(fs, sizeof fs, "%.6e", f);
@@ -237,4 +248,28 @@ Test(smpi, topologies_and_models)
             }
     printf("%d comparisons, %d outside 1 %%\n", compared, failed);
     cr_expect_geq(compared, 150);
+}
+
+/* Ok-Topk's exchanges: SMPI's MPI_Alltoall (its ring, MPICH's pairwise exchange) and the
+ * split-and-reduce rounds written with MPI_Irecv/MPI_Isend/MPI_Waitall, on the flat cluster
+ * with CM02 at P = 4, 16, 64, 12 and 7, and on the fat tree with LV08 and crosstraffic. */
+Test(smpi, alltoall_and_p2p_rounds)
+{
+    header();
+    const uint32_t Ps[] = {4, 16, 64, 12, 7};
+    for (size_t ci = 0; ci < sizeof p2p_cases / sizeof p2p_cases[0]; ci++) {
+        for (size_t pi = 0; pi < sizeof Ps / sizeof Ps[0]; pi++) {
+            deftsim_sim_params p;
+            simtest_params(&p, Ps[pi]);
+            compare(&p2p_cases[ci], &p, "flat, CM02");
+        }
+        deftsim_sim_params p;
+        simtest_params(&p, 16);
+        p.topology = DEFTSIM_TOPO_FATTREE;
+        p.model = DEFTSIM_NET_LV08;
+        p.crosstraffic = 1;
+        compare(&p2p_cases[ci], &p, "fattree, LV08, cross");
+    }
+    printf("%d comparisons, %d outside 1 %%\n", compared, failed);
+    cr_expect_geq(compared, 100);
 }

@@ -1,0 +1,508 @@
+/* sp_oktopk.c - Ok-Topk (Li and Hoefler, PPoPP 2022), as the authors' code
+ * (Shigangli/Ok-Topk) runs it: docs/SPARSIFIERS.md, "Ok-Topk", gives every step, constant and
+ * byte count.
+ *
+ * In short: for the first `warmup` iterations a dense allreduce (no residual). Then every
+ * worker selects |acc| > L with its own local threshold L (the exact k-th largest |acc| every
+ * 32 steps, else last step's L raised by x1.03 while the count exceeds 4k/3, at most 5 times;
+ * a band adjust of +-1.2 % after the selection), the index space is cut into P regions (every
+ * 64 steps, from the mean of the workers' quantile positions), each region's picks go to its
+ * owner in rounds of at most 4 peers (split and reduce), the owner keeps |sum| > G with the
+ * global threshold G (every 32 steps: every nonzero sum, then the exact top-k of the union sets
+ * G), and the owners' picks are allgathered. The aggregate counts only the workers that
+ * selected an index; the residual is zeroed on the intersection of the local and global
+ * selections. The BERT variant changes the constants and balances the allgather. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sp_internal.h"
+
+#define OK_THROTTLE 4u      /* peers per round of the split and reduce */
+#define OK_REGION_PERIOD 64 /* steps between region re-cuts */
+
+typedef struct {
+    uint64_t local_period, global_period;
+    int raise_loop;           /* VGG: the x1.03 loop while count > raise_num * k / raise_den */
+    uint64_t raise_num, raise_den;
+    double lo_num, lo_den, local_div, local_mul;  /* local band: < lo k -> /div, > 5k/4 -> *mul */
+    double glo_num, glo_den, ghi_num, ghi_den, global_div, global_mul;
+    int balanced;             /* BERT: balance before the allgather */
+} ok_consts;
+
+static const ok_consts vgg = {32, 32, 1, 4, 3, 2, 3, 1.012, 1.012, 2, 3, 4, 3, 1.008, 1.008, 0};
+static const ok_consts bert = {128, 128, 0, 0, 1, 4, 5, 1.025, 1.025, 4, 5, 5, 4, 1.036, 1.025, 1};
+
+/* A growable array of indices and values (a worker's picks, the union): grown outside the
+ * timed regions. */
+typedef struct {
+    deftsim_kidx *idx;
+    float *val;
+    uint64_t cap;
+} ok_buf;
+
+typedef struct {
+    const ok_consts *c;
+    uint64_t warmup;
+    int started;              /* a sparse step has run: the thresholds and regions are set */
+    double *lthr;             /* P: each worker's local threshold */
+    double gthr;              /* the global threshold (the same on every worker) */
+    uint64_t *off;            /* P + 1: region starts, off[P] = n */
+    uint64_t *prop;           /* P * (P - 1): each worker's proposed boundaries */
+    deftsim_kidx *picks;      /* every worker's sorted picks, concatenated (grown) */
+    float *pvals;             /* their values */
+    uint64_t picks_cap;
+    uint64_t *pos;            /* P * (P + 1): where worker w's picks of region j start */
+    float *red;               /* n: the owners' reduced sums (zero between steps) */
+    ok_buf uni;               /* the global selection (indices sorted, values summed) */
+    deftsim_kidx *tk;         /* top-k output over the union */
+    uint64_t tk_cap;
+    uint64_t *gcount;         /* P: each owner's global picks */
+    uint64_t *mark;           /* n bits: the global selection */
+    deftsim_kidx *inter;      /* a worker's picks in the global selection (grown) */
+    uint64_t inter_cap;
+    uint64_t *rload;          /* P: entries each owner receives */
+    size_t ph_threshold, ph_select, ph_reduce, ph_global, ph_residual;
+} ok_state;
+
+#define BIT_GET(m, i) (((m)[(i) >> 6] >> ((i) & 63)) & 1u)
+#define BIT_SET(m, i) ((m)[(i) >> 6] |= (uint64_t)1 << ((i) & 63))
+#define BIT_CLR(m, i) ((m)[(i) >> 6] &= ~((uint64_t)1 << ((i) & 63)))
+
+static void ok_fini(deftsim_sparsifier *s)
+{
+    ok_state *d = s->priv;
+    if (!d) return;
+    free(d->picks);
+    free(d->pvals);
+    free(d->uni.idx);
+    free(d->uni.val);
+    free(d->tk);
+    free(d->inter);
+    d->picks = d->inter = d->tk = d->uni.idx = NULL;
+    d->pvals = d->uni.val = NULL;
+}
+
+static deftsim_status grow(void *pp, uint64_t *cap, uint64_t need, size_t el)
+{
+    if (need <= *cap) return DEFTSIM_OK;
+    uint64_t nc = *cap ? *cap : 1024;
+    while (nc < need) nc *= 2;
+    void **p = pp;
+    void *np = realloc(*p, (size_t)nc * el);
+    if (!np)
+        return deftsim_error_set(DEFTSIM_E_NOMEM, "oktopk: out of memory for %llu entries",
+                                 (unsigned long long)nc);
+    *p = np;
+    *cap = nc;
+    return DEFTSIM_OK;
+}
+
+static deftsim_status ok_init(deftsim_sparsifier *s)
+{
+    deftsim_status st;
+    ok_state *d = sp_priv(s, sizeof *d);
+    if (!d) return DEFTSIM_E_NOMEM;
+    d->c = s->p.oktopk_variant == DEFTSIM_OKTOPK_BERT ? &bert : &vgg;
+    d->warmup = s->p.oktopk_warmup;
+    uint64_t P = s->P, n = s->n;
+    if ((st = sp_plan_common(s, 0, n)) ||
+        (st = sp_alloc_n(s, &d->lthr, P, sizeof *d->lthr, "thresholds")) ||
+        (st = sp_alloc_n(s, &d->off, P + 1, sizeof *d->off, "regions")) ||
+        (st = sp_alloc_n(s, &d->prop, P * P, sizeof *d->prop, "boundaries")) ||
+        (st = sp_alloc_n(s, &d->pos, P * (P + 1), sizeof *d->pos, "region offsets")) ||
+        (st = sp_alloc_n(s, &d->red, n, sizeof *d->red, "reduced sums")) ||
+        (st = sp_alloc_n(s, &d->gcount, P, sizeof *d->gcount, "global counts")) ||
+        (st = sp_alloc_n(s, &d->rload, P, sizeof *d->rload, "region loads")) ||
+        (st = sp_alloc_n(s, &d->mark, (n + 63) / 64, sizeof *d->mark, "bitmap")) ||
+        (st = sp_scratch_topk(s, (size_t)n, (size_t)s->k)))
+        return st;
+    /* The picks and the union grow with the data; plan about 2k per worker and P k. */
+    s->mem_bytes += P * 2 * s->k * (sizeof(deftsim_kidx) + sizeof(float)) +
+                    P * s->k * (2 * sizeof(deftsim_kidx) + sizeof(float));
+    d->ph_threshold = sp_phase(s, "threshold", 1);
+    d->ph_select = sp_phase(s, "select", 1);
+    d->ph_reduce = sp_phase(s, "reduce", 0);
+    d->ph_global = sp_phase(s, "global", 1);
+    d->ph_residual = sp_phase(s, "residual", 0);
+    return DEFTSIM_OK;
+}
+
+/* The dense warm-up: one allreduce of the whole accumulator, no residual. */
+static deftsim_status ok_dense(deftsim_sparsifier *s, const deftsim_acc_provider *a)
+{
+    deftsim_status st;
+    float *acc;
+    if (s->P > 1) {
+        deftsim_step *c = sp_collective(s, DEFTSIM_STEP_ALLREDUCE, "dense");
+        if (!c) return DEFTSIM_E_NOMEM;
+        for (uint32_t w = 0; w < s->P; w++) c->bytes[w] = s->n * s->sv;
+    }
+    for (uint64_t i = 0; i < s->n; i++) s->agg_idx[i] = (deftsim_kidx)i;
+    for (uint32_t w = 0; w < s->P; w++) {
+        if ((st = sp_get(a, w, &acc))) return st;
+        sp_agg_add(s, acc, s->n, w);
+        memset(acc, 0, (size_t)s->n * sizeof *acc);
+        s->res.local_count[w] = 0;
+        if ((st = sp_release(a, w))) return st;
+    }
+    s->res.common_count = s->n;
+    sp_agg_finish(s, s->n);
+    return DEFTSIM_OK;
+}
+
+/* |x| > thr in float, as PyTorch compares a float32 tensor with a Python float: |x| >= the
+ * next float above (float)thr. */
+static float strict_above(double thr) { return nextafterf((float)thr, INFINITY); }
+
+/* Index of the first element of sorted a[0..m) that is >= v. */
+static uint64_t lower_bound(const deftsim_kidx *a, uint64_t m, uint64_t v)
+{
+    uint64_t lo = 0, hi = m;
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (a[mid] < v)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static deftsim_status ok_step(deftsim_sparsifier *s, uint64_t t, const deftsim_acc_provider *a)
+{
+    ok_state *d = s->priv;
+    const ok_consts *c = d->c;
+    deftsim_step_result *r = &s->res;
+    deftsim_status st;
+    const uint32_t P = s->P;
+    const uint64_t n = s->n, k = s->k;
+    float *acc;
+
+    r->oktopk_warmup = t < d->warmup;
+    if (t < d->warmup) return ok_dense(s, a);
+
+    int first = !d->started;
+    int lrec = first || t % c->local_period == 0;
+    int grec = first || t % c->global_period == 0;
+    int recut = first || t % OK_REGION_PERIOD == 0;
+    r->oktopk_local_recompute = lrec;
+    r->oktopk_global_recompute = grec;
+    r->oktopk_recut = recut;
+    /* Wire widths: the authors' code sends int32 indices and fp32 values; spec: the scenario's. */
+    const uint64_t ib = s->p.wire == DEFTSIM_WIRE_REFERENCE ? 4 : s->si, vb = s->sv;
+
+    size_t c_thr = sp_compute(s, d->ph_threshold), c_sel = sp_compute(s, d->ph_select);
+    if (c_thr == SIZE_MAX || c_sel == SIZE_MAX) return DEFTSIM_E_NOMEM;
+
+    /* ---- 1. local threshold and selection, every worker ---- */
+    uint64_t total = 0;
+    double lsum = 0;
+    for (uint32_t w = 0; w < P; w++) {
+        if ((st = sp_get(a, w, &acc))) return st;
+        double thr = d->lthr[w];
+        if (lrec) {
+            /* The exact k-th largest |acc|. */
+            if ((st = grow(&d->tk, &d->tk_cap, k, sizeof *d->tk)) ||
+                (st = sp_scratch_topk(s, (size_t)n, (size_t)k)))
+                return st;
+            double t0 = sp_now(s);
+            st = deftsim_k_topk(s->kc, acc, (size_t)n, (size_t)k, d->tk, s->scratch, s->scratch_bytes);
+            float m = INFINITY;
+            for (uint64_t j = 0; !st && j < k; j++) {
+                float v = fabsf(acc[d->tk[j]]);
+                if (v < m) m = v;
+            }
+            sp_charge(s, c_thr, d->ph_threshold, w, sp_now(s) - t0);
+            if (st) return st;
+            thr = m;
+            r->cost[w] += sp_topk_cost(n, k);
+        } else if (c->raise_loop) {
+            uint64_t limit = c->raise_num * k / c->raise_den;
+            double t0 = sp_now(s);
+            for (int i = 0; i < 5; i++) {
+                size_t cnt = 0;
+                if ((st = deftsim_k_count_ge(s->kc, acc, (size_t)n, strict_above(thr), &cnt))) break;
+                r->cost[w] += (double)n;
+                if (cnt > limit)
+                    thr *= 1.03;
+                else
+                    break;
+            }
+            sp_charge(s, c_thr, d->ph_threshold, w, sp_now(s) - t0);
+            if (st) return st;
+        }
+        d->lthr[w] = thr;
+        lsum += thr;
+        /* The selection |acc| > L, sorted, and its values. */
+        size_t cnt = 0;
+        if ((st = deftsim_k_count_ge(s->kc, acc, (size_t)n, strict_above(thr), &cnt))) return st;
+        if ((st = grow(&d->picks, &d->picks_cap, total + cnt, sizeof *d->picks))) return st;
+        if (d->picks_cap * sizeof *d->pvals > 0) {
+            float *nv = realloc(d->pvals, (size_t)d->picks_cap * sizeof *nv);
+            if (!nv) return deftsim_error_set(DEFTSIM_E_NOMEM, "oktopk: out of memory for values");
+            d->pvals = nv;
+        }
+        deftsim_kidx *idx = d->picks + total;
+        size_t got = 0;
+        double t0 = sp_now(s);
+        st = deftsim_k_filter_ge(s->kc, acc, (size_t)n, strict_above(thr), idx, cnt, &got);
+        if (!st) sp_sort_idx(idx, got);
+        if (!st) st = deftsim_k_gather(s->kc, acc, (size_t)n, idx, got, d->pvals + total);
+        sp_charge(s, c_sel, d->ph_select, w, sp_now(s) - t0);
+        if (st) return st;
+        r->cost[w] += (double)n;
+        s->sel_start[w] = total;
+        r->local_count[w] = got;
+        s->sel_sorted[w] = 1;
+        /* The local band adjust, for the next step. */
+        double gk = (double)k;
+        if ((double)got < c->lo_num * gk / c->lo_den)
+            d->lthr[w] /= c->local_div;
+        else if ((double)got > 5.0 * gk / 4.0)
+            d->lthr[w] *= c->local_mul;
+        /* Its proposed region boundaries: the positions of its picks' P-quantiles. */
+        if (recut) {
+            uint64_t q = got / P;
+            for (uint32_t j = 1; j < P; j++)
+                d->prop[(size_t)w * P + j] = got ? idx[q * j] : (uint64_t)(n * j / P);
+        }
+        total += got;
+    }
+    s->sel = d->picks;
+    r->oktopk_threshold_local = lsum / P;
+
+    /* ---- 2. the regions: the mean of the proposals, floored ---- */
+    if (recut) {
+        if (P > 1) {
+            deftsim_step *b = sp_collective(s, DEFTSIM_STEP_ALLREDUCE, "boundaries");
+            if (!b) return DEFTSIM_E_NOMEM;
+            for (uint32_t w = 0; w < P; w++) b->bytes[w] = 4ull * (P - 1);
+        }
+        d->off[0] = 0;
+        for (uint32_t j = 1; j < P; j++) {
+            uint64_t sum = 0;
+            for (uint32_t w = 0; w < P; w++) sum += d->prop[(size_t)w * P + j];
+            d->off[j] = sum / P;
+        }
+        d->off[P] = n;
+    }
+    /* Every worker's picks per region (sorted picks: a binary search per boundary). */
+    memset(d->rload, 0, P * sizeof *d->rload);
+    for (uint32_t w = 0; w < P; w++) {
+        const deftsim_kidx *idx = d->picks + s->sel_start[w];
+        uint64_t m = r->local_count[w], *pw = d->pos + (size_t)w * (P + 1);
+        pw[0] = 0;
+        for (uint32_t j = 1; j < P; j++) pw[j] = lower_bound(idx, m, d->off[j]);
+        pw[P] = m;
+        for (uint32_t j = 0; j < P; j++) d->rload[j] += pw[j + 1] - pw[j];
+    }
+    {
+        uint64_t mx = 0;
+        for (uint32_t j = 0; j < P; j++)
+            if (d->rload[j] > mx) mx = d->rload[j];
+        r->oktopk_region_balance = total ? (double)mx * P / (double)total : 0;
+    }
+
+    /* ---- 3. split and reduce: counts by alltoall, then rounds of at most 4 peers ---- */
+    if (P > 1) {
+        deftsim_step *ac = sp_collective(s, DEFTSIM_STEP_ALLTOALL, "counts");
+        if (!ac) return DEFTSIM_E_NOMEM;
+        for (uint32_t w = 0; w < P; w++) ac->bytes[w] = 4;
+        for (uint32_t first_i = 0; first_i < P; first_i += OK_THROTTLE) {
+            deftsim_step *rs = deftsim_schedule_add_p2p(&r->schedule, "reduce", 2 * OK_THROTTLE);
+            if (!rs) return DEFTSIM_E_NOMEM;
+            for (uint32_t w = 0; w < P; w++)
+                for (uint32_t i = first_i; i < first_i + OK_THROTTLE && i < P; i++) {
+                    if (i == 0) continue; /* its own region: a local copy */
+                    uint32_t dst = (w + i) % P;
+                    const uint64_t *pw = d->pos + (size_t)w * (P + 1);
+                    uint64_t cnt = pw[dst + 1] - pw[dst];
+                    size_t at = (size_t)w * 2 * OK_THROTTLE + 2 * (i - first_i);
+                    rs->peer[at] = rs->peer[at + 1] = dst;
+                    rs->bytes[at] = cnt * ib;
+                    rs->bytes[at + 1] = cnt * vb;
+                }
+        }
+    }
+    /* Each owner j adds the received entries into its region, sources j, j-1, ..., j+1. */
+    size_t c_red = sp_compute(s, d->ph_reduce);
+    if (c_red == SIZE_MAX) return DEFTSIM_E_NOMEM;
+    for (uint32_t j = 0; j < P; j++) {
+        double t0 = sp_now(s);
+        st = DEFTSIM_OK;
+        for (uint32_t q = 0; q < P && !st; q++) {
+            uint32_t src = (j + P - q) % P;
+            const uint64_t *pw = d->pos + (size_t)src * (P + 1);
+            uint64_t b0 = s->sel_start[src] + pw[j], m = pw[j + 1] - pw[j];
+            if (m) st = deftsim_k_scatter_add(s->kc, d->red, (size_t)n, d->picks + b0, d->pvals + b0, (size_t)m);
+        }
+        sp_charge(s, c_red, d->ph_reduce, j, sp_now(s) - t0);
+        if (st) return st;
+    }
+
+    /* ---- 4. the global selection ---- */
+    size_t c_glob = sp_compute(s, d->ph_global);
+    if (c_glob == SIZE_MAX) return DEFTSIM_E_NOMEM;
+    uint64_t U = 0;
+    if ((st = grow(&d->uni.idx, &d->uni.cap, total, sizeof *d->uni.idx))) return st;
+    {
+        float *nv = realloc(d->uni.val, (size_t)d->uni.cap * sizeof *nv);
+        if (!nv) return deftsim_error_set(DEFTSIM_E_NOMEM, "oktopk: out of memory for values");
+        d->uni.val = nv;
+    }
+    float gcut = grec ? 0 : strict_above(d->gthr);
+    r->oktopk_threshold_global = grec ? NAN : d->gthr;
+    for (uint32_t j = 0; j < P; j++) {
+        /* Owner j's candidates: the indices picked in its region (the only nonzero sums). */
+        double t0 = sp_now(s);
+        uint64_t before = U;
+        for (uint32_t w = 0; w < P; w++) {
+            const uint64_t *pw = d->pos + (size_t)w * (P + 1);
+            const deftsim_kidx *idx = d->picks + s->sel_start[w];
+            for (uint64_t e = pw[j]; e < pw[j + 1]; e++) {
+                deftsim_kidx i = idx[e];
+                if (BIT_GET(d->mark, i)) continue;
+                BIT_SET(d->mark, i);
+                float v = d->red[i];
+                if (grec ? v != 0 : fabsf(v) >= gcut) {
+                    d->uni.idx[U] = i;
+                    d->uni.val[U++] = v;
+                }
+            }
+        }
+        sp_sort_idx(d->uni.idx + before, (size_t)(U - before));
+        for (uint64_t e = before; e < U; e++) d->uni.val[e] = d->red[d->uni.idx[e]];
+        d->gcount[j] = U - before;
+        sp_charge(s, c_glob, d->ph_global, j, sp_now(s) - t0);
+        r->cost[j] += (double)d->off[j + 1] - (double)d->off[j];
+    }
+    /* Clear the candidate marks (every pick of every worker was marked once). */
+    for (uint64_t e = 0; e < total; e++) BIT_CLR(d->mark, d->picks[e]);
+
+    /* The allgather of the owners' picks (the union, in rank order). */
+    if (P > 1) {
+        deftsim_step *cg = sp_collective(s, DEFTSIM_STEP_ALLGATHER, "counts");
+        if (!cg) return DEFTSIM_E_NOMEM;
+        for (uint32_t w = 0; w < P; w++) cg->bytes[w] = 4;
+        if (!c->balanced) {
+            deftsim_step *g = sp_collective(s, DEFTSIM_STEP_ALLGATHER, "selection");
+            if (!g) return DEFTSIM_E_NOMEM;
+            for (uint32_t w = 0; w < P; w++) g->bytes[w] = d->gcount[w] * (ib + vb);
+        } else {
+            /* Balance: the union in rank order cut into P near-equal blocks, block j moved to
+             * worker j point to point (indices and values), then two allgathervs. */
+            uint64_t T = U, bq = T / P, brem = T % P;
+            uint32_t fan = 1;
+            uint64_t A = 0;
+            for (uint32_t w = 0; w < P; w++) {
+                uint32_t m = 0;
+                for (uint32_t j = 0; j < P; j++) {
+                    uint64_t B0 = j * bq + (j < brem ? j : brem), B1 = B0 + bq + (j < brem);
+                    if (j != w && A < B1 && B0 < A + d->gcount[w]) m++;
+                }
+                if (m > fan) fan = m;
+                A += d->gcount[w];
+            }
+            if (!grec) {
+                deftsim_step *bs = deftsim_schedule_add_p2p(&r->schedule, "balance", 2 * fan);
+                if (!bs) return DEFTSIM_E_NOMEM;
+                A = 0;
+                for (uint32_t w = 0; w < P; w++) {
+                    uint32_t m = 0;
+                    for (uint32_t j = 0; j < P; j++) {
+                        uint64_t B0 = j * bq + (j < brem ? j : brem), B1 = B0 + bq + (j < brem);
+                        uint64_t lo = A > B0 ? A : B0, hi = A + d->gcount[w] < B1 ? A + d->gcount[w] : B1;
+                        if (j == w || lo >= hi) continue;
+                        size_t at = (size_t)w * 2 * fan + 2 * m++;
+                        bs->peer[at] = bs->peer[at + 1] = j;
+                        bs->bytes[at] = (hi - lo) * ib;
+                        bs->bytes[at + 1] = (hi - lo) * vb;
+                    }
+                    A += d->gcount[w];
+                }
+            }
+            deftsim_step *gv = sp_collective(s, DEFTSIM_STEP_ALLGATHER, "values");
+            deftsim_step *gi = gv ? sp_collective(s, DEFTSIM_STEP_ALLGATHER, "indices") : NULL;
+            if (!gi) return DEFTSIM_E_NOMEM;
+            for (uint32_t w = 0; w < P; w++) {
+                uint64_t sz = grec ? d->gcount[w] : bq + (w < brem);
+                gv = &r->schedule.steps[r->schedule.nsteps - 2];
+                gi = &r->schedule.steps[r->schedule.nsteps - 1];
+                gv->bytes[w] = sz * vb;
+                gi->bytes[w] = sz * ib;
+            }
+        }
+    }
+
+    /* Every worker: on recompute steps the exact top-k of the union sets G and the selection;
+     * otherwise the union is the selection. Run once, charged to every worker. */
+    uint64_t nsel = U;
+    if (grec) {
+        uint64_t kk = U < k ? U : k;
+        if (kk == 0) {
+            nsel = 0;
+        } else {
+            if ((st = grow(&d->tk, &d->tk_cap, kk, sizeof *d->tk)) ||
+                (st = sp_scratch_topk(s, (size_t)U, (size_t)kk)))
+                return st;
+            double t0 = sp_now(s);
+            st = deftsim_k_topk(s->kc, d->uni.val, (size_t)U, (size_t)kk, d->tk, s->scratch,
+                                s->scratch_bytes);
+            float m = INFINITY;
+            for (uint64_t j = 0; !st && j < kk; j++) {
+                float v = fabsf(d->uni.val[d->tk[j]]);
+                if (v < m) m = v;
+            }
+            double dt = sp_now(s) - t0;
+            for (uint32_t w = 0; w < P; w++) {
+                sp_charge(s, c_glob, d->ph_global, w, dt);
+                r->cost[w] += sp_topk_cost(U, kk);
+            }
+            if (st) return st;
+            d->gthr = m;
+            /* The selection: the union's entries at the top-k positions, ascending. */
+            for (uint64_t j = 0; j < kk; j++) d->tk[j] = d->uni.idx[d->tk[j]];
+            sp_sort_idx(d->tk, (size_t)kk);
+            memcpy(d->uni.idx, d->tk, (size_t)kk * sizeof *d->tk);
+            for (uint64_t j = 0; j < kk; j++) d->uni.val[j] = d->red[d->uni.idx[j]];
+            nsel = kk;
+        }
+        r->oktopk_threshold_global = d->gthr;
+    } else {
+        double gk = (double)k;
+        if ((double)U < c->glo_num * gk / c->glo_den)
+            d->gthr /= c->global_div;
+        else if ((double)U > c->ghi_num * gk / c->ghi_den)
+            d->gthr *= c->global_mul;
+    }
+
+    /* ---- 5. the residual: zero on the worker's picks that are in the global selection ---- */
+    for (uint64_t j = 0; j < nsel; j++) BIT_SET(d->mark, d->uni.idx[j]);
+    size_t c_res = sp_compute(s, d->ph_residual);
+    if (c_res == SIZE_MAX) return DEFTSIM_E_NOMEM;
+    for (uint32_t w = 0; w < P; w++) {
+        if ((st = sp_get(a, w, &acc))) return st;
+        const deftsim_kidx *idx = d->picks + s->sel_start[w];
+        uint64_t m = r->local_count[w], mi = 0;
+        if ((st = grow(&d->inter, &d->inter_cap, m, sizeof *d->inter))) return st;
+        double t0 = sp_now(s);
+        for (uint64_t e = 0; e < m; e++)
+            if (BIT_GET(d->mark, idx[e])) d->inter[mi++] = idx[e];
+        st = deftsim_k_zero_at(s->kc, acc, (size_t)n, d->inter, (size_t)mi);
+        sp_charge(s, c_res, d->ph_residual, w, sp_now(s) - t0);
+        if (st || (st = sp_release(a, w))) return st;
+    }
+    for (uint64_t j = 0; j < nsel; j++) BIT_CLR(d->mark, d->uni.idx[j]);
+
+    /* ---- 6. the aggregate: the owners' sums / P; the sums cleared for the next step ---- */
+    memcpy(s->agg_idx, d->uni.idx, (size_t)nsel * sizeof *s->agg_idx);
+    memcpy(s->agg_val, d->uni.val, (size_t)nsel * sizeof *s->agg_val);
+    for (uint64_t e = 0; e < total; e++) d->red[d->picks[e]] = 0;
+    r->kj_total = total;
+    d->started = 1;
+    sp_agg_finish(s, nsel);
+    return DEFTSIM_OK;
+}
+
+const sp_method deftsim_sp_oktopk = {"oktopk", ok_init, ok_step, ok_fini};
