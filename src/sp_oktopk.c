@@ -464,7 +464,7 @@ static deftsim_status ok_step(deftsim_sparsifier *s, uint64_t t, const deftsim_a
             /* The selection: the union's entries at the top-k positions, ascending. */
             for (uint64_t j = 0; j < kk; j++) d->tk[j] = d->uni.idx[d->tk[j]];
             sp_sort_idx(d->tk, (size_t)kk);
-            memcpy(d->uni.idx, d->tk, (size_t)kk * sizeof *d->tk);
+            if (kk) memcpy(d->uni.idx, d->tk, (size_t)kk * sizeof *d->tk);
             for (uint64_t j = 0; j < kk; j++) d->uni.val[j] = d->red[d->uni.idx[j]];
             nsel = kk;
         }
@@ -496,8 +496,10 @@ static deftsim_status ok_step(deftsim_sparsifier *s, uint64_t t, const deftsim_a
     for (uint64_t j = 0; j < nsel; j++) BIT_CLR(d->mark, d->uni.idx[j]);
 
     /* ---- 6. the aggregate: the owners' sums / P; the sums cleared for the next step ---- */
-    memcpy(s->agg_idx, d->uni.idx, (size_t)nsel * sizeof *s->agg_idx);
-    memcpy(s->agg_val, d->uni.val, (size_t)nsel * sizeof *s->agg_val);
+    if (nsel) { /* an empty union may have no buffers yet (memcpy's pointers must be valid) */
+        memcpy(s->agg_idx, d->uni.idx, (size_t)nsel * sizeof *s->agg_idx);
+        memcpy(s->agg_val, d->uni.val, (size_t)nsel * sizeof *s->agg_val);
+    }
     for (uint64_t e = 0; e < total; e++) d->red[d->picks[e]] = 0;
     r->kj_total = total;
     d->started = 1;
