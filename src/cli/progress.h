@@ -6,8 +6,17 @@
 #include <stdio.h>
 
 #include "deftsim_engine.h"
+#include "deftsim_sweep.h"
 
 /* deftsim run: one plain line per finished point to the FILE * in user. */
 void deftsim_cli_run_progress(void *user, const deftsim_run_point_done *p);
+
+/* deftsim sweep: progress to f. tty: one status line redrawn every second, with a bar and the
+ * time left, and a line for a failed point; otherwise one plain line per point. Pass
+ * deftsim_cli_sweep_progress_event as the callback and the object as its user data. */
+typedef struct deftsim_cli_sweep_progress deftsim_cli_sweep_progress;
+deftsim_cli_sweep_progress *deftsim_cli_sweep_progress_new(FILE *f, int tty);
+void deftsim_cli_sweep_progress_free(deftsim_cli_sweep_progress *g);
+void deftsim_cli_sweep_progress_event(void *user, const deftsim_sweep_event *ev);
 
 #endif
