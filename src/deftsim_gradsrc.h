@@ -55,6 +55,12 @@ deftsim_status deftsim_gradsrc_open(const deftsim_config *cfg, deftsim_gradsrc *
 deftsim_status deftsim_gradsrc_open_table(const deftsim_config *cfg, deftsim_gradsrc **out);
 void deftsim_gradsrc_close(deftsim_gradsrc *g);
 
+/* Whether [gradients] names a table at all (a trace, or a model for the synthetic source);
+ * the key that names it ("trace" or "model") and its value. */
+int deftsim_gradsrc_named(const deftsim_config *cfg);
+const char *deftsim_gradsrc_key(const deftsim_config *cfg);
+const char *deftsim_gradsrc_name(const deftsim_config *cfg);
+
 const deftsim_model *deftsim_gradsrc_model(const deftsim_gradsrc *g);
 /* The [gradients] source value of the rows' source column: "synthetic" or "trace". */
 const char *deftsim_gradsrc_kind(const deftsim_gradsrc *g);

@@ -261,18 +261,29 @@ static deftsim_status open_kind(const deftsim_config *cfg, int table_only, defts
     return DEFTSIM_OK;
 }
 
+int deftsim_gradsrc_named(const deftsim_config *cfg) { return deftsim_gradsrc_name(cfg) != NULL; }
+
+const char *deftsim_gradsrc_key(const deftsim_config *cfg)
+{
+    return cfg->gradients.source == DEFTSIM_SOURCE_TRACE ? "trace" : "model";
+}
+
+const char *deftsim_gradsrc_name(const deftsim_config *cfg)
+{
+    return cfg->gradients.source == DEFTSIM_SOURCE_TRACE ? cfg->gradients.trace
+                                                           : cfg->gradients.model;
+}
+
 deftsim_status deftsim_gradsrc_open(const deftsim_config *cfg, deftsim_gradsrc **out)
 {
     *out = NULL;
     /* A list of models or traces is a sweep over them (deftsim sweep); a run takes one. */
-    const char *one = cfg->gradients.source == DEFTSIM_SOURCE_TRACE ? cfg->gradients.trace
-                                                                      : cfg->gradients.model;
+    const char *one = deftsim_gradsrc_name(cfg);
     if (one && strchr(one, ','))
         return deftsim_error_set(DEFTSIM_E_INPUT,
                                  "[gradients] %s: '%s' is a list; deftsim run takes one (deftsim "
                                  "sweep runs each in turn)",
-                                 cfg->gradients.source == DEFTSIM_SOURCE_TRACE ? "trace" : "model",
-                                 one);
+                                 deftsim_gradsrc_key(cfg), one);
     return open_kind(cfg, 0, out);
 }
 
