@@ -440,17 +440,10 @@ static deftsim_status simulate(const deftsim_config *cfg, point_state *ps, uint3
     return DEFTSIM_OK;
 }
 
-static void progress_line(FILE *f, const deftsim_trainer *tr, const deftsim_train_result *r,
-                          const deftsim_train_row *row, uint64_t T)
+/* Tells the progress callback, when there is one. */
+static void tell(const deftsim_train_progress *p, deftsim_train_event ev)
 {
-    if (!f) return;
-    fprintf(f, "%s %s d=%g P=%u: iteration %" PRIu64 "/%" PRIu64 " (epoch %.2f) train loss %.4f",
-            deftsim_nn_model(tr->net)->name, deftsim_method_name(r->method), r->density, r->P,
-            row->iteration, T, row->epoch, row->train_loss);
-    if (!isnan(row->test_accuracy))
-        fprintf(f, ", test loss %.4f accuracy %.2f%%", row->test_loss, 100 * row->test_accuracy);
-    fprintf(f, ", %.1f s\n", row->wall_seconds);
-    fflush(f);
+    if (p && p->fn) p->fn(p->user, &ev);
 }
 
 /* Sums over the iterations since the last row. */
@@ -543,7 +536,13 @@ static deftsim_status add_row(deftsim_trainer *tr, const point_state *ps,
     if (opt->evaluate && (st = evaluate(tr, ps->params, &row->test_loss, &row->test_accuracy)))
         return st;
     row->wall_seconds = deftsim_now() - t_start;
-    progress_line(opt->progress, tr, out, row, T);
+    tell(&opt->progress, (deftsim_train_event){.kind = DEFTSIM_TRAIN_ROW,
+                                               .model = deftsim_nn_model(tr->net)->name,
+                                               .method = out->method,
+                                               .density = out->density,
+                                               .P = out->P,
+                                               .row = row,
+                                               .iterations = T});
     rs->loss = rs->buildup = rs->dens = 0;
     rs->correct = rs->since = 0;
     return DEFTSIM_OK;
@@ -657,10 +656,13 @@ deftsim_status deftsim_trainer_point(deftsim_trainer *tr, deftsim_method method,
     }
     if (opt->params_out) memcpy(opt->params_out, ps.params, ps.n * sizeof *ps.params);
     if (opt->simulate && ps.sim.n && (st = simulate(cfg, &ps, elem_bytes, out))) goto done;
-    if (out->diverged && opt->progress)
-        fprintf(opt->progress, "%s %s d=%g P=%u: the loss is no longer finite at iteration %" PRIu64
-                "; the point stops there\n", m->name, deftsim_method_name(method), density, P,
-                out->iterations);
+    if (out->diverged)
+        tell(&opt->progress, (deftsim_train_event){.kind = DEFTSIM_TRAIN_DIVERGED,
+                                                   .model = m->name,
+                                                   .method = method,
+                                                   .density = density,
+                                                   .P = P,
+                                                   .iterations = out->iterations});
 done:
     out->seconds = deftsim_now() - t_start;
     point_state_free(&ps);
@@ -860,7 +862,7 @@ deftsim_status deftsim_train_check_output(const deftsim_config *cfg)
     return st;
 }
 
-deftsim_status deftsim_train_run(const deftsim_config *cfg, FILE *progress,
+deftsim_status deftsim_train_run(const deftsim_config *cfg, const deftsim_train_progress *progress,
                                  deftsim_train_summary *summary)
 {
     if (summary) memset(summary, 0, sizeof *summary);
@@ -902,7 +904,7 @@ deftsim_status deftsim_train_run(const deftsim_config *cfg, FILE *progress,
     size_t n = 0;
     deftsim_train_options opt;
     deftsim_train_options_default(&opt);
-    opt.progress = progress;
+    if (progress) opt.progress = *progress;
     opt.simulate = cfg->network.simulate;
     for (size_t mi = 0; mi < cfg->sparsify.nmethods && !st; mi++) {
         deftsim_method method = cfg->sparsify.methods[mi];

@@ -16,7 +16,7 @@ typedef struct {
     deftsim_trace_writer *w;
     const int64_t *ids;
     size_t nids, next;
-    FILE *progress;
+    const deftsim_train_progress *progress;
 } record_ctx;
 
 static deftsim_status record_grads(void *ctx, uint64_t t, uint32_t P, const float *const *grads)
@@ -26,16 +26,19 @@ static deftsim_status record_grads(void *ctx, uint64_t t, uint32_t P, const floa
     if (rc->next >= rc->nids || (uint64_t)rc->ids[rc->next] != t) return DEFTSIM_OK;
     rc->next++;
     deftsim_status st = deftsim_trace_writer_put(rc->w, t, grads);
-    if (!st && rc->progress) {
-        fprintf(rc->progress, "trace record: iteration %" PRIu64 " written (%zu of %zu)\n", t,
-                rc->next, rc->nids);
-        fflush(rc->progress);
+    if (!st && rc->progress && rc->progress->fn) {
+        deftsim_train_event ev = {.kind = DEFTSIM_TRAIN_RECORDED,
+                                  .recorded_iteration = t,
+                                  .recorded = rc->next,
+                                  .to_record = rc->nids};
+        rc->progress->fn(rc->progress->user, &ev);
     }
     return st;
 }
 
 deftsim_status deftsim_train_record(const deftsim_config *cfg, deftsim_method method,
-                                    double density, uint32_t P, const char *dir, FILE *progress)
+                                    double density, uint32_t P, const char *dir,
+                                    const deftsim_train_progress *progress)
 {
     if (!cfg->train.nrecord)
         return deftsim_error_set(DEFTSIM_E_INPUT, "[train] record: no iterations to record");

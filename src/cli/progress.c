@@ -32,6 +32,36 @@ void deftsim_cli_run_progress(void *user, const deftsim_run_point_done *p)
     fflush(f);
 }
 
+/* ---- deftsim train ------------------------------------------------------------------------------ */
+
+void deftsim_cli_train_progress(void *user, const deftsim_train_event *ev)
+{
+    FILE *f = user;
+    switch (ev->kind) {
+    case DEFTSIM_TRAIN_ROW: {
+        const deftsim_train_row *row = ev->row;
+        fprintf(f, "%s %s d=%g P=%u: iteration %" PRIu64 "/%" PRIu64 " (epoch %.2f) train loss %.4f",
+                ev->model, deftsim_method_name(ev->method), ev->density, ev->P, row->iteration,
+                ev->iterations, row->epoch, row->train_loss);
+        if (!isnan(row->test_accuracy))
+            fprintf(f, ", test loss %.4f accuracy %.2f%%", row->test_loss, 100 * row->test_accuracy);
+        fprintf(f, ", %.1f s\n", row->wall_seconds);
+        fflush(f);
+        break;
+    }
+    case DEFTSIM_TRAIN_DIVERGED:
+        fprintf(f, "%s %s d=%g P=%u: the loss is no longer finite at iteration %" PRIu64
+                "; the point stops there\n", ev->model, deftsim_method_name(ev->method),
+                ev->density, ev->P, ev->iterations);
+        break;
+    case DEFTSIM_TRAIN_RECORDED:
+        fprintf(f, "trace record: iteration %" PRIu64 " written (%zu of %zu)\n",
+                ev->recorded_iteration, ev->recorded, ev->to_record);
+        fflush(f);
+        break;
+    }
+}
+
 /* ---- deftsim sweep ------------------------------------------------------------------------------ */
 
 struct deftsim_cli_sweep_progress {

@@ -7,6 +7,7 @@
 
 #include "deftsim_engine.h"
 #include "deftsim_sweep.h"
+#include "deftsim_train.h"
 
 /* deftsim run: one plain line per finished point to the FILE * in user. */
 void deftsim_cli_run_progress(void *user, const deftsim_run_point_done *p);
@@ -18,5 +19,9 @@ typedef struct deftsim_cli_sweep_progress deftsim_cli_sweep_progress;
 deftsim_cli_sweep_progress *deftsim_cli_sweep_progress_new(FILE *f, int tty);
 void deftsim_cli_sweep_progress_free(deftsim_cli_sweep_progress *g);
 void deftsim_cli_sweep_progress_event(void *user, const deftsim_sweep_event *ev);
+
+/* deftsim train and trace record: one line per curve row, divergence and recorded iteration,
+ * to the FILE * in user. */
+void deftsim_cli_train_progress(void *user, const deftsim_train_event *ev);
 
 #endif
