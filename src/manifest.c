@@ -162,7 +162,7 @@ static json_t *manifest_json(const deftsim_engine *e, const char *started, const
                                       "device", e->profile->device, "backend",
                                       e->profile->backend, "threads", (int)e->profile->threads,
                                       "created", e->profile->created));
-    json_t *src = json_pack("{s:s, s:s, s:I, s:I}", "kind", deftsim_source_name(cfg->gradients.source),
+    json_t *src = json_pack("{s:s, s:s, s:I, s:I}", "kind", deftsim_gradsrc_kind(e->src),
                             "model", e->model->name, "n", (json_int_t)e->model->numel, "layers",
                             (json_int_t)e->model->nlayers);
     json_t *ids = json_array();
