@@ -36,11 +36,33 @@
 #include "deftsim_error.h"
 #include "deftsim_noise.h"
 
+/* One finished point of deftsim_engine_run(), for a progress display. */
+typedef struct {
+    size_t done, total;          /* points finished (this one included), points of the run */
+    const char *method;
+    const char *density;         /* as the point file's name writes it */
+    uint32_t P;
+    size_t iterations;
+    double seconds, prepare_seconds, step_seconds, sim_seconds;
+    uint64_t rows;
+    /* The cuda-staged backend's copies over the point (moves_data: it has them). */
+    int moves_data;
+    double device_seconds, copy_seconds;
+    uint64_t bytes_to_device, bytes_from_device, calls;
+} deftsim_run_point_done;
+
+/* A progress callback: fn(user, ...) after each point; fn NULL: none. The library prints no
+ * progress itself. */
+typedef struct {
+    void (*fn)(void *user, const deftsim_run_point_done *p);
+    void *user;
+} deftsim_run_progress;
+
 typedef struct {
     /* Also write the selections as .npy files under this folder (docs/OUTPUT.md); NULL: no. */
     const char *dump_dir;
-    /* One plain line per finished point goes here; NULL: quiet. */
-    FILE *progress;
+    /* Called after every finished point. */
+    deftsim_run_progress progress;
     /* RAM the memory budget is a fraction of; 0: this machine's (MemTotal of /proc/meminfo).
      * Set it to plan a run for another machine. */
     uint64_t ram_bytes;
@@ -142,6 +164,11 @@ deftsim_status deftsim_run(const deftsim_config *cfg, const deftsim_run_options 
 /* The CSV header of rows.csv and every point file: the column names, in order. */
 size_t deftsim_engine_column_count(void);
 const char *deftsim_engine_column(size_t i);
+
+/* Appends the rows of the point file at path (one written by a point of a run or a sweep)
+ * to out, without its header line, each after `prefix` ("" for none): how rows.csv is joined
+ * from the point files. DEFTSIM_E_IO naming path when it cannot be read. */
+deftsim_status deftsim_rows_join(FILE *out, const char *path, const char *prefix);
 
 /* Physical RAM of this machine in bytes (MemTotal, else sysconf); 0 if neither answers. */
 uint64_t deftsim_machine_ram(void);

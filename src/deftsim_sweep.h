@@ -34,14 +34,39 @@
 #include "deftsim_config.h"
 #include "deftsim_error.h"
 
+typedef struct deftsim_sweep deftsim_sweep;
+
+/* What a progress display hears of a running sweep (deftsim_sweep_run), in this order: BEGIN
+ * once, after the folder's state is loaded; POINT_START and POINT_DONE around each point run
+ * (ok = 0: it failed, its message in deftsim_sweep_failure_words); END once, after the last.
+ * The display reads the points through deftsim_sweep_point_info. */
+typedef enum {
+    DEFTSIM_SWEEP_BEGIN,
+    DEFTSIM_SWEEP_POINT_START,
+    DEFTSIM_SWEEP_POINT_DONE,
+    DEFTSIM_SWEEP_END
+} deftsim_sweep_event_kind;
+
+typedef struct {
+    deftsim_sweep_event_kind kind;
+    const deftsim_sweep *sweep;
+    size_t point;            /* POINT_*: the point's index */
+    int ok;                  /* POINT_DONE: it finished */
+    size_t skipped, noisy;   /* BEGIN: points finished earlier; of them, run again as noisy */
+} deftsim_sweep_event;
+
+/* A progress callback: fn(user, event); fn NULL: none. The library prints no progress. */
+typedef struct {
+    void (*fn)(void *user, const deftsim_sweep_event *ev);
+    void *user;
+} deftsim_sweep_progress;
+
 typedef struct {
     /* "section.key=v1,v2,..." (values separated by commas): one axis each. */
     const char *const *vary;
     size_t nvary;
-    /* Progress goes here (NULL: quiet). tty: redraw one status line with a bar and the time
-     * left; otherwise one plain line per point. */
-    FILE *progress;
-    int tty;
+    /* Told of every point as it starts and ends. */
+    deftsim_sweep_progress progress;
     /* As deftsim_run_options: RAM to plan for (0: this machine's), preparation threads. */
     uint64_t ram_bytes;
     unsigned prep_threads;
@@ -67,8 +92,6 @@ typedef struct {
     uint64_t rows;           /* rows written now */
     double seconds;          /* wall time */
 } deftsim_sweep_summary;
-
-typedef struct deftsim_sweep deftsim_sweep;
 
 /* Expands the axes and the points. Checks every variant's configuration (each --vary value is
  * validated as a --set would be). Touches no file. */
@@ -102,6 +125,26 @@ deftsim_status deftsim_sweep_run(deftsim_sweep *s, deftsim_sweep_summary *summar
 size_t deftsim_sweep_point_count(const deftsim_sweep *s);
 size_t deftsim_sweep_variant_count(const deftsim_sweep *s);
 const char *deftsim_sweep_output(const deftsim_sweep *s);
+/* The scenario as given (its lists: methods, densities, counts). */
+const deftsim_config *deftsim_sweep_config(const deftsim_sweep *s);
+
+/* One point of the plan, as it stands. */
+typedef struct {
+    size_t variant;          /* 0 .. variant count - 1 */
+    deftsim_method method;
+    double density;
+    uint32_t P;
+    deftsim_point_state state;
+    int ran_now;             /* run by this sweep */
+    uint64_t rows;           /* DONE: its rows */
+    double seconds;          /* DONE: its wall time */
+} deftsim_sweep_point_info;
+
+void deftsim_sweep_point_info_get(const deftsim_sweep *s, size_t i, deftsim_sweep_point_info *out);
+/* "deft d=0.01 P=32" and, with axes, the variant's label after a space. */
+void deftsim_sweep_point_words(const deftsim_sweep *s, size_t i, char *buf, size_t cap);
+/* A failed point's message, led by its words (the point is not repeated). */
+void deftsim_sweep_failure_words(const deftsim_sweep *s, size_t i, char *buf, size_t cap);
 
 /* ---- reading a results folder (deftsim analyze) ----------------------------------------------- */
 

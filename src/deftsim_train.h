@@ -57,13 +57,38 @@ uint64_t deftsim_trainer_iterations(const deftsim_trainer *tr, uint32_t P);
 typedef deftsim_status (*deftsim_train_grads_fn)(void *ctx, uint64_t iteration, uint32_t P,
                                                   const float *const *grads);
 
+/* What a progress display hears of training: a ROW after each row of a point's curve, DIVERGED
+ * when a point stops on a non-finite loss, RECORDED after each iteration deftsim trace record
+ * writes. The library prints no progress itself. */
+typedef enum { DEFTSIM_TRAIN_ROW, DEFTSIM_TRAIN_DIVERGED, DEFTSIM_TRAIN_RECORDED } deftsim_train_event_kind;
+
+typedef struct deftsim_train_row deftsim_train_row;
+
+typedef struct {
+    deftsim_train_event_kind kind;
+    const char *model;             /* ROW, DIVERGED: the network's model table name */
+    deftsim_method method;
+    double density;
+    uint32_t P;
+    const deftsim_train_row *row;  /* ROW */
+    uint64_t iterations;           /* ROW: the point's iterations; DIVERGED: those it ran */
+    uint64_t recorded_iteration;   /* RECORDED: the iteration written */
+    size_t recorded, to_record;    /* RECORDED: iterations written so far, of how many */
+} deftsim_train_event;
+
+/* A progress callback: fn(user, event); fn NULL: none. */
+typedef struct {
+    void (*fn)(void *user, const deftsim_train_event *ev);
+    void *user;
+} deftsim_train_progress;
+
 typedef struct {
     uint64_t iterations;   /* 0: deftsim_trainer_iterations(P) */
     int evaluate;          /* 1: test-set rows every [train] eval_every iterations and after
                               the last; 0: rows carry training metrics only */
     deftsim_train_grads_fn on_grads;
     void *ctx;
-    FILE *progress;        /* one line per row; NULL: quiet */
+    deftsim_train_progress progress; /* told of every row */
     float *params_out;     /* non-NULL: receives the final weights (n floats) */
     /* 1: run the point's iterations through the network simulation of [network]
      * (sim/deftsim_sim.h) and fill the rows' simulated times; 0: those columns stay NAN.
@@ -74,7 +99,7 @@ typedef struct {
 void deftsim_train_options_default(deftsim_train_options *o);
 
 /* One row of a training curve, written every eval_every iterations and after the last. */
-typedef struct {
+struct deftsim_train_row {
     uint64_t iteration;        /* iterations completed */
     double epoch;              /* iteration / epoch iterations */
     uint64_t samples;          /* images processed: iteration * P * batch_size */
@@ -95,7 +120,7 @@ typedef struct {
      * step - through SimGrid's network model; cumulative over the iterations. */
     double sim_seconds;        /* simulated training time */
     double sim_comm_seconds;   /* of which collectives (last worker in to last worker out) */
-} deftsim_train_row;
+};
 
 typedef struct {
     deftsim_method method;
@@ -135,14 +160,15 @@ deftsim_status deftsim_train_check_output(const deftsim_config *cfg);
  * each point) and manifest.json (docs/TRAINING.md), all atomically; the manifest first (status
  * "running"), rewritten at the end. A folder holding other results is refused first, as
  * deftsim_train_check_output() says, and nothing is written. */
-deftsim_status deftsim_train_run(const deftsim_config *cfg, FILE *progress,
+deftsim_status deftsim_train_run(const deftsim_config *cfg, const deftsim_train_progress *progress,
                                  deftsim_train_summary *summary);
 
 /* Trains P workers with `method` at `density` (dense: density is ignored) up to the last of
  * [train] record's iterations and writes every worker's gradient of each listed iteration
  * into a trace in dir (traces/FORMAT.md), with the run's provenance in the manifest. */
 deftsim_status deftsim_train_record(const deftsim_config *cfg, deftsim_method method,
-                                    double density, uint32_t P, const char *dir, FILE *progress);
+                                    double density, uint32_t P, const char *dir,
+                                    const deftsim_train_progress *progress);
 
 /* The CSV columns of curves.csv and the point files, in order. */
 size_t deftsim_train_column_count(void);

@@ -14,15 +14,18 @@
 #include "deftsim_csv.h"
 #include "deftsim_fmnist.h"
 #include "deftsim_folder.h"
+#include "deftsim_gradsrc.h"
 #include "deftsim_kernels.h"
+#include "deftsim_manifest.h"
 #include "deftsim_nn.h"
 #include "deftsim_philox.h"
 #include "deftsim_platform.h"
+#include "deftsim_point_sim.h"
 #include "deftsim_schedule.h"
 #include "deftsim_sim.h"
 #include "deftsim_sparsify.h"
-#include "deftsim_trace.h"
 #include "deftsim_util.h"
+#include "train_internal.h"
 
 /* Test images per forward pass of an evaluation: big enough for efficient products, small
  * enough that the CNN's activations stay near 50 MB. */
@@ -30,18 +33,6 @@
 
 /* Philox stream of the per-epoch shuffles ("PERM"). */
 #define PERM_STREAM 0x5045524Du
-
-struct deftsim_trainer {
-    deftsim_config *cfg;
-    deftsim_dataset *train, *test;
-    deftsim_nn *net;
-    deftsim_kctx *kctx;
-    uint32_t B;          /* images per worker */
-    uint32_t ntrain;     /* training images used */
-    uint32_t ntest;      /* test images evaluated */
-    float *x;            /* one minibatch or evaluation chunk of inputs */
-    uint8_t *y;
-};
 
 void deftsim_train_options_default(deftsim_train_options *o)
 {
@@ -101,38 +92,22 @@ static void compare_tables(const deftsim_model *a, const deftsim_model *b, char 
  * over the same model. */
 static deftsim_status check_gradients_table(const deftsim_config *cfg, const deftsim_model *net)
 {
-    deftsim_model *owned = NULL;
-    deftsim_trace *t = NULL;
-    const deftsim_model *m;
-    const char *key, *value;
-    deftsim_status st;
-    char w[600];
     /* No table named: the network's own is used (deftsim_config_load_train allows that). */
-    if (cfg->gradients.source == DEFTSIM_SOURCE_SYNTHETIC && !cfg->gradients.model)
-        return DEFTSIM_OK;
-    if (cfg->gradients.source == DEFTSIM_SOURCE_TRACE) {
-        key = "trace";
-        value = cfg->gradients.trace;
-        deftsim_config_where(cfg, "gradients", key, w, sizeof w);
-        if ((st = deftsim_trace_open(value, &t))) return deftsim_error_wrap(st, "%s", w);
-        m = deftsim_trace_model(t);
-    } else {
-        key = "model";
-        value = cfg->gradients.model;
-        deftsim_config_where(cfg, "gradients", key, w, sizeof w);
-        if ((st = deftsim_model_load(value, &owned))) return deftsim_error_wrap(st, "%s", w);
-        m = owned;
-    }
-    char why[512];
-    compare_tables(m, net, why, sizeof why);
-    if (why[0])
+    if (!deftsim_gradsrc_named(cfg)) return DEFTSIM_OK;
+    deftsim_gradsrc *g;
+    deftsim_status st = deftsim_gradsrc_open_table(cfg, &g);
+    if (st) return st;
+    char why[512], w[600];
+    compare_tables(deftsim_gradsrc_model(g), net, why, sizeof why);
+    if (why[0]) {
+        deftsim_config_where(cfg, "gradients", deftsim_gradsrc_key(cfg), w, sizeof w);
         st = deftsim_error_set(DEFTSIM_E_INPUT,
                                "%s: %s is not the table of [train] model = %s (%s): %s; "
                                "name the network's own table (train/models/%s.csv)",
-                               w, value, deftsim_train_model_name(cfg->train.model), net->name,
-                               why, net->name);
-    deftsim_model_free(owned);
-    if (t) deftsim_trace_close(t);
+                               w, deftsim_gradsrc_name(cfg), deftsim_train_model_name(cfg->train.model),
+                               net->name, why, net->name);
+    }
+    deftsim_gradsrc_close(g);
     return st;
 }
 
@@ -230,8 +205,7 @@ typedef struct {
     uint32_t *perm;
     uint64_t perm_epoch;
     double *grad_s, *acc_s;      /* P: this iteration's measured gradient and accumulator times */
-    deftsim_schedule *scheds;    /* one per iteration when simulating */
-    size_t nsched;
+    deftsim_point_sim sim;       /* one schedule per iteration when simulating */
 } point_state;
 
 static void point_state_free(point_state *ps)
@@ -252,8 +226,7 @@ static void point_state_free(point_state *ps)
     free(ps->perm);
     free(ps->grad_s);
     free(ps->acc_s);
-    for (size_t i = 0; i < ps->nsched; i++) deftsim_schedule_free(&ps->scheds[i]);
-    free(ps->scheds);
+    deftsim_point_sim_free(&ps->sim);
     memset(ps, 0, sizeof *ps);
 }
 
@@ -273,6 +246,7 @@ static deftsim_status point_state_init(point_state *ps, const deftsim_trainer *t
     ps->n = m->numel;
     ps->dgc = method == DEFTSIM_METHOD_DGC;
     ps->perm_epoch = UINT64_MAX;
+    deftsim_point_sim_init(&ps->sim, P);
     int fail = 0;
     ps->params = zeros(ps->n, &fail);
     ps->mom = zeros(ps->n, &fail);
@@ -392,11 +366,10 @@ static void apply_update(point_state *ps, const deftsim_config *cfg)
 static deftsim_status add_schedule(point_state *ps, uint64_t T, const deftsim_step_result *r,
                                    double update_seconds)
 {
-    if (!ps->scheds && !(ps->scheds = calloc(T, sizeof *ps->scheds)))
+    deftsim_schedule *s = deftsim_point_sim_next(&ps->sim);
+    if (!s)
         return deftsim_error_set(DEFTSIM_E_NOMEM, "train: out of memory for %" PRIu64
                                  " schedules", T);
-    deftsim_schedule *s = &ps->scheds[ps->nsched++];
-    deftsim_schedule_init(s, ps->P);
     deftsim_step *g = deftsim_schedule_add(s, DEFTSIM_STEP_COMPUTE, "gradient");
     deftsim_step *a = g ? deftsim_schedule_add(s, DEFTSIM_STEP_COMPUTE, "accumulate") : NULL;
     if (!a) return deftsim_error_wrap(DEFTSIM_E_NOMEM, "train: schedule");
@@ -404,11 +377,8 @@ static deftsim_status add_schedule(point_state *ps, uint64_t T, const deftsim_st
         g->seconds[w] = ps->grad_s[w];
         a->seconds[w] = ps->acc_s[w];
     }
-    for (size_t i = 0; i < r->schedule.nsteps; i++) {
-        const deftsim_step *from = &r->schedule.steps[i];
-        if (!deftsim_schedule_add_copy(s, from))
-            return deftsim_error_wrap(DEFTSIM_E_NOMEM, "train: schedule");
-    }
+    if (deftsim_point_sim_copy_steps(s, &r->schedule))
+        return deftsim_error_wrap(DEFTSIM_E_NOMEM, "train: schedule");
     deftsim_step *u = deftsim_schedule_add(s, DEFTSIM_STEP_COMPUTE, "update");
     if (!u) return deftsim_error_wrap(DEFTSIM_E_NOMEM, "train: schedule");
     for (uint32_t w = 0; w < ps->P; w++) u->seconds[w] = update_seconds;
@@ -427,16 +397,16 @@ static int cmp_dbl(const void *a, const void *b)
  * noise out of the simulated time while the sparsifiers' phases stay as measured. */
 static deftsim_status use_median(point_state *ps, size_t s)
 {
-    size_t cnt = ps->nsched * ps->P;
+    size_t cnt = ps->sim.n * ps->P;
     double *v = malloc(cnt * sizeof *v);
     if (!v) return deftsim_error_set(DEFTSIM_E_NOMEM, "train: out of memory");
-    for (size_t i = 0; i < ps->nsched; i++)
-        memcpy(v + i * ps->P, ps->scheds[i].steps[s].seconds, ps->P * sizeof *v);
+    for (size_t i = 0; i < ps->sim.n; i++)
+        memcpy(v + i * ps->P, ps->sim.it[i].sched.steps[s].seconds, ps->P * sizeof *v);
     qsort(v, cnt, sizeof *v, cmp_dbl);
     double med = cnt % 2 ? v[cnt / 2] : 0.5 * (v[cnt / 2 - 1] + v[cnt / 2]);
     free(v);
-    for (size_t i = 0; i < ps->nsched; i++)
-        for (uint32_t w = 0; w < ps->P; w++) ps->scheds[i].steps[s].seconds[w] = med;
+    for (size_t i = 0; i < ps->sim.n; i++)
+        for (uint32_t w = 0; w < ps->P; w++) ps->sim.it[i].sched.steps[s].seconds[w] = med;
     return DEFTSIM_OK;
 }
 
@@ -447,15 +417,12 @@ static deftsim_status simulate(const deftsim_config *cfg, point_state *ps, uint3
 {
     deftsim_status st;
     if ((st = use_median(ps, 0)) || (st = use_median(ps, 1))) return st;
+    ps->sim.elem_bytes = elem_bytes;
     deftsim_sim_params sp;
-    deftsim_config_sim_params(cfg, ps->P, elem_bytes, &sp);
-    const deftsim_schedule **v = malloc(ps->nsched * sizeof *v);
-    if (!v) return deftsim_error_set(DEFTSIM_E_NOMEM, "train: out of memory");
-    for (size_t i = 0; i < ps->nsched; i++) v[i] = &ps->scheds[i];
+    deftsim_point_sim_params(cfg, &ps->sim, &sp);
     deftsim_sim_result res;
     double t0 = deftsim_now();
-    st = deftsim_sim_run(&sp, v, ps->nsched, &res);
-    free(v);
+    st = deftsim_point_sim_run(&sp, &ps->sim, &res);
     if (st) return deftsim_error_wrap(st, "network simulation");
     out->sim_wall_seconds = deftsim_now() - t0;
     double total = 0, comm = 0;
@@ -473,17 +440,159 @@ static deftsim_status simulate(const deftsim_config *cfg, point_state *ps, uint3
     return DEFTSIM_OK;
 }
 
-static void progress_line(FILE *f, const deftsim_trainer *tr, const deftsim_train_result *r,
-                          const deftsim_train_row *row, uint64_t T)
+/* Tells the progress callback, when there is one. */
+static void tell(const deftsim_train_progress *p, deftsim_train_event ev)
 {
-    if (!f) return;
-    fprintf(f, "%s %s d=%g P=%u: iteration %" PRIu64 "/%" PRIu64 " (epoch %.2f) train loss %.4f",
-            deftsim_nn_model(tr->net)->name, deftsim_method_name(r->method), r->density, r->P,
-            row->iteration, T, row->epoch, row->train_loss);
-    if (!isnan(row->test_accuracy))
-        fprintf(f, ", test loss %.4f accuracy %.2f%%", row->test_loss, 100 * row->test_accuracy);
-    fprintf(f, ", %.1f s\n", row->wall_seconds);
-    fflush(f);
+    if (p && p->fn) p->fn(p->user, &ev);
+}
+
+/* Sums over the iterations since the last row. */
+typedef struct {
+    double loss, buildup, dens, compute_s, sparsify_s; /* compute_s, sparsify_s: cumulative */
+    uint64_t correct, since;
+} row_sums;
+
+/* Every worker's gradient at the shared weights, on its own shard of minibatch j; *slowest
+ * receives the slowest worker's time, *loss the sum of their losses. */
+static deftsim_status worker_grads(deftsim_trainer *tr, point_state *ps, uint64_t j,
+                                   double *slowest, double *loss, uint64_t *correct)
+{
+    const uint32_t B = tr->B;
+    const int bt = tr->cfg->train.threads;
+    *slowest = *loss = 0;
+    for (uint32_t w = 0; w < ps->P; w++) {
+        const uint32_t *idx = ps->perm + (size_t)(j * ps->P + w) * B;
+        deftsim_dataset_batch(tr->train, idx, B, tr->x, tr->y);
+        double t0 = work_clock(bt), l;
+        uint32_t ok;
+        deftsim_status st = deftsim_nn_grad(tr->net, ps->params, tr->x, tr->y, B, ps->grad[w], &l, &ok);
+        if (st) return st;
+        double dt = work_clock(bt) - t0;
+        ps->grad_s[w] = dt;
+        if (dt > *slowest) *slowest = dt;
+        *loss += l;
+        *correct += ok;
+    }
+    return DEFTSIM_OK;
+}
+
+/* Accumulators: error feedback, and for DGC its momentum correction. */
+static void accumulate(point_state *ps, float mu, int bt)
+{
+    for (uint32_t w = 0; w < ps->P; w++) {
+        double ta = work_clock(bt);
+        float *a = ps->acc[w];
+        const float *g = ps->grad[w];
+        if (ps->dgc) {
+            float *u = ps->u[w];
+            for (uint64_t i = 0; i < ps->n; i++) {
+                if (ps->sparse[i]) {
+                    u[i] = mu * u[i] + g[i];
+                    a[i] += u[i];
+                } else {
+                    a[i] += g[i];
+                }
+            }
+        } else {
+            for (uint64_t i = 0; i < ps->n; i++) a[i] += g[i];
+        }
+        ps->acc_s[w] = work_clock(bt) - ta;
+    }
+}
+
+/* DGC's momentum factor masking: what a worker sent leaves its momentum too (the sparsifier
+ * already zeroed those positions of its accumulator). */
+static deftsim_status dgc_mask(point_state *ps, deftsim_sparsifier *sp)
+{
+    for (uint32_t w = 0; w < ps->P; w++) {
+        const deftsim_kidx *sel;
+        uint64_t count;
+        deftsim_status st = deftsim_sparsifier_selection(sp, w, &sel, &count);
+        if (st) return st;
+        for (uint64_t i = 0; i < count; i++) ps->u[w][sel[i]] = 0.0f;
+    }
+    return DEFTSIM_OK;
+}
+
+/* The row after iteration t (0-based): the sums since the last row, the evaluation. */
+static deftsim_status add_row(deftsim_trainer *tr, const point_state *ps,
+                              const deftsim_train_options *opt, uint64_t t, uint64_t E,
+                              uint64_t T, double t_start, row_sums *rs, deftsim_train_result *out)
+{
+    const uint32_t B = tr->B, P = ps->P;
+    deftsim_train_row *row = &out->rows[out->nrows++];
+    row->iteration = t + 1;
+    row->epoch = (double)(t + 1) / (double)E;
+    row->samples = (t + 1) * P * (uint64_t)B;
+    row->train_loss = rs->loss / (double)rs->since;
+    row->train_accuracy = (double)rs->correct / ((double)rs->since * P * B);
+    row->buildup = rs->buildup / (double)rs->since;
+    row->density_actual = rs->dens / (double)rs->since;
+    row->compute_seconds = rs->compute_s;
+    row->sparsify_seconds = rs->sparsify_s;
+    row->test_loss = row->test_accuracy = NAN;
+    row->sim_seconds = row->sim_comm_seconds = NAN;
+    deftsim_status st;
+    if (opt->evaluate && (st = evaluate(tr, ps->params, &row->test_loss, &row->test_accuracy)))
+        return st;
+    row->wall_seconds = deftsim_now() - t_start;
+    tell(&opt->progress, (deftsim_train_event){.kind = DEFTSIM_TRAIN_ROW,
+                                               .model = deftsim_nn_model(tr->net)->name,
+                                               .method = out->method,
+                                               .density = out->density,
+                                               .P = out->P,
+                                               .row = row,
+                                               .iterations = T});
+    rs->loss = rs->buildup = rs->dens = 0;
+    rs->correct = rs->since = 0;
+    return DEFTSIM_OK;
+}
+
+/* Iteration t: gradients, accumulators, the sparsifier's step, the update; 1 in *stop when
+ * the loss is no longer finite. */
+static deftsim_status train_iteration(deftsim_trainer *tr, point_state *ps,
+                                      deftsim_sparsifier *sp, const deftsim_train_options *opt,
+                                      uint64_t t, uint64_t E, uint64_t T, row_sums *rs,
+                                      uint32_t *elem_bytes, int *stop, deftsim_train_result *out)
+{
+    const deftsim_config *cfg = tr->cfg;
+    const int bt = cfg->train.threads;
+    uint64_t epoch = t / E, j = t % E;
+    if (epoch != ps->perm_epoch) {
+        shuffle(ps->perm, tr->ntrain, epoch, cfg->scenario.seed);
+        ps->perm_epoch = epoch;
+    }
+    double slowest, iter_loss;
+    deftsim_status st = worker_grads(tr, ps, j, &slowest, &iter_loss, &rs->correct);
+    if (st) return st;
+    rs->compute_s += slowest;
+    if (!isfinite(iter_loss)) {
+        out->diverged = 1;
+        *stop = 1;
+        return DEFTSIM_OK;
+    }
+    rs->loss += iter_loss / ps->P;
+    if (opt->on_grads && (st = opt->on_grads(opt->ctx, t, ps->P, (const float *const *)ps->grad)))
+        return st;
+    accumulate(ps, (float)cfg->train.momentum, bt);
+    deftsim_acc_provider prov = {.get = prov_get, .ctx = ps, .persistent = 1, .grad = prov_grad};
+    deftsim_step_result *r;
+    double t0 = deftsim_now();
+    if ((st = deftsim_sparsifier_step(sp, t, &prov, &r))) return st;
+    rs->sparsify_s += deftsim_now() - t0;
+    out->k = r->k;
+    rs->buildup += r->buildup;
+    rs->dens += r->density_actual;
+    if (ps->dgc && (st = dgc_mask(ps, sp))) return st;
+    double tu = work_clock(bt);
+    memset(ps->agg, 0, ps->n * sizeof *ps->agg);
+    for (uint64_t i = 0; i < r->nnz; i++) ps->agg[r->agg_index[i]] = r->agg_value[i];
+    apply_update(ps, cfg);
+    tu = work_clock(bt) - tu;
+    if (opt->simulate && (st = add_schedule(ps, T, r, tu))) return st;
+    *elem_bytes = r->value_wire_bytes;
+    rs->since++;
+    return DEFTSIM_OK;
 }
 
 deftsim_status deftsim_trainer_point(deftsim_trainer *tr, deftsim_method method, double density,
@@ -533,118 +642,27 @@ deftsim_status deftsim_trainer_point(deftsim_trainer *tr, deftsim_method method,
     double t_start = deftsim_now();
     if ((st = deftsim_sparsifier_new(&sp_params, &sp))) goto done;
     if ((st = point_state_init(&ps, tr, method, P))) goto done;
-    deftsim_acc_provider prov = {.get = prov_get, .ctx = &ps, .persistent = 1, .grad = prov_grad};
-
-    const float mu = (float)cfg->train.momentum;
-    const int bt = cfg->train.threads;
     uint32_t elem_bytes = 4;
-    double loss_acc = 0, buildup_acc = 0, dens_acc = 0, compute_s = 0, sparsify_s = 0;
-    uint64_t correct_acc = 0, since = 0;
-    const uint32_t B = tr->B;
+    row_sums rs;
+    memset(&rs, 0, sizeof rs);
     for (uint64_t t = 0; t < T; t++) {
-        uint64_t epoch = t / E, j = t % E;
-        if (epoch != ps.perm_epoch) {
-            shuffle(ps.perm, tr->ntrain, epoch, cfg->scenario.seed);
-            ps.perm_epoch = epoch;
-        }
-        /* Every worker's gradient at the shared weights, on its own shard. */
-        double slowest = 0, iter_loss = 0;
-        for (uint32_t w = 0; w < P; w++) {
-            const uint32_t *idx = ps.perm + (size_t)(j * P + w) * B;
-            deftsim_dataset_batch(tr->train, idx, B, tr->x, tr->y);
-            double t0 = work_clock(bt), loss;
-            uint32_t ok;
-            if ((st = deftsim_nn_grad(tr->net, ps.params, tr->x, tr->y, B, ps.grad[w], &loss, &ok)))
-                goto done;
-            double dt = work_clock(bt) - t0;
-            ps.grad_s[w] = dt;
-            if (dt > slowest) slowest = dt;
-            iter_loss += loss;
-            correct_acc += ok;
-        }
-        compute_s += slowest;
-        if (!isfinite(iter_loss)) {
-            out->diverged = 1;
-            break;
-        }
-        loss_acc += iter_loss / P;
-        if (opt->on_grads && (st = opt->on_grads(opt->ctx, t, P, (const float *const *)ps.grad)))
+        int stop = 0;
+        if ((st = train_iteration(tr, &ps, sp, opt, t, E, T, &rs, &elem_bytes, &stop, out)))
             goto done;
-
-        /* Accumulators: error feedback, and for DGC its momentum correction. */
-        for (uint32_t w = 0; w < P; w++) {
-            double ta = work_clock(bt);
-            float *a = ps.acc[w];
-            const float *g = ps.grad[w];
-            if (ps.dgc) {
-                float *u = ps.u[w];
-                for (uint64_t i = 0; i < ps.n; i++) {
-                    if (ps.sparse[i]) {
-                        u[i] = mu * u[i] + g[i];
-                        a[i] += u[i];
-                    } else {
-                        a[i] += g[i];
-                    }
-                }
-            } else {
-                for (uint64_t i = 0; i < ps.n; i++) a[i] += g[i];
-            }
-            ps.acc_s[w] = work_clock(bt) - ta;
-        }
-        deftsim_step_result *r;
-        double t0 = deftsim_now();
-        if ((st = deftsim_sparsifier_step(sp, t, &prov, &r))) goto done;
-        sparsify_s += deftsim_now() - t0;
-        out->k = r->k;
-        buildup_acc += r->buildup;
-        dens_acc += r->density_actual;
-        if (ps.dgc) {
-            /* Momentum factor masking: what a worker sent leaves its momentum too (the
-             * sparsifier already zeroed those positions of its accumulator). */
-            for (uint32_t w = 0; w < P; w++) {
-                const deftsim_kidx *sel;
-                uint64_t count;
-                if ((st = deftsim_sparsifier_selection(sp, w, &sel, &count))) goto done;
-                for (uint64_t i = 0; i < count; i++) ps.u[w][sel[i]] = 0.0f;
-            }
-        }
-        double tu = work_clock(bt);
-        memset(ps.agg, 0, ps.n * sizeof *ps.agg);
-        for (uint64_t i = 0; i < r->nnz; i++) ps.agg[r->agg_index[i]] = r->agg_value[i];
-        apply_update(&ps, cfg);
-        tu = work_clock(bt) - tu;
-        if (opt->simulate && (st = add_schedule(&ps, T, r, tu))) goto done;
-        elem_bytes = r->value_wire_bytes;
-        since++;
-
-        if ((t + 1) % (uint64_t)cfg->train.eval_every == 0 || t + 1 == T) {
-            deftsim_train_row *row = &out->rows[out->nrows++];
-            row->iteration = t + 1;
-            row->epoch = (double)(t + 1) / (double)E;
-            row->samples = (t + 1) * P * (uint64_t)B;
-            row->train_loss = loss_acc / (double)since;
-            row->train_accuracy = (double)correct_acc / ((double)since * P * B);
-            row->buildup = buildup_acc / (double)since;
-            row->density_actual = dens_acc / (double)since;
-            row->compute_seconds = compute_s;
-            row->sparsify_seconds = sparsify_s;
-            row->test_loss = row->test_accuracy = NAN;
-            row->sim_seconds = row->sim_comm_seconds = NAN;
-            if (opt->evaluate && (st = evaluate(tr, ps.params, &row->test_loss, &row->test_accuracy)))
-                goto done;
-            row->wall_seconds = deftsim_now() - t_start;
-            progress_line(opt->progress, tr, out, row, T);
-            loss_acc = buildup_acc = dens_acc = 0;
-            correct_acc = since = 0;
-        }
+        if (stop) break;
+        if ((t + 1) % (uint64_t)cfg->train.eval_every == 0 || t + 1 == T)
+            if ((st = add_row(tr, &ps, opt, t, E, T, t_start, &rs, out))) goto done;
         out->iterations = t + 1;
     }
     if (opt->params_out) memcpy(opt->params_out, ps.params, ps.n * sizeof *ps.params);
-    if (opt->simulate && ps.nsched && (st = simulate(cfg, &ps, elem_bytes, out))) goto done;
-    if (out->diverged && opt->progress)
-        fprintf(opt->progress, "%s %s d=%g P=%u: the loss is no longer finite at iteration %" PRIu64
-                "; the point stops there\n", m->name, deftsim_method_name(method), density, P,
-                out->iterations);
+    if (opt->simulate && ps.sim.n && (st = simulate(cfg, &ps, elem_bytes, out))) goto done;
+    if (out->diverged)
+        tell(&opt->progress, (deftsim_train_event){.kind = DEFTSIM_TRAIN_DIVERGED,
+                                                   .model = m->name,
+                                                   .method = method,
+                                                   .density = density,
+                                                   .P = P,
+                                                   .iterations = out->iterations});
 done:
     out->seconds = deftsim_now() - t_start;
     point_state_free(&ps);
@@ -716,14 +734,6 @@ typedef struct {
     deftsim_train_result res;
 } point_record;
 
-static void utc_now(char *buf, size_t cap)
-{
-    time_t now = time(NULL);
-    struct tm tm;
-    gmtime_r(&now, &tm);
-    strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 static deftsim_status write_point_file(const deftsim_config *cfg, const point_record *pr)
 {
     char path[4400];
@@ -788,11 +798,12 @@ static deftsim_status write_manifest(const deftsim_config *cfg, const deftsim_tr
                                      const char *status, const char *error,
                                      const point_record *recs, size_t n)
 {
-    char path[4400], host[256] = "unknown";
+    char path[4400], host[256];
     snprintf(path, sizeof path, "%s/manifest.json", cfg->scenario.output);
-    if (gethostname(host, sizeof host) != 0) snprintf(host, sizeof host, "unknown");
-    host[sizeof host - 1] = '\0';
-    json_t *root = json_object(), *config = deftsim_config_to_json(cfg), *pts = json_array();
+    deftsim_hostname(host, sizeof host);
+    json_t *root = deftsim_manifest_new("deftsim-train-results", cfg, status, error, started,
+                                        finished);
+    json_t *config = deftsim_config_to_json(cfg), *pts = json_array();
     if (!root || !config || !pts) {
         json_decref(root);
         json_decref(config);
@@ -800,16 +811,6 @@ static deftsim_status write_manifest(const deftsim_config *cfg, const deftsim_tr
         return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: cannot build the manifest", path);
     }
     const deftsim_model *m = deftsim_nn_model(tr->net);
-    json_object_set_new(root, "format", json_string("deftsim-train-results"));
-    json_object_set_new(root, "format_version", json_integer(1));
-    json_object_set_new(root, "scenario", json_string(cfg->scenario.name));
-    json_object_set_new(root, "seed", json_integer((json_int_t)cfg->scenario.seed));
-    json_object_set_new(root, "deftsim", json_pack("{s:s, s:s}", "version", DEFTSIM_VERSION,
-                                                   "git_commit", DEFTSIM_GIT_COMMIT));
-    json_object_set_new(root, "status", json_string(status));
-    if (error) json_object_set_new(root, "error", json_string(error));
-    json_object_set_new(root, "started", json_string(started));
-    json_object_set_new(root, "finished", finished ? json_string(finished) : json_null());
     json_object_set_new(root, "hostname", json_string(host));
     json_object_set_new(root, "network",
                         json_pack("{s:s, s:I, s:I, s:f}", "model", m->name, "n",
@@ -833,20 +834,7 @@ static deftsim_status write_manifest(const deftsim_config *cfg, const deftsim_tr
     json_object_set_new(root, "points", pts);
     json_object_set_new(root, "platform", deftsim_platform_record_json(plat));
     json_object_set_new(root, "config", config);
-    char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    json_decref(root);
-    if (!text) return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: cannot build the manifest", path);
-    size_t len = strlen(text);
-    char *withnl = realloc(text, len + 2);
-    if (!withnl) {
-        free(text);
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", path);
-    }
-    withnl[len] = '\n';
-    withnl[len + 1] = '\0';
-    deftsim_status st = deftsim_write_file_atomic(path, withnl, len + 1);
-    free(withnl);
-    return st;
+    return deftsim_manifest_write(path, root);
 }
 
 /* What a training run writes: a folder of another kind or another scenario's training
@@ -874,13 +862,13 @@ deftsim_status deftsim_train_check_output(const deftsim_config *cfg)
     return st;
 }
 
-deftsim_status deftsim_train_run(const deftsim_config *cfg, FILE *progress,
+deftsim_status deftsim_train_run(const deftsim_config *cfg, const deftsim_train_progress *progress,
                                  deftsim_train_summary *summary)
 {
     if (summary) memset(summary, 0, sizeof *summary);
     double t0 = deftsim_now();
     char started[32];
-    utc_now(started, sizeof started);
+    deftsim_utc_now(started, sizeof started);
     /* Before anything is created in the folder. */
     deftsim_status st = deftsim_train_check_output(cfg);
     if (st) return st;
@@ -916,7 +904,7 @@ deftsim_status deftsim_train_run(const deftsim_config *cfg, FILE *progress,
     size_t n = 0;
     deftsim_train_options opt;
     deftsim_train_options_default(&opt);
-    opt.progress = progress;
+    if (progress) opt.progress = *progress;
     opt.simulate = cfg->network.simulate;
     for (size_t mi = 0; mi < cfg->sparsify.nmethods && !st; mi++) {
         deftsim_method method = cfg->sparsify.methods[mi];
@@ -942,7 +930,7 @@ deftsim_status deftsim_train_run(const deftsim_config *cfg, FILE *progress,
         }
     }
     char finished[32];
-    utc_now(finished, sizeof finished);
+    deftsim_utc_now(finished, sizeof finished);
     if (!st) st = write_tables(cfg, recs, n);
     if (!st) {
         st = write_manifest(cfg, tr, &plat, started, finished, "complete", NULL, recs, n);
@@ -958,97 +946,5 @@ deftsim_status deftsim_train_run(const deftsim_config *cfg, FILE *progress,
     deftsim_platform_record_free(&plat);
     deftsim_trainer_free(tr);
     if (summary) summary->seconds = deftsim_now() - t0;
-    return st;
-}
-
-/* ---- trace record ------------------------------------------------------------------------ */
-
-typedef struct {
-    deftsim_trace_writer *w;
-    const int64_t *ids;
-    size_t nids, next;
-    FILE *progress;
-} record_ctx;
-
-static deftsim_status record_grads(void *ctx, uint64_t t, uint32_t P, const float *const *grads)
-{
-    record_ctx *rc = ctx;
-    (void)P;
-    if (rc->next >= rc->nids || (uint64_t)rc->ids[rc->next] != t) return DEFTSIM_OK;
-    rc->next++;
-    deftsim_status st = deftsim_trace_writer_put(rc->w, t, grads);
-    if (!st && rc->progress) {
-        fprintf(rc->progress, "trace record: iteration %" PRIu64 " written (%zu of %zu)\n", t,
-                rc->next, rc->nids);
-        fflush(rc->progress);
-    }
-    return st;
-}
-
-deftsim_status deftsim_train_record(const deftsim_config *cfg, deftsim_method method,
-                                    double density, uint32_t P, const char *dir, FILE *progress)
-{
-    if (!cfg->train.nrecord)
-        return deftsim_error_set(DEFTSIM_E_INPUT, "[train] record: no iterations to record");
-    deftsim_trainer *tr;
-    deftsim_status st = deftsim_trainer_new(cfg, &tr);
-    if (st) return st;
-    const deftsim_model *m = deftsim_nn_model(tr->net);
-    uint64_t last = (uint64_t)cfg->train.record[cfg->train.nrecord - 1];
-    if (method == DEFTSIM_METHOD_DENSE) density = 1.0;
-
-    char how[512], db[40];
-    snprintf(how, sizeof how,
-             "deftsim trace record: %s trained on Fashion-MNIST by %u data-parallel workers, %d "
-             "images each per iteration, SGD (lr %g, momentum %g, weight decay %g), %s aggregation "
-             "at density %s; gradients before communication",
-             m->name, P, cfg->train.batch_size, cfg->train.lr, cfg->train.momentum,
-             cfg->train.weight_decay, deftsim_method_name(method),
-             deftsim_csv_double(db, sizeof db, density));
-    json_t *ids = json_array();
-    for (size_t i = 0; ids && i < cfg->train.nrecord; i++)
-        json_array_append_new(ids, json_integer((json_int_t)cfg->train.record[i]));
-    json_t *prov = json_pack(
-        "{s:s, s:s, s:I, s:s, s:s, s:{s:s, s:s, s:s, s:i}, s:i, s:i, s:f, s:f, s:f, s:{s:s, s:f}, "
-        "s:o, s:I}",
-        "recorder", "deftsim " DEFTSIM_VERSION " (commit " DEFTSIM_GIT_COMMIT ")", "method", how,
-        "seed", (json_int_t)cfg->scenario.seed, "model", m->name, "network",
-        deftsim_train_model_name(cfg->train.model), "dataset", "name", "Fashion-MNIST", "images",
-        tr->train->images_path, "labels", tr->train->labels_path, "train_images", (int)tr->ntrain,
-        "P", (int)P, "batch_size", cfg->train.batch_size, "lr", cfg->train.lr, "momentum",
-        cfg->train.momentum, "weight_decay", cfg->train.weight_decay, "aggregation", "method",
-        deftsim_method_name(method), "density", density, "iterations", ids, "trained_iterations",
-        (json_int_t)(last + 1));
-    if (!prov) {
-        deftsim_trainer_free(tr);
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "trace record: out of memory");
-    }
-    record_ctx rc = {.ids = cfg->train.record, .nids = cfg->train.nrecord, .progress = progress};
-    st = deftsim_trace_writer_open(dir, m, P, prov, &rc.w);
-    json_decref(prov);
-    if (st) {
-        deftsim_trainer_free(tr);
-        return st;
-    }
-    deftsim_train_options opt;
-    deftsim_train_options_default(&opt);
-    opt.iterations = last + 1;
-    opt.evaluate = 0;
-    opt.on_grads = record_grads;
-    opt.ctx = &rc;
-    deftsim_train_result res;
-    st = deftsim_trainer_point(tr, method, density, P, &opt, &res);
-    if (!st && res.diverged)
-        st = deftsim_error_set(DEFTSIM_E_RUNTIME,
-                               "trace record: the training diverged at iteration %" PRIu64
-                               " before iteration %" PRIu64 " was recorded; lower [train] lr",
-                               res.iterations, last);
-    deftsim_train_result_free(&res);
-    if (st) {
-        deftsim_trace_writer_discard(rc.w);
-    } else {
-        st = deftsim_trace_writer_close(rc.w);
-    }
-    deftsim_trainer_free(tr);
     return st;
 }

@@ -10,6 +10,7 @@
 #include "deftsim_config.h"
 #include "deftsim_engine.h"
 #include "deftsim_util.h"
+#include "progress.h"
 
 static void usage(FILE *out)
 {
@@ -127,7 +128,7 @@ int deftsim_cmd_run(int argc, char **argv)
         goto done;
     }
     if (deftsim_cli_parse_only) goto done;
-    opt.progress = quiet ? NULL : stderr;
+    if (!quiet) opt.progress = (deftsim_run_progress){deftsim_cli_run_progress, stderr};
     if ((st = deftsim_engine_new(cfg, &opt, &e))) {
         rc = deftsim_cli_fail(st);
         goto done;

@@ -11,6 +11,7 @@
 #include "deftsim_config.h"
 #include "deftsim_sweep.h"
 #include "deftsim_util.h"
+#include "progress.h"
 
 static void usage(FILE *out)
 {
@@ -51,6 +52,46 @@ static void usage(FILE *out)
             "some point failed on bad input, such as a NaN in a trace (the others are kept).\n");
 }
 
+/* --dry-run: reads the folder's state only, lists the points and the memory plan. */
+static int dry_run(deftsim_sweep *sw, const deftsim_sweep_options *so)
+{
+    deftsim_status st = deftsim_sweep_load_state(sw);
+    if (st) return deftsim_cli_fail(st);
+    size_t noisy = 0;
+    if (so->rerun_noisy && (st = deftsim_sweep_mark_noisy(sw, &noisy))) return deftsim_cli_fail(st);
+    deftsim_sweep_print_points(sw, stdout);
+    if (so->rerun_noisy) printf("\n%zu finished point%s flagged noisy would run again\n", noisy,
+                                noisy == 1 ? "" : "s");
+    printf("\n");
+    if ((st = deftsim_sweep_check_memory(sw, stdout))) return deftsim_cli_fail(st);
+    return 0;
+}
+
+/* The memory check, the sweep and its closing lines. */
+static int run_sweep(deftsim_sweep *sw, int quiet)
+{
+    deftsim_status st = deftsim_sweep_check_memory(sw, NULL);
+    if (st) return deftsim_cli_fail(st);
+    deftsim_sweep_summary sum;
+    memset(&sum, 0, sizeof sum);
+    st = deftsim_sweep_run(sw, &sum);
+    if (st) {
+        int rc = deftsim_cli_fail(st);
+        if (sum.planned)
+            fprintf(stderr, "deftsim sweep: %zu of %zu points ran in %.1f s, %zu skipped (finished "
+                            "earlier) -> %s\n",
+                    sum.ran, sum.planned, sum.seconds, sum.skipped, deftsim_sweep_output(sw));
+        return rc;
+    }
+    if (!quiet)
+        fprintf(stderr,
+                "deftsim sweep: %zu points: %zu run (%llu rows) in %.1f s, %zu skipped (finished "
+                "earlier) -> %s\n  next: deftsim analyze %s\n",
+                sum.planned, sum.ran, (unsigned long long)sum.rows, sum.seconds, sum.skipped,
+                deftsim_sweep_output(sw), deftsim_sweep_output(sw));
+    return 0;
+}
+
 int deftsim_cmd_sweep(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -83,6 +124,7 @@ int deftsim_cmd_sweep(int argc, char **argv)
     memset(&so, 0, sizeof so);
     deftsim_config *cfg = NULL;
     deftsim_sweep *sw = NULL;
+    deftsim_cli_sweep_progress *bar = NULL;
     optind = 0;
     while ((c = getopt_long(argc, argv, "s:V:o:nr:j:p:qhNW:", opts, NULL)) != -1) {
         switch (c) {
@@ -154,53 +196,23 @@ int deftsim_cmd_sweep(int argc, char **argv)
     if (deftsim_cli_parse_only) goto done;
     so.vary = vary;
     so.nvary = nvary;
-    so.progress = quiet ? NULL : stderr;
-    so.tty = mode == -1 ? isatty(STDERR_FILENO) : mode;
+    if (!quiet) {
+        if (!(bar = deftsim_cli_sweep_progress_new(stderr, mode == -1 ? isatty(STDERR_FILENO)
+                                                                       : mode))) {
+            fprintf(stderr, "deftsim sweep: out of memory\n");
+            rc = 1;
+            goto done;
+        }
+        so.progress = (deftsim_sweep_progress){deftsim_cli_sweep_progress_event, bar};
+    }
     if ((st = deftsim_sweep_new(cfg, &so, &sw))) {
         rc = deftsim_cli_fail(st);
         goto done;
     }
-    if (dry) {
-        /* Read-only: the folder's state decides which points would run. */
-        if ((st = deftsim_sweep_load_state(sw))) {
-            rc = deftsim_cli_fail(st);
-            goto done;
-        }
-        size_t noisy = 0;
-        if (so.rerun_noisy && (st = deftsim_sweep_mark_noisy(sw, &noisy))) {
-            rc = deftsim_cli_fail(st);
-            goto done;
-        }
-        deftsim_sweep_print_points(sw, stdout);
-        if (so.rerun_noisy) printf("\n%zu finished point%s flagged noisy would run again\n", noisy,
-                                   noisy == 1 ? "" : "s");
-        printf("\n");
-        if ((st = deftsim_sweep_check_memory(sw, stdout))) rc = deftsim_cli_fail(st);
-        goto done;
-    }
-    if ((st = deftsim_sweep_check_memory(sw, NULL))) {
-        rc = deftsim_cli_fail(st);
-        goto done;
-    }
-    deftsim_sweep_summary sum;
-    memset(&sum, 0, sizeof sum);
-    st = deftsim_sweep_run(sw, &sum);
-    if (st) {
-        rc = deftsim_cli_fail(st);
-        if (sum.planned)
-            fprintf(stderr, "deftsim sweep: %zu of %zu points ran in %.1f s, %zu skipped (finished "
-                            "earlier) -> %s\n",
-                    sum.ran, sum.planned, sum.seconds, sum.skipped, deftsim_sweep_output(sw));
-        goto done;
-    }
-    if (!quiet)
-        fprintf(stderr,
-                "deftsim sweep: %zu points: %zu run (%llu rows) in %.1f s, %zu skipped (finished "
-                "earlier) -> %s\n  next: deftsim analyze %s\n",
-                sum.planned, sum.ran, (unsigned long long)sum.rows, sum.seconds, sum.skipped,
-                deftsim_sweep_output(sw), deftsim_sweep_output(sw));
+    rc = dry ? dry_run(sw, &so) : run_sweep(sw, quiet);
 done:
     deftsim_sweep_free(sw);
+    deftsim_cli_sweep_progress_free(bar);
     deftsim_config_free(cfg);
     free(outset);
     free(sets);

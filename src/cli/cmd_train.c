@@ -12,6 +12,7 @@
 #include "deftsim_nn.h"
 #include "deftsim_train.h"
 #include "deftsim_util.h"
+#include "progress.h"
 
 static void usage(FILE *out)
 {
@@ -126,7 +127,8 @@ int deftsim_cmd_train(int argc, char **argv)
     }
     if (deftsim_cli_parse_only) goto done;
     deftsim_train_summary sum;
-    if ((st = deftsim_train_run(cfg, quiet ? NULL : stderr, &sum))) {
+    const deftsim_train_progress lines = {deftsim_cli_train_progress, stderr};
+    if ((st = deftsim_train_run(cfg, quiet ? NULL : &lines, &sum))) {
         rc = deftsim_cli_fail(st);
         goto done;
     }
@@ -248,7 +250,8 @@ int deftsim_cmd_trace_record(int argc, char **argv)
     if (!have_density) density = cfg->sparsify.densities[0];
     if (deftsim_cli_parse_only) goto done;
     double t0 = deftsim_now();
-    if ((st = deftsim_train_record(cfg, method, density, (uint32_t)P, dir, quiet ? NULL : stderr))) {
+    const deftsim_train_progress lines = {deftsim_cli_train_progress, stderr};
+    if ((st = deftsim_train_record(cfg, method, density, (uint32_t)P, dir, quiet ? NULL : &lines))) {
         rc = deftsim_cli_fail(st);
         goto done;
     }

@@ -403,3 +403,50 @@ Test(train, simulated_time, .init = setup, .fini = teardown)
     deftsim_trainer_free(tr);
     deftsim_config_free(cfg);
 }
+
+/* The progress callback hears one ROW per row of the curve, carrying the point and the row
+ * itself, in order; the library prints nothing. */
+typedef struct {
+    uint64_t iterations[8];
+    const char *model;
+    size_t n;
+    int mismatch;
+} row_log;
+
+static void on_train_event(void *user, const deftsim_train_event *ev)
+{
+    row_log *l = user;
+    if (ev->kind != DEFTSIM_TRAIN_ROW || l->n == 8) {
+        l->mismatch = 1;
+        return;
+    }
+    if (ev->method != DEFTSIM_METHOD_TOPK || ev->P != 2 || ev->density != 0.01 ||
+        ev->iterations != 80)
+        l->mismatch = 1;
+    l->model = ev->model;
+    l->iterations[l->n++] = ev->row->iteration;
+}
+
+Test(train, progress_callback_hears_every_row, .init = setup, .fini = teardown)
+{
+    deftsim_config *cfg = scenario("", "topk", "2");
+    deftsim_trainer *tr;
+    cr_assert_eq(deftsim_trainer_new(cfg, &tr), DEFTSIM_OK, "%s", deftsim_error_message());
+    row_log l;
+    memset(&l, 0, sizeof l);
+    deftsim_train_options opt;
+    deftsim_train_options_default(&opt);
+    opt.iterations = 80;
+    opt.progress = (deftsim_train_progress){on_train_event, &l};
+    deftsim_train_result r;
+    cr_assert_eq(deftsim_trainer_point(tr, DEFTSIM_METHOD_TOPK, 0.01, 2, &opt, &r), DEFTSIM_OK,
+                 "%s", deftsim_error_message());
+    cr_expect_eq(l.mismatch, 0, "only ROW events of this point");
+    cr_assert_eq(l.n, r.nrows, "one event per row");
+    for (size_t i = 0; i < l.n; i++) cr_expect_eq(l.iterations[i], r.rows[i].iteration);
+    cr_expect_eq(l.iterations[0], 40);
+    cr_expect_str_eq(l.model, deftsim_trainer_model(tr)->name);
+    deftsim_train_result_free(&r);
+    deftsim_trainer_free(tr);
+    deftsim_config_free(cfg);
+}

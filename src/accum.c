@@ -1,0 +1,407 @@
+/* accum.c - one point's accumulators (engine_internal.h): acc_w = residual_w + g_w for the
+ * workers that keep a residual, the average accumulator, the fused norm pass of deft_norms =
+ * fused, and the provider through which the sparsifier reads them. Gradients come from the
+ * engine's source (deftsim_gradsrc.h), whatever its kind. */
+#include "engine_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "deftsim_par.h"
+
+
+/* Chunk c of the preparation pass: acc_w = residual_w + g_w for tracked workers, and the
+ * average of every worker's accumulator, summed in worker order in double. */
+static deftsim_status prepare_chunk(void *ctx, size_t c, unsigned thread)
+{
+    point_state *ps = ctx;
+    deftsim_engine *e = ps->e;
+    uint64_t off = (uint64_t)c * CHUNK;
+    size_t cnt = (size_t)(ps->n - off < CHUNK ? ps->n - off : CHUNK);
+    double *sum = e->sums + (size_t)thread * CHUNK;
+    float *stage = e->stage + (size_t)thread * GEN_WORKERS * CHUNK;
+    memset(sum, 0, cnt * sizeof *sum);
+    for (uint32_t w0 = 0; w0 < ps->P; w0 += GEN_WORKERS) {
+        uint32_t nw = ps->P - w0 < GEN_WORKERS ? ps->P - w0 : GEN_WORKERS;
+        const float *g[GEN_WORKERS];
+        float *outs[GEN_WORKERS];
+        for (uint32_t j = 0; j < nw; j++) outs[j] = stage + (size_t)j * CHUNK;
+        deftsim_status st = deftsim_gradsrc_read(e->src, ps->it, w0, nw, off, cnt, outs, g);
+        if (st) return st;
+        for (uint32_t j = 0; j < nw; j++) {
+            uint32_t w = w0 + j;
+            const float *gw = g[j];
+            if (w < ps->S && ps->fresh) {
+                float *r = ps->res[w] + off;
+                for (size_t i = 0; i < cnt; i++) {
+                    r[i] = gw[i];
+                    sum[i] += (double)r[i];
+                }
+            } else if (w < ps->S) {
+                float *r = ps->res[w] + off;
+                for (size_t i = 0; i < cnt; i++) {
+                    r[i] += gw[i];
+                    sum[i] += (double)r[i];
+                }
+            } else {
+                for (size_t i = 0; i < cnt; i++) sum[i] += (double)gw[i];
+            }
+        }
+    }
+    float *a = ps->avg + off;
+    double inv = 1.0 / (double)ps->P, nn = 0;
+    for (size_t i = 0; i < cnt; i++) {
+        a[i] = (float)(sum[i] * inv);
+        nn += (double)a[i] * (double)a[i];
+    }
+    ps->chunk_norm2[c] = nn;
+    return DEFTSIM_OK;
+}
+
+/* ---- deft_norms = fused: the accumulate pass with the fragment norms ------------------------ */
+
+/* Piece c of the fused pass: prepare_chunk's work on one norm block of one fragment, the
+ * accumulator formed by deftsim_k_accumulate (which also returns the block's sum of squares). */
+static deftsim_status prepare_piece(void *ctx, size_t c, unsigned thread)
+{
+    point_state *ps = ctx;
+    deftsim_engine *e = ps->e;
+    uint64_t off = ps->piece_off[c];
+    size_t cnt = ps->piece_len[c];
+    double *sum = e->sums + (size_t)thread * CHUNK;
+    float *stage = e->stage + (size_t)thread * GEN_WORKERS * CHUNK;
+    deftsim_kctx *kc = ps->pctx[thread];
+    void *scr = ps->pscratch + (size_t)thread * ps->pscratch_each;
+    const deftsim_kseg seg = {0, cnt, 0};
+    const int mode = ps->fresh ? DEFTSIM_KACC_COPY : DEFTSIM_KACC_ADD;
+    memset(sum, 0, cnt * sizeof *sum);
+    for (uint32_t w0 = 0; w0 < ps->P; w0 += GEN_WORKERS) {
+        uint32_t nw = ps->P - w0 < GEN_WORKERS ? ps->P - w0 : GEN_WORKERS;
+        const float *g[GEN_WORKERS];
+        float *outs[GEN_WORKERS];
+        for (uint32_t j = 0; j < nw; j++) outs[j] = stage + (size_t)j * CHUNK;
+        deftsim_status st = deftsim_gradsrc_read(e->src, ps->it, w0, nw, off, cnt, outs, g);
+        if (st) return st;
+        for (uint32_t j = 0; j < nw; j++) {
+            uint32_t w = w0 + j;
+            const float *gw = g[j];
+            if (w < ps->S) {
+                float *r = ps->res[w] + off;
+                deftsim_status st = deftsim_k_accumulate(kc, r, gw, cnt, mode, &seg, 1,
+                                                         &ps->part[(size_t)w * ps->npieces + c],
+                                                         scr, ps->pscratch_each);
+                if (st) return st;
+                for (size_t i = 0; i < cnt; i++) sum[i] += (double)r[i];
+            } else {
+                for (size_t i = 0; i < cnt; i++) sum[i] += (double)gw[i];
+            }
+        }
+    }
+    float *a = ps->avg + off;
+    double inv = 1.0 / (double)ps->P;
+    for (size_t i = 0; i < cnt; i++) a[i] = (float)(sum[i] * inv);
+    return DEFTSIM_OK;
+}
+
+/* prepare_chunk's squared norm of the average, alone. */
+static deftsim_status avg_norm2_chunk(void *ctx, size_t c, unsigned thread)
+{
+    (void)thread;
+    point_state *ps = ctx;
+    uint64_t off = (uint64_t)c * CHUNK;
+    size_t cnt = (size_t)(ps->n - off < CHUNK ? ps->n - off : CHUNK);
+    const float *a = ps->avg + off;
+    double nn = 0;
+    for (size_t i = 0; i < cnt; i++) nn += (double)a[i] * (double)a[i];
+    ps->chunk_norm2[c] = nn;
+    return DEFTSIM_OK;
+}
+
+/* Row `row` of the piece sums into fragment norms: each fragment's blocks added in order
+ * from 0.0, as seg_norms adds them. */
+static void fold_norms(point_state *ps, uint32_t row)
+{
+    const double *p = ps->part + (size_t)row * ps->npieces;
+    double *out = ps->wnorms + (size_t)row * ps->nseg;
+    size_t b = 0;
+    for (size_t j = 0; j < ps->nseg; j++) {
+        size_t nb = (ps->nsegs[j].len + DEFTSIM_K_NORM_BLOCK - 1) / DEFTSIM_K_NORM_BLOCK;
+        double s = 0.0;
+        for (size_t q = 0; q < nb; q++) s += p[b++];
+        out[j] = sqrt(s);
+    }
+}
+
+/* The regenerated accumulator (no residual: acc = g), formed piece by piece with the copy mode
+ * of the same op; its norms go to row S. */
+static deftsim_status regen_piece(void *ctx, size_t c, unsigned thread)
+{
+    point_state *ps = ctx;
+    deftsim_engine *e = ps->e;
+    uint64_t off = ps->piece_off[c];
+    size_t cnt = ps->piece_len[c];
+    float *stage = e->stage + (size_t)thread * GEN_WORKERS * CHUNK;
+    const float *g;
+    deftsim_status st = deftsim_gradsrc_read(e->src, ps->it, ps->regen_worker, 1, off, cnt, &stage, &g);
+    if (st) return st;
+    const deftsim_kseg seg = {0, cnt, 0};
+    return deftsim_k_accumulate(ps->pctx[thread], ps->regen_out + off, g, cnt, DEFTSIM_KACC_COPY,
+                                &seg, 1, &ps->part[(size_t)ps->S * ps->npieces + c],
+                                ps->pscratch + (size_t)thread * ps->pscratch_each,
+                                ps->pscratch_each);
+}
+
+static void fused_free(point_state *ps)
+{
+    for (unsigned t = 0; t < ps->npctx; t++) deftsim_kctx_free(ps->pctx[t]);
+    free(ps->pctx);
+    free(ps->piece_off);
+    free(ps->piece_len);
+    free(ps->part);
+    free(ps->wnorms);
+    free(ps->pscratch);
+}
+
+/* Turns the fused pass on when deft_norms = fused and the sparsifier reads fragment norms of
+ * fragments that tile [0, n) in order (DEFT's do); otherwise leaves nseg = 0, and the
+ * sparsifier runs its own norm pass. */
+deftsim_status deftsim_acc_fused_init(point_state *ps, const deftsim_sparsifier *sp)
+{
+    deftsim_engine *e = ps->e;
+    if (e->cfg->sparsify.deft_norms != DEFTSIM_DEFT_NORMS_FUSED) return DEFTSIM_OK;
+    const deftsim_kseg *segs;
+    size_t nseg;
+    deftsim_sparsifier_norm_segments(sp, &segs, &nseg);
+    if (!nseg) return DEFTSIM_OK;
+    uint64_t pos = 0;
+    size_t np = 0;
+    for (size_t j = 0; j < nseg; j++) {
+        if (segs[j].offset != pos) return DEFTSIM_OK;
+        pos += segs[j].len;
+        np += (segs[j].len + DEFTSIM_K_NORM_BLOCK - 1) / DEFTSIM_K_NORM_BLOCK;
+    }
+    if (pos != ps->n) return DEFTSIM_OK;
+    deftsim_status st;
+    size_t rows = (size_t)ps->S + 1;
+    ps->piece_off = malloc(np * sizeof *ps->piece_off);
+    ps->piece_len = malloc(np * sizeof *ps->piece_len);
+    ps->part = calloc(rows * np, sizeof *ps->part);
+    ps->wnorms = calloc(rows * nseg, sizeof *ps->wnorms);
+    ps->pctx = calloc(e->prep_threads, sizeof *ps->pctx);
+    if (!ps->piece_off || !ps->piece_len || !ps->part || !ps->wnorms || !ps->pctx)
+        return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory for the fused norms");
+    size_t c = 0;
+    for (size_t j = 0; j < nseg; j++)
+        for (size_t q = 0; q * DEFTSIM_K_NORM_BLOCK < segs[j].len; q++) {
+            size_t left = segs[j].len - q * DEFTSIM_K_NORM_BLOCK;
+            ps->piece_off[c] = segs[j].offset + q * DEFTSIM_K_NORM_BLOCK;
+            ps->piece_len[c++] = (uint32_t)(left < DEFTSIM_K_NORM_BLOCK ? left : DEFTSIM_K_NORM_BLOCK);
+        }
+    for (unsigned t = 0; t < e->prep_threads; t++) {
+        if ((st = deftsim_kctx_new(&ps->pctx[t], "cpu", 1))) return st;
+        ps->npctx = t + 1;
+    }
+    const deftsim_kseg one = {0, DEFTSIM_K_NORM_BLOCK, 0};
+    size_t sb;
+    if ((st = deftsim_k_accumulate_scratch(ps->pctx[0], &one, 1, &sb))) return st;
+    ps->pscratch_each = (sb + 63) / 64 * 64;
+    ps->pscratch = malloc(ps->pscratch_each * e->prep_threads + 1);
+    if (!ps->pscratch)
+        return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory for the fused norms");
+    ps->nsegs = segs;
+    ps->nseg = nseg;
+    ps->npieces = np;
+    return DEFTSIM_OK;
+}
+
+/* The provider's norms(): a tracked worker's, or the regenerated worker's while it is cached. */
+static const double *acc_norms(void *ctx, uint32_t w)
+{
+    point_state *ps = ctx;
+    if (!ps->nseg || w >= ps->P) return NULL;
+    if (w < ps->S) return ps->wnorms + (size_t)w * ps->nseg;
+    if (ps->regen_cached == w) return ps->wnorms + (size_t)ps->S * ps->nseg;
+    return NULL;
+}
+
+/* Runs before each step: every tracked residual takes its gradient, the average accumulator
+ * and its squared norm are computed. A trace's gradients are checked finite first (once per
+ * iteration and worker for the whole run). */
+deftsim_status deftsim_acc_prepare(point_state *ps)
+{
+    deftsim_engine *e = ps->e;
+    deftsim_status st;
+    if ((st = deftsim_gradsrc_prepare(e->src, ps->it, ps->P, e->prep_threads))) return st;
+    size_t nchunks = (size_t)((ps->n + CHUNK - 1) / CHUNK);
+    if (ps->nseg) {
+        if ((st = deftsim_par_run(e->prep_threads, ps->npieces, prepare_piece, ps))) return st;
+        for (uint32_t w = 0; w < ps->S; w++) fold_norms(ps, w);
+        /* The average's squared norm in the plain pass's chunks, so its bits do not depend
+         * on deft_norms. */
+        if ((st = deftsim_par_run(e->prep_threads, nchunks, avg_norm2_chunk, ps))) return st;
+    } else if ((st = deftsim_par_run(e->prep_threads, nchunks, prepare_chunk, ps))) {
+        return st;
+    }
+    double nn = 0;
+    for (size_t c = 0; c < nchunks; c++) nn += ps->chunk_norm2[c];
+    ps->norm2 = nn;
+    ps->regen_cached = UINT32_MAX;
+    return DEFTSIM_OK;
+}
+
+static deftsim_status regen_chunk(void *ctx, size_t c, unsigned thread)
+{
+    (void)thread;
+    point_state *ps = ctx;
+    uint64_t off = (uint64_t)c * REGEN_CHUNK;
+    uint64_t cnt = ps->n - off < REGEN_CHUNK ? ps->n - off : REGEN_CHUNK;
+    return deftsim_gradsrc_fill(ps->e->src, ps->it, ps->regen_worker, off, (size_t)cnt,
+                                ps->regen_out + off);
+}
+
+/* Worker w's gradient of this iteration into out, on the preparation threads. */
+static deftsim_status regenerate(point_state *ps, uint32_t w, float *out)
+{
+    ps->regen_worker = w;
+    ps->regen_out = out;
+    size_t nchunks = (size_t)((ps->n + REGEN_CHUNK - 1) / REGEN_CHUNK);
+    return deftsim_par_run(ps->e->prep_threads, nchunks, regen_chunk, ps);
+}
+
+/* get(), release() and grad() cannot return a status: the first failure is kept for the
+ * engine to raise after the step. */
+static void provider_fail(point_state *ps, deftsim_status st)
+{
+    if (ps->get_status) return;
+    ps->get_status = st;
+    snprintf(ps->get_msg, sizeof ps->get_msg, "%s", deftsim_error_message());
+}
+
+/* The provider: a tracked worker's residual buffer (prepared before the step), else its
+ * gradient regenerated (or copied from the trace) into the shared buffer. The sparsifier does
+ * not write an accumulator before its last visit and releases it after, so a repeated get()
+ * of the worker in the buffer returns it without regenerating. */
+static float *acc_get(void *ctx, uint32_t w)
+{
+    point_state *ps = ctx;
+    if (w >= ps->P) {
+        provider_fail(ps, deftsim_error_set(DEFTSIM_E_INTERNAL,
+                                            "accumulator provider: worker %u requested, P = %u",
+                                            w, ps->P));
+        return NULL;
+    }
+    if (w < ps->S) return ps->res[w];
+    if (ps->regen_cached == w) return ps->regen;
+    ps->regen_cached = UINT32_MAX;
+    deftsim_status st;
+    if (ps->nseg) {
+        ps->regen_worker = w;
+        ps->regen_out = ps->regen;
+        st = deftsim_par_run(ps->e->prep_threads, ps->npieces, regen_piece, ps);
+        if (!st) fold_norms(ps, ps->S);
+    } else {
+        st = regenerate(ps, w, ps->regen);
+    }
+    if (st) {
+        provider_fail(ps, st);
+        return NULL;
+    }
+    ps->regen_cached = w;
+    return ps->regen;
+}
+
+/* The residual is already where it belongs (a tracked buffer, or dropped with the shared
+ * one); only the cache of the shared buffer ends. */
+static deftsim_status acc_release(void *ctx, uint32_t w)
+{
+    point_state *ps = ctx;
+    if (ps->regen_cached == w) ps->regen_cached = UINT32_MAX;
+    return DEFTSIM_OK;
+}
+
+static const float *acc_grad(void *ctx, uint32_t w)
+{
+    point_state *ps = ctx;
+    if (w >= ps->P) {
+        provider_fail(ps, deftsim_error_set(DEFTSIM_E_INTERNAL,
+                                            "gradient provider: worker %u requested, P = %u", w,
+                                            ps->P));
+        return NULL;
+    }
+    const float *g = deftsim_gradsrc_map(ps->e->src, ps->it, w);
+    if (g) return g;
+    deftsim_status st = regenerate(ps, w, ps->gradbuf);
+    if (st) {
+        provider_fail(ps, st);
+        return NULL;
+    }
+    return ps->gradbuf;
+}
+
+void deftsim_acc_free(point_state *ps)
+{
+    fused_free(ps);
+    free(ps->res);
+    free(ps->chunk_norm2);
+    memset(ps, 0, sizeof *ps);
+}
+
+/* Buffer i of the pool, mapped on first use. */
+static float *pool_get(deftsim_engine *e, size_t i)
+{
+    if (i >= e->npool) {
+        float **p = realloc(e->pool, (i + 1) * sizeof *p);
+        if (!p) return NULL;
+        e->pool = p;
+        while (e->npool <= i) e->pool[e->npool++] = NULL;
+    }
+    if (!e->pool[i]) e->pool[i] = deftsim_big_alloc((size_t)e->model->numel * sizeof(float));
+    return e->pool[i];
+}
+
+deftsim_status deftsim_acc_init(point_state *ps, deftsim_engine *e, uint32_t P)
+{
+    memset(ps, 0, sizeof *ps);
+    ps->e = e;
+    ps->P = P;
+    ps->n = e->model->numel;
+    ps->S = deftsim_engine_tracked_workers(e->cfg, P);
+    size_t n = (size_t)ps->n;
+    size_t nchunks = (n + CHUNK - 1) / CHUNK;
+    ps->res = calloc(ps->S ? ps->S : 1, sizeof *ps->res);
+    ps->chunk_norm2 = calloc(nchunks, sizeof(double));
+    if (!ps->res || !ps->chunk_norm2) goto nomem;
+    size_t next = 0;
+    if (!(ps->avg = pool_get(e, next++))) goto nomem;
+    for (uint32_t w = 0; w < ps->S; w++)
+        if (!(ps->res[w] = pool_get(e, next++))) goto nomem;
+    if (ps->S < P && !(ps->regen = pool_get(e, next++))) goto nomem;
+    if (!deftsim_gradsrc_maps(e->src) && deftsim_engine_needs_grad(e->cfg) &&
+        !(ps->gradbuf = pool_get(e, next++))) goto nomem;
+    ps->regen_cached = UINT32_MAX;
+    ps->fresh = 1;
+    return DEFTSIM_OK;
+nomem:;
+    uint32_t S = ps->S;
+    deftsim_acc_free(ps);
+    return deftsim_error_set(DEFTSIM_E_NOMEM,
+                             "P = %u: out of memory for the accumulators (%u residuals of %zu "
+                             "floats); lower [engine] memory_budget to leave room for the system",
+                             P, S, n);
+}
+
+/* Whether the provider hands out the same memory for a worker all iteration long: only when
+ * every worker keeps a residual. Sampled mode always goes through the regenerating provider,
+ * even with S >= P (so that sampled with S = P reproduces full exactly: a check of it). */
+deftsim_acc_provider deftsim_acc_provider_of(point_state *ps)
+{
+    return (deftsim_acc_provider){.get = acc_get,
+                                  .ctx = ps,
+                                  .persistent = ps->e->cfg->sparsify.error_feedback ==
+                                                DEFTSIM_FEEDBACK_FULL,
+                                  .release = acc_release,
+                                  .grad = acc_grad,
+                                  .norms = acc_norms};
+}

@@ -1,0 +1,37 @@
+/* deftsim_manifest.h - what every results folder's manifest.json shares (deftsim run, sweep,
+ * train; docs/OUTPUT.md): its opening keys, the machine it ran on, and the atomic write; and
+ * the manifest of a run (engine). */
+#ifndef DEFTSIM_MANIFEST_H
+#define DEFTSIM_MANIFEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "deftsim_config.h"
+#include "deftsim_error.h"
+
+/* Now in UTC, "2026-12-01T10:59:17Z". */
+void deftsim_utc_now(char *buf, size_t cap);
+/* The first "model name" of /proc/cpuinfo, or "unknown". */
+void deftsim_cpu_model(char *buf, size_t cap);
+/* Online CPUs (at least 1). */
+unsigned deftsim_cpus_online(void);
+/* This machine's host name, or "unknown". */
+void deftsim_hostname(char *buf, size_t cap);
+
+/* {"hostname", "cpu_model", "cpus_online", "ram_bytes"} of this machine. */
+json_t *deftsim_manifest_machine(void);
+
+/* A manifest's opening keys, in order: format, format_version (1), scenario, seed, deftsim
+ * (version, git_commit), status, error (only when not NULL), started, finished (null when
+ * NULL). NULL when out of memory. */
+json_t *deftsim_manifest_new(const char *format, const deftsim_config *cfg, const char *status,
+                             const char *error, const char *started, const char *finished);
+
+/* Writes root (which it releases) to path atomically, indented, keys in order, with a
+ * trailing newline. */
+deftsim_status deftsim_manifest_write(const char *path, json_t *root);
+
+#endif

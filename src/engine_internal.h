@@ -1,0 +1,228 @@
+/* engine_internal.h - what the files of the engine share (engine.c, accum.c, rows.c,
+ * point_sim.c, manifest.c): the engine's state and one point's accumulators. Not installed;
+ * deftsim_engine.h is the interface. */
+#ifndef DEFTSIM_ENGINE_INTERNAL_H
+#define DEFTSIM_ENGINE_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "deftsim_engine.h"
+#include "deftsim_gradsrc.h"
+#include "deftsim_kernels.h"
+#include "deftsim_noise.h"
+#include "deftsim_platform.h"
+#include "deftsim_point_sim.h"
+#include "deftsim_profile.h"
+#include "deftsim_sparsify.h"
+#include "deftsim_timing.h"
+
+/* Accumulators are prepared in chunks of this many elements (a multiple of the generator's
+ * 32-element groups, so every call starts on a group), GEN_WORKERS workers per generator call
+ * (they share the signal stream): the chunk's staging buffers and running sums stay in L2. */
+#define CHUNK 8192u
+#define GEN_WORKERS 8u
+/* Regenerating one whole accumulator (error_feedback none or sampled) is cut into larger
+ * pieces: there is no running sum to keep in cache. */
+#define REGEN_CHUNK (64u * 1024u)
+
+struct deftsim_engine {
+    deftsim_config *cfg;
+    deftsim_run_options opt;
+    char *dump_dir;
+    deftsim_gradsrc *src;         /* where the gradients come from */
+    const deftsim_model *model;
+    size_t iterations;
+    uint64_t *source_iter;        /* per iteration: the generator's iteration or the trace's id */
+    deftsim_kctx *kctx;
+    deftsim_profile *profile;     /* [device] kind = profile: the phases' cost model */
+    unsigned prep_threads;
+    /* Buffers of n floats, reused by every point (deftsim_big_alloc). */
+    float **pool;
+    size_t npool;
+    /* Per preparation thread: GEN_WORKERS staging chunks and one chunk of running sums. */
+    float *stage;
+    double *sums;
+    deftsim_memory_plan plan;
+    deftsim_platform_record platform; /* topology = file: the user's platform file as read */
+};
+
+static inline uint32_t deftsim_engine_tracked_workers(const deftsim_config *cfg, uint32_t P)
+{
+    switch (cfg->sparsify.error_feedback) {
+    case DEFTSIM_FEEDBACK_FULL: return P;
+    case DEFTSIM_FEEDBACK_NONE: return 0;
+    case DEFTSIM_FEEDBACK_SAMPLED:
+        return (uint32_t)cfg->sparsify.sampled_workers < P ? (uint32_t)cfg->sparsify.sampled_workers : P;
+    }
+    return P;
+}
+
+/* Whether a method of the scenario asks the provider for g_w (CLT-k's low-pass filter). */
+static inline int deftsim_engine_needs_grad(const deftsim_config *cfg)
+{
+    if (!(cfg->sparsify.cltk_beta > 0)) return 0;
+    for (size_t i = 0; i < cfg->sparsify.nmethods; i++)
+        if (cfg->sparsify.methods[i] == DEFTSIM_METHOD_CLTK) return 1;
+    return 0;
+}
+
+/* 1 when the kernel backend copies data between host and device (cuda-staged). */
+static inline int deftsim_engine_moves_data(const deftsim_engine *e)
+{
+    return strcmp(deftsim_kctx_backend(e->kctx), "cuda-staged") == 0;
+}
+
+/* What one point of a run did, for the manifest. */
+typedef struct {
+    char *file;        /* relative to the output folder */
+    const char *method;
+    double density;
+    uint32_t P;
+    uint64_t rows;
+    double seconds;
+    double prepare_seconds, step_seconds;
+    double sim_seconds;        /* the network simulation's wall time */
+    uint64_t sim_messages;     /* messages it simulated */
+    uint64_t sim_peak_rss;     /* its process's peak resident bytes */
+    deftsim_kxfer xfer;        /* the kernel context's copies over the point (cuda-staged) */
+    deftsim_noise_sample machine_start, machine_end; /* the machine's state around the point */
+} point_record;
+
+/* ---- the manifest of a run (manifest.c) ----------------------------------------------------- */
+
+deftsim_status deftsim_engine_write_manifest(const deftsim_engine *e, const char *started,
+                                             const char *finished, const char *status,
+                                             const char *error, const point_record *recs,
+                                             size_t nrecs, int rows_written);
+
+/* ---- one point: accumulators (accum.c) ------------------------------------------------------ */
+
+typedef struct {
+    deftsim_engine *e;
+    uint32_t P;
+    uint32_t S;               /* workers 0 .. S-1 keep residuals */
+    uint64_t n;
+    float **res;              /* S residual buffers (acc_w after preparation) */
+    float *regen;             /* n floats: the accumulator of a worker without a residual */
+    uint32_t regen_cached;    /* the worker whose accumulator regen holds (UINT32_MAX: none) */
+    float *gradbuf;           /* n floats: g_w for CLT-k's filter (synthetic source) */
+    float *avg;               /* n floats: (1/P) sum_w acc_w */
+    double *chunk_norm2;      /* per chunk: sum of avg^2, summed in chunk order afterwards */
+    double norm2;
+    size_t it;                /* iteration index */
+    int fresh;                /* first iteration of the point: residuals are zero */
+    uint64_t src_iter;        /* the generator's iteration or the trace's id */
+    uint32_t regen_worker;    /* the worker being regenerated */
+    float *regen_out;         /* into this buffer */
+    deftsim_status get_status;
+    char get_msg[1024];
+    /* [sparsify] deft_norms = fused, for a sparsifier that reads fragment norms: the
+     * accumulators are formed piece by piece, one piece per norm block of every fragment, with
+     * deftsim_k_accumulate, whose sums give every worker's fragment norms with seg_norms' bits
+     * (served by the provider's norms()). nseg = 0: the plain chunked pass. */
+    const deftsim_kseg *nsegs;
+    size_t nseg;
+    size_t npieces;
+    uint64_t *piece_off;
+    uint32_t *piece_len;
+    double *part;             /* (S + 1) x npieces: each piece's sum of squares */
+    double *wnorms;           /* (S + 1) x nseg; row S: the regenerated worker */
+    deftsim_kctx **pctx;      /* one single-thread cpu context per preparation thread */
+    unsigned npctx;
+    char *pscratch;
+    size_t pscratch_each;
+} point_state;
+
+/* Chunk c of the preparation pass: acc_w = residual_w + g_w for tracked workers, and the
+ * average of every worker's accumulator, summed in worker order in double. */
+
+/* Maps the point's buffers from the engine's pool: the average, S residuals, the shared
+ * buffer of the workers without one, and g_w for CLT-k when the source does not map it. */
+deftsim_status deftsim_acc_init(point_state *ps, deftsim_engine *e, uint32_t P);
+void deftsim_acc_free(point_state *ps);
+/* Turns the fused pass on when deft_norms = fused and the sparsifier reads fragment norms of
+ * fragments that tile [0, n) in order (DEFT's do); otherwise leaves nseg = 0. */
+deftsim_status deftsim_acc_fused_init(point_state *ps, const deftsim_sparsifier *sp);
+/* Before each step: every tracked residual takes its gradient, the average accumulator and
+ * its squared norm are computed. */
+deftsim_status deftsim_acc_prepare(point_state *ps);
+/* The accumulator provider the sparsifier reads the point's accumulators through. */
+deftsim_acc_provider deftsim_acc_provider_of(point_state *ps);
+
+/* ---- one point: rows (rows.c) --------------------------------------------------------------- */
+
+typedef struct {
+    const char *method;
+    double density;
+    uint64_t k;
+    uint32_t P;
+    char dens_text[40];
+    char prefix[1024];  /* scenario .. P, formatted once (names are at most 100 and 255 chars) */
+    char fb_cols[64];   /* error_feedback,sampled_workers */
+    char run_cols[256]; /* wire,backend,threads,seed */
+} point_desc;
+
+/* Per-worker numbers of one step. */
+typedef struct {
+    double *select_seconds;   /* P: the selection phases */
+    double *worker_seconds;   /* P: every phase */
+    uint64_t *coll_sent;      /* collectives x P */
+    uint64_t *coll_recv;
+    size_t *coll_step;        /* schedule index of each collective */
+    size_t ncoll, cap_coll;
+    double imbalance_seconds, imbalance_cost;
+    double captured, topk, ratio;
+    deftsim_kidx *ref_idx;    /* the exact top-k of the average accumulator */
+    void *ref_scratch;
+    size_t ref_scratch_bytes;
+} step_metrics;
+
+/* A point's rows before the network simulation's columns are appended: the text, in an
+ * unlinked temporary file next to the point's file (a point of DGC at P = 4096 has close to a
+ * million rows: not memory the plan counts), and where each row ends (after its newline). */
+typedef struct {
+    FILE *f;
+    char *line;              /* one row read back */
+    size_t line_cap;
+    uint64_t *end;
+    size_t n, cap;
+    int failed;              /* out of memory recording a row */
+    int werr;                /* errno of the first failed write, 0 if none */
+    const char *csv_path;    /* the point's file, named in messages */
+} row_buffer;
+
+/* The CSV header line of rows.csv and every point file. */
+void deftsim_rows_header(FILE *f);
+/* Iteration r's per-worker seconds, bytes per collective and the captured norm against the
+ * exact top-k of the average accumulator. */
+deftsim_status deftsim_rows_metrics(point_state *ps, const point_desc *pd,
+                                    const deftsim_step_result *r, step_metrics *m);
+void deftsim_rows_metrics_free(step_metrics *m);
+deftsim_status deftsim_row_buffer_open(row_buffer *rb, const char *csv_path);
+/* A failed write of the buffered rows, naming the point's file. */
+deftsim_status deftsim_row_buffer_error(const row_buffer *rb, int err);
+void deftsim_row_buffer_free(row_buffer *rb);
+/* The rows of one iteration: per worker, its phases, then its share of every collective,
+ * with the worker's and the iteration's columns repeated; returns how many. */
+uint64_t deftsim_rows_write(row_buffer *rb, const point_state *ps, const point_desc *pd,
+                           const deftsim_step_result *r, const step_metrics *m, double prep_s,
+                           double step_s, const deftsim_timing *tm);
+/* --dump: the iteration's selections, union and values as .npy files. */
+deftsim_status deftsim_rows_dump(const point_state *ps, const point_desc *pd,
+                                 deftsim_sparsifier *sp, const deftsim_step_result *r);
+
+/* ---- one point: the network simulation (point_sim.c) ---------------------------------------- */
+
+/* Writes the buffered rows to out with the simulated columns appended (empty without res). */
+deftsim_status deftsim_point_sim_emit(FILE *out, row_buffer *rb, const deftsim_point_sim *s,
+                                      uint32_t P, const deftsim_sim_result *res,
+                                      const char *run_cols);
+/* The simulated run's columns: net_topology .. sim_mode. */
+deftsim_status deftsim_point_sim_run_cols(const deftsim_config *cfg,
+                                          const deftsim_platform_record *plat, char *buf,
+                                          size_t cap);
+
+#endif

@@ -1,0 +1,340 @@
+/* gradsrc.c - the gradient source (deftsim_gradsrc.h): the synthetic generator and a recorded
+ * trace behind one table of functions. */
+#include "deftsim_gradsrc.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "deftsim_gen.h"
+#include "deftsim_par.h"
+#include "deftsim_trace.h"
+
+struct deftsim_gradsrc {
+    const deftsim_gradsrc_ops *ops;
+    void *impl;
+    const deftsim_model *model;
+    deftsim_source kind;
+};
+
+/* ---- the synthetic generator ---------------------------------------------------------------- */
+
+typedef struct {
+    deftsim_model *model;
+    deftsim_gen *gen;       /* NULL: the table only */
+} gen_source;
+
+static deftsim_status gen_prepare(void *impl, size_t it, uint32_t P, unsigned threads)
+{
+    (void)impl, (void)it, (void)P, (void)threads;
+    return DEFTSIM_OK;
+}
+
+static deftsim_status gen_read(void *impl, size_t it, uint32_t w0, uint32_t nw, uint64_t off,
+                               size_t cnt, float *const *stage, const float **out)
+{
+    gen_source *s = impl;
+    deftsim_status st = deftsim_gen_fill_workers(s->gen, it, w0, nw, off, cnt, stage);
+    if (st) return st;
+    for (uint32_t j = 0; j < nw; j++) out[j] = stage[j];
+    return DEFTSIM_OK;
+}
+
+static deftsim_status gen_fill(void *impl, size_t it, uint32_t w, uint64_t off, size_t cnt,
+                               float *dst)
+{
+    return deftsim_gen_fill(((gen_source *)impl)->gen, it, w, off, cnt, dst);
+}
+
+static const float *gen_map(void *impl, size_t it, uint32_t w)
+{
+    (void)impl, (void)it, (void)w;
+    return NULL;
+}
+
+static uint32_t gen_workers(const void *impl)
+{
+    (void)impl;
+    return UINT32_MAX;
+}
+
+static size_t gen_iterations(const void *impl)
+{
+    (void)impl;
+    return SIZE_MAX;
+}
+
+static uint64_t gen_iteration_id(const void *impl, size_t it)
+{
+    (void)impl;
+    return it;
+}
+
+static void gen_describe(const void *impl, json_t *src)
+{
+    const gen_source *s = impl;
+    json_object_set_new(src, "generator_kernel", json_string(deftsim_gen_kernel(s->gen)));
+}
+
+static void gen_close(void *impl)
+{
+    gen_source *s = impl;
+    if (s->gen) deftsim_gen_free(s->gen);
+    deftsim_model_free(s->model);
+    free(s);
+}
+
+static const deftsim_gradsrc_ops gen_ops = {
+    .prepare = gen_prepare,
+    .read = gen_read,
+    .fill = gen_fill,
+    .map = gen_map,
+    .workers = gen_workers,
+    .iterations = gen_iterations,
+    .iteration_id = gen_iteration_id,
+    .describe = gen_describe,
+    .close = gen_close,
+    .maps = 0,
+};
+
+static deftsim_status gen_open(const deftsim_config *cfg, int table_only, deftsim_gradsrc *g)
+{
+    gen_source *s = calloc(1, sizeof *s);
+    if (!s) return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory");
+    g->ops = &gen_ops;
+    g->impl = s;
+    deftsim_status st;
+    if ((st = deftsim_model_load(cfg->gradients.model, &s->model))) {
+        char w[600];
+        deftsim_config_where(cfg, "gradients", "model", w, sizeof w);
+        return deftsim_error_wrap(st, "%s", w);
+    }
+    g->model = s->model;
+    if (table_only) return DEFTSIM_OK;
+    deftsim_gen_params gp;
+    deftsim_gen_params_default(&gp);
+    gp.seed = cfg->scenario.seed;
+    gp.scale_decades = cfg->synthetic.scale_decades;
+    gp.signal = cfg->synthetic.signal;
+    gp.tail = cfg->synthetic.tail;
+    gp.drift = cfg->synthetic.drift;
+    gp.bias_shift = cfg->synthetic.bias_shift;
+    return deftsim_gen_new(s->model, &gp, &s->gen);
+}
+
+/* ---- a recorded trace ----------------------------------------------------------------------- */
+
+typedef struct {
+    deftsim_trace *trace;
+    uint32_t workers;
+    size_t iterations;
+    const float **grad;          /* per trace worker: its gradient of the prepared iteration */
+    unsigned char *finite_ok;    /* iterations x workers, 1 once checked */
+    size_t it;                   /* the iteration being checked */
+} trace_source;
+
+static deftsim_status check_finite_task(void *ctx, size_t w, unsigned thread)
+{
+    (void)thread;
+    trace_source *s = ctx;
+    unsigned char *ok = &s->finite_ok[s->it * s->workers + w];
+    if (*ok) return DEFTSIM_OK;
+    deftsim_status st = deftsim_trace_check_finite(s->trace, s->it, (uint32_t)w);
+    if (st) return st;
+    *ok = 1;
+    return DEFTSIM_OK;
+}
+
+/* The P gradients are mapped, then checked finite (once per iteration and worker for the whole
+ * run). */
+static deftsim_status trace_prepare(void *impl, size_t it, uint32_t P, unsigned threads)
+{
+    trace_source *s = impl;
+    deftsim_status st;
+    for (uint32_t w = 0; w < P; w++)
+        if ((st = deftsim_trace_gradient(s->trace, it, w, &s->grad[w]))) return st;
+    s->it = it;
+    return deftsim_par_run(threads, P, check_finite_task, s);
+}
+
+static deftsim_status trace_read(void *impl, size_t it, uint32_t w0, uint32_t nw, uint64_t off,
+                                 size_t cnt, float *const *stage, const float **out)
+{
+    (void)it, (void)cnt, (void)stage;
+    trace_source *s = impl;
+    for (uint32_t j = 0; j < nw; j++) out[j] = s->grad[w0 + j] + off;
+    return DEFTSIM_OK;
+}
+
+static deftsim_status trace_fill(void *impl, size_t it, uint32_t w, uint64_t off, size_t cnt,
+                                 float *dst)
+{
+    (void)it;
+    memcpy(dst, ((trace_source *)impl)->grad[w] + off, cnt * sizeof(float));
+    return DEFTSIM_OK;
+}
+
+static const float *trace_map(void *impl, size_t it, uint32_t w)
+{
+    (void)it;
+    return ((trace_source *)impl)->grad[w];
+}
+
+static uint32_t trace_workers(const void *impl) { return ((const trace_source *)impl)->workers; }
+
+static size_t trace_iterations(const void *impl)
+{
+    return ((const trace_source *)impl)->iterations;
+}
+
+static uint64_t trace_iteration_id(const void *impl, size_t it)
+{
+    return deftsim_trace_iteration_id(((const trace_source *)impl)->trace, it);
+}
+
+static void trace_describe(const void *impl, json_t *src)
+{
+    const trace_source *s = impl;
+    json_object_set_new(src, "trace", json_string(deftsim_trace_dir(s->trace)));
+    json_object_set_new(src, "trace_workers", json_integer(s->workers));
+}
+
+static void trace_close(void *impl)
+{
+    trace_source *s = impl;
+    if (s->trace) deftsim_trace_close(s->trace);
+    free(s->grad);
+    free(s->finite_ok);
+    free(s);
+}
+
+static const deftsim_gradsrc_ops trace_ops = {
+    .prepare = trace_prepare,
+    .read = trace_read,
+    .fill = trace_fill,
+    .map = trace_map,
+    .workers = trace_workers,
+    .iterations = trace_iterations,
+    .iteration_id = trace_iteration_id,
+    .describe = trace_describe,
+    .close = trace_close,
+    .maps = 1,
+};
+
+static deftsim_status trace_open(const deftsim_config *cfg, int table_only, deftsim_gradsrc *g)
+{
+    trace_source *s = calloc(1, sizeof *s);
+    if (!s) return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory");
+    g->ops = &trace_ops;
+    g->impl = s;
+    deftsim_status st = deftsim_trace_open(cfg->gradients.trace, &s->trace);
+    if (st && table_only) {
+        char w[600];
+        deftsim_config_where(cfg, "gradients", "trace", w, sizeof w);
+        return deftsim_error_wrap(st, "%s", w);
+    }
+    if (st) return st;
+    g->model = deftsim_trace_model(s->trace);
+    s->workers = deftsim_trace_workers(s->trace);
+    s->iterations = deftsim_trace_iterations(s->trace);
+    if (table_only) return DEFTSIM_OK;
+    s->grad = calloc(s->workers ? s->workers : 1, sizeof *s->grad);
+    s->finite_ok = calloc(s->iterations * s->workers + 1, 1);
+    if (!s->grad || !s->finite_ok) return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory");
+    return DEFTSIM_OK;
+}
+
+/* ---- the interface -------------------------------------------------------------------------- */
+
+static deftsim_status open_kind(const deftsim_config *cfg, int table_only, deftsim_gradsrc **out)
+{
+    *out = NULL;
+    deftsim_gradsrc *g = calloc(1, sizeof *g);
+    if (!g) return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory");
+    g->kind = cfg->gradients.source;
+    deftsim_status st = g->kind == DEFTSIM_SOURCE_TRACE ? trace_open(cfg, table_only, g)
+                                                        : gen_open(cfg, table_only, g);
+    if (st) {
+        deftsim_gradsrc_close(g);
+        return st;
+    }
+    *out = g;
+    return DEFTSIM_OK;
+}
+
+int deftsim_gradsrc_named(const deftsim_config *cfg) { return deftsim_gradsrc_name(cfg) != NULL; }
+
+const char *deftsim_gradsrc_key(const deftsim_config *cfg)
+{
+    return cfg->gradients.source == DEFTSIM_SOURCE_TRACE ? "trace" : "model";
+}
+
+const char *deftsim_gradsrc_name(const deftsim_config *cfg)
+{
+    return cfg->gradients.source == DEFTSIM_SOURCE_TRACE ? cfg->gradients.trace
+                                                           : cfg->gradients.model;
+}
+
+deftsim_status deftsim_gradsrc_open(const deftsim_config *cfg, deftsim_gradsrc **out)
+{
+    *out = NULL;
+    /* A list of models or traces is a sweep over them (deftsim sweep); a run takes one. */
+    const char *one = deftsim_gradsrc_name(cfg);
+    if (one && strchr(one, ','))
+        return deftsim_error_set(DEFTSIM_E_INPUT,
+                                 "[gradients] %s: '%s' is a list; deftsim run takes one (deftsim "
+                                 "sweep runs each in turn)",
+                                 deftsim_gradsrc_key(cfg), one);
+    return open_kind(cfg, 0, out);
+}
+
+deftsim_status deftsim_gradsrc_open_table(const deftsim_config *cfg, deftsim_gradsrc **out)
+{
+    return open_kind(cfg, 1, out);
+}
+
+void deftsim_gradsrc_close(deftsim_gradsrc *g)
+{
+    if (!g) return;
+    if (g->impl) g->ops->close(g->impl);
+    free(g);
+}
+
+const deftsim_model *deftsim_gradsrc_model(const deftsim_gradsrc *g) { return g->model; }
+const char *deftsim_gradsrc_kind(const deftsim_gradsrc *g) { return deftsim_source_name(g->kind); }
+uint32_t deftsim_gradsrc_workers(const deftsim_gradsrc *g) { return g->ops->workers(g->impl); }
+size_t deftsim_gradsrc_iterations(const deftsim_gradsrc *g) { return g->ops->iterations(g->impl); }
+int deftsim_gradsrc_maps(const deftsim_gradsrc *g) { return g->ops->maps; }
+
+uint64_t deftsim_gradsrc_iteration_id(const deftsim_gradsrc *g, size_t it)
+{
+    return g->ops->iteration_id(g->impl, it);
+}
+
+void deftsim_gradsrc_describe(const deftsim_gradsrc *g, json_t *src)
+{
+    g->ops->describe(g->impl, src);
+}
+
+deftsim_status deftsim_gradsrc_prepare(deftsim_gradsrc *g, size_t it, uint32_t P,
+                                       unsigned threads)
+{
+    return g->ops->prepare(g->impl, it, P, threads);
+}
+
+deftsim_status deftsim_gradsrc_read(deftsim_gradsrc *g, size_t it, uint32_t w0, uint32_t nw,
+                                    uint64_t off, size_t cnt, float *const *stage,
+                                    const float **out)
+{
+    return g->ops->read(g->impl, it, w0, nw, off, cnt, stage, out);
+}
+
+deftsim_status deftsim_gradsrc_fill(deftsim_gradsrc *g, size_t it, uint32_t w, uint64_t off,
+                                    size_t cnt, float *dst)
+{
+    return g->ops->fill(g->impl, it, w, off, cnt, dst);
+}
+
+const float *deftsim_gradsrc_map(deftsim_gradsrc *g, size_t it, uint32_t w)
+{
+    return g->ops->map(g->impl, it, w);
+}

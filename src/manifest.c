@@ -1,0 +1,237 @@
+/* manifest.c - manifest.json (deftsim_manifest.h): the keys every results folder's manifest
+ * opens with, the machine, the atomic write, and the manifest of a run. */
+#include "deftsim_manifest.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "deftsim_build_info.h"
+#include "deftsim_noise.h"
+#include "deftsim_timing.h"
+#include "deftsim_util.h"
+#ifdef DEFTSIM_HAVE_CUDA
+#include "deftsim_kcuda.h"
+#endif
+#include "engine_internal.h"
+
+/* ---- the machine ---------------------------------------------------------------------------- */
+
+uint64_t deftsim_machine_ram(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (f) {
+        char line[256];
+        unsigned long long kb = 0;
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "MemTotal: %llu kB", &kb) == 1) break;
+        fclose(f);
+        if (kb) return (uint64_t)kb * 1024u;
+    }
+    long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && psize > 0) return (uint64_t)pages * (uint64_t)psize;
+    return 0;
+}
+
+unsigned deftsim_cpus_online(void)
+{
+    long c = sysconf(_SC_NPROCESSORS_ONLN);
+    return c > 0 ? (unsigned)c : 1u;
+}
+
+/* The first "model name" of /proc/cpuinfo, or "unknown". */
+void deftsim_cpu_model(char *buf, size_t cap)
+{
+    snprintf(buf, cap, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) != 0) continue;
+        char *p = strchr(line, ':');
+        if (!p) continue;
+        p++;
+        while (*p == ' ' || *p == '\t') p++;
+        size_t len = strcspn(p, "\n");
+        snprintf(buf, cap, "%.*s", (int)len, p);
+        break;
+    }
+    fclose(f);
+}
+
+void deftsim_utc_now(char *buf, size_t cap)
+{
+    struct timespec ts;
+    struct tm tm;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+void deftsim_hostname(char *buf, size_t cap)
+{
+    snprintf(buf, cap, "unknown");
+    if (gethostname(buf, cap) != 0) snprintf(buf, cap, "unknown");
+    buf[cap - 1] = '\0';
+}
+
+json_t *deftsim_manifest_machine(void)
+{
+    char host[256], cpu[256];
+    deftsim_hostname(host, sizeof host);
+    deftsim_cpu_model(cpu, sizeof cpu);
+    return json_pack("{s:s, s:s, s:i, s:I}", "hostname", host, "cpu_model", cpu, "cpus_online",
+                     (int)deftsim_cpus_online(), "ram_bytes", (json_int_t)deftsim_machine_ram());
+}
+
+/* ---- every manifest ------------------------------------------------------------------------- */
+
+json_t *deftsim_manifest_new(const char *format, const deftsim_config *cfg, const char *status,
+                             const char *error, const char *started, const char *finished)
+{
+    json_t *root = json_object();
+    if (!root) return NULL;
+    json_object_set_new(root, "format", json_string(format));
+    json_object_set_new(root, "format_version", json_integer(1));
+    json_object_set_new(root, "scenario", json_string(cfg->scenario.name));
+    json_object_set_new(root, "seed", json_integer((json_int_t)cfg->scenario.seed));
+    json_object_set_new(root, "deftsim",
+                        json_pack("{s:s, s:s}", "version", DEFTSIM_VERSION, "git_commit",
+                                  DEFTSIM_GIT_COMMIT));
+    json_object_set_new(root, "status", json_string(status));
+    if (error) json_object_set_new(root, "error", json_string(error));
+    json_object_set_new(root, "started", json_string(started));
+    json_object_set_new(root, "finished", finished ? json_string(finished) : json_null());
+    return root;
+}
+
+deftsim_status deftsim_manifest_write(const char *path, json_t *root)
+{
+    char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(root);
+    if (!text) return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: cannot build the manifest", path);
+    size_t len = strlen(text);
+    /* A trailing newline, as text files have. */
+    char *withnl = realloc(text, len + 2);
+    if (!withnl) {
+        free(text);
+        return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", path);
+    }
+    withnl[len] = '\n';
+    withnl[len + 1] = '\0';
+    deftsim_status st = deftsim_write_file_atomic(path, withnl, len + 1);
+    free(withnl);
+    return st;
+}
+
+/* ---- the manifest of a run ------------------------------------------------------------------ */
+
+static json_t *xfer_json(const deftsim_kxfer *x)
+{
+    return json_pack("{s:I, s:I, s:I, s:f, s:f, s:f}", "calls", (json_int_t)x->calls,
+                     "bytes_to_device", (json_int_t)x->bytes_to_device, "bytes_from_device",
+                     (json_int_t)x->bytes_from_device, "copy_seconds", x->copy_seconds,
+                     "device_seconds", x->device_seconds, "untimed_seconds", x->untimed_seconds);
+}
+
+static json_t *manifest_json(const deftsim_engine *e, const char *started, const char *finished,
+                             const char *status, const char *error, const point_record *recs,
+                             size_t nrecs, int rows_written)
+{
+    const deftsim_config *cfg = e->cfg;
+    const deftsim_memory_plan *pl = &e->plan;
+    json_t *root = deftsim_manifest_new("deftsim-results", cfg, status, error, started, finished);
+    json_t *config = deftsim_config_to_json(cfg);
+    if (!root || !config) {
+        json_decref(root);
+        json_decref(config);
+        return NULL;
+    }
+    json_object_set_new(root, "machine", deftsim_manifest_machine());
+    json_object_set_new(root, "kernels",
+                        json_pack("{s:s, s:i, s:i}", "backend", deftsim_kctx_backend(e->kctx),
+                                  "threads", (int)deftsim_kctx_threads(e->kctx), "prep_threads",
+                                  (int)e->prep_threads));
+    json_object_set_new(root, "timing", deftsim_timing_json(cfg));
+    if (e->profile)
+        json_object_set_new(json_object_get(root, "kernels"), "profile",
+                            json_pack("{s:s, s:s, s:s, s:i, s:s}", "file", cfg->device.profile,
+                                      "device", e->profile->device, "backend",
+                                      e->profile->backend, "threads", (int)e->profile->threads,
+                                      "created", e->profile->created));
+    json_t *src = json_pack("{s:s, s:s, s:I, s:I}", "kind", deftsim_gradsrc_kind(e->src),
+                            "model", e->model->name, "n", (json_int_t)e->model->numel, "layers",
+                            (json_int_t)e->model->nlayers);
+    json_t *ids = json_array();
+    for (size_t i = 0; i < e->iterations; i++) json_array_append_new(ids, json_integer((json_int_t)e->source_iter[i]));
+    json_object_set_new(src, "iterations", ids);
+    deftsim_gradsrc_describe(e->src, src);
+    json_object_set_new(root, "source", src);
+
+    json_t *mem = json_pack("{s:I, s:f, s:I, s:s, s:i, s:i}", "ram_bytes", (json_int_t)pl->ram_bytes,
+                            "budget_fraction", pl->budget_fraction, "budget_bytes",
+                            (json_int_t)pl->budget_bytes, "error_feedback",
+                            deftsim_feedback_name(pl->feedback), "sampled_workers",
+                            (int)pl->sampled_workers, "largest_fit", (int)pl->largest_fit);
+    json_t *per = json_array();
+    for (size_t i = 0; i < pl->ncounts; i++) {
+        const deftsim_memory_row *r = &pl->rows[i];
+        json_array_append_new(per, json_pack("{s:i, s:I, s:I, s:I, s:I}", "P", (int)r->P, "bytes",
+                                             (json_int_t)r->bytes, "residual_bytes",
+                                             (json_int_t)r->residual_bytes, "sparsifier_bytes",
+                                             (json_int_t)r->sparsifier_bytes, "engine_bytes",
+                                             (json_int_t)r->engine_bytes));
+    }
+    json_object_set_new(mem, "per_P", per);
+    json_object_set_new(root, "memory", mem);
+
+    json_t *pts = json_array();
+    for (size_t i = 0; i < nrecs; i++)
+        json_array_append_new(pts, json_pack("{s:s, s:f, s:i, s:s, s:I, s:f, s:f, s:f, s:f, s:I, "
+                                             "s:I}", "method",
+                                             recs[i].method, "density", recs[i].density, "P",
+                                             (int)recs[i].P, "file", recs[i].file, "rows",
+                                             (json_int_t)recs[i].rows, "seconds", recs[i].seconds,
+                                             "prepare_seconds", recs[i].prepare_seconds,
+                                             "step_seconds", recs[i].step_seconds,
+                                             "sim_seconds", recs[i].sim_seconds, "sim_messages",
+                                             (json_int_t)recs[i].sim_messages, "sim_peak_rss_bytes",
+                                             (json_int_t)recs[i].sim_peak_rss));
+    json_object_set_new(root, "points", pts);
+    for (size_t i = 0; i < nrecs; i++)
+        json_object_set_new(json_array_get(pts, i), "machine_state",
+                            deftsim_noise_json(&recs[i].machine_start, &recs[i].machine_end));
+    if (deftsim_engine_moves_data(e)) {
+        /* What the cuda-staged backend copied, per point and in all (docs/OUTPUT.md). */
+        deftsim_kxfer tot;
+        deftsim_kctx_transfers(e->kctx, &tot);
+        json_t *kj = json_object_get(root, "kernels");
+#ifdef DEFTSIM_HAVE_CUDA
+        json_object_set_new(kj, "device", json_string(deftsim_kcuda_device_name(
+                                              deftsim_kcuda_staged_device(e->kctx))));
+#endif
+        json_object_set_new(kj, "copies", xfer_json(&tot));
+        for (size_t i = 0; i < nrecs; i++)
+            json_object_set_new(json_array_get(pts, i), "copies", xfer_json(&recs[i].xfer));
+    }
+    json_object_set_new(root, "rows_csv", rows_written ? json_string("rows.csv") : json_null());
+    json_object_set_new(root, "dump", e->dump_dir ? json_string(e->dump_dir) : json_null());
+    json_object_set_new(root, "platform", deftsim_platform_record_json(&e->platform));
+    json_object_set_new(root, "config", config);
+    return root;
+}
+
+deftsim_status deftsim_engine_write_manifest(const deftsim_engine *e, const char *started,
+                                             const char *finished, const char *status,
+                                             const char *error, const point_record *recs,
+                                             size_t nrecs, int rows_written)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/manifest.json", e->cfg->scenario.output);
+    json_t *root = manifest_json(e, started, finished, status, error, recs, nrecs, rows_written);
+    if (!root) return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: cannot build the manifest", path);
+    return deftsim_manifest_write(path, root);
+}
