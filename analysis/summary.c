@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "deftsim_csv.h"
+#include "deftsim_rng.h"
 #include "deftsim_util.h"
 
 static const deftsim_metric_info metrics[DEFTSIM_M_COUNT] = {
@@ -187,29 +189,12 @@ static void strlist_free(strlist *l)
     free(l->items);
 }
 
-/* 64-bit FNV-1a and a SplitMix64 finaliser: per-point seeds that do not depend on the order
+/* 64-bit FNV-1a and splitmix64 (deftsim_rng.h): per-point seeds that do not depend on the order
  * files were read in. */
-static uint64_t fnv1a(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 1099511628211ull;
-    }
-    return h;
-}
-
-static uint64_t mix64(uint64_t z)
-{
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 static uint64_t seed_for(const deftsim_analysis *a, const char *key, uint64_t salt)
 {
-    return mix64(a->opt.boot.seed ^ mix64(fnv1a(key) ^ mix64(salt)));
+    uint64_t h = deftsim_splitmix64(deftsim_fnv1a64(key) ^ deftsim_splitmix64(salt));
+    return deftsim_splitmix64(a->opt.boot.seed ^ h);
 }
 
 /* ---- lifecycle ------------------------------------------------------------------------------ */
@@ -775,45 +760,13 @@ deftsim_status deftsim_analysis_finish(deftsim_analysis *a)
 
 /* ---- summary.csv ---------------------------------------------------------------------------- */
 
-/* Shortest of %.15g, %.16g, %.17g that reads back to v; "" for NaN (undefined). */
-static const char *num(char *buf, size_t cap, double v)
-{
-    if (isnan(v)) {
-        buf[0] = '\0';
-        return buf;
-    }
-    if (isinf(v)) {
-        snprintf(buf, cap, "%s", v > 0 ? "inf" : "-inf");
-        return buf;
-    }
-    for (int prec = 15; prec <= 17; prec++) {
-        snprintf(buf, cap, "%.*g", prec, v);
-        if (strtod(buf, NULL) == v) break;
-    }
-    return buf;
-}
-
-static void csv_text(FILE *f, const char *s)
-{
-    if (!strpbrk(s, ",\"\r\n")) {
-        fputs(s, f);
-        return;
-    }
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"') fputc('"', f);
-        fputc(*s, f);
-    }
-    fputc('"', f);
-}
-
 static void put_est(FILE *f, const deftsim_estimate *e, int with_mean)
 {
     char b[48];
-    fprintf(f, ",%s", num(b, sizeof b, e->median));
-    fprintf(f, ",%s", num(b, sizeof b, e->lo));
-    fprintf(f, ",%s", num(b, sizeof b, e->hi));
-    if (with_mean) fprintf(f, ",%s", num(b, sizeof b, e->mean));
+    fprintf(f, ",%s", deftsim_csv_double(b, sizeof b, e->median));
+    fprintf(f, ",%s", deftsim_csv_double(b, sizeof b, e->lo));
+    fprintf(f, ",%s", deftsim_csv_double(b, sizeof b, e->hi));
+    if (with_mean) fprintf(f, ",%s", deftsim_csv_double(b, sizeof b, e->mean));
 }
 
 deftsim_status deftsim_analysis_write_csv(const deftsim_analysis *a, const char *path)
@@ -829,22 +782,24 @@ deftsim_status deftsim_analysis_write_csv(const deftsim_analysis *a, const char 
     for (size_t i = 0; i < a->ng; i++) {
         const group *g = a->g[i];
         for (size_t x = 0; x < a->naxes; x++) {
-            csv_text(f, g->axv[x]);
+            deftsim_csv_field(f, g->axv[x]);
             fputc(',', f);
         }
-        csv_text(f, g->model);
+        deftsim_csv_field(f, g->model);
         fputc(',', f);
-        csv_text(f, g->method);
-        fprintf(f, ",%s,%u,%zu,%s", g->dens, g->P, g->iterations, num(b, sizeof b, a->opt.boot.level));
+        deftsim_csv_field(f, g->method);
+        fprintf(f, ",%s,%u,%zu,%s", g->dens, g->P, g->iterations,
+                deftsim_csv_double(b, sizeof b, a->opt.boot.level));
         for (int m = 0; m < DEFTSIM_M_COUNT; m++) put_est(f, &g->est[m], 1);
-        fprintf(f, ",%s", num(b, sizeof b, g->fit.slope));
-        fprintf(f, ",%s", num(b, sizeof b, g->fit.slope_lo));
-        fprintf(f, ",%s", num(b, sizeof b, g->fit.slope_hi));
-        fprintf(f, ",%s", num(b, sizeof b, g->fit.r2));
+        fprintf(f, ",%s", deftsim_csv_double(b, sizeof b, g->fit.slope));
+        fprintf(f, ",%s", deftsim_csv_double(b, sizeof b, g->fit.slope_lo));
+        fprintf(f, ",%s", deftsim_csv_double(b, sizeof b, g->fit.slope_hi));
+        fprintf(f, ",%s", deftsim_csv_double(b, sizeof b, g->fit.r2));
         fprintf(f, ",%zu", g->fit.n);
         put_est(f, &g->speed_select, 0);
         put_est(f, &g->speed_iter, 0);
-        for (size_t j = 0; j < NPHASES; j++) fprintf(f, ",%s", num(b, sizeof b, g->ph_mean[j]));
+        for (size_t j = 0; j < NPHASES; j++)
+            fprintf(f, ",%s", deftsim_csv_double(b, sizeof b, g->ph_mean[j]));
         double spread = g->est[DEFTSIM_M_REP_SPREAD].median;
         if (isnan(spread)) fprintf(f, ",");
         else fprintf(f, ",%d", deftsim_analysis_is_noisy(spread, a->opt.noisy_spread));

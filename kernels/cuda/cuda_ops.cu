@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cuda_internal.cuh"
+#include "deftsim_rng.h"
 
 extern "C" {
 #include "deftsim_kcuda.h"
@@ -474,22 +475,15 @@ extern "C" deftsim_status kc_sample_strided(deftsim_kctx *ctx, const float *x, s
     return DEFTSIM_OK;
 }
 
-/* The CPU's generator: j_i = high 64 bits of splitmix64(seed ^ splitmix64(i)) * n. */
-__device__ __forceinline__ unsigned long long kc_splitmix64(unsigned long long z)
-{
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
+/* The CPU's generator: j_i = high 64 bits of splitmix64(seed ^ splitmix64(i)) * n, with
+ * deftsim_rng.h's splitmix64 (__host__ __device__ under nvcc). */
 __global__ void kc_random_kernel(const float *__restrict__ x, unsigned long long n, size_t count,
                                  unsigned long long seed, float *out, kc_ctl *ctl)
 {
     uint32_t nan = 0;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < count;
          i += (size_t)gridDim.x * blockDim.x) {
-        unsigned long long r = kc_splitmix64(seed ^ kc_splitmix64((unsigned long long)i));
+        unsigned long long r = deftsim_splitmix64(seed ^ deftsim_splitmix64((uint64_t)i));
         float v = __ldg(x + __umul64hi(r, n));
         nan += v != v;
         out[i] = fabsf(v);

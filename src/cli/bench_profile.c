@@ -18,6 +18,7 @@
 #include "deftsim_gen.h"
 #include "deftsim_model.h"
 #include "deftsim_profile.h"
+#include "deftsim_rng.h"
 #include "deftsim_sparsify.h"
 #include "deftsim_util.h"
 #ifdef DEFTSIM_HAVE_CUDA
@@ -30,15 +31,8 @@
 
 /* ---- Data --------------------------------------------------------------------------------- */
 
-static uint64_t mix(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
-static double unit(uint64_t *s) { return ((double)(mix((*s)++) >> 11) + 1.0) / 9007199254740992.0; }
+/* (0, 1] from the counter *s, which steps by one. */
+static double unit(uint64_t *s) { return deftsim_rng_open(deftsim_splitmix64((*s)++)); }
 
 static void fill_normal(float *x, size_t n, uint64_t seed)
 {
@@ -354,7 +348,7 @@ static deftsim_status prepare_case(deftsim_kctx *ctx, pcase *c, pbufs *b)
         if (!(c->ul = malloc(c->lists * c->m * sizeof *c->ul)))
             return deftsim_error_set(DEFTSIM_E_NOMEM, "bench: out of memory");
         for (size_t i = 0; i < c->lists * c->m; i++)
-            c->ul[i] = (deftsim_kidx)(mix(0x5eed + i) % c->n);
+            c->ul[i] = (deftsim_kidx)(deftsim_splitmix64(0x5eed + i) % c->n);
     }
     deftsim_kcall log[1];
     deftsim_kctx_set_log(ctx, log, 1);

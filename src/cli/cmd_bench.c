@@ -24,6 +24,7 @@
 #include "deftsim_deft.h"
 #include "deftsim_kernels.h"
 #include "deftsim_model.h"
+#include "deftsim_rng.h"
 #include "deftsim_util.h"
 #ifdef DEFTSIM_HAVE_CUDA
 #include "deftsim_kcuda.h"
@@ -33,42 +34,13 @@
  * Normal, or Student t with 2 degrees of freedom (heavy tails: infinite variance), from
  * xoshiro256** seeded by splitmix64: the same bytes for the same seed. */
 
-typedef struct {
-    uint64_t s[4];
-} bench_rng;
-
-static uint64_t rotl64(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-static void rng_init(bench_rng *r, uint64_t seed)
-{
-    for (int i = 0; i < 4; i++) {
-        seed += 0x9e3779b97f4a7c15ull;
-        uint64_t z = seed;
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        r->s[i] = z ^ (z >> 31);
-    }
-}
-
-static uint64_t rng_next(bench_rng *r)
-{
-    uint64_t *s = r->s, res = rotl64(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl64(s[3], 45);
-    return res;
-}
-
 /* (0, 1]: never 0, so logarithms stay finite. */
-static double rng_open(bench_rng *r) { return ((double)(rng_next(r) >> 11) + 1.0) / 9007199254740992.0; }
+static double rng_open(deftsim_xoshiro256 *r) { return deftsim_rng_open(deftsim_xoshiro256_next(r)); }
 
 static void fill(float *x, size_t n, int heavy, uint64_t seed)
 {
-    bench_rng r;
-    rng_init(&r, seed);
+    deftsim_xoshiro256 r;
+    deftsim_xoshiro256_seed(&r, seed);
     for (size_t i = 0; i < n; i += 2) {
         double rad = sqrt(-2.0 * log(rng_open(&r))), th = 6.283185307179586 * rng_open(&r);
         double z[2] = {rad * cos(th), rad * sin(th)};
