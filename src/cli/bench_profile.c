@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "bench_profile.h"
@@ -16,6 +15,7 @@
 #include "deftsim_build_info.h"
 #include "deftsim_deft.h"
 #include "deftsim_gen.h"
+#include "deftsim_machine.h"
 #include "deftsim_model.h"
 #include "deftsim_profile.h"
 #include "deftsim_rng.h"
@@ -544,26 +544,6 @@ done:
 
 /* ---- The command ------------------------------------------------------------------------------ */
 
-static void read_cpu_model(char *buf, size_t len)
-{
-    snprintf(buf, len, "unknown CPU");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f) return;
-    char line[512];
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, "model name", 10) == 0) {
-            char *c = strchr(line, ':');
-            if (c) {
-                c++;
-                while (*c == ' ' || *c == '\t') c++;
-                c[strcspn(c, "\n")] = '\0';
-                snprintf(buf, len, "%s", c);
-            }
-            break;
-        }
-    fclose(f);
-}
-
 int deftsim_bench_profile(const bench_profile_opts *o)
 {
     deftsim_status st = DEFTSIM_OK;
@@ -594,7 +574,7 @@ int deftsim_bench_profile(const bench_profile_opts *o)
     if ((st = build_cases(ctx, r18, b.x, o->quick, &cs))) goto done;
 
     /* Where and how. */
-    read_cpu_model(prof.device, sizeof prof.device);
+    deftsim_cpu_model(prof.device, sizeof prof.device, "unknown CPU");
 #ifdef DEFTSIM_HAVE_CUDA
     if (b.staged)
         snprintf(prof.device, sizeof prof.device, "%s",
@@ -609,8 +589,7 @@ int deftsim_bench_profile(const bench_profile_opts *o)
         snprintf(prof.isa, sizeof prof.isa, "%s", ks.isa && ks.isa[0] ? ks.isa : "-");
     }
     prof.threads = o->threads;
-    time_t now = time(NULL);
-    strftime(prof.created, sizeof prof.created, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    deftsim_utc_now(prof.created, sizeof prof.created);
     snprintf(prof.deftsim, sizeof prof.deftsim, "%s (commit %s)", DEFTSIM_VERSION,
              DEFTSIM_GIT_COMMIT);
     double load[1] = {0};

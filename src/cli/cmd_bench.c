@@ -23,6 +23,7 @@
 #include "deftsim_build_info.h"
 #include "deftsim_deft.h"
 #include "deftsim_kernels.h"
+#include "deftsim_machine.h"
 #include "deftsim_model.h"
 #include "deftsim_rng.h"
 #include "deftsim_util.h"
@@ -356,31 +357,10 @@ static deftsim_status measure(deftsim_kctx *ctx, bench_work *w, const bench_opts
     return DEFTSIM_OK;
 }
 
-static void cpu_model(char *buf, size_t len)
-{
-    snprintf(buf, len, "unknown CPU");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f) return;
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-        if (strncmp(line, "model name", 10) == 0) {
-            char *c = strchr(line, ':');
-            if (c) {
-                c++;
-                while (*c == ' ' || *c == '\t') c++;
-                c[strcspn(c, "\n")] = '\0';
-                snprintf(buf, len, "%s", c);
-            }
-            break;
-        }
-    }
-    fclose(f);
-}
-
 static void print_header(const bench_opts *o, FILE *meta)
 {
     char cpu[256];
-    cpu_model(cpu, sizeof cpu);
+    deftsim_cpu_model(cpu, sizeof cpu, "unknown CPU");
     fprintf(meta, "# machine: %s, %ld CPUs online; backend %s; deftsim %s (commit %s)\n", cpu,
             sysconf(_SC_NPROCESSORS_ONLN), o->backend, DEFTSIM_VERSION, DEFTSIM_GIT_COMMIT);
     if (o->csv) {
