@@ -5,7 +5,7 @@ The rule lives in one place, the "Folders" table of docs/ARCHITECTURE.md: a row 
 more folders (in backticks) and, in its "may depend on" column, the folders below it that it
 may use. This test reads that table, so the document and the code cannot drift apart:
 
-- every tracked C, CUDA or header file belongs to the deepest folder of the table that holds it
+- every C, CUDA or header file of the checkout (tracked, or new and not ignored) belongs to the deepest folder of the table that holds it
   (traces/cuda/ before traces/, src/cli/ before src/);
 - every header named by an `#include "..."` line is found among the tracked files (or among the
   headers a meson.build generates, such as deftsim_build_info.h) and mapped to its folder the
@@ -34,9 +34,11 @@ INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
 
 def tracked_files():
     try:
-        out = subprocess.run(["git", "-C", SRC, "ls-files", "-z"], capture_output=True,
-                             check=True).stdout
-        return [f for f in out.decode("utf-8", "surrogateescape").split("\0") if f]
+        # Tracked files and new ones not yet added (but not ignored ones: build output).
+        out = subprocess.run(["git", "-C", SRC, "ls-files", "-z", "--cached", "--others",
+                              "--exclude-standard"], capture_output=True, check=True).stdout
+        return [f for f in out.decode("utf-8", "surrogateescape").split("\0")
+                if f and os.path.isfile(os.path.join(SRC, f))]
     except (OSError, subprocess.CalledProcessError):
         pass
     files = []
