@@ -50,7 +50,8 @@ typedef struct {
 int deftsim_cli_sets_init(deftsim_cli_sets *s, int argc);
 /* --set kv (kept by pointer: an argv string). */
 void deftsim_cli_sets_add(deftsim_cli_sets *s, const char *kv);
-/* --output dir (a later one replaces an earlier one): 0, or -1 when out of memory. */
+/* --output dir (a later one replaces an earlier one): 0, or 1 (the exit status of a runtime
+ * failure) when out of memory; the caller says so. */
 int deftsim_cli_sets_output(deftsim_cli_sets *s, const char *dir);
 /* Appends the --output override, if any, after the --set ones. Once, before loading. */
 void deftsim_cli_sets_finish(deftsim_cli_sets *s);

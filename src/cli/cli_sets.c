@@ -21,7 +21,7 @@ int deftsim_cli_sets_output(deftsim_cli_sets *s, const char *dir)
     free(s->output);
     if (asprintf(&s->output, "scenario.output=%s", dir) < 0) {
         s->output = NULL;
-        return -1;
+        return 1;
     }
     return 0;
 }

@@ -68,9 +68,8 @@ int deftsim_cmd_sweep(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     deftsim_cli_sets sets;
-    int sets_failed = deftsim_cli_sets_init(&sets, argc);
     const char **vary = calloc((size_t)argc + 1, sizeof *vary);
-    if (sets_failed || !vary) {
+    if (deftsim_cli_sets_init(&sets, argc) || !vary) {
         deftsim_cli_sets_free(&sets);
         free(vary);
         fprintf(stderr, "deftsim sweep: out of memory\n");
@@ -89,10 +88,7 @@ int deftsim_cmd_sweep(int argc, char **argv)
         case 's': deftsim_cli_sets_add(&sets, optarg); break;
         case 'V': vary[nvary++] = optarg; break;
         case 'o':
-            if (deftsim_cli_sets_output(&sets, optarg)) {
-                rc = 1;
-                goto done;
-            }
+            if ((rc = deftsim_cli_sets_output(&sets, optarg))) goto done;
             break;
         case 'n': dry = 1; break;
         case 'r':
