@@ -544,6 +544,58 @@ done:
 
 /* ---- The command ------------------------------------------------------------------------------ */
 
+/* Fits every operation's cost model to the measured medians of the cases (med[i] for
+ * cs->c[i]), for every candidate cache size (1 MiB to 1 GiB): the one with the smallest sum of
+ * squared relative errors over all operations wins. Prints the fits. */
+static deftsim_status fit_profile(const pcases *cs, const double *med, deftsim_profile *prof)
+{
+    deftsim_status st = DEFTSIM_OK;
+    deftsim_profile_sample *samples = calloc(cs->n, sizeof *samples);
+    if (!samples) return deftsim_error_set(DEFTSIM_E_NOMEM, "bench: out of memory");
+    for (size_t i = 0; i < cs->n; i++)
+        samples[i] = (deftsim_profile_sample){cs->c[i].call, med[i]};
+    deftsim_profile_sample *sub = calloc(cs->n, sizeof *sub);
+    if (!sub) {
+        free(samples);
+        return deftsim_error_set(DEFTSIM_E_NOMEM, "bench: out of memory");
+    }
+    double best = INFINITY, best_cache = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int e = 20; e <= 30; e++) {
+            double cache = pass ? best_cache : ldexp(1.0, e), sse = 0;
+            for (size_t op = 0; op < DEFTSIM_KOP_COUNT && !st; op++) {
+                size_t ns = 0;
+                for (size_t i = 0; i < cs->n; i++)
+                    if (cs->c[i].op == (deftsim_kop)op) sub[ns++] = samples[i];
+                st = deftsim_profile_fit((deftsim_kop)op, sub, ns, cache, &prof->ops[op]);
+                if (!st) sse += deftsim_profile_sse(&prof->ops[op], sub, ns, cache);
+            }
+            if (st) break;
+            if (!pass && sse < best) {
+                best = sse;
+                best_cache = cache;
+            }
+            if (pass) break;
+        }
+        if (st) break;
+    }
+    free(sub);
+    free(samples);
+    if (st) return st;
+    prof->cache_bytes = best_cache;
+    printf("cache_bytes %.0f (the knee with the smallest squared relative error of all fits)\n",
+           best_cache);
+    printf("%-15s %11s %11s %11s %11s %11s %11s %5s %8s\n", "op", "intercept_s", "per_n_s",
+           "per_k_s", "per_seg_s", "per_n_dram", "per_k_dram", "cases", "max_err");
+    for (size_t op = 0; op < DEFTSIM_KOP_COUNT; op++) {
+        const deftsim_profile_op *r = &prof->ops[op];
+        printf("%-15s %11.3e %11.3e %11.3e %11.3e %11.3e %11.3e %5u %7.1f%%\n",
+               deftsim_kop_name((deftsim_kop)op), r->coef[0], r->coef[1], r->coef[2], r->coef[3],
+               r->coef[4], r->coef[5], r->cases, 100 * r->max_rel_err);
+    }
+    return DEFTSIM_OK;
+}
+
 int deftsim_bench_profile(const bench_profile_opts *o)
 {
     deftsim_status st = DEFTSIM_OK;
@@ -604,60 +656,12 @@ int deftsim_bench_profile(const bench_profile_opts *o)
 
     printf("# profile: %s; backend %s, %u thread(s), isa %s; %zu cases\n", prof.device,
            prof.backend, prof.threads, prof.isa, cs.n);
-    deftsim_profile_sample *samples = calloc(cs.n, sizeof *samples);
-    if (!samples) {
-        st = deftsim_error_set(DEFTSIM_E_NOMEM, "bench: out of memory");
-        goto done;
-    }
     med = calloc(cs.n, sizeof *med);
     if (!med || (st = measure_all(ctx, &cs, &b, rounds, med))) {
         if (!st) st = deftsim_error_set(DEFTSIM_E_NOMEM, "bench: out of memory");
-        free(samples);
         goto done;
     }
-    for (size_t i = 0; i < cs.n; i++) samples[i] = (deftsim_profile_sample){cs.c[i].call, med[i]};
-    /* One fit per operation over its cases, for every candidate cache size (1 MiB to 1 GiB):
-     * the one with the smallest sum of squared relative errors over all operations wins. */
-    deftsim_profile_sample *sub = calloc(cs.n, sizeof *sub);
-    if (!sub) {
-        free(samples);
-        st = deftsim_error_set(DEFTSIM_E_NOMEM, "bench: out of memory");
-        goto done;
-    }
-    double best = INFINITY, best_cache = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        for (int e = 20; e <= 30; e++) {
-            double cache = pass ? best_cache : ldexp(1.0, e), sse = 0;
-            for (size_t op = 0; op < DEFTSIM_KOP_COUNT && !st; op++) {
-                size_t ns = 0;
-                for (size_t i = 0; i < cs.n; i++)
-                    if (cs.c[i].op == (deftsim_kop)op) sub[ns++] = samples[i];
-                st = deftsim_profile_fit((deftsim_kop)op, sub, ns, cache, &prof.ops[op]);
-                if (!st) sse += deftsim_profile_sse(&prof.ops[op], sub, ns, cache);
-            }
-            if (st) break;
-            if (!pass && sse < best) {
-                best = sse;
-                best_cache = cache;
-            }
-            if (pass) break;
-        }
-        if (st) break;
-    }
-    free(sub);
-    free(samples);
-    if (st) goto done;
-    prof.cache_bytes = best_cache;
-    printf("cache_bytes %.0f (the knee with the smallest squared relative error of all fits)\n",
-           best_cache);
-    printf("%-15s %11s %11s %11s %11s %11s %11s %5s %8s\n", "op", "intercept_s", "per_n_s",
-           "per_k_s", "per_seg_s", "per_n_dram", "per_k_dram", "cases", "max_err");
-    for (size_t op = 0; op < DEFTSIM_KOP_COUNT; op++) {
-        const deftsim_profile_op *r = &prof.ops[op];
-        printf("%-15s %11.3e %11.3e %11.3e %11.3e %11.3e %11.3e %5u %7.1f%%\n",
-               deftsim_kop_name((deftsim_kop)op), r->coef[0], r->coef[1], r->coef[2], r->coef[3],
-               r->coef[4], r->coef[5], r->cases, 100 * r->max_rel_err);
-    }
+    if ((st = fit_profile(&cs, med, &prof))) goto done;
     if ((st = deftsim_profile_write(o->path, &prof))) goto done;
     printf("# wrote %s\n", o->path);
     fflush(stdout);
