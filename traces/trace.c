@@ -7,7 +7,6 @@
  *   trace_rank.c   the per-rank layout (iter_<t>/rank_<r>.safetensors) */
 #include "trace_internal.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <float.h>
 #include <inttypes.h>

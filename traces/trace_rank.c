@@ -11,9 +11,7 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <float.h>
 #include <inttypes.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -7,11 +7,8 @@
  *   trace_rank.c   the per-rank layout (iter_<t>/rank_<r>.safetensors) */
 #include "trace_internal.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <float.h>
 #include <inttypes.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
