@@ -6,8 +6,11 @@
  * time, the mean bytes a worker sends, the iteration's build-up, ...), and the summary reports
  * the median of those values with a percentile-bootstrap interval. Iteration-level columns are
  * repeated in every row of the iteration (docs/OUTPUT.md), so they are read from its first row;
- * worker-level columns are read from each worker's phase_index 0 row, which every worker has. */
+ * worker-level columns are read from each worker's phase_index 0 row, which every worker has.
+ *
+ * summary.md is summary_md.c's; the types both files share are in summary_internal.h. */
 #include "deftsim_analysis.h"
+#include "summary_internal.h"
 
 #include <errno.h>
 #include <math.h>
@@ -15,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "deftsim_csv.h"
+#include "deftsim_rng.h"
 #include "deftsim_util.h"
 
 static const deftsim_metric_info metrics[DEFTSIM_M_COUNT] = {
@@ -84,7 +89,7 @@ int deftsim_analysis_is_noisy(double spread, double threshold)
  * names, in the order the breakdown stacks them; a phase of another name counts as "other". */
 static const char *const phase_names[] = {"norms", "allocate", "pack", "sample", "filter", "select",
                                           "merge", "union", "gather", "sum", "residual", "other"};
-#define NPHASES (sizeof phase_names / sizeof phase_names[0])
+_Static_assert(sizeof phase_names / sizeof phase_names[0] == NPHASES, "phase_names");
 
 static size_t phase_slot(const char *name)
 {
@@ -93,69 +98,13 @@ static size_t phase_slot(const char *name)
     return NPHASES - 1;
 }
 
-typedef struct {
-    double v[DEFTSIM_M_COUNT];
-    double ph[NPHASES];    /* the slowest worker's (largest worker_seconds) compute phases */
-    double ph_ws;          /* its worker_seconds; -inf before its first compute row */
-    double ph_w;           /* that worker */
-    double bytes_sum;
-    double *wsel;          /* P: each worker's select_seconds (the median worker) */
-    double *wspread;       /* P: each worker's repetition spread (NaN: not in the rows) */
-    uint32_t nworkers;     /* phase_index 0 rows seen */
-    int seen;
-} iter_rec;
-
-typedef struct {
-    char *key;             /* axes, model, method, density, P joined by '\x1f' */
-    char **axv;            /* naxes */
-    char *model, *method, *dens;
-    double density;
-    uint32_t P;
-    size_t rank_variant, rank_model, rank_dens, rank_method;
-    iter_rec *it;
-    size_t nit;
-    char *where;           /* "file:line" of the point's first row, for messages */
-    /* results */
-    size_t iterations;     /* iterations after the warm-up */
-    double *vals[DEFTSIM_M_COUNT];
-    size_t nvals[DEFTSIM_M_COUNT];
-    deftsim_estimate est[DEFTSIM_M_COUNT];
-    deftsim_fit fit;       /* select_seconds against P over the point's series */
-    deftsim_estimate speed_select, speed_iter;
-    int has_ph;            /* its rows have phase, phase_kind and phase_seconds */
-    double ph_mean[NPHASES]; /* mean over the iterations of ph; NaN without has_ph */
-} group;
-
-typedef struct {
-    char **items;
-    size_t n, cap;
-} strlist;
-
 /* Run-level columns whose values summary.md reports (the settings the numbers depend on). */
-static const char *const context_cols[] = {
+const char *const summary_context_cols[] = {
     "backend", "threads", "error_feedback", "sampled_workers", "wire", "index_bytes",
     "value_bytes", "net_topology", "net_model", "net_bandwidth", "net_latency",
     "net_allgather", "net_allreduce", "net_bcast", "sim_mode"};
-#define NCONTEXT (sizeof context_cols / sizeof context_cols[0])
-#define CONTEXT_MAX 8 /* distinct values kept per column; more are summarised */
-
-struct deftsim_analysis {
-    deftsim_analysis_options opt;
-    char **axes;
-    size_t naxes;
-    group **g;
-    size_t ng, capg;
-    group *last;
-    strlist variants, models, dens, methods;
-    int has_col[DEFTSIM_M_COUNT], has_val[DEFTSIM_M_COUNT];
-    strlist context[NCONTEXT];      /* distinct values of each context column */
-    int context_more[NCONTEXT];     /* more than CONTEXT_MAX of them */
-    size_t files;
-    uint64_t rows;
-    int finished;
-    char **colnames;
-    size_t ncolnames;
-};
+_Static_assert(sizeof summary_context_cols / sizeof summary_context_cols[0] == NCONTEXT,
+               "summary_context_cols");
 
 /* ---- small helpers ------------------------------------------------------------------------ */
 
@@ -187,29 +136,12 @@ static void strlist_free(strlist *l)
     free(l->items);
 }
 
-/* 64-bit FNV-1a and a SplitMix64 finaliser: per-point seeds that do not depend on the order
+/* 64-bit FNV-1a and splitmix64 (deftsim_rng.h): per-point seeds that do not depend on the order
  * files were read in. */
-static uint64_t fnv1a(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 1099511628211ull;
-    }
-    return h;
-}
-
-static uint64_t mix64(uint64_t z)
-{
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 static uint64_t seed_for(const deftsim_analysis *a, const char *key, uint64_t salt)
 {
-    return mix64(a->opt.boot.seed ^ mix64(fnv1a(key) ^ mix64(salt)));
+    uint64_t h = deftsim_splitmix64(deftsim_fnv1a64(key) ^ deftsim_splitmix64(salt));
+    return deftsim_splitmix64(a->opt.boot.seed ^ h);
 }
 
 /* ---- lifecycle ------------------------------------------------------------------------------ */
@@ -428,6 +360,41 @@ static deftsim_status iter_slot(group *g, size_t it, iter_rec **out)
     return DEFTSIM_OK;
 }
 
+/* The first row of an iteration of point g: the iteration-level values (mc: their columns),
+ * the per-worker arrays, and the context columns' values (cc: their columns). */
+static deftsim_status iter_first_row(deftsim_analysis *a, deftsim_csvr *r, const group *g,
+                                     iter_rec *ir, const long *mc, const long *cc)
+{
+    deftsim_status st;
+    ir->seen = 1;
+    for (int m = 0; m < DEFTSIM_M_COUNT; m++) {
+        ir->v[m] = NAN;
+        if (!iteration_level(m) || mc[m] < 0) continue;
+        if ((st = deftsim_csvr_number(r, (size_t)mc[m], &ir->v[m]))) return st;
+    }
+    ir->v[DEFTSIM_M_SELECT] = ir->v[DEFTSIM_M_COMPUTE] = -INFINITY;
+    ir->v[DEFTSIM_M_BYTES_MAX] = -INFINITY;
+    ir->ph_ws = -INFINITY;
+    ir->ph_w = -1;
+    if (!ir->wsel && (!(ir->wsel = malloc(g->P * sizeof *ir->wsel)) ||
+                      !(ir->wspread = malloc(g->P * sizeof *ir->wspread)))) {
+        return nomem();
+    }
+    for (size_t i = 0; i < NCONTEXT; i++) {
+        if (cc[i] < 0) continue;
+        const char *v = deftsim_csvr_field(r, (size_t)cc[i]);
+        size_t k = 0;
+        while (k < a->context[i].n && strcmp(a->context[i].items[k], v)) k++;
+        if (k < a->context[i].n) continue;
+        if (a->context[i].n >= CONTEXT_MAX) {
+            a->context_more[i] = 1;
+            continue;
+        }
+        if ((st = rank_of(&a->context[i], v, &k))) return st;
+    }
+    return DEFTSIM_OK;
+}
+
 deftsim_status deftsim_analysis_add_file(deftsim_analysis *a, const char *path,
                                          const char *const *values)
 {
@@ -455,7 +422,7 @@ deftsim_status deftsim_analysis_add_file(deftsim_analysis *a, const char *path,
         if (mc[m] >= 0) a->has_col[m] = 1;
     }
     long cc[NCONTEXT];
-    for (size_t i = 0; i < NCONTEXT; i++) cc[i] = deftsim_csvr_find(r, context_cols[i]);
+    for (size_t i = 0; i < NCONTEXT; i++) cc[i] = deftsim_csvr_find(r, summary_context_cols[i]);
     /* The compute phases by name, when the rows have them (every deftsim version writes them;
      * a hand-made table may not). */
     long c_ph = deftsim_csvr_find(r, "phase"), c_kind = deftsim_csvr_find(r, "phase_kind"),
@@ -508,35 +475,7 @@ deftsim_status deftsim_analysis_add_file(deftsim_analysis *a, const char *path,
         }
         iter_rec *ir = NULL;
         if ((st = iter_slot(g, (size_t)it, &ir))) goto done;
-        if (!ir->seen) {
-            ir->seen = 1;
-            for (int m = 0; m < DEFTSIM_M_COUNT; m++) {
-                ir->v[m] = NAN;
-                if (!iteration_level(m) || mc[m] < 0) continue;
-                if ((st = deftsim_csvr_number(r, (size_t)mc[m], &ir->v[m]))) goto done;
-            }
-            ir->v[DEFTSIM_M_SELECT] = ir->v[DEFTSIM_M_COMPUTE] = -INFINITY;
-            ir->v[DEFTSIM_M_BYTES_MAX] = -INFINITY;
-            ir->ph_ws = -INFINITY;
-            ir->ph_w = -1;
-            if (!ir->wsel && (!(ir->wsel = malloc(g->P * sizeof *ir->wsel)) ||
-                              !(ir->wspread = malloc(g->P * sizeof *ir->wspread)))) {
-                st = nomem();
-                goto done;
-            }
-            for (size_t i = 0; i < NCONTEXT; i++) {
-                if (cc[i] < 0) continue;
-                const char *v = deftsim_csvr_field(r, (size_t)cc[i]);
-                size_t k = 0;
-                while (k < a->context[i].n && strcmp(a->context[i].items[k], v)) k++;
-                if (k < a->context[i].n) continue;
-                if (a->context[i].n >= CONTEXT_MAX) {
-                    a->context_more[i] = 1;
-                    continue;
-                }
-                if ((st = rank_of(&a->context[i], v, &k))) goto done;
-            }
-        }
+        if (!ir->seen && (st = iter_first_row(a, r, g, ir, mc, cc))) goto done;
         if (has_ph) {
             g->has_ph = 1;
             /* A compute row of the slowest worker so far: its phases are the ones kept. Every
@@ -609,12 +548,6 @@ static int cmp_group(const void *pa, const void *pb)
 }
 
 /* Same variant, model and density (and method when same_method): one curve of a figure. */
-static int same_series(const group *x, const group *y, int same_method)
-{
-    return x->rank_variant == y->rank_variant && x->rank_model == y->rank_model &&
-           x->rank_dens == y->rank_dens && (!same_method || x->rank_method == y->rank_method);
-}
-
 static int cmp_dbl(const void *pa, const void *pb)
 {
     double x = *(const double *)pa, y = *(const double *)pb;
@@ -730,7 +663,7 @@ deftsim_status deftsim_analysis_finish(deftsim_analysis *a)
      * sorted so that a series is a run of consecutive groups, P ascending. */
     for (size_t i = 0; i < a->ng;) {
         size_t j = i;
-        while (j < a->ng && same_series(a->g[i], a->g[j], 1)) j++;
+        while (j < a->ng && summary_same_series(a->g[i], a->g[j], 1)) j++;
         size_t n = 0;
         for (size_t k = i; k < j; k++) {
             x[n] = a->g[k]->P;
@@ -764,7 +697,7 @@ deftsim_status deftsim_analysis_finish(deftsim_analysis *a)
         group *g = a->g[i], *topk = NULL;
         for (size_t k = 0; k < a->ng; k++) {
             group *h = a->g[k];
-            if (same_series(g, h, 0) && h->P == g->P && !strcmp(h->method, "topk")) topk = h;
+            if (summary_same_series(g, h, 0) && h->P == g->P && !strcmp(h->method, "topk")) topk = h;
         }
         if ((st = speedup(a, topk, g, DEFTSIM_M_SELECT, 1001, &g->speed_select))) return st;
         if ((st = speedup(a, topk, g, DEFTSIM_M_ITERATION, 1002, &g->speed_iter))) return st;
@@ -775,45 +708,13 @@ deftsim_status deftsim_analysis_finish(deftsim_analysis *a)
 
 /* ---- summary.csv ---------------------------------------------------------------------------- */
 
-/* Shortest of %.15g, %.16g, %.17g that reads back to v; "" for NaN (undefined). */
-static const char *num(char *buf, size_t cap, double v)
-{
-    if (isnan(v)) {
-        buf[0] = '\0';
-        return buf;
-    }
-    if (isinf(v)) {
-        snprintf(buf, cap, "%s", v > 0 ? "inf" : "-inf");
-        return buf;
-    }
-    for (int prec = 15; prec <= 17; prec++) {
-        snprintf(buf, cap, "%.*g", prec, v);
-        if (strtod(buf, NULL) == v) break;
-    }
-    return buf;
-}
-
-static void csv_text(FILE *f, const char *s)
-{
-    if (!strpbrk(s, ",\"\r\n")) {
-        fputs(s, f);
-        return;
-    }
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"') fputc('"', f);
-        fputc(*s, f);
-    }
-    fputc('"', f);
-}
-
 static void put_est(FILE *f, const deftsim_estimate *e, int with_mean)
 {
     char b[48];
-    fprintf(f, ",%s", num(b, sizeof b, e->median));
-    fprintf(f, ",%s", num(b, sizeof b, e->lo));
-    fprintf(f, ",%s", num(b, sizeof b, e->hi));
-    if (with_mean) fprintf(f, ",%s", num(b, sizeof b, e->mean));
+    fprintf(f, ",%s", deftsim_csv_double(b, sizeof b, e->median));
+    fprintf(f, ",%s", deftsim_csv_double(b, sizeof b, e->lo));
+    fprintf(f, ",%s", deftsim_csv_double(b, sizeof b, e->hi));
+    if (with_mean) fprintf(f, ",%s", deftsim_csv_double(b, sizeof b, e->mean));
 }
 
 deftsim_status deftsim_analysis_write_csv(const deftsim_analysis *a, const char *path)
@@ -829,317 +730,29 @@ deftsim_status deftsim_analysis_write_csv(const deftsim_analysis *a, const char 
     for (size_t i = 0; i < a->ng; i++) {
         const group *g = a->g[i];
         for (size_t x = 0; x < a->naxes; x++) {
-            csv_text(f, g->axv[x]);
+            deftsim_csv_field(f, g->axv[x]);
             fputc(',', f);
         }
-        csv_text(f, g->model);
+        deftsim_csv_field(f, g->model);
         fputc(',', f);
-        csv_text(f, g->method);
-        fprintf(f, ",%s,%u,%zu,%s", g->dens, g->P, g->iterations, num(b, sizeof b, a->opt.boot.level));
+        deftsim_csv_field(f, g->method);
+        fprintf(f, ",%s,%u,%zu,%s", g->dens, g->P, g->iterations,
+                deftsim_csv_double(b, sizeof b, a->opt.boot.level));
         for (int m = 0; m < DEFTSIM_M_COUNT; m++) put_est(f, &g->est[m], 1);
-        fprintf(f, ",%s", num(b, sizeof b, g->fit.slope));
-        fprintf(f, ",%s", num(b, sizeof b, g->fit.slope_lo));
-        fprintf(f, ",%s", num(b, sizeof b, g->fit.slope_hi));
-        fprintf(f, ",%s", num(b, sizeof b, g->fit.r2));
+        fprintf(f, ",%s", deftsim_csv_double(b, sizeof b, g->fit.slope));
+        fprintf(f, ",%s", deftsim_csv_double(b, sizeof b, g->fit.slope_lo));
+        fprintf(f, ",%s", deftsim_csv_double(b, sizeof b, g->fit.slope_hi));
+        fprintf(f, ",%s", deftsim_csv_double(b, sizeof b, g->fit.r2));
         fprintf(f, ",%zu", g->fit.n);
         put_est(f, &g->speed_select, 0);
         put_est(f, &g->speed_iter, 0);
-        for (size_t j = 0; j < NPHASES; j++) fprintf(f, ",%s", num(b, sizeof b, g->ph_mean[j]));
+        for (size_t j = 0; j < NPHASES; j++)
+            fprintf(f, ",%s", deftsim_csv_double(b, sizeof b, g->ph_mean[j]));
         double spread = g->est[DEFTSIM_M_REP_SPREAD].median;
         if (isnan(spread)) fprintf(f, ",");
         else fprintf(f, ",%d", deftsim_analysis_is_noisy(spread, a->opt.noisy_spread));
         fputc('\n', f);
     }
-    if (ferror(f)) {
-        deftsim_afile_abort(af);
-        return deftsim_error_set(DEFTSIM_E_IO, "%s: write failed", path);
-    }
-    return deftsim_afile_commit(af);
-}
-
-/* ---- summary.md ----------------------------------------------------------------------------- */
-
-/* Three significant digits, without exponents for the ranges tables show. */
-static const char *sig(char *buf, size_t cap, double v)
-{
-    if (isnan(v)) snprintf(buf, cap, "-");
-    else if (fabs(v) >= 1000) snprintf(buf, cap, "%.0f", v);
-    else if (v == 0 || fabs(v) >= 0.001) snprintf(buf, cap, "%.3g", v);
-    else snprintf(buf, cap, "%.2e", v);
-    return buf;
-}
-
-/* "12.3 [11.9, 13.0]" with values scaled by s; "-" when undefined, no interval when n < 2. */
-static const char *cell_est(char *buf, size_t cap, const deftsim_estimate *e, double s)
-{
-    char m[32], l[32], h[32];
-    if (isnan(e->median)) snprintf(buf, cap, "-");
-    else if (isnan(e->lo)) snprintf(buf, cap, "%s", sig(m, sizeof m, e->median * s));
-    else
-        snprintf(buf, cap, "%s [%s, %s]", sig(m, sizeof m, e->median * s), sig(l, sizeof l, e->lo * s),
-                 sig(h, sizeof h, e->hi * s));
-    return buf;
-}
-
-static void md_heading(FILE *f, const deftsim_analysis *a, const group *g)
-{
-    fprintf(f, "\n## %s, density %s", g->model, g->dens);
-    for (size_t x = 0; x < a->naxes; x++) fprintf(f, ", %s = %s", a->axes[x], g->axv[x]);
-    fputc('\n', f);
-}
-
-/* The points whose timing repetitions spread beyond the threshold (docs/TIMING.md). */
-static void noisy_section(FILE *f, const deftsim_analysis *a)
-{
-    char b[32];
-    if (!a->has_val[DEFTSIM_M_REP_SPREAD]) {
-        fprintf(f, "\n## Timing noise\n\nThe rows hold no spread of timing repetitions (written "
-                   "with [timing] repeats = 1, or before deftsim had them): no point can be "
-                   "flagged as noisy.\n");
-        return;
-    }
-    size_t n = 0;
-    for (size_t i = 0; i < a->ng; i++)
-        n += deftsim_analysis_is_noisy(a->g[i]->est[DEFTSIM_M_REP_SPREAD].median, a->opt.noisy_spread);
-    fprintf(f, "\n## Timing noise\n\nA point is flagged *noisy* when the median over its "
-               "iterations of `select_spread` (per iteration: the median over the workers of "
-               "(max - min) / min of a worker's selection times over the timing repetitions) "
-               "exceeds %s. ",
-            sig(b, sizeof b, a->opt.noisy_spread));
-    if (!n) {
-        fprintf(f, "No point is.\n");
-        return;
-    }
-    fprintf(f, "%zu point%s %s (marked `(noisy)` in the tables above; `deftsim sweep "
-               "--rerun-noisy` runs them again):\n\n| method | density | P | spread |\n"
-               "|---|---:|---:|---:|\n",
-            n, n == 1 ? "" : "s", n == 1 ? "is" : "are");
-    for (size_t i = 0; i < a->ng; i++) {
-        const group *g = a->g[i];
-        double sp = g->est[DEFTSIM_M_REP_SPREAD].median;
-        if (!deftsim_analysis_is_noisy(sp, a->opt.noisy_spread)) continue;
-        fprintf(f, "| %s | %s | %u | %s |\n", g->method, g->dens, g->P, sig(b, sizeof b, sp));
-    }
-}
-
-deftsim_status deftsim_analysis_point_noise(const char *path, size_t warmup, double threshold,
-                                            double *spread, int *noisy)
-{
-    *spread = NAN;
-    *noisy = 0;
-    deftsim_analysis_options o;
-    deftsim_analysis_options_default(&o);
-    o.boot.resamples = 100; /* only the median is used */
-    o.warmup = warmup;
-    o.noisy_spread = threshold;
-    deftsim_analysis *a = NULL;
-    deftsim_status st = deftsim_analysis_new(&o, NULL, 0, &a);
-    if (!st) st = deftsim_analysis_add_file(a, path, NULL);
-    if (!st) st = deftsim_analysis_finish(a);
-    if (!st && a->ng) {
-        double v = a->g[0]->est[DEFTSIM_M_REP_SPREAD].median;
-        for (size_t i = 1; i < a->ng; i++) /* one point per file; the largest if more */
-            if (!(a->g[i]->est[DEFTSIM_M_REP_SPREAD].median <= v))
-                v = a->g[i]->est[DEFTSIM_M_REP_SPREAD].median;
-        *spread = v;
-        *noisy = deftsim_analysis_is_noisy(v, threshold);
-    }
-    deftsim_analysis_free(a);
-    return st;
-}
-
-deftsim_status deftsim_analysis_write_md(const deftsim_analysis *a, const char *path,
-                                         const char *const *provenance)
-{
-    if (!a->finished) return deftsim_error_set(DEFTSIM_E_INTERNAL, "analysis: write before finish()");
-    deftsim_afile *af;
-    deftsim_status st = deftsim_afile_open(&af, path);
-    if (st) return st;
-    FILE *f = deftsim_afile_stream(af);
-    int comm = a->has_val[DEFTSIM_M_COMM], iter = a->has_val[DEFTSIM_M_ITERATION];
-    int pct = (int)lround(a->opt.boot.level * 100);
-    size_t minit = SIZE_MAX, maxit = 0;
-    for (size_t i = 0; i < a->ng; i++) {
-        if (a->g[i]->iterations < minit) minit = a->g[i]->iterations;
-        if (a->g[i]->iterations > maxit) maxit = a->g[i]->iterations;
-    }
-
-    fprintf(f, "# Summary\n\n");
-    for (size_t i = 0; provenance && provenance[i]; i++) fprintf(f, "%s\n", provenance[i]);
-    if (provenance && provenance[0]) fputc('\n', f);
-    /* The run settings the rows record, as they are (several values: several runs). A user's
-     * platform file (net_topology "file:<name>") has no one link bandwidth or latency: the
-     * rows leave those empty, and the file is named instead. */
-    int anyctx = 0, anyfile = 0;
-    for (size_t i = 0; i < NCONTEXT; i++)
-        if (!strcmp(context_cols[i], "net_topology"))
-            for (size_t k = 0; k < a->context[i].n; k++)
-                anyfile |= !strncmp(a->context[i].items[k], "file:", 5);
-    for (size_t i = 0; i < NCONTEXT; i++) {
-        if (!a->context[i].n) continue;
-        fprintf(f, "%s`%s` ", anyctx ? ", " : "Settings (from the rows): ", context_cols[i]);
-        anyctx = 1;
-        for (size_t k = 0; k < a->context[i].n; k++) {
-            const char *v = a->context[i].items[k];
-            double d;
-            int link = !strcmp(context_cols[i], "net_bandwidth") ||
-                       !strcmp(context_cols[i], "net_latency");
-            fprintf(f, "%s%s", k ? " | " : "",
-                    v[0] ? v : anyfile && link ? "(the platform file's)" : "(empty)");
-            /* Units a reader wants: bandwidth in Gb/s, latency in microseconds. */
-            if (!strcmp(context_cols[i], "net_bandwidth") && !deftsim_parse_double(v, &d))
-                fprintf(f, " B/s (%g Gb/s)", d * 8 / 1e9);
-            else if (!strcmp(context_cols[i], "net_latency") && !deftsim_parse_double(v, &d))
-                fprintf(f, " s (%g us)", d * 1e6);
-        }
-        if (a->context_more[i]) fprintf(f, " | ...");
-    }
-    if (anyctx) fprintf(f, ".\n\n");
-    for (size_t i = 0; anyfile && i < NCONTEXT; i++) {
-        if (strcmp(context_cols[i], "net_topology")) continue;
-        fprintf(f, "Network platform: ");
-        for (size_t k = 0, m = 0; k < a->context[i].n; k++) {
-            const char *v = a->context[i].items[k];
-            if (strncmp(v, "file:", 5)) continue;
-            fprintf(f, "%s`%s`", m++ ? ", " : "the SimGrid platform file ", v + 5);
-        }
-        fprintf(f, " (its copy lies under `platforms/` in the results folder, its size and SHA-256 "
-                   "in manifest.json); its links' bandwidths and latencies are the file's own, so "
-                   "the rows leave `net_bandwidth` and `net_latency` empty.\n\n");
-    }
-    fprintf(f, "%zu points from %zu file%s (%llu rows); ", a->ng, a->files, a->files == 1 ? "" : "s",
-            (unsigned long long)a->rows);
-    if (minit == maxit) fprintf(f, "%zu iteration%s per point", minit, minit == 1 ? "" : "s");
-    else fprintf(f, "%zu to %zu iterations per point", minit, maxit);
-    if (a->opt.warmup == 1) fprintf(f, " after leaving out each point's first iteration");
-    else if (a->opt.warmup) fprintf(f, " after leaving out each point's first %zu", a->opt.warmup);
-    fprintf(f, ".\n\n");
-    fprintf(f,
-            "**How to read the numbers.** Each cell is the median over a point's iterations, with a "
-            "%d%% percentile-bootstrap confidence interval in brackets ([lo, hi]; %zu resamples of "
-            "the iterations, seed %llu). The sample is the point's per-iteration values: for each "
-            "iteration, the slowest worker's selection time, the mean bytes a worker sends, the "
-            "iteration's build-up and so on. With few iterations the interval is wide, and with "
-            "one there is none (shown without brackets); iterations of one point are consecutive "
-            "steps of one run, not independent trials, so read the interval as the spread of this "
-            "run, not of all runs. `-` marks an undefined value. Selection and compute times are "
-            "wall-clock times of the kernels measured on this machine%s\n\n",
-            pct, a->opt.boot.resamples, (unsigned long long)a->opt.boot.seed,
-            comm || iter ? "; communication and iteration times are simulated by the network "
-                           "model (SimGrid, docs/NETWORK.md), with the measured compute times "
-                           "injected into the simulation. The iteration time holds the "
-                           "sparsifier's compute and the collectives only: the training step's "
-                           "forward and backward pass is not modelled."
-                         : ".");
-
-    /* What the network simulation would add, stated rather than left blank. */
-    if (!comm || !iter) {
-        int col = a->has_col[DEFTSIM_M_COMM] || a->has_col[DEFTSIM_M_ITERATION];
-        fprintf(f,
-                "**Communication and iteration time are not in these results.** %s "
-                "summary.csv leaves comm_seconds, iteration_seconds and select_critical_seconds "
-                "empty, and the tables below show computation and bytes only. Bytes per worker "
-                "are what each worker's collectives send under the reference algorithms "
-                "(docs/OUTPUT.md).\n\n",
-                col ? "The rows have the network simulation's columns, but no values in them."
-                    : "The rows have no network simulation columns (comm_seconds, "
-                      "iteration_seconds): the run that wrote them did not simulate the network.");
-    }
-
-    for (size_t i = 0; i < a->ng;) {
-        size_t j = i;
-        while (j < a->ng && same_series(a->g[i], a->g[j], 0)) j++;
-        md_heading(f, a, a->g[i]);
-        char c1[128], c2[128], c3[128], c4[128], c5[128], c6[128], c7[128];
-
-        fprintf(f, "\nTime per iteration, milliseconds (speedup: topk's median selection time over "
-                   "the method's).\n\n");
-        fprintf(f, "| method | P | selection (slowest worker) | selection (median worker) | "
-                   "compute (slowest worker) |%s%s selection speedup over topk |%s\n",
-                comm ? " communication |" : "", iter ? " iteration |" : "",
-                iter ? " iteration speedup over topk |" : "");
-        fprintf(f, "|---|---:|---:|---:|---:|%s%s---:|%s\n", comm ? "---:|" : "",
-                iter ? "---:|" : "", iter ? "---:|" : "");
-        for (size_t k = i; k < j; k++) {
-            const group *g = a->g[k];
-            char c8[128];
-            fprintf(f, "| %s | %u | %s%s | %s | %s |", g->method, g->P,
-                    cell_est(c1, sizeof c1, &g->est[DEFTSIM_M_SELECT], 1e3),
-                    deftsim_analysis_is_noisy(g->est[DEFTSIM_M_REP_SPREAD].median,
-                                              a->opt.noisy_spread)
-                        ? " (noisy)"
-                        : "",
-                    cell_est(c8, sizeof c8, &g->est[DEFTSIM_M_SELECT_MEDIAN], 1e3),
-                    cell_est(c2, sizeof c2, &g->est[DEFTSIM_M_COMPUTE], 1e3));
-            if (comm) fprintf(f, " %s |", cell_est(c3, sizeof c3, &g->est[DEFTSIM_M_COMM], 1e3));
-            if (iter) fprintf(f, " %s |", cell_est(c4, sizeof c4, &g->est[DEFTSIM_M_ITERATION], 1e3));
-            fprintf(f, " %s |", cell_est(c5, sizeof c5, &g->speed_select, 1));
-            if (iter) fprintf(f, " %s |", cell_est(c6, sizeof c6, &g->speed_iter, 1));
-            fputc('\n', f);
-        }
-
-        fprintf(f, "\nTraffic and quality per iteration (MB = 10^6 bytes; build-up: \\|U\\| / k, "
-                   "the indices the aggregate holds over k; captured: the fraction of the average "
-                   "accumulator's squared norm the aggregate keeps; imbalance: max / mean of the "
-                   "workers' selection times).\n\n");
-        fprintf(f, "| method | P | MB sent per worker | MB sent, busiest worker | build-up | "
-                   "captured norm | captured / exact top-k | imbalance |\n");
-        fprintf(f, "|---|---:|---:|---:|---:|---:|---:|---:|\n");
-        for (size_t k = i; k < j; k++) {
-            const group *g = a->g[k];
-            fprintf(f, "| %s | %u | %s | %s | %s | %s | %s | %s |\n", g->method, g->P,
-                    cell_est(c1, sizeof c1, &g->est[DEFTSIM_M_BYTES], 1e-6),
-                    cell_est(c2, sizeof c2, &g->est[DEFTSIM_M_BYTES_MAX], 1e-6),
-                    cell_est(c3, sizeof c3, &g->est[DEFTSIM_M_BUILDUP], 1),
-                    cell_est(c4, sizeof c4, &g->est[DEFTSIM_M_CAPTURED], 1),
-                    cell_est(c5, sizeof c5, &g->est[DEFTSIM_M_CAPTURED_RATIO], 1),
-                    cell_est(c7, sizeof c7, &g->est[DEFTSIM_M_IMBALANCE], 1));
-        }
-
-        fprintf(f, "\nScaling of the selection time with P: the exponent b of t = a P^b, a "
-                   "least-squares line through (ln P, ln median time), one point per P, with a "
-                   "t-based %d%% interval (n - 2 degrees of freedom; none with two P).\n\n",
-                pct);
-        fprintf(f, "| method | exponent b | interval | R^2 | P used |\n|---|---:|---:|---:|---:|\n");
-        for (size_t k = i; k < j;) {
-            const group *g = a->g[k];
-            size_t e = k;
-            while (e < j && a->g[e]->rank_method == g->rank_method) e++;
-            char s3[32];
-            if (isnan(g->fit.slope))
-                fprintf(f, "| %s | - | - | - | %zu |\n", g->method, g->fit.n);
-            else if (isnan(g->fit.slope_lo))
-                fprintf(f, "| %s | %.3f | - | %s | %zu |\n", g->method, g->fit.slope,
-                        sig(s3, sizeof s3, g->fit.r2), g->fit.n);
-            else
-                fprintf(f, "| %s | %.3f | [%.3f, %.3f] | %s | %zu |\n", g->method, g->fit.slope,
-                        g->fit.slope_lo, g->fit.slope_hi, sig(s3, sizeof s3, g->fit.r2), g->fit.n);
-            k = e;
-        }
-        i = j;
-    }
-
-    noisy_section(f, a);
-    fprintf(f, "\n## Definitions\n\nsummary.csv has one row per point and, for each quantity, "
-               "`<name>_median`, `_lo`, `_hi` (the interval) and `_mean`:\n\n");
-    fprintf(f, "| name | unit | from the rows' column | meaning |\n|---|---|---|---|\n");
-    for (int m = 0; m < DEFTSIM_M_COUNT; m++)
-    {
-        fprintf(f, "| %s | %s | %s | ", metrics[m].name, metrics[m].unit, metrics[m].column);
-        /* A '|' in a cell would end it. */
-        for (const char *c = metrics[m].doc; *c; c++) {
-            if (*c == '|') fputc('\\', f);
-            fputc(*c, f);
-        }
-        fprintf(f, "%s |\n", a->has_col[m] ? "" : " (not in these rows: empty)");
-    }
-    fprintf(f, "\n`select_exponent` (with `_lo`, `_hi`, `_r2`, `_points`) is the scaling exponent "
-               "above, repeated in every row of its series; `select_speedup` and "
-               "`iteration_speedup` are topk's median over the method's at the same P, with a "
-               "bootstrap interval that resamples both methods' iterations independently (topk "
-               "itself: 1). `phase_<name>_seconds_mean` are the slowest worker's compute "
-               "phases by name, means over the iterations that add up to compute_seconds_mean. "
-               "docs/ANALYSIS.md has the details.\n");
     if (ferror(f)) {
         deftsim_afile_abort(af);
         return deftsim_error_set(DEFTSIM_E_IO, "%s: write failed", path);

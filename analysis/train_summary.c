@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "deftsim_csv.h"
+#include "deftsim_rng.h"
 #include "deftsim_util.h"
 
 typedef struct {
@@ -231,31 +233,14 @@ deftsim_status deftsim_train_analysis_add_file(deftsim_train_analysis *a, const 
     return st;
 }
 
-/* 64-bit FNV-1a and a SplitMix64 finaliser, as the sweep summary: each interval's seed
+/* 64-bit FNV-1a and splitmix64 (deftsim_rng.h), as the sweep summary: each interval's seed
  * depends on the point and the quantity only. */
-static uint64_t fnv1a(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 1099511628211ull;
-    }
-    return h;
-}
-
-static uint64_t mix64(uint64_t z)
-{
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 static deftsim_status estimate(const deftsim_train_analysis *a, const tpoint *p, uint64_t salt,
                                const double *x, size_t n, deftsim_estimate *out)
 {
     deftsim_boot_options bo = a->opt.boot;
-    bo.seed = mix64(a->opt.boot.seed ^ mix64(fnv1a(p->key) ^ mix64(salt)));
+    uint64_t h = deftsim_splitmix64(deftsim_fnv1a64(p->key) ^ deftsim_splitmix64(salt));
+    bo.seed = deftsim_splitmix64(a->opt.boot.seed ^ h);
     return deftsim_bootstrap_median(x, n, &bo, out, NULL);
 }
 
@@ -355,39 +340,12 @@ size_t deftsim_train_analysis_max_repeats(const deftsim_train_analysis *a)
 
 /* ---- output --------------------------------------------------------------------------------- */
 
-/* Shortest of %.15g, %.16g, %.17g that reads back to v; "" for NaN (undefined). */
-static const char *num(char *buf, size_t cap, double v)
-{
-    if (isnan(v)) {
-        buf[0] = '\0';
-        return buf;
-    }
-    for (int prec = 15; prec <= 17; prec++) {
-        snprintf(buf, cap, "%.*g", prec, v);
-        if (strtod(buf, NULL) == v) break;
-    }
-    return buf;
-}
-
-static void csv_text(FILE *f, const char *s)
-{
-    if (!strpbrk(s, ",\"\r\n")) {
-        fputs(s, f);
-        return;
-    }
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"') fputc('"', f);
-        fputc(*s, f);
-    }
-    fputc('"', f);
-}
-
 static void put_est(FILE *f, const deftsim_estimate *e, int with_mean)
 {
     char b[4][40];
-    fprintf(f, ",%s,%s,%s", num(b[0], 40, e->median), num(b[1], 40, e->lo), num(b[2], 40, e->hi));
-    if (with_mean) fprintf(f, ",%s", num(b[3], 40, e->mean));
+    fprintf(f, ",%s,%s,%s", deftsim_csv_double(b[0], 40, e->median),
+            deftsim_csv_double(b[1], 40, e->lo), deftsim_csv_double(b[2], 40, e->hi));
+    if (with_mean) fprintf(f, ",%s", deftsim_csv_double(b[3], 40, e->mean));
 }
 
 static deftsim_status check_finished(const deftsim_train_analysis *a)
@@ -414,20 +372,21 @@ deftsim_status deftsim_train_analysis_write_csv(const deftsim_train_analysis *a,
     for (size_t i = 0; i < a->npts; i++) {
         const tpoint *p = &a->pts[i];
         char b[4][40];
-        csv_text(f, p->model);
+        deftsim_csv_field(f, p->model);
         fputc(',', f);
-        csv_text(f, p->method);
+        deftsim_csv_field(f, p->method);
         fputc(',', f);
-        csv_text(f, p->density);
+        deftsim_csv_field(f, p->density);
         fprintf(f, ",%u,%zu,", p->P, p->nruns);
         for (size_t j = 0; j < p->nruns; j++)
             fprintf(f, "%s%llu", j ? ";" : "", (unsigned long long)p->runs[j].seed);
-        fprintf(f, ",%s,%s", num(b[0], 40, p->iterations), num(b[1], 40, a->opt.boot.level));
+        fprintf(f, ",%s,%s", deftsim_csv_double(b[0], 40, p->iterations),
+                deftsim_csv_double(b[1], 40, a->opt.boot.level));
         put_est(f, &p->final_acc, 1);
         put_est(f, &p->best_acc, 1);
         put_est(f, &p->final_loss, 1);
         put_est(f, &p->sim, 1);
-        fprintf(f, ",%s,%zu", num(b[2], 40, p->target), p->reached);
+        fprintf(f, ",%s,%zu", deftsim_csv_double(b[2], 40, p->target), p->reached);
         put_est(f, &p->t_it, 0);
         put_est(f, &p->t_sim, 0);
         fprintf(f, ",%zu\n", p->diverged);

@@ -1,15 +1,24 @@
-/* sim_child.c - the SimGrid side of a simulation, run in a forked child (sim.c): the engine,
- * one actor per worker, the point-to-point layer of sim_internal.h over S4U mailboxes, and the
- * schedule steps.
+/* sim_child.c - the forked child of a simulation (process isolation: sim.c forks it, SimGrid
+ * runs here and a SimGrid failure ends only this process): its entry points, which write the
+ * results to the parent's pipe, SimGrid's engine, one actor per worker, the schedule steps, and
+ * the check of a user's platform file.
  *
- * Mailboxes: one per (receiver, sender) pair, so that messages between two ranks match in the
- * order they were posted, as MPI's non-overtaking rule matches them per (source, tag); a rank
- * talks to O(log P) peers in every algorithm but the rings, so each worker caches the mailboxes
- * it uses instead of building their names for every message. */
+ * Call order in sim/ (a file calls only files below it, never back up):
+ *   sim.c          the caller's side: checks, forks the child, reads its results
+ *   sim_platform.c the platform description: units, shapes, the generated XML
+ *   sim_child.c    the forked child: SimGrid's engine, one actor per worker, the steps
+ *   sim_coll.c     the collective algorithms
+ *   sim_p2p.c      the point-to-point layer over SimGrid mailboxes, the clock
+ *   sim_names.c    names of the options and the default parameters (calls nothing) */
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+#include <unistd.h>
 
 #include <simgrid/actor.h>
 #include <simgrid/barrier.h>
@@ -18,7 +27,8 @@
 #include <simgrid/host.h>
 #include <simgrid/mailbox.h>
 
-#include "sim_internal.h"
+#include "deftsim_util.h"
+#include "sim_actors.h"
 
 /* Stack of each actor. The workers' frames are small (no arrays on the stack); SimGrid's own
  * calls run on it too. Under AddressSanitizer the actors are threads (below) and ASan's
@@ -36,144 +46,6 @@
 #define STACK_KIB 256
 #endif
 
-#define MBOX_CACHE 64u /* direct-mapped, by peer rank */
-
-typedef struct sim_ctx sim_ctx;
-
-struct sim_worker {
-    uint32_t rank, P;
-    sim_ctx *ctx;
-    uint64_t sent, recv;       /* payload bytes of the current step */
-    uint64_t messages;
-    uint64_t agreements;       /* approximate mode: sim_approx_agree() calls so far */
-    size_t cur_sched, cur_step;  /* where the worker is, for a deadlock report */
-    int done;
-    uint32_t in_peer[MBOX_CACHE], out_peer[MBOX_CACHE];
-    sg_mailbox_t in_mb[MBOX_CACHE], out_mb[MBOX_CACHE];
-    sg_comm_t *comms;          /* SENDRECV: room for every incoming message plus one send */
-    void **slots;
-};
-
-struct sim_ctx {
-    const deftsim_sim_params *p;
-    const deftsim_schedule *const *scheds;
-    size_t nsched;
-    const size_t *step_offset;
-    sim_child_out *out;
-    sg_bar_t barrier;
-    sim_ag_info *ag;           /* per global step row: ALLGATHER steps only */
-    uint32_t **in_list;        /* per global step row: SENDRECV senders, grouped by receiver */
-    uint32_t **in_off;         /* P + 1 offsets into in_list[row] */
-    uint32_t max_in;
-    sim_worker *workers;
-    /* Approximate mode's agreements, by the parity of a worker's count of them: a worker can
-     * be at most one agreement ahead of the slowest (the barrier holds it), so two slots do. */
-    sg_bar_t approx_bar;
-    double approx_end[2], approx_step[2];
-    uint32_t approx_read[2];
-};
-
-uint32_t sim_rank(const sim_worker *w) { return w->rank; }
-uint32_t sim_size(const sim_worker *w) { return w->P; }
-double sim_now(void) { return simgrid_get_clock(); }
-
-void sim_sleep(double seconds)
-{
-    if (seconds > 0) sg_actor_sleep_for(seconds);
-}
-
-void sim_approx_agree(sim_worker *w, double end, double step, double *max_end, double *max_step)
-{
-    sim_ctx *c = w->ctx;
-    unsigned slot = (unsigned)(w->agreements++ & 1u);
-    if (end > c->approx_end[slot]) c->approx_end[slot] = end;
-    if (step > c->approx_step[slot]) c->approx_step[slot] = step;
-    sg_barrier_wait(c->approx_bar);
-    *max_end = c->approx_end[slot];
-    *max_step = c->approx_step[slot];
-    /* The last reader clears the slot for the agreement after next. */
-    if (++c->approx_read[slot] == w->P) {
-        c->approx_read[slot] = 0;
-        c->approx_end[slot] = c->approx_step[slot] = 0;
-    }
-}
-
-/* ---- point to point ---------------------------------------------------------------------------- */
-
-static sg_mailbox_t mailbox(uint32_t dst, uint32_t src)
-{
-    char name[40];
-    snprintf(name, sizeof name, "%" PRIu32 "<%" PRIu32, dst, src);
-    return sg_mailbox_by_name(name);
-}
-
-static sg_mailbox_t out_mailbox(sim_worker *w, uint32_t dst)
-{
-    uint32_t slot = dst % MBOX_CACHE;
-    if (!w->out_mb[slot] || w->out_peer[slot] != dst) {
-        w->out_mb[slot] = mailbox(dst, w->rank);
-        w->out_peer[slot] = dst;
-    }
-    return w->out_mb[slot];
-}
-
-static sg_mailbox_t in_mailbox(sim_worker *w, uint32_t src)
-{
-    uint32_t slot = src % MBOX_CACHE;
-    if (!w->in_mb[slot] || w->in_peer[slot] != src) {
-        w->in_mb[slot] = mailbox(w->rank, src);
-        w->in_peer[slot] = src;
-    }
-    return w->in_mb[slot];
-}
-
-/* Starts a send; NULL when it is eager (detached: it completes without the sender). The
- * payload pointer is the payload size itself: the receiver reads it back, nothing is stored. */
-static sg_comm_t isend(sim_worker *w, uint32_t dst, uint64_t bytes)
-{
-    const deftsim_sim_params *p = w->ctx->p;
-    sg_mailbox_t mb = out_mailbox(w, dst);
-    void *payload = (void *)(uintptr_t)bytes;
-    long size = (long)(bytes + p->envelope_bytes);
-    w->sent += bytes;
-    w->messages++;
-    if (bytes < p->eager_threshold) {
-        sg_comm_detach(sg_mailbox_put_init(mb, payload, size), NULL);
-        return NULL;
-    }
-    return sg_mailbox_put_async(mb, payload, size);
-}
-
-void sim_send(sim_worker *w, uint32_t dst, uint64_t bytes)
-{
-    sg_comm_t c = isend(w, dst, bytes);
-    if (c) sg_comm_wait(c);
-}
-
-uint64_t sim_recv(sim_worker *w, uint32_t src)
-{
-    void *data = NULL;
-    sg_comm_wait(sg_mailbox_get_async(in_mailbox(w, src), &data));
-    uint64_t got = (uint64_t)(uintptr_t)data;
-    w->recv += got;
-    return got;
-}
-
-uint64_t sim_sendrecv(sim_worker *w, uint32_t dst, uint64_t sbytes, uint32_t src)
-{
-    if (dst == w->rank && src == w->rank) return sbytes; /* a local copy */
-    void *data = NULL;
-    sg_comm_t c[2];
-    size_t n = 0;
-    sg_comm_t s = isend(w, dst, sbytes);
-    if (s) c[n++] = s;
-    c[n++] = sg_mailbox_get_async(in_mailbox(w, src), &data);
-    sg_comm_wait_all(c, n);
-    uint64_t got = (uint64_t)(uintptr_t)data;
-    w->recv += got;
-    return got;
-}
-
 /* ---- steps ------------------------------------------------------------------------------------- */
 
 static void run_sendrecv(sim_worker *w, size_t row, const deftsim_step *st)
@@ -183,13 +55,13 @@ static void run_sendrecv(sim_worker *w, size_t row, const deftsim_step *st)
     size_t n = 0;
     for (uint32_t i = off[w->rank]; i < off[w->rank + 1]; i++) {
         w->slots[n] = NULL;
-        w->comms[n] = sg_mailbox_get_async(in_mailbox(w, list[i]), &w->slots[n]);
+        w->comms[n] = sim_irecv(w, list[i], &w->slots[n]);
         n++;
     }
     size_t nrecv = n;
     uint32_t peer = st->peer[w->rank];
     if (peer != DEFTSIM_NO_PEER && peer != w->rank) {
-        sg_comm_t s = isend(w, peer, st->bytes[w->rank]);
+        sg_comm_t s = sim_isend(w, peer, st->bytes[w->rank]);
         if (s) w->comms[n++] = s;
     }
     if (n) sg_comm_wait_all(w->comms, n);
@@ -205,7 +77,7 @@ static void run_p2p(sim_worker *w, size_t row, const deftsim_step *st)
     size_t n = 0;
     for (uint32_t i = off[w->rank]; i < off[w->rank + 1]; i++) {
         w->slots[n] = NULL;
-        w->comms[n] = sg_mailbox_get_async(in_mailbox(w, list[i]), &w->slots[n]);
+        w->comms[n] = sim_irecv(w, list[i], &w->slots[n]);
         n++;
     }
     size_t nrecv = n;
@@ -213,7 +85,7 @@ static void run_p2p(sim_worker *w, size_t row, const deftsim_step *st)
         size_t at = (size_t)w->rank * st->fan + j;
         uint32_t peer = st->peer[at];
         if (peer == DEFTSIM_NO_PEER || peer == w->rank) continue;
-        sg_comm_t s = isend(w, peer, st->bytes[at]);
+        sg_comm_t s = sim_isend(w, peer, st->bytes[at]);
         if (s) w->comms[n++] = s;
     }
     if (n) sg_comm_wait_all(w->comms, n);
@@ -399,9 +271,11 @@ static void ctx_free(sim_ctx *c)
     if (c->approx_bar) sg_barrier_destroy(c->approx_bar);
 }
 
-int sim_child_run(const deftsim_sim_params *p, const char *platform_path,
-                  const deftsim_schedule *const *scheds, size_t nsched, const size_t *step_offset,
-                  sim_child_out *out, char *msg, size_t msgcap)
+/* Runs the simulation: platform_path is the XML to load. Returns 0, or -1 with msg filled. A
+ * SimGrid failure aborts the process, which the parent reports. */
+static int sim_child_run(const deftsim_sim_params *p, const char *platform_path,
+                         const deftsim_schedule *const *scheds, size_t nsched,
+                         const size_t *step_offset, sim_child_out *out, char *msg, size_t msgcap)
 {
     uint32_t P = p->P;
     sim_ctx c;
@@ -509,8 +383,9 @@ done:
     return rc;
 }
 
-int sim_child_check_platform(const char *platform_path, uint32_t P, sim_check_progress *prog,
-                             char *msg, size_t msgcap)
+/* The check of sim_child_check_main: 0, or -1 with msg filled. */
+static int sim_child_check_platform(const char *platform_path, uint32_t P,
+                                    sim_check_progress *prog, char *msg, size_t msgcap)
 {
     /* Messages bare (no time stamp or source line): on a parse error SimGrid's only output is
      * its message, which the parent quotes. */
@@ -559,4 +434,69 @@ int sim_child_check_platform(const char *platform_path, uint32_t P, sim_check_pr
     xbt_dynar_free(&links);
     free(all);
     return rc;
+}
+
+/* ---- entry points after fork() ----------------------------------------------------------------- */
+
+/* A child whose parent is killed (SIGKILL, the OOM killer) would simulate on for nobody:
+ * its results go to a pipe only the parent reads. On Linux it gets SIGKILL when the parent
+ * dies (and leaves at once if that already happened). The signal follows the thread that
+ * forked, which waits for the child: it comes only when the process dies. */
+static void die_with_parent(pid_t parent)
+{
+#ifdef __linux__
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);
+#else
+    (void)parent;
+#endif
+}
+
+void sim_child_main(pid_t parent, int out_fd, int err_fd, const deftsim_sim_params *p,
+                    const char *platform_path, const deftsim_schedule *const *scheds,
+                    size_t nsched, const size_t *offs)
+{
+    die_with_parent(parent);
+    /* SimGrid writes its messages to stderr (and nothing should reach the caller's stdout):
+     * both go to the parent, which shows them only if the simulation fails. */
+    dup2(err_fd, 2);
+    dup2(err_fd, 1);
+    size_t cells = offs[nsched] * p->P;
+    sim_child_out o;
+    memset(&o, 0, sizeof o);
+    o.start = calloc(cells ? cells : 1, sizeof(double));
+    o.end = calloc(cells ? cells : 1, sizeof(double));
+    o.sent = calloc(cells ? cells : 1, sizeof(uint64_t));
+    o.recv = calloc(cells ? cells : 1, sizeof(uint64_t));
+    char msg[SIM_MSG_MAX] = "";
+    int rc;
+    if (!o.start || !o.end || !o.sent || !o.recv) {
+        snprintf(msg, sizeof msg, "out of memory for %zu result cells", cells);
+        rc = -1;
+    } else {
+        rc = sim_child_run(p, platform_path, scheds, nsched, offs, &o, msg, sizeof msg);
+    }
+    sim_child_header h = {SIM_MAGIC, rc, (uint32_t)strlen(msg), 0, o.messages};
+    int bad = deftsim_write_all(out_fd, &h, sizeof h) || deftsim_write_all(out_fd, msg, h.msglen);
+    if (!bad && rc == 0)
+        bad = deftsim_write_all(out_fd, o.start, cells * sizeof(double)) ||
+              deftsim_write_all(out_fd, o.end, cells * sizeof(double)) ||
+              deftsim_write_all(out_fd, o.sent, cells * sizeof(uint64_t)) ||
+              deftsim_write_all(out_fd, o.recv, cells * sizeof(uint64_t));
+    /* _exit: no atexit handlers, no stdio flush of the parent's buffers, no SimGrid teardown. */
+    _exit(bad ? 3 : 0);
+}
+
+void sim_child_check_main(pid_t parent, int out_fd, int err_fd, const char *platform_path,
+                          uint32_t P, sim_check_progress *prog)
+{
+    die_with_parent(parent);
+    dup2(err_fd, 2);
+    dup2(err_fd, 1);
+    char msg[SIM_MSG_MAX] = "";
+    int32_t rc = sim_child_check_platform(platform_path, P, prog, msg, sizeof msg);
+    uint32_t len = (uint32_t)strlen(msg);
+    int bad = deftsim_write_all(out_fd, &rc, sizeof rc) ||
+              deftsim_write_all(out_fd, &len, sizeof len) || deftsim_write_all(out_fd, msg, len);
+    _exit(bad ? 3 : 0);
 }

@@ -1,11 +1,21 @@
 /* sim_internal.h - what the files of sim/ share: the point-to-point layer the collective
- * algorithms are written against (sim_child.c implements it with SimGrid mailboxes), the
- * algorithms (sim_coll.c) and the child's entry point. Internal to sim/. */
+ * algorithms are written against (sim_p2p.c implements it with SimGrid mailboxes), the
+ * algorithms (sim_coll.c), the platform file the child loads (sim_platform.c) and the child's
+ * entry points (sim_child.c). Internal to sim/.
+ *
+ * Call order in sim/ (a file calls only files below it, never back up):
+ *   sim.c          the caller's side: checks, forks the child, reads its results
+ *   sim_platform.c the platform description: units, shapes, the generated XML
+ *   sim_child.c    the forked child: SimGrid's engine, one actor per worker, the steps
+ *   sim_coll.c     the collective algorithms
+ *   sim_p2p.c      the point-to-point layer over SimGrid mailboxes, the clock
+ *   sim_names.c    names of the options and the default parameters (calls nothing) */
 #ifndef DEFTSIM_SIM_INTERNAL_H
 #define DEFTSIM_SIM_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "deftsim_sim.h"
 
@@ -52,6 +62,40 @@ void sim_alltoall(sim_worker *w, const deftsim_sim_params *p, uint64_t bytes);
 /* Approximate mode: ring steps simulated before the rest is scaled from the last of them. */
 #define SIM_APPROX_RING_STEPS 6u
 
+/* ---- sim_platform.c ------------------------------------------------------------------------ */
+
+/* The SimGrid XML of a generated platform (not topology = file), malloc'd. */
+deftsim_status sim_platform_xml(const deftsim_sim_params *p, char **out, size_t *len);
+
+/* The platform file the child loads: the user's file (checked readable), or the generated XML
+ * in a temporary file under $TMPDIR. On Linux the temporary file loses its name at once and
+ * the child reads it through the inherited descriptor fd ("/proc/self/fd/N", is_fd = 1), so a
+ * killed caller leaves nothing behind. path points into the struct: do not copy it. */
+typedef struct {
+    const char *path; /* what the child loads */
+    char tmp[4200];   /* the generated file, "" if none */
+    int fd;           /* its descriptor, or -1 */
+    int is_fd;        /* path is the descriptor's: the file has no name */
+} sim_platform_file;
+deftsim_status sim_platform_open(const deftsim_sim_params *p, sim_platform_file *pf);
+/* Closes the descriptor or removes the temporary file. Also on an unopened pf with fd = -1
+ * and tmp = "". */
+void sim_platform_close(sim_platform_file *pf);
+
+/* ---- sim_child.c: the forked child ------------------------------------------------------------ */
+
+/* What the child writes to its result pipe: this header, msglen bytes of message, then (when
+ * rc == 0) the start, end, sent and recv arrays (steps x workers each). */
+#define SIM_MAGIC 0x6d697364u /* "dsim" */
+#define SIM_MSG_MAX 2048
+typedef struct {
+    uint32_t magic;
+    int32_t rc;
+    uint32_t msglen;
+    uint32_t pad;
+    uint64_t messages;
+} sim_child_header;
+
 /* Results the child fills: layout as deftsim_sim_result (start, end, sent, recv per step and
  * worker) plus the message count. */
 typedef struct {
@@ -60,26 +104,30 @@ typedef struct {
     uint64_t messages;
 } sim_child_out;
 
-/* Runs the simulation in the current (forked) process: platform_path is the XML to load.
- * Returns 0 on success; otherwise fills msg. Never returns to the caller's logic on a SimGrid
- * failure: SimGrid aborts the process, which the parent reports. */
-int sim_child_run(const deftsim_sim_params *p, const char *platform_path,
-                  const deftsim_schedule *const *scheds, size_t nsched, const size_t *step_offset,
-                  sim_child_out *out, char *msg, size_t msgcap);
+/* The child of deftsim_sim_run, right after fork(): dies with `parent`, sends its stdout and
+ * stderr to err_fd, runs the simulation of the platform at platform_path and writes the
+ * header, message and arrays to out_fd. Never returns (_exit). */
+_Noreturn void sim_child_main(pid_t parent, int out_fd, int err_fd, const deftsim_sim_params *p,
+                              const char *platform_path, const deftsim_schedule *const *scheds,
+                              size_t nsched, const size_t *step_offset);
 
-/* Loads the user's platform file in the current (forked) process and checks that it can
- * carry P workers: at least P hosts, and a route from the first worker's host to every other
- * worker's host and back (hosts in worker order, as sim_child_run takes them). Returns 0, or
- * -1 with msg filled ("PATH has 1 host, fewer than the 2 workers"). A file SimGrid cannot
- * parse aborts the process, and SimGrid 3.32 crashes looking up a route that does not exist:
- * prog (memory shared with the parent) says how far the check went. */
+/* The check of a user's platform file for P workers, in the current (forked) process: at least
+ * P hosts, and a route from the first worker's host to every other worker's host and back
+ * (hosts in worker order, as the simulation takes them). A file SimGrid cannot parse aborts
+ * the process, and SimGrid 3.32 crashes looking up a route that does not exist: prog (memory
+ * shared with the parent) says how far the check went. */
 typedef struct {
     int32_t stage;           /* 0 loading the file, 1 looking up the route below, 2 done */
     uint32_t from, to;       /* workers */
     char from_name[128], to_name[128];
 } sim_check_progress;
-int sim_child_check_platform(const char *platform_path, uint32_t P, sim_check_progress *prog,
-                             char *msg, size_t msgcap);
+
+/* The child of deftsim_sim_check_platform, right after fork(): dies with `parent`, sends its
+ * stdout and stderr to err_fd, checks the file and writes int32 rc (0, or -1 with a message
+ * such as "PATH has 1 host, fewer than the 2 workers"), uint32 length and the message to
+ * out_fd. Never returns (_exit). */
+_Noreturn void sim_child_check_main(pid_t parent, int out_fd, int err_fd, const char *platform_path,
+                                    uint32_t P, sim_check_progress *prog);
 
 /* Host names of a user platform in worker order: names compared with digit runs as numbers
  * ("node-2" before "node-10"). */

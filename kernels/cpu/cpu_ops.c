@@ -3,6 +3,7 @@
 #include <math.h>
 
 #include "cpu_internal.h"
+#include "deftsim_rng.h"
 
 /* Threshold t as a rank: |x| >= t. t <= 0 (either zero, -Inf) admits every number. */
 static uint32_t rank_threshold(float t) { return t <= 0.0f ? 1u : cpu_rank(t); }
@@ -309,14 +310,6 @@ deftsim_status cpu_sample_strided(deftsim_kctx *ctx, const float *x, size_t n, s
     return DEFTSIM_OK;
 }
 
-static inline uint64_t splitmix64(uint64_t z)
-{
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 /* floor(r * n / 2^64) without a 128-bit type: uniform on [0, n) up to a bias below n / 2^64. */
 static inline uint64_t mulhi64(uint64_t r, uint64_t n)
 {
@@ -331,7 +324,7 @@ deftsim_status cpu_sample_random(deftsim_kctx *ctx, const float *x, size_t n, si
 {
     size_t nan = 0;
     for (size_t i = 0; i < count; i++) {
-        uint64_t r = splitmix64(seed ^ splitmix64((uint64_t)i));
+        uint64_t r = deftsim_splitmix64(seed ^ deftsim_splitmix64((uint64_t)i));
         float v = x[mulhi64(r, (uint64_t)n)];
         nan += isnan(v) ? 1 : 0;
         out[i] = fabsf(v);

@@ -246,4 +246,11 @@ static inline unsigned kc_blocks(size_t work, size_t per_block, unsigned cap)
     return b > cap ? cap : (unsigned)b;
 }
 
+/* Blocks for n elements, per_thread of them per thread, at most 8 per SM (grid-stride loops
+ * cover the rest): the element-wise operations of cuda_ops.cu and cuda_sparse.cu. */
+static inline unsigned kc_grid_for(const kc_state *s, size_t n, unsigned per_thread)
+{
+    return kc_blocks(n, (size_t)KC_THREADS * per_thread, (unsigned)s->sms * 8u);
+}
+
 #endif

@@ -460,53 +460,130 @@ typedef struct {
     kc_stats *st;
 } kc_gargs;
 
+/* What a pass of kc_grid_kernel works on: the source (0 the input, 1 bufA, 2 bufB) and its
+ * length, where this pass compacts the bucket (0: nowhere), how many of the largest keys are
+ * still needed, whether the bucket holds exactly them (done: emit it), the keys still in play
+ * [rlo, rhi], the bucket refined [blo, bhi] and its histogram shift. */
+typedef struct {
+    uint32_t src, src_n, dst, need, done;
+    kc_u64 rlo, rhi, blo, bhi;
+    unsigned shift;
+} kc_gpass;
+
+/* The first pass: the source is the candidates when the sample held (at least k, all stored),
+ * else the input itself. Every block decides alike from the same counts. */
+__device__ __forceinline__ kc_gpass kc_grid_first_pass(const kc_gargs &a, int forced, unsigned t)
+{
+    kc_gpass p;
+    uint32_t T = 0, nc = 0, mr = 0;
+    int cand = 0;
+    if (!forced) {
+        T = a.fs->T;
+        nc = a.fs->ncand;
+        mr = a.fs->maxrank;
+        cand = nc >= a.k && nc <= a.cap;
+    }
+    p.src = cand ? 1u : 0u;
+    p.src_n = cand ? nc : a.n;
+    p.dst = 0;
+    p.need = a.k;
+    p.done = 0;
+    p.rlo = 0;
+    p.rhi = KC_UKEY_MAX;
+    p.blo = cand ? (kc_u64)T << 32 : 0ull;
+    p.bhi = cand ? (((kc_u64)mr << 32) | 0xffffffffull) : KC_UKEY_MAX;
+    p.shift = kc_shift(p.bhi - p.blo, KC_GRID_BINS);
+    if (blockIdx.x == 0 && t == 0) {
+        if (cand) atomicAdd(&a.st->candidates, (kc_u64)nc);
+        else if (!forced) atomicAdd(&a.st->fallbacks, 1ull);
+    }
+    return p;
+}
+
+/* A later pass: what the previous pass's last block planned. */
+__device__ __forceinline__ kc_gpass kc_grid_next_pass(const kc_grid *g)
+{
+    kc_gpass p;
+    p.src = g->src;
+    p.src_n = g->src_n;
+    p.dst = g->dst;
+    p.need = g->need;
+    p.done = g->done;
+    p.shift = g->shift;
+    p.rlo = g->rlo;
+    p.rhi = g->rhi;
+    p.blo = g->blo;
+    p.bhi = g->bhi;
+    return p;
+}
+
+/* The last block of a pass that refined the bucket (not done): finds the histogram bucket that
+ * holds the need-th largest key and plans the next pass into a.g (every thread of the block
+ * calls it). s_d, s_above, s_cnt: shared memory of the block. */
+__device__ __forceinline__ void kc_grid_plan(const kc_gargs &a, int first, const kc_gpass &p,
+                                             unsigned t, uint32_t *s_d, uint32_t *s_above,
+                                             uint32_t *s_cnt)
+{
+    kc_grid *g = a.g;
+    uint32_t h[8], c = 0;
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        h[j] = __ldcg(&g->hist[8 * t + j]);
+        c += h[j];
+    }
+    uint32_t tot, before = kc_block_excl_scan(c, &tot);
+    uint32_t acc = tot - before - c; /* elements in the buckets above this thread's */
+#pragma unroll
+    for (int j = 7; j >= 0; j--) {
+        if (acc < p.need && p.need <= acc + h[j]) {
+            *s_d = 8 * t + (unsigned)j;
+            *s_above = acc;
+            *s_cnt = h[j];
+        }
+        acc += h[j];
+    }
+#pragma unroll
+    for (int j = 0; j < 8; j++) g->hist[8 * t + j] = 0;
+    __syncthreads();
+    if (t == 0) {
+        uint32_t need2 = p.need - *s_above, cnt = *s_cnt;
+        kc_u64 nblo = p.blo + ((kc_u64)*s_d << p.shift);
+        kc_u64 nbhi = nblo + ((1ull << p.shift) - 1ull);
+        if (nbhi > p.bhi) nbhi = p.bhi;
+        uint32_t nsrc = p.src, nsrc_n = p.src_n;
+        if (p.dst) { /* this pass compacted the bucket: the next reads only it */
+            nsrc = p.dst;
+            nsrc_n = __ldcg(&g->ncomp);
+        }
+        uint32_t ndone = cnt == need2;
+        g->src = nsrc;
+        g->src_n = nsrc_n;
+        g->dst = (!ndone && cnt <= a.cap) ? (nsrc == 1 ? 2u : 1u) : 0u;
+        g->need = need2;
+        g->done = ndone;
+        g->finished = 0;
+        g->shift = kc_shift(nbhi - nblo, KC_GRID_BINS);
+        g->rlo = p.blo;
+        g->rhi = p.bhi;
+        g->blo = nblo;
+        g->bhi = nbhi;
+        g->ncomp = 0;
+        g->tickets = 0;
+        if (first) g->nout = 0; /* the first pass emits nothing */
+    }
+}
+
 __global__ void __launch_bounds__(KC_THREADS) kc_grid_kernel(kc_gargs a, int first, int forced)
 {
     __shared__ uint32_t sh_hist[KC_GRID_BINS];
     __shared__ uint32_t s_emit, s_comp, s_last, s_d, s_above, s_cnt;
     const unsigned t = threadIdx.x;
     kc_grid *g = a.g;
-    uint32_t src, src_n, dst, need, done;
-    kc_u64 rlo, rhi, blo, bhi;
-    unsigned shift;
-    if (first) {
-        /* The source: the candidates when the sample held (at least k, all stored), else the
-         * input itself. Every block decides alike from the same counts. */
-        uint32_t T = 0, nc = 0, mr = 0;
-        int cand = 0;
-        if (!forced) {
-            T = a.fs->T;
-            nc = a.fs->ncand;
-            mr = a.fs->maxrank;
-            cand = nc >= a.k && nc <= a.cap;
-        }
-        src = cand ? 1u : 0u;
-        src_n = cand ? nc : a.n;
-        dst = 0;
-        need = a.k;
-        done = 0;
-        rlo = 0;
-        rhi = KC_UKEY_MAX;
-        blo = cand ? (kc_u64)T << 32 : 0ull;
-        bhi = cand ? (((kc_u64)mr << 32) | 0xffffffffull) : KC_UKEY_MAX;
-        shift = kc_shift(bhi - blo, KC_GRID_BINS);
-        if (blockIdx.x == 0 && t == 0) {
-            if (cand) atomicAdd(&a.st->candidates, (kc_u64)nc);
-            else if (!forced) atomicAdd(&a.st->fallbacks, 1ull);
-        }
-    } else {
-        if (g->finished) return;
-        src = g->src;
-        src_n = g->src_n;
-        dst = g->dst;
-        need = g->need;
-        done = g->done;
-        shift = g->shift;
-        rlo = g->rlo;
-        rhi = g->rhi;
-        blo = g->blo;
-        bhi = g->bhi;
-    }
+    if (!first && g->finished) return;
+    const kc_gpass p = first ? kc_grid_first_pass(a, forced, t) : kc_grid_next_pass(g);
+    const uint32_t src = p.src, src_n = p.src_n, dst = p.dst, done = p.done;
+    const kc_u64 rlo = p.rlo, rhi = p.rhi, blo = p.blo, bhi = p.bhi;
+    const unsigned shift = p.shift;
     for (unsigned b = t; b < KC_GRID_BINS; b += KC_THREADS) sh_hist[b] = 0;
     __syncthreads();
     const uint2 *sb = src == 1 ? a.bufA : a.bufB;
@@ -582,52 +659,7 @@ __global__ void __launch_bounds__(KC_THREADS) kc_grid_kernel(kc_gargs a, int fir
         }
         return;
     }
-    uint32_t h[8], c = 0;
-#pragma unroll
-    for (int j = 0; j < 8; j++) {
-        h[j] = __ldcg(&g->hist[8 * t + j]);
-        c += h[j];
-    }
-    uint32_t tot, before = kc_block_excl_scan(c, &tot);
-    uint32_t acc = tot - before - c; /* elements in the buckets above this thread's */
-#pragma unroll
-    for (int j = 7; j >= 0; j--) {
-        if (acc < need && need <= acc + h[j]) {
-            s_d = 8 * t + (unsigned)j;
-            s_above = acc;
-            s_cnt = h[j];
-        }
-        acc += h[j];
-    }
-#pragma unroll
-    for (int j = 0; j < 8; j++) g->hist[8 * t + j] = 0;
-    __syncthreads();
-    if (t == 0) {
-        uint32_t need2 = need - s_above, cnt = s_cnt;
-        kc_u64 nblo = blo + ((kc_u64)s_d << shift);
-        kc_u64 nbhi = nblo + ((1ull << shift) - 1ull);
-        if (nbhi > bhi) nbhi = bhi;
-        uint32_t nsrc = src, nsrc_n = src_n;
-        if (dst) { /* this pass compacted the bucket: the next reads only it */
-            nsrc = dst;
-            nsrc_n = __ldcg(&g->ncomp);
-        }
-        uint32_t ndone = cnt == need2;
-        g->src = nsrc;
-        g->src_n = nsrc_n;
-        g->dst = (!ndone && cnt <= a.cap) ? (nsrc == 1 ? 2u : 1u) : 0u;
-        g->need = need2;
-        g->done = ndone;
-        g->finished = 0;
-        g->shift = kc_shift(nbhi - nblo, KC_GRID_BINS);
-        g->rlo = blo;
-        g->rhi = bhi;
-        g->blo = nblo;
-        g->bhi = nbhi;
-        g->ncomp = 0;
-        g->tickets = 0;
-        if (first) g->nout = 0; /* the first pass emits nothing */
-    }
+    kc_grid_plan(a, first, p, t, &s_d, &s_above, &s_cnt);
 }
 
 /* ---- Host: plan -------------------------------------------------------------------------------- */

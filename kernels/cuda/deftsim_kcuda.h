@@ -1,6 +1,6 @@
 /* deftsim_kcuda.h - what the "cuda" kernel backend adds to deftsim_kernels.h: its pointer
- * convention, a caller-owned device memory pool, copies on the context's stream, and the
- * synthetic gradient generator on the device.
+ * convention, a caller-owned device memory pool and copies on the context's stream. (The
+ * synthetic gradient generator on the device sits with the host one: traces/cuda.)
  *
  * Built only when meson finds nvcc (DEFTSIM_HAVE_CUDA); the "cuda" backend is usable when the
  * CUDA runtime finds a device (deftsim_kernels_backend_available("cuda")).
@@ -38,7 +38,6 @@
 #include <stdint.h>
 
 #include "deftsim_error.h"
-#include "deftsim_gen.h"
 #include "deftsim_kernels.h"
 
 #ifdef __cplusplus
@@ -133,31 +132,6 @@ size_t deftsim_kcuda_pool_in_use(const deftsim_kcuda_pool *p);
  * fails with DEFTSIM_E_USAGE when none is attached. NULL detaches. The pool must outlive the
  * attachment. */
 deftsim_status deftsim_kcuda_attach_pool(deftsim_kctx *ctx, deftsim_kcuda_pool *pool);
-
-/* ---- Synthetic gradients on the device ----------------------------------------------------
- * The element arithmetic of traces/deftsim_gen.h compiled for the device without fused
- * multiply-add, so the bytes equal deftsim_gen_fill's. The caller supplies what the host
- * generator computes once: its constants (deftsim_gen_get_consts) and the scales of the layers
- * at this iteration (deftsim_gen_layer_scale), as a table of consecutive layers. The header
- * part of traces/ this needs (deftsim_gen.h) is declarations and inline arithmetic only; the
- * kernels library does not link the generator. */
-typedef struct {
-    uint64_t offset; /* first element of the layer in the flattened gradient */
-    uint64_t numel;
-    float scale;     /* s_L(t) */
-} deftsim_kcuda_gen_layer;
-
-/* Scratch for a table of nlayers layers. */
-size_t deftsim_kcuda_gen_scratch(size_t nlayers);
-
-/* Writes elements [offset, offset + count) of `worker`'s gradient at `iteration` to out
- * (device memory, count floats). layers must be consecutive (each starts where the previous
- * ends) and cover the range. Queued on ctx's stream; returns without waiting. */
-deftsim_status deftsim_kcuda_gen_fill(deftsim_kctx *ctx, const deftsim_gen_consts *consts,
-                                      const deftsim_kcuda_gen_layer *layers, size_t nlayers,
-                                      uint32_t iteration, uint32_t worker, uint64_t offset,
-                                      uint64_t count, float *out, void *scratch,
-                                      size_t scratch_bytes);
 
 #ifdef __cplusplus
 }

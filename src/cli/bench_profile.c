@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "bench_profile.h"
@@ -16,8 +15,10 @@
 #include "deftsim_build_info.h"
 #include "deftsim_deft.h"
 #include "deftsim_gen.h"
+#include "deftsim_machine.h"
 #include "deftsim_model.h"
 #include "deftsim_profile.h"
+#include "deftsim_rng.h"
 #include "deftsim_sparsify.h"
 #include "deftsim_util.h"
 #ifdef DEFTSIM_HAVE_CUDA
@@ -30,15 +31,8 @@
 
 /* ---- Data --------------------------------------------------------------------------------- */
 
-static uint64_t mix(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
-static double unit(uint64_t *s) { return ((double)(mix((*s)++) >> 11) + 1.0) / 9007199254740992.0; }
+/* (0, 1] from the counter *s, which steps by one. */
+static double unit(uint64_t *s) { return deftsim_rng_open(deftsim_splitmix64((*s)++)); }
 
 static void fill_normal(float *x, size_t n, uint64_t seed)
 {
@@ -354,7 +348,7 @@ static deftsim_status prepare_case(deftsim_kctx *ctx, pcase *c, pbufs *b)
         if (!(c->ul = malloc(c->lists * c->m * sizeof *c->ul)))
             return deftsim_error_set(DEFTSIM_E_NOMEM, "bench: out of memory");
         for (size_t i = 0; i < c->lists * c->m; i++)
-            c->ul[i] = (deftsim_kidx)(mix(0x5eed + i) % c->n);
+            c->ul[i] = (deftsim_kidx)(deftsim_splitmix64(0x5eed + i) % c->n);
     }
     deftsim_kcall log[1];
     deftsim_kctx_set_log(ctx, log, 1);
@@ -550,24 +544,56 @@ done:
 
 /* ---- The command ------------------------------------------------------------------------------ */
 
-static void read_cpu_model(char *buf, size_t len)
+/* Fits every operation's cost model to the measured medians of the cases (med[i] for
+ * cs->c[i]), for every candidate cache size (1 MiB to 1 GiB): the one with the smallest sum of
+ * squared relative errors over all operations wins. Prints the fits. */
+static deftsim_status fit_profile(const pcases *cs, const double *med, deftsim_profile *prof)
 {
-    snprintf(buf, len, "unknown CPU");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f) return;
-    char line[512];
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, "model name", 10) == 0) {
-            char *c = strchr(line, ':');
-            if (c) {
-                c++;
-                while (*c == ' ' || *c == '\t') c++;
-                c[strcspn(c, "\n")] = '\0';
-                snprintf(buf, len, "%s", c);
+    deftsim_status st = DEFTSIM_OK;
+    deftsim_profile_sample *samples = calloc(cs->n, sizeof *samples);
+    if (!samples) return deftsim_error_set(DEFTSIM_E_NOMEM, "bench: out of memory");
+    for (size_t i = 0; i < cs->n; i++)
+        samples[i] = (deftsim_profile_sample){cs->c[i].call, med[i]};
+    deftsim_profile_sample *sub = calloc(cs->n, sizeof *sub);
+    if (!sub) {
+        free(samples);
+        return deftsim_error_set(DEFTSIM_E_NOMEM, "bench: out of memory");
+    }
+    double best = INFINITY, best_cache = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int e = 20; e <= 30; e++) {
+            double cache = pass ? best_cache : ldexp(1.0, e), sse = 0;
+            for (size_t op = 0; op < DEFTSIM_KOP_COUNT && !st; op++) {
+                size_t ns = 0;
+                for (size_t i = 0; i < cs->n; i++)
+                    if (cs->c[i].op == (deftsim_kop)op) sub[ns++] = samples[i];
+                st = deftsim_profile_fit((deftsim_kop)op, sub, ns, cache, &prof->ops[op]);
+                if (!st) sse += deftsim_profile_sse(&prof->ops[op], sub, ns, cache);
             }
-            break;
+            if (st) break;
+            if (!pass && sse < best) {
+                best = sse;
+                best_cache = cache;
+            }
+            if (pass) break;
         }
-    fclose(f);
+        if (st) break;
+    }
+    free(sub);
+    free(samples);
+    if (st) return st;
+    prof->cache_bytes = best_cache;
+    printf("cache_bytes %.0f (the knee with the smallest squared relative error of all fits)\n",
+           best_cache);
+    printf("%-15s %11s %11s %11s %11s %11s %11s %5s %8s\n", "op", "intercept_s", "per_n_s",
+           "per_k_s", "per_seg_s", "per_n_dram", "per_k_dram", "cases", "max_err");
+    for (size_t op = 0; op < DEFTSIM_KOP_COUNT; op++) {
+        const deftsim_profile_op *r = &prof->ops[op];
+        printf("%-15s %11.3e %11.3e %11.3e %11.3e %11.3e %11.3e %5u %7.1f%%\n",
+               deftsim_kop_name((deftsim_kop)op), r->coef[0], r->coef[1], r->coef[2], r->coef[3],
+               r->coef[4], r->coef[5], r->cases, 100 * r->max_rel_err);
+    }
+    return DEFTSIM_OK;
 }
 
 int deftsim_bench_profile(const bench_profile_opts *o)
@@ -600,7 +626,7 @@ int deftsim_bench_profile(const bench_profile_opts *o)
     if ((st = build_cases(ctx, r18, b.x, o->quick, &cs))) goto done;
 
     /* Where and how. */
-    read_cpu_model(prof.device, sizeof prof.device);
+    deftsim_cpu_model(prof.device, sizeof prof.device, "unknown CPU");
 #ifdef DEFTSIM_HAVE_CUDA
     if (b.staged)
         snprintf(prof.device, sizeof prof.device, "%s",
@@ -615,8 +641,7 @@ int deftsim_bench_profile(const bench_profile_opts *o)
         snprintf(prof.isa, sizeof prof.isa, "%s", ks.isa && ks.isa[0] ? ks.isa : "-");
     }
     prof.threads = o->threads;
-    time_t now = time(NULL);
-    strftime(prof.created, sizeof prof.created, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    deftsim_utc_now(prof.created, sizeof prof.created);
     snprintf(prof.deftsim, sizeof prof.deftsim, "%s (commit %s)", DEFTSIM_VERSION,
              DEFTSIM_GIT_COMMIT);
     double load[1] = {0};
@@ -631,60 +656,12 @@ int deftsim_bench_profile(const bench_profile_opts *o)
 
     printf("# profile: %s; backend %s, %u thread(s), isa %s; %zu cases\n", prof.device,
            prof.backend, prof.threads, prof.isa, cs.n);
-    deftsim_profile_sample *samples = calloc(cs.n, sizeof *samples);
-    if (!samples) {
-        st = deftsim_error_set(DEFTSIM_E_NOMEM, "bench: out of memory");
-        goto done;
-    }
     med = calloc(cs.n, sizeof *med);
     if (!med || (st = measure_all(ctx, &cs, &b, rounds, med))) {
         if (!st) st = deftsim_error_set(DEFTSIM_E_NOMEM, "bench: out of memory");
-        free(samples);
         goto done;
     }
-    for (size_t i = 0; i < cs.n; i++) samples[i] = (deftsim_profile_sample){cs.c[i].call, med[i]};
-    /* One fit per operation over its cases, for every candidate cache size (1 MiB to 1 GiB):
-     * the one with the smallest sum of squared relative errors over all operations wins. */
-    deftsim_profile_sample *sub = calloc(cs.n, sizeof *sub);
-    if (!sub) {
-        free(samples);
-        st = deftsim_error_set(DEFTSIM_E_NOMEM, "bench: out of memory");
-        goto done;
-    }
-    double best = INFINITY, best_cache = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        for (int e = 20; e <= 30; e++) {
-            double cache = pass ? best_cache : ldexp(1.0, e), sse = 0;
-            for (size_t op = 0; op < DEFTSIM_KOP_COUNT && !st; op++) {
-                size_t ns = 0;
-                for (size_t i = 0; i < cs.n; i++)
-                    if (cs.c[i].op == (deftsim_kop)op) sub[ns++] = samples[i];
-                st = deftsim_profile_fit((deftsim_kop)op, sub, ns, cache, &prof.ops[op]);
-                if (!st) sse += deftsim_profile_sse(&prof.ops[op], sub, ns, cache);
-            }
-            if (st) break;
-            if (!pass && sse < best) {
-                best = sse;
-                best_cache = cache;
-            }
-            if (pass) break;
-        }
-        if (st) break;
-    }
-    free(sub);
-    free(samples);
-    if (st) goto done;
-    prof.cache_bytes = best_cache;
-    printf("cache_bytes %.0f (the knee with the smallest squared relative error of all fits)\n",
-           best_cache);
-    printf("%-15s %11s %11s %11s %11s %11s %11s %5s %8s\n", "op", "intercept_s", "per_n_s",
-           "per_k_s", "per_seg_s", "per_n_dram", "per_k_dram", "cases", "max_err");
-    for (size_t op = 0; op < DEFTSIM_KOP_COUNT; op++) {
-        const deftsim_profile_op *r = &prof.ops[op];
-        printf("%-15s %11.3e %11.3e %11.3e %11.3e %11.3e %11.3e %5u %7.1f%%\n",
-               deftsim_kop_name((deftsim_kop)op), r->coef[0], r->coef[1], r->coef[2], r->coef[3],
-               r->coef[4], r->coef[5], r->cases, 100 * r->max_rel_err);
-    }
+    if ((st = fit_profile(&cs, med, &prof))) goto done;
     if ((st = deftsim_profile_write(o->path, &prof))) goto done;
     printf("# wrote %s\n", o->path);
     fflush(stdout);

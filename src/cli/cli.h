@@ -2,6 +2,7 @@
 #ifndef DEFTSIM_CLI_H
 #define DEFTSIM_CLI_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -36,6 +37,26 @@ int deftsim_cli_fail(deftsim_status st);
 /* Prints "deftsim <cmd>: <message>\nTry 'deftsim <cmd> --help'." and returns 2. */
 int deftsim_cli_usage_error(const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* The scenario overrides of a command (cli_sets.c): every --set S.K=V in order, then
+ * --output DIR as "scenario.output=DIR", last so that it wins over any --set
+ * scenario.output. kv and n go to deftsim_config_load once deftsim_cli_sets_finish ran. */
+typedef struct {
+    const char **kv;
+    size_t n;
+    char *output; /* the --output override, or NULL */
+} deftsim_cli_sets;
+/* Room for the overrides of argc arguments: 0, or -1 when out of memory (the caller says so). */
+int deftsim_cli_sets_init(deftsim_cli_sets *s, int argc);
+/* --set kv (kept by pointer: an argv string). */
+void deftsim_cli_sets_add(deftsim_cli_sets *s, const char *kv);
+/* --output dir (a later one replaces an earlier one): 0, or 1 (the exit status of a runtime
+ * failure) when out of memory; the caller says so. */
+int deftsim_cli_sets_output(deftsim_cli_sets *s, const char *dir);
+/* Appends the --output override, if any, after the --set ones. Once, before loading. */
+void deftsim_cli_sets_finish(deftsim_cli_sets *s);
+/* Frees the overrides (a zeroed or freed one too). */
+void deftsim_cli_sets_free(deftsim_cli_sets *s);
 
 /* A byte count such as "24G", "1.5T" or "4096" (binary suffixes K, M, G, T, optionally
  * followed by "B" or "iB"). Returns 0, or -1 if malformed or out of range. */

@@ -23,7 +23,9 @@
 #include "deftsim_build_info.h"
 #include "deftsim_deft.h"
 #include "deftsim_kernels.h"
+#include "deftsim_machine.h"
 #include "deftsim_model.h"
+#include "deftsim_rng.h"
 #include "deftsim_util.h"
 #ifdef DEFTSIM_HAVE_CUDA
 #include "deftsim_kcuda.h"
@@ -33,42 +35,13 @@
  * Normal, or Student t with 2 degrees of freedom (heavy tails: infinite variance), from
  * xoshiro256** seeded by splitmix64: the same bytes for the same seed. */
 
-typedef struct {
-    uint64_t s[4];
-} bench_rng;
-
-static uint64_t rotl64(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-static void rng_init(bench_rng *r, uint64_t seed)
-{
-    for (int i = 0; i < 4; i++) {
-        seed += 0x9e3779b97f4a7c15ull;
-        uint64_t z = seed;
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        r->s[i] = z ^ (z >> 31);
-    }
-}
-
-static uint64_t rng_next(bench_rng *r)
-{
-    uint64_t *s = r->s, res = rotl64(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl64(s[3], 45);
-    return res;
-}
-
 /* (0, 1]: never 0, so logarithms stay finite. */
-static double rng_open(bench_rng *r) { return ((double)(rng_next(r) >> 11) + 1.0) / 9007199254740992.0; }
+static double rng_open(deftsim_xoshiro256 *r) { return deftsim_rng_open(deftsim_xoshiro256_next(r)); }
 
 static void fill(float *x, size_t n, int heavy, uint64_t seed)
 {
-    bench_rng r;
-    rng_init(&r, seed);
+    deftsim_xoshiro256 r;
+    deftsim_xoshiro256_seed(&r, seed);
     for (size_t i = 0; i < n; i += 2) {
         double rad = sqrt(-2.0 * log(rng_open(&r))), th = 6.283185307179586 * rng_open(&r);
         double z[2] = {rad * cos(th), rad * sin(th)};
@@ -384,31 +357,10 @@ static deftsim_status measure(deftsim_kctx *ctx, bench_work *w, const bench_opts
     return DEFTSIM_OK;
 }
 
-static void cpu_model(char *buf, size_t len)
-{
-    snprintf(buf, len, "unknown CPU");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f) return;
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-        if (strncmp(line, "model name", 10) == 0) {
-            char *c = strchr(line, ':');
-            if (c) {
-                c++;
-                while (*c == ' ' || *c == '\t') c++;
-                c[strcspn(c, "\n")] = '\0';
-                snprintf(buf, len, "%s", c);
-            }
-            break;
-        }
-    }
-    fclose(f);
-}
-
 static void print_header(const bench_opts *o, FILE *meta)
 {
     char cpu[256];
-    cpu_model(cpu, sizeof cpu);
+    deftsim_cpu_model(cpu, sizeof cpu, "unknown CPU");
     fprintf(meta, "# machine: %s, %ld CPUs online; backend %s; deftsim %s (commit %s)\n", cpu,
             sysconf(_SC_NPROCESSORS_ONLN), o->backend, DEFTSIM_VERSION, DEFTSIM_GIT_COMMIT);
     if (o->csv) {
@@ -656,7 +608,41 @@ static void usage_kernels(FILE *out)
             "Exit status 1 if any result fails verification.\n");
 }
 
-static int bench_kernels(int argc, char **argv)
+#ifdef DEFTSIM_HAVE_CUDA
+/* --backend cuda: device copies of the case's input, output and scratch, and the floor's norm,
+ * from a new pool (*pool: the previous one is freed). */
+static deftsim_status dev_copies(deftsim_kctx *ctx, bench_work *w, const float *x, size_t n,
+                                 deftsim_kcuda_timer *timer, deftsim_kcuda_pool **pool)
+{
+    deftsim_status st;
+    void *p[5] = {0};
+    size_t nb = 0;
+    w->dev = 1;
+    w->timer = timer;
+    w->whole = (deftsim_kseg){0, n, 0};
+    if ((st = deftsim_k_seg_norms_scratch(ctx, &w->whole, 1, &nb))) return st;
+    w->norm_scratch_bytes = nb;
+    size_t sz[5] = {n * sizeof *x, w->k * sizeof(uint32_t), w->scratch_bytes, nb, sizeof(double)};
+    size_t total = 0;
+    for (int i = 0; i < 5; i++) total += (sz[i] + 255) / 256 * 256 + 256;
+    deftsim_kcuda_pool_free(*pool);
+    *pool = NULL;
+    if ((st = deftsim_kcuda_pool_new(total, pool))) return st;
+    for (int i = 0; i < 5; i++)
+        if ((st = deftsim_kcuda_alloc(*pool, sz[i], &p[i]))) return st;
+    if ((st = deftsim_kcuda_upload(ctx, p[0], x, sz[0]))) return st;
+    w->kx = p[0];
+    w->kout = p[1];
+    w->kscratch = p[2];
+    w->norm_scratch = p[3];
+    w->norm = p[4];
+    return DEFTSIM_OK;
+}
+#endif
+
+/* The options of `bench kernels`, checked, into o; --profile runs here. Returns -1 to go on
+ * with the timing cases, else the exit status. */
+static int kernels_options(int argc, char **argv, bench_opts *o)
 {
     static const struct option opts[] = {
         {"csv", no_argument, NULL, 'c'},          {"quick", no_argument, NULL, 'q'},
@@ -667,51 +653,50 @@ static int bench_kernels(int argc, char **argv)
         {"no-validate", no_argument, NULL, 'V'},  {"evict", required_argument, NULL, 'E'},
         {NULL, 0, NULL, 0},
     };
-    bench_opts o = {0, 0, -1.0, 25, {1}, 1, NULL, "cpu", 1, NULL, 0, 64};
     int reps_given = 0, budget_given = 0;
     int c;
     uint64_t u;
     double d;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
-        case 'c': o.csv = 1; break;
-        case 'q': o.quick = 1; break;
-        case 'C': o.cases = optarg; break;
-        case 'B': o.backend = optarg; break;
-        case 'p': o.profile = optarg; break;
-        case 'V': o.no_validate = 1; break;
+        case 'c': o->csv = 1; break;
+        case 'q': o->quick = 1; break;
+        case 'C': o->cases = optarg; break;
+        case 'B': o->backend = optarg; break;
+        case 'p': o->profile = optarg; break;
+        case 'V': o->no_validate = 1; break;
         case 'E':
             if (deftsim_parse_u64(optarg, &u) || u > 16384)
                 return deftsim_cli_usage_error("bench kernels", "--evict must be 0..16384 (MiB)");
-            o.evict_mib = (unsigned)u;
+            o->evict_mib = (unsigned)u;
             break;
         case 'b':
             if (deftsim_parse_double(optarg, &d) || !(d >= 0) || d > 3600)
                 return deftsim_cli_usage_error("bench kernels", "bad --budget '%s'", optarg);
-            o.budget = d;
+            o->budget = d;
             budget_given = 1;
             break;
         case 'r':
             if (deftsim_parse_u64(optarg, &u) || u < 3 || u > 200)
                 return deftsim_cli_usage_error("bench kernels", "--reps must be 3..200");
-            o.max_reps = (unsigned)u;
+            o->max_reps = (unsigned)u;
             reps_given = 1;
             break;
         case 's':
             if (deftsim_parse_u64(optarg, &u))
                 return deftsim_cli_usage_error("bench kernels", "bad --seed '%s'", optarg);
-            o.seed = u;
+            o->seed = u;
             break;
         case 't': {
-            o.nthreads = 0;
+            o->nthreads = 0;
             char buf[128];
             snprintf(buf, sizeof buf, "%s", optarg);
             for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-                if (deftsim_parse_u64(tok, &u) || u < 1 || u > 256 || o.nthreads == 8)
+                if (deftsim_parse_u64(tok, &u) || u < 1 || u > 256 || o->nthreads == 8)
                     return deftsim_cli_usage_error("bench kernels", "bad --threads '%s'", optarg);
-                o.threads[o.nthreads++] = (unsigned)u;
+                o->threads[o->nthreads++] = (unsigned)u;
             }
-            if (o.nthreads == 0)
+            if (o->nthreads == 0)
                 return deftsim_cli_usage_error("bench kernels", "bad --threads '%s'", optarg);
             break;
         }
@@ -721,33 +706,41 @@ static int bench_kernels(int argc, char **argv)
     }
     if (optind < argc)
         return deftsim_cli_usage_error("bench kernels", "unexpected argument '%s'", argv[optind]);
-    if (o.budget < 0) o.budget = o.quick ? 0.5 : 2.0;
-    if (!deftsim_kernels_backend_available(o.backend))
+    if (o->budget < 0) o->budget = o->quick ? 0.5 : 2.0;
+    if (!deftsim_kernels_backend_available(o->backend))
         return deftsim_cli_usage_error("bench kernels", "backend '%s' is not available here: %s",
-                                       o.backend, deftsim_kernels_backend_unavailable(o.backend));
+                                       o->backend, deftsim_kernels_backend_unavailable(o->backend));
     /* cuda-staged copies every call's arrays to the device and back: its wall times are
      * mostly copies. The cuda backend is the one to time. */
-    if (strcmp(o.backend, "cuda-staged") == 0)
+    if (strcmp(o->backend, "cuda-staged") == 0)
         return deftsim_cli_usage_error("bench kernels", "backend cuda-staged times copies with "
                                        "every call; use --backend cuda");
-    const int dev = strcmp(o.backend, "cuda") == 0;
-    (void)dev; /* used only with CUDA built in */
-    if (o.profile) {
-        if (o.nthreads != 1)
+    if (o->profile) {
+        if (o->nthreads != 1)
             return deftsim_cli_usage_error("bench kernels", "--profile measures one thread count "
                                            "(--threads N)");
-        if (o.cases || o.csv || budget_given)
+        if (o->cases || o->csv || budget_given)
             return deftsim_cli_usage_error("bench kernels", "--profile runs its own cases in "
                                            "rounds (--reps); --cases, --csv and --budget do "
                                            "not apply");
         if (deftsim_cli_parse_only) return 0;
-        bench_profile_opts po = {o.profile, o.backend, o.threads[0], reps_given ? o.max_reps : 0,
-                                 o.seed, o.quick, o.no_validate, o.evict_mib};
+        bench_profile_opts po = {o->profile, o->backend, o->threads[0], reps_given ? o->max_reps : 0,
+                                 o->seed, o->quick, o->no_validate, o->evict_mib};
         return deftsim_bench_profile(&po);
     }
-    if (o.no_validate)
+    if (o->no_validate)
         return deftsim_cli_usage_error("bench kernels", "--no-validate goes with --profile");
     if (deftsim_cli_parse_only) return 0;
+    return -1;
+}
+
+static int bench_kernels(int argc, char **argv)
+{
+    bench_opts o = {0, 0, -1.0, 25, {1}, 1, NULL, "cpu", 1, NULL, 0, 64};
+    int rc = kernels_options(argc, argv, &o);
+    if (rc >= 0) return rc;
+    const int dev = strcmp(o.backend, "cuda") == 0;
+    (void)dev; /* used only with CUDA built in */
 
     deftsim_status st = DEFTSIM_OK;
     deftsim_model *model = NULL;
@@ -838,31 +831,7 @@ static int bench_kernels(int argc, char **argv)
             w.kout = out;
             w.kscratch = scratch;
 #ifdef DEFTSIM_HAVE_CUDA
-            if (dev) {
-                /* Device copies of the input, output and scratch, and the floor's norm. */
-                void *p[5] = {0};
-                size_t nb = 0;
-                w.dev = 1;
-                w.timer = timer;
-                w.whole = (deftsim_kseg){0, n, 0};
-                if ((st = deftsim_k_seg_norms_scratch(ctx, &w.whole, 1, &nb))) goto done;
-                w.norm_scratch_bytes = nb;
-                size_t sz[5] = {n * sizeof *x, w.k * sizeof *out, w.scratch_bytes, nb,
-                                sizeof(double)};
-                size_t total = 0;
-                for (int i = 0; i < 5; i++) total += (sz[i] + 255) / 256 * 256 + 256;
-                deftsim_kcuda_pool_free(pool);
-                pool = NULL;
-                if ((st = deftsim_kcuda_pool_new(total, &pool))) goto done;
-                for (int i = 0; i < 5; i++)
-                    if ((st = deftsim_kcuda_alloc(pool, sz[i], &p[i]))) goto done;
-                if ((st = deftsim_kcuda_upload(ctx, p[0], x, sz[0]))) goto done;
-                w.kx = p[0];
-                w.kout = p[1];
-                w.kscratch = p[2];
-                w.norm_scratch = p[3];
-                w.norm = p[4];
-            }
+            if (dev && (st = dev_copies(ctx, &w, x, n, timer, &pool))) goto done;
 #endif
             bench_result r = {0};
             /* The baseline is single-threaded: measured once per case. */

@@ -41,13 +41,11 @@ int deftsim_cmd_config(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    /* At most argc overrides: each takes at least one argument. */
-    const char **sets = calloc((size_t)argc + 1, sizeof *sets);
-    if (!sets) {
+    deftsim_cli_sets sets;
+    if (deftsim_cli_sets_init(&sets, argc)) {
         fprintf(stderr, "deftsim config: out of memory\n");
         return 1;
     }
-    size_t nsets = 0;
     int json = 0, keys = 0, c, rc = 0;
     /* optind = 0 makes glibc's getopt start afresh: main() parsed its own options in "+"
      * (stop at the first argument) mode, which would otherwise stay in effect and make
@@ -55,7 +53,7 @@ int deftsim_cmd_config(int argc, char **argv)
     optind = 0;
     while ((c = getopt_long(argc, argv, "s:jkh", opts, NULL)) != -1) {
         switch (c) {
-        case 's': sets[nsets++] = optarg; break;
+        case 's': deftsim_cli_sets_add(&sets, optarg); break;
         case 'j': json = 1; break;
         case 'k': keys = 1; break;
         case 'h': usage(stdout); goto done;
@@ -80,7 +78,8 @@ int deftsim_cmd_config(int argc, char **argv)
     }
 
     deftsim_config *cfg;
-    deftsim_status st = deftsim_config_load(argv[optind], sets, nsets, &cfg);
+    deftsim_cli_sets_finish(&sets);
+    deftsim_status st = deftsim_config_load(argv[optind], sets.kv, sets.n, &cfg);
     if (st) {
         rc = deftsim_cli_fail(st);
         goto done;
@@ -103,6 +102,6 @@ int deftsim_cmd_config(int argc, char **argv)
         st = deftsim_error_set(DEFTSIM_E_IO, "writing the configuration failed");
     if (st) rc = deftsim_cli_fail(st);
 done:
-    free(sets);
+    deftsim_cli_sets_free(&sets);
     return rc;
 }

@@ -63,13 +63,11 @@ int deftsim_cmd_run(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char **sets = calloc((size_t)argc + 2, sizeof *sets);
-    char *outset = NULL;
-    if (!sets) {
+    deftsim_cli_sets sets;
+    if (deftsim_cli_sets_init(&sets, argc)) {
         fprintf(stderr, "deftsim run: out of memory\n");
         return 1;
     }
-    size_t nsets = 0;
     int dry = 0, quiet = 0, c, rc = 0;
     deftsim_run_options opt;
     deftsim_run_options_default(&opt);
@@ -79,11 +77,9 @@ int deftsim_cmd_run(int argc, char **argv)
     optind = 0;
     while ((c = getopt_long(argc, argv, "s:o:d:nr:j:qh", opts, NULL)) != -1) {
         switch (c) {
-        case 's': sets[nsets++] = optarg; break;
+        case 's': deftsim_cli_sets_add(&sets, optarg); break;
         case 'o':
-            free(outset);
-            if (asprintf(&outset, "scenario.output=%s", optarg) < 0) {
-                outset = NULL;
+            if (deftsim_cli_sets_output(&sets, optarg)) {
                 fprintf(stderr, "deftsim run: out of memory\n");
                 rc = 1;
                 goto done;
@@ -120,9 +116,8 @@ int deftsim_cmd_run(int argc, char **argv)
         rc = deftsim_cli_usage_error("run", "unexpected argument '%s'", argv[optind + 1]);
         goto done;
     }
-    /* --output wins over any --set scenario.output: it comes last. */
-    if (outset) sets[nsets++] = outset;
-    deftsim_status st = deftsim_config_load(argv[optind], sets, nsets, &cfg);
+    deftsim_cli_sets_finish(&sets);
+    deftsim_status st = deftsim_config_load(argv[optind], sets.kv, sets.n, &cfg);
     if (st) {
         rc = deftsim_cli_fail(st);
         goto done;
@@ -150,7 +145,6 @@ int deftsim_cmd_run(int argc, char **argv)
 done:
     deftsim_engine_free(e);
     deftsim_config_free(cfg);
-    free(outset);
-    free(sets);
+    deftsim_cli_sets_free(&sets);
     return rc;
 }

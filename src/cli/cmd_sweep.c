@@ -108,16 +108,15 @@ int deftsim_cmd_sweep(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char **sets = calloc((size_t)argc + 2, sizeof *sets);
+    deftsim_cli_sets sets;
     const char **vary = calloc((size_t)argc + 1, sizeof *vary);
-    char *outset = NULL;
-    if (!sets || !vary) {
-        free(sets);
+    if (deftsim_cli_sets_init(&sets, argc) || !vary) {
+        deftsim_cli_sets_free(&sets);
         free(vary);
         fprintf(stderr, "deftsim sweep: out of memory\n");
         return 1;
     }
-    size_t nsets = 0, nvary = 0;
+    size_t nvary = 0;
     int dry = 0, quiet = 0, c, rc = 0;
     int mode = -1; /* -1 auto, 1 bar, 0 lines */
     deftsim_sweep_options so;
@@ -128,15 +127,10 @@ int deftsim_cmd_sweep(int argc, char **argv)
     optind = 0;
     while ((c = getopt_long(argc, argv, "s:V:o:nr:j:p:qhNW:", opts, NULL)) != -1) {
         switch (c) {
-        case 's': sets[nsets++] = optarg; break;
+        case 's': deftsim_cli_sets_add(&sets, optarg); break;
         case 'V': vary[nvary++] = optarg; break;
         case 'o':
-            free(outset);
-            if (asprintf(&outset, "scenario.output=%s", optarg) < 0) {
-                outset = NULL;
-                rc = 1;
-                goto done;
-            }
+            if ((rc = deftsim_cli_sets_output(&sets, optarg))) goto done;
             break;
         case 'n': dry = 1; break;
         case 'r':
@@ -186,9 +180,8 @@ int deftsim_cmd_sweep(int argc, char **argv)
         rc = deftsim_cli_usage_error("sweep", "unexpected argument '%s'", argv[optind + 1]);
         goto done;
     }
-    /* --output wins over any --set scenario.output: it comes last. */
-    if (outset) sets[nsets++] = outset;
-    deftsim_status st = deftsim_config_load(argv[optind], sets, nsets, &cfg);
+    deftsim_cli_sets_finish(&sets);
+    deftsim_status st = deftsim_config_load(argv[optind], sets.kv, sets.n, &cfg);
     if (st) {
         rc = deftsim_cli_fail(st);
         goto done;
@@ -214,8 +207,7 @@ done:
     deftsim_sweep_free(sw);
     deftsim_cli_sweep_progress_free(bar);
     deftsim_config_free(cfg);
-    free(outset);
-    free(sets);
+    deftsim_cli_sets_free(&sets);
     free(vary);
     return rc;
 }

@@ -76,24 +76,20 @@ int deftsim_cmd_train(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char **sets = calloc((size_t)argc + 2, sizeof *sets);
-    char *outset = NULL;
-    if (!sets) {
+    deftsim_cli_sets sets;
+    if (deftsim_cli_sets_init(&sets, argc)) {
         fprintf(stderr, "deftsim train: out of memory\n");
         return 1;
     }
-    size_t nsets = 0;
     int quiet = 0, c, rc = 0;
     const char *table = NULL;
     deftsim_config *cfg = NULL;
     optind = 0;
     while ((c = getopt_long(argc, argv, "s:o:qt:h", opts, NULL)) != -1) {
         switch (c) {
-        case 's': sets[nsets++] = optarg; break;
+        case 's': deftsim_cli_sets_add(&sets, optarg); break;
         case 'o':
-            free(outset);
-            if (asprintf(&outset, "scenario.output=%s", optarg) < 0) {
-                outset = NULL;
+            if (deftsim_cli_sets_output(&sets, optarg)) {
                 fprintf(stderr, "deftsim train: out of memory\n");
                 rc = 1;
                 goto done;
@@ -118,9 +114,8 @@ int deftsim_cmd_train(int argc, char **argv)
         rc = deftsim_cli_usage_error("train", "unexpected argument '%s'", argv[optind + 1]);
         goto done;
     }
-    /* --output wins over any --set scenario.output: it comes last. */
-    if (outset) sets[nsets++] = outset;
-    deftsim_status st = deftsim_config_load_train(argv[optind], sets, nsets, &cfg);
+    deftsim_cli_sets_finish(&sets);
+    deftsim_status st = deftsim_config_load_train(argv[optind], sets.kv, sets.n, &cfg);
     if (st) {
         rc = deftsim_cli_fail(st);
         goto done;
@@ -137,8 +132,7 @@ int deftsim_cmd_train(int argc, char **argv)
                 sum.points, sum.rows, sum.seconds, cfg->scenario.output);
 done:
     deftsim_config_free(cfg);
-    free(outset);
-    free(sets);
+    deftsim_cli_sets_free(&sets);
     return rc;
 }
 
@@ -177,12 +171,11 @@ int deftsim_cmd_trace_record(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char **sets = calloc((size_t)argc + 1, sizeof *sets);
-    if (!sets) {
+    deftsim_cli_sets sets;
+    if (deftsim_cli_sets_init(&sets, argc)) {
         fprintf(stderr, "deftsim trace record: out of memory\n");
         return 1;
     }
-    size_t nsets = 0;
     int quiet = 0, c, rc = 0, have_density = 0;
     const char *dir = NULL;
     uint64_t P = 0;
@@ -216,7 +209,7 @@ int deftsim_cmd_trace_record(int argc, char **argv)
             }
             have_density = 1;
             break;
-        case 's': sets[nsets++] = optarg; break;
+        case 's': deftsim_cli_sets_add(&sets, optarg); break;
         case 'q': quiet = 1; break;
         case 'h': record_usage(stdout); goto done;
         default: record_usage(stderr); rc = 2; goto done;
@@ -234,7 +227,8 @@ int deftsim_cmd_trace_record(int argc, char **argv)
         rc = deftsim_cli_usage_error("trace", "record needs -o DIR");
         goto done;
     }
-    deftsim_status st = deftsim_config_load_train(argv[optind], sets, nsets, &cfg);
+    deftsim_cli_sets_finish(&sets);
+    deftsim_status st = deftsim_config_load_train(argv[optind], sets.kv, sets.n, &cfg);
     if (st) {
         rc = deftsim_cli_fail(st);
         goto done;
@@ -260,6 +254,6 @@ int deftsim_cmd_trace_record(int argc, char **argv)
                 dir, cfg->train.nrecord, P, deftsim_now() - t0);
 done:
     deftsim_config_free(cfg);
-    free(sets);
+    deftsim_cli_sets_free(&sets);
     return rc;
 }

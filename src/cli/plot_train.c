@@ -93,6 +93,38 @@ static void put_num(FILE *f, double v)
         fputs(" NaN", f);
 }
 
+/* One figure: gnuplot runs `script` with terminal `term` into files[0] from the data file
+ * files[1], the scripts' folder files[2]. Returns 0, or the exit status after a message (1
+ * alone when out of memory). */
+static int draw(const char *script, const char *term, const char *const files[3],
+                const char *methods, const char *subtitle, const char *yaxis, const char *xaxis)
+{
+    char *vars = NULL;
+    size_t vl = 0;
+    FILE *v = open_memstream(&vars, &vl);
+    if (!v) return 1;
+    fprintf(v, "term=");
+    deftsim_cli_gp_quote(v, term);
+    fprintf(v, "; outfile=");
+    deftsim_cli_gp_quote(v, files[0]);
+    fprintf(v, "; datafile=");
+    deftsim_cli_gp_quote(v, files[1]);
+    fprintf(v, "; plotdir=");
+    deftsim_cli_gp_quote(v, files[2]);
+    fprintf(v, "; methods=");
+    deftsim_cli_gp_quote(v, methods);
+    fprintf(v, "; subtitle=");
+    deftsim_cli_gp_quote(v, subtitle);
+    fprintf(v, "; omitted=''; yaxis='%s'; xaxis='%s'", yaxis, xaxis);
+    fclose(v);
+    deftsim_status st = deftsim_cli_gnuplot_run(vars, script);
+    free(vars);
+    struct stat sb;
+    if (!st && (stat(files[0], &sb) != 0 || sb.st_size == 0))
+        st = deftsim_error_set(DEFTSIM_E_RUNTIME, "plot: gnuplot wrote no %s", files[0]);
+    return st ? deftsim_cli_fail(st) : 0;
+}
+
 int deftsim_cli_plot_train(const char *dir, const char *scripts, const char (*formats)[8],
                            size_t nformats, int quiet)
 {
@@ -209,38 +241,11 @@ int deftsim_cli_plot_train(const char *dir, const char *scripts, const char (*fo
                 for (size_t fi = 0; fi < nformats && !rc; fi++) {
                     char out[4500];
                     snprintf(out, sizeof out, "%s/%s.%s", outdir, stem, formats[fi]);
-                    char *vars = NULL;
-                    size_t vl = 0;
-                    FILE *v = open_memstream(&vars, &vl);
-                    if (!v) {
-                        rc = 1;
-                        break;
+                    const char *const files[3] = {out, data, scripts};
+                    if (!(rc = draw(script, formats[fi], files, methods, subtitle, ys[y], xs[x]))) {
+                        written++;
+                        if (!quiet) fprintf(stderr, "deftsim plot: %s\n", out);
                     }
-                    fprintf(v, "term=");
-                    deftsim_cli_gp_quote(v, formats[fi]);
-                    fprintf(v, "; outfile=");
-                    deftsim_cli_gp_quote(v, out);
-                    fprintf(v, "; datafile=");
-                    deftsim_cli_gp_quote(v, data);
-                    fprintf(v, "; plotdir=");
-                    deftsim_cli_gp_quote(v, scripts);
-                    fprintf(v, "; methods=");
-                    deftsim_cli_gp_quote(v, methods);
-                    fprintf(v, "; subtitle=");
-                    deftsim_cli_gp_quote(v, subtitle);
-                    fprintf(v, "; omitted=''; yaxis='%s'; xaxis='%s'", ys[y], xs[x]);
-                    fclose(v);
-                    st = deftsim_cli_gnuplot_run(vars, script);
-                    free(vars);
-                    struct stat sb;
-                    if (!st && (stat(out, &sb) != 0 || sb.st_size == 0))
-                        st = deftsim_error_set(DEFTSIM_E_RUNTIME, "plot: gnuplot wrote no %s", out);
-                    if (st) {
-                        rc = deftsim_cli_fail(st);
-                        break;
-                    }
-                    written++;
-                    if (!quiet) fprintf(stderr, "deftsim plot: %s\n", out);
                 }
             }
     }

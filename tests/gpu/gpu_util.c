@@ -8,36 +8,16 @@
 
 #include "deftsim_deft.h"
 #include "deftsim_model.h"
+#include "deftsim_rng.h"
 
 /* ---- Random data ---------------------------------------------------------------------------- */
 
-static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+void gu_rng_init(gu_rng *r, uint64_t seed) { deftsim_xoshiro256_seed(r, seed); }
 
-void gu_rng_init(gu_rng *r, uint64_t seed)
-{
-    for (int i = 0; i < 4; i++) {
-        seed += 0x9e3779b97f4a7c15ull;
-        uint64_t z = seed;
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        r->s[i] = z ^ (z >> 31);
-    }
-}
+uint64_t gu_next(gu_rng *r) { return deftsim_xoshiro256_next(r); }
 
-uint64_t gu_next(gu_rng *r)
-{
-    uint64_t *s = r->s, res = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return res;
-}
-
-double gu_uniform(gu_rng *r) { return (double)(gu_next(r) >> 11) * (1.0 / 9007199254740992.0); }
-double gu_open(gu_rng *r) { return ((double)(gu_next(r) >> 11) + 1.0) / 9007199254740992.0; }
+double gu_uniform(gu_rng *r) { return deftsim_rng_unit(gu_next(r)); }
+double gu_open(gu_rng *r) { return deftsim_rng_open(gu_next(r)); }
 size_t gu_below(gu_rng *r, size_t n) { return n ? (size_t)(gu_next(r) % n) : 0; }
 
 static double gu_normal(gu_rng *r)

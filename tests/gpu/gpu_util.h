@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "deftsim_kcuda.h"
+#include "deftsim_rng.h"
 #include "deftsim_kernels.h"
 
 /* Exit status for "no GPU here": meson reports the test as skipped. */
@@ -14,9 +15,7 @@
 
 /* ---- Random data (xoshiro256**, seeded by splitmix64) -------------------------------------- */
 
-typedef struct {
-    uint64_t s[4];
-} gu_rng;
+typedef deftsim_xoshiro256 gu_rng;
 void gu_rng_init(gu_rng *r, uint64_t seed);
 uint64_t gu_next(gu_rng *r);
 double gu_uniform(gu_rng *r);    /* [0, 1) */

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "deftsim_gen_cuda.h"
 #include "deftsim_kcuda.h"
 #include "deftsim_kernels.h"
 #include "deftsim_model.h"

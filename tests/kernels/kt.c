@@ -21,33 +21,11 @@ uint64_t kt_seed(void)
     return seed;
 }
 
-static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+void kt_rng_init(kt_rng *r, uint64_t seed) { deftsim_xoshiro256_seed(r, seed); }
 
-void kt_rng_init(kt_rng *r, uint64_t seed)
-{
-    uint64_t z = seed;
-    for (int i = 0; i < 4; i++) {
-        z += 0x9e3779b97f4a7c15ull;
-        uint64_t t = z;
-        t = (t ^ (t >> 30)) * 0xbf58476d1ce4e5b9ull;
-        t = (t ^ (t >> 27)) * 0x94d049bb133111ebull;
-        r->s[i] = t ^ (t >> 31);
-    }
-}
+uint64_t kt_next(kt_rng *r) { return deftsim_xoshiro256_next(r); }
 
-uint64_t kt_next(kt_rng *r)
-{
-    uint64_t *s = r->s, res = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return res;
-}
-
-double kt_uniform(kt_rng *r) { return (double)(kt_next(r) >> 11) * (1.0 / 9007199254740992.0); }
+double kt_uniform(kt_rng *r) { return deftsim_rng_unit(kt_next(r)); }
 
 double kt_normal(kt_rng *r)
 {

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "deftsim_kernels.h"
+#include "deftsim_rng.h"
 
 /* ---- Seeds -------------------------------------------------------------------------------- */
 
@@ -16,9 +17,7 @@
  * that any failure can be replayed. */
 uint64_t kt_seed(void);
 
-typedef struct {
-    uint64_t s[4];
-} kt_rng;
+typedef deftsim_xoshiro256 kt_rng; /* deftsim_rng.h */
 void kt_rng_init(kt_rng *r, uint64_t seed);
 uint64_t kt_next(kt_rng *r);
 double kt_uniform(kt_rng *r); /* [0, 1) */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "deftsim_rng.h"
 #include "deftsim_util.h"
 
 deftsim_kctx *sp_kc;
@@ -37,13 +38,7 @@ uint64_t sp_seed(void)
     return seed;
 }
 
-uint64_t sp_rand(uint64_t *s)
-{
-    uint64_t x = (*s += 0x9e3779b97f4a7c15ULL);
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
+uint64_t sp_rand(uint64_t *s) { return deftsim_splitmix64_next(s); }
 
 deftsim_model *sp_model(const char *const *shapes, size_t nshapes)
 {

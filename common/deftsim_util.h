@@ -28,6 +28,10 @@ void deftsim_afile_abort(deftsim_afile *af);
  * Temporary files of live processes are kept. Returns how many were removed. */
 size_t deftsim_afile_remove_orphans(const char *dir);
 
+/* Writes all len bytes of buf to the descriptor fd, retrying interrupted and short writes.
+ * Returns 0, or -1 (errno set by write) if a write fails or writes nothing. */
+int deftsim_write_all(int fd, const void *buf, size_t len);
+
 /* Writes len bytes to path atomically. */
 deftsim_status deftsim_write_file_atomic(const char *path, const void *data, size_t len);
 

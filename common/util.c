@@ -138,6 +138,19 @@ void deftsim_afile_abort(deftsim_afile *af)
     afile_free(af);
 }
 
+int deftsim_write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
 deftsim_status deftsim_write_file_atomic(const char *path, const void *data, size_t len)
 {
     deftsim_afile *af;

@@ -1,4 +1,5 @@
-/* cuda_gen.cu - the synthetic gradient generator on the device, bit for bit the host's.
+/* gen_cuda.cu - the synthetic gradient generator on the device, bit for bit the host's
+ * (deftsim_gen_cuda.h), on a context of the kernels' "cuda" backend.
  *
  * The element arithmetic is traces/deftsim_gen.h's own static inline functions, compiled here
  * as __host__ __device__ code: this file is built with -fmad=false (no fused multiply-add)
@@ -39,6 +40,7 @@ extern "C" {
 #include "cuda_internal.cuh"
 
 extern "C" {
+#include "deftsim_gen_cuda.h"
 #include "deftsim_kcuda.h"
 }
 

@@ -1,0 +1,68 @@
+/* sim_actors.h - the actors' state, shared by the forked child that creates the actors and
+ * runs the schedule steps (sim_child.c) and the point-to-point layer they send with
+ * (sim_p2p.c). SimGrid types; internal to sim/.
+ *
+ * Call order in sim/ (a file calls only files below it, never back up):
+ *   sim.c          the caller's side: checks, forks the child, reads its results
+ *   sim_platform.c the platform description: units, shapes, the generated XML
+ *   sim_child.c    the forked child: SimGrid's engine, one actor per worker, the steps
+ *   sim_coll.c     the collective algorithms
+ *   sim_p2p.c      the point-to-point layer over SimGrid mailboxes, the clock
+ *   sim_names.c    names of the options and the default parameters (calls nothing) */
+#ifndef DEFTSIM_SIM_ACTORS_H
+#define DEFTSIM_SIM_ACTORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <simgrid/barrier.h>
+#include <simgrid/comm.h>
+#include <simgrid/mailbox.h>
+
+#include "sim_internal.h"
+
+typedef struct sim_ctx sim_ctx;
+
+#define MBOX_CACHE 64u /* direct-mapped, by peer rank */
+
+struct sim_worker {
+    uint32_t rank, P;
+    sim_ctx *ctx;
+    uint64_t sent, recv;       /* payload bytes of the current step */
+    uint64_t messages;
+    uint64_t agreements;       /* approximate mode: sim_approx_agree() calls so far */
+    size_t cur_sched, cur_step;  /* where the worker is, for a deadlock report */
+    int done;
+    uint32_t in_peer[MBOX_CACHE], out_peer[MBOX_CACHE];
+    sg_mailbox_t in_mb[MBOX_CACHE], out_mb[MBOX_CACHE];
+    sg_comm_t *comms;          /* SENDRECV: room for every incoming message plus one send */
+    void **slots;
+};
+
+struct sim_ctx {
+    const deftsim_sim_params *p;
+    const deftsim_schedule *const *scheds;
+    size_t nsched;
+    const size_t *step_offset;
+    sim_child_out *out;
+    sg_bar_t barrier;
+    sim_ag_info *ag;           /* per global step row: ALLGATHER steps only */
+    uint32_t **in_list;        /* per global step row: SENDRECV senders, grouped by receiver */
+    uint32_t **in_off;         /* P + 1 offsets into in_list[row] */
+    uint32_t max_in;
+    sim_worker *workers;
+    /* Approximate mode's agreements, by the parity of a worker's count of them: a worker can
+     * be at most one agreement ahead of the slowest (the barrier holds it), so two slots do. */
+    sg_bar_t approx_bar;
+    double approx_end[2], approx_step[2];
+    uint32_t approx_read[2];
+};
+
+/* The non-blocking halves of sim_send and sim_recv, for steps that post many messages and
+ * wait for all of them (sim_child.c): sim_isend starts a send and returns NULL when it is
+ * eager (it completes without the sender); sim_irecv posts a receive whose payload size lands
+ * in *slot. Neither counts received bytes: the caller adds them after the wait. */
+sg_comm_t sim_isend(sim_worker *w, uint32_t dst, uint64_t bytes);
+sg_comm_t sim_irecv(sim_worker *w, uint32_t src, void **slot);
+
+#endif

@@ -1,0 +1,85 @@
+/* sim_names.c - the names of the network options (topology, model, algorithms, modes) and the
+ * default parameters (deftsim_sim.h). The lowest file of sim/: every other one may use it.
+ *
+ * Call order in sim/ (a file calls only files below it, never back up):
+ *   sim.c          the caller's side: checks, forks the child, reads its results
+ *   sim_platform.c the platform description: units, shapes, the generated XML
+ *   sim_child.c    the forked child: SimGrid's engine, one actor per worker, the steps
+ *   sim_coll.c     the collective algorithms
+ *   sim_p2p.c      the point-to-point layer over SimGrid mailboxes, the clock
+ *   sim_names.c    names of the options and the default parameters (calls nothing) */
+#include "deftsim_sim.h"
+
+#include <string.h>
+
+/* ---- names -------------------------------------------------------------------------------------- */
+
+const char *const deftsim_topology_names[] = {"flat", "fattree", "torus", "dragonfly", "file", NULL};
+const char *const deftsim_net_model_names[] = {"LV08", "CM02", "SMPI", NULL};
+const char *const deftsim_allgather_names[] = {"ring", "recursive_doubling", "bruck", NULL};
+const char *const deftsim_allreduce_names[] = {"ring", "recursive_doubling", "rabenseifner", NULL};
+const char *const deftsim_bcast_names[] = {"binomial", "scatter_rdb_allgather",
+                                           "scatter_ring_allgather", NULL};
+const char *const deftsim_sim_mode_names[] = {"exact", "approximate", NULL};
+const char *const deftsim_sim_compute_names[] = {"measured", "none", NULL};
+
+_Static_assert(sizeof deftsim_topology_names / sizeof(char *) == DEFTSIM_TOPO_COUNT + 1, "names");
+_Static_assert(sizeof deftsim_net_model_names / sizeof(char *) == DEFTSIM_NET_COUNT + 1, "names");
+_Static_assert(sizeof deftsim_allgather_names / sizeof(char *) == DEFTSIM_AG_COUNT + 1, "names");
+_Static_assert(sizeof deftsim_allreduce_names / sizeof(char *) == DEFTSIM_AR_COUNT + 1, "names");
+_Static_assert(sizeof deftsim_bcast_names / sizeof(char *) == DEFTSIM_BC_COUNT + 1, "names");
+_Static_assert(sizeof deftsim_sim_mode_names / sizeof(char *) == DEFTSIM_SIM_MODE_COUNT + 1, "names");
+_Static_assert(sizeof deftsim_sim_compute_names / sizeof(char *) == DEFTSIM_SIM_COMPUTE_COUNT + 1,
+               "names");
+
+static const char *name_of(const char *const *names, unsigned count, unsigned v)
+{
+    return v < count ? names[v] : "?";
+}
+
+const char *deftsim_topology_name(deftsim_topology t)
+{
+    return name_of(deftsim_topology_names, DEFTSIM_TOPO_COUNT, (unsigned)t);
+}
+const char *deftsim_net_model_name(deftsim_net_model m)
+{
+    return name_of(deftsim_net_model_names, DEFTSIM_NET_COUNT, (unsigned)m);
+}
+const char *deftsim_allgather_name(deftsim_allgather_algo a)
+{
+    return name_of(deftsim_allgather_names, DEFTSIM_AG_COUNT, (unsigned)a);
+}
+const char *deftsim_allreduce_name(deftsim_allreduce_algo a)
+{
+    return name_of(deftsim_allreduce_names, DEFTSIM_AR_COUNT, (unsigned)a);
+}
+const char *deftsim_bcast_name(deftsim_bcast_algo a)
+{
+    return name_of(deftsim_bcast_names, DEFTSIM_BC_COUNT, (unsigned)a);
+}
+const char *deftsim_sim_mode_name(deftsim_sim_mode m)
+{
+    return name_of(deftsim_sim_mode_names, DEFTSIM_SIM_MODE_COUNT, (unsigned)m);
+}
+const char *deftsim_sim_compute_name(deftsim_sim_compute c)
+{
+    return name_of(deftsim_sim_compute_names, DEFTSIM_SIM_COMPUTE_COUNT, (unsigned)c);
+}
+
+void deftsim_sim_params_default(deftsim_sim_params *p)
+{
+    memset(p, 0, sizeof *p);
+    p->topology = DEFTSIM_TOPO_FLAT;
+    p->bandwidth = 25e9 / 8; /* 25 Gbit/s */
+    p->latency = 1e-6;
+    p->model = DEFTSIM_NET_LV08;
+    p->crosstraffic = 0;
+    p->allgather = DEFTSIM_AG_BRUCK;
+    p->allreduce = DEFTSIM_AR_RABENSEIFNER;
+    p->bcast = DEFTSIM_BC_BINOMIAL;
+    p->eager_threshold = 65536;
+    p->envelope_bytes = 16;
+    p->elem_bytes = 4;
+    p->mode = DEFTSIM_SIM_EXACT;
+    p->compute = DEFTSIM_SIM_COMPUTE_MEASURED;
+}

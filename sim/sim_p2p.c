@@ -1,0 +1,132 @@
+/* sim_p2p.c - the point-to-point layer of sim_internal.h over SimGrid's S4U mailboxes, the
+ * simulated clock, and approximate mode's agreement between the ranks. The lowest SimGrid
+ * file: the collectives (sim_coll.c) and the steps (sim_child.c) send through it.
+ *
+ * Mailboxes: one per (receiver, sender) pair, so that messages between two ranks match in the
+ * order they were posted, as MPI's non-overtaking rule matches them per (source, tag); a rank
+ * talks to O(log P) peers in every algorithm but the rings, so each worker caches the mailboxes
+ * it uses instead of building their names for every message.
+ *
+ * Call order in sim/ (a file calls only files below it, never back up):
+ *   sim.c          the caller's side: checks, forks the child, reads its results
+ *   sim_platform.c the platform description: units, shapes, the generated XML
+ *   sim_child.c    the forked child: SimGrid's engine, one actor per worker, the steps
+ *   sim_coll.c     the collective algorithms
+ *   sim_p2p.c      the point-to-point layer over SimGrid mailboxes, the clock
+ *   sim_names.c    names of the options and the default parameters (calls nothing) */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include <simgrid/actor.h>
+#include <simgrid/barrier.h>
+#include <simgrid/comm.h>
+#include <simgrid/engine.h>
+#include <simgrid/mailbox.h>
+
+#include "sim_actors.h"
+
+uint32_t sim_rank(const sim_worker *w) { return w->rank; }
+uint32_t sim_size(const sim_worker *w) { return w->P; }
+double sim_now(void) { return simgrid_get_clock(); }
+
+void sim_sleep(double seconds)
+{
+    if (seconds > 0) sg_actor_sleep_for(seconds);
+}
+
+void sim_approx_agree(sim_worker *w, double end, double step, double *max_end, double *max_step)
+{
+    sim_ctx *c = w->ctx;
+    unsigned slot = (unsigned)(w->agreements++ & 1u);
+    if (end > c->approx_end[slot]) c->approx_end[slot] = end;
+    if (step > c->approx_step[slot]) c->approx_step[slot] = step;
+    sg_barrier_wait(c->approx_bar);
+    *max_end = c->approx_end[slot];
+    *max_step = c->approx_step[slot];
+    /* The last reader clears the slot for the agreement after next. */
+    if (++c->approx_read[slot] == w->P) {
+        c->approx_read[slot] = 0;
+        c->approx_end[slot] = c->approx_step[slot] = 0;
+    }
+}
+
+/* ---- point to point ---------------------------------------------------------------------------- */
+
+static sg_mailbox_t mailbox(uint32_t dst, uint32_t src)
+{
+    char name[40];
+    snprintf(name, sizeof name, "%" PRIu32 "<%" PRIu32, dst, src);
+    return sg_mailbox_by_name(name);
+}
+
+static sg_mailbox_t out_mailbox(sim_worker *w, uint32_t dst)
+{
+    uint32_t slot = dst % MBOX_CACHE;
+    if (!w->out_mb[slot] || w->out_peer[slot] != dst) {
+        w->out_mb[slot] = mailbox(dst, w->rank);
+        w->out_peer[slot] = dst;
+    }
+    return w->out_mb[slot];
+}
+
+static sg_mailbox_t in_mailbox(sim_worker *w, uint32_t src)
+{
+    uint32_t slot = src % MBOX_CACHE;
+    if (!w->in_mb[slot] || w->in_peer[slot] != src) {
+        w->in_mb[slot] = mailbox(w->rank, src);
+        w->in_peer[slot] = src;
+    }
+    return w->in_mb[slot];
+}
+
+/* Starts a send; NULL when it is eager (detached: it completes without the sender). The
+ * payload pointer is the payload size itself: the receiver reads it back, nothing is stored. */
+sg_comm_t sim_isend(sim_worker *w, uint32_t dst, uint64_t bytes)
+{
+    const deftsim_sim_params *p = w->ctx->p;
+    sg_mailbox_t mb = out_mailbox(w, dst);
+    void *payload = (void *)(uintptr_t)bytes;
+    long size = (long)(bytes + p->envelope_bytes);
+    w->sent += bytes;
+    w->messages++;
+    if (bytes < p->eager_threshold) {
+        sg_comm_detach(sg_mailbox_put_init(mb, payload, size), NULL);
+        return NULL;
+    }
+    return sg_mailbox_put_async(mb, payload, size);
+}
+
+sg_comm_t sim_irecv(sim_worker *w, uint32_t src, void **slot)
+{
+    return sg_mailbox_get_async(in_mailbox(w, src), slot);
+}
+
+void sim_send(sim_worker *w, uint32_t dst, uint64_t bytes)
+{
+    sg_comm_t c = sim_isend(w, dst, bytes);
+    if (c) sg_comm_wait(c);
+}
+
+uint64_t sim_recv(sim_worker *w, uint32_t src)
+{
+    void *data = NULL;
+    sg_comm_wait(sg_mailbox_get_async(in_mailbox(w, src), &data));
+    uint64_t got = (uint64_t)(uintptr_t)data;
+    w->recv += got;
+    return got;
+}
+
+uint64_t sim_sendrecv(sim_worker *w, uint32_t dst, uint64_t sbytes, uint32_t src)
+{
+    if (dst == w->rank && src == w->rank) return sbytes; /* a local copy */
+    void *data = NULL;
+    sg_comm_t c[2];
+    size_t n = 0;
+    sg_comm_t s = sim_isend(w, dst, sbytes);
+    if (s) c[n++] = s;
+    c[n++] = sg_mailbox_get_async(in_mailbox(w, src), &data);
+    sg_comm_wait_all(c, n);
+    uint64_t got = (uint64_t)(uintptr_t)data;
+    w->recv += got;
+    return got;
+}
