@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,16 +23,8 @@
 
 /* ---- enum names ------------------------------------------------------------------------- */
 
-static const char *const method_names[] = {"deft", "topk", "topk-ag", "cltk", "gtopk", "dgc",
-                                           "dense",
-                                           "micro", "exdyna", "oktopk",
-                                           NULL};
 static const char *const source_names[] = {"synthetic", "trace", NULL};
-static const char *const wire_names[] = {"spec", "reference", NULL};
 static const char *const feedback_names[] = {"full", "none", "sampled", NULL};
-static const char *const cltk_charge_names[] = {"leader", "all", NULL};
-static const char *const deft_norms_names[] = {"fused", "separate", NULL};
-static const char *const oktopk_variant_names[] = {"vgg", "bert", NULL};
 static const char *const device_names[] = {"cpu", "cuda", "profile", NULL};
 static const char *const train_model_names[] = {"mlp", "cnn", NULL};
 static const char *const timing_statistic_names[] = {"min", "median", NULL};
@@ -56,8 +49,6 @@ _Static_assert(sizeof(deftsim_sim_compute) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_train_model) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_timing_statistic) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_timing_cache) == sizeof(int), "enum storage");
-_Static_assert(sizeof method_names / sizeof method_names[0] == DEFTSIM_METHOD_COUNT + 1,
-               "one name per method");
 
 static const char *enum_name(const char *const *names, size_t count, int v)
 {
@@ -65,9 +56,7 @@ static const char *enum_name(const char *const *names, size_t count, int v)
 }
 #define ENUM_NAME(names, v) enum_name(names, sizeof names / sizeof names[0] - 1, (int)(v))
 
-const char *deftsim_method_name(deftsim_method m) { return ENUM_NAME(method_names, m); }
 const char *deftsim_source_name(deftsim_source s) { return ENUM_NAME(source_names, s); }
-const char *deftsim_wire_name(deftsim_wire w) { return ENUM_NAME(wire_names, w); }
 const char *deftsim_feedback_name(deftsim_feedback f) { return ENUM_NAME(feedback_names, f); }
 const char *deftsim_timing_statistic_name(deftsim_timing_statistic s)
 {
@@ -77,9 +66,6 @@ const char *deftsim_timing_cache_name(deftsim_timing_cache c)
 {
     return ENUM_NAME(timing_cache_names, c);
 }
-const char *deftsim_cltk_charge_name(deftsim_cltk_charge c) { return ENUM_NAME(cltk_charge_names, c); }
-const char *deftsim_deft_norms_name(deftsim_deft_norms d) { return ENUM_NAME(deft_norms_names, d); }
-const char *deftsim_oktopk_variant_name(deftsim_oktopk_variant v) { return ENUM_NAME(oktopk_variant_names, v); }
 const char *deftsim_device_kind_name(deftsim_device_kind k) { return ENUM_NAME(device_names, k); }
 const char *deftsim_train_model_name(deftsim_train_model m) { return ENUM_NAME(train_model_names, m); }
 
@@ -88,14 +74,6 @@ static int enum_index(const char *const *names, const char *s)
     for (int i = 0; names[i]; i++)
         if (strcmp(names[i], s) == 0) return i;
     return -1;
-}
-
-int deftsim_method_from_name(const char *name, deftsim_method *out)
-{
-    int i = enum_index(method_names, name);
-    if (i < 0) return -1;
-    *out = (deftsim_method)i;
-    return 0;
 }
 
 /* ---- the schema ------------------------------------------------------------------------- */
@@ -127,6 +105,7 @@ typedef struct {
     double lo, hi;
     unsigned flags;
     const char *const *names;
+    const char *const *(*names_fn)(void); /* names[] from a table that can grow (the methods) */
     const int *choices;             /* 0-terminated */
     const char *(*check)(double v); /* NULL if fine, else why not (for odd numeric domains) */
 } keydef;
@@ -188,11 +167,10 @@ static const keydef keys[] = {
          "log10 offset of the scales of 1-D tensors (biases, norms) against weights"),
      .type = T_DOUBLE, .off = F(synthetic.bias_shift), .lo = -6, .hi = 6},
 
-    {KEY("sparsify", "methods", "list of: deft, topk, topk-ag, cltk, gtopk, dgc, dense, "
-                                    "micro, exdyna, oktopk",
-         "deft, topk, topk-ag, cltk, gtopk, dgc, dense", "the sparsifiers to compare"),
+    /* Its type text and default come from the registry (schema_init). */
+    {KEY("sparsify", "methods", NULL, NULL, "the sparsifiers to compare"),
      .type = T_ENUM_LIST, .off = F(sparsify.methods), .count_off = F(sparsify.nmethods),
-     .names = method_names},
+     .names_fn = deftsim_method_names},
     {KEY("sparsify", "densities", "list of numbers in (0, 1]", "0.01", "densities d; k = floor(d*n)"),
      .type = T_DOUBLE_LIST, .off = F(sparsify.densities), .count_off = F(sparsify.ndensities),
      .lo = 0, .hi = 1, .flags = LO_OPEN},
@@ -203,7 +181,7 @@ static const keydef keys[] = {
     {KEY("sparsify", "wire", "one of: spec, reference", "spec",
          "reference: the authors' int64 indices, fp32 values (value_bytes 4) and gTop-k's "
          "16-byte pairs"),
-     .type = T_ENUM, .off = F(sparsify.wire), .names = wire_names},
+     .type = T_ENUM, .off = F(sparsify.wire), .names = deftsim_wire_names},
     {KEY("sparsify", "error_feedback", "one of: full, none, sampled", "full",
          "residuals kept by every worker, none, or sampled workers"),
      .type = T_ENUM, .off = F(sparsify.error_feedback), .names = feedback_names},
@@ -212,16 +190,16 @@ static const keydef keys[] = {
      .type = T_INT, .off = F(sparsify.sampled_workers), .imin = 1, .imax = DEFTSIM_WORKERS_MAX},
     {KEY("sparsify", "cltk_charge", "one of: leader, all", "leader",
          "CLT-k selection time charged to the leader only, or to every worker"),
-     .type = T_ENUM, .off = F(sparsify.cltk_charge), .names = cltk_charge_names},
+     .type = T_ENUM, .off = F(sparsify.cltk_charge), .names = deftsim_cltk_charge_names},
     {KEY("sparsify", "cltk_beta", "number in [0, 1]", "0", "CLT-k low-pass filter beta; 0 = off"),
      .type = T_DOUBLE, .off = F(sparsify.cltk_beta), .lo = 0, .hi = 1},
     {KEY("sparsify", "deft_norms", "one of: fused, separate", "fused",
          "DEFT's fragment norms: fused into the accumulate pass, or a separate pass in its "
          "selection"),
-     .type = T_ENUM, .off = F(sparsify.deft_norms), .names = deft_norms_names},
+     .type = T_ENUM, .off = F(sparsify.deft_norms), .names = deftsim_deft_norms_names},
     {KEY("sparsify", "oktopk_variant", "one of: vgg, bert", "vgg",
          "Ok-Topk's constants: the authors' VGG script, or BERT's (periods 128, balanced allgather)"),
-     .type = T_ENUM, .off = F(sparsify.oktopk_variant), .names = oktopk_variant_names},
+     .type = T_ENUM, .off = F(sparsify.oktopk_variant), .names = deftsim_oktopk_variant_names},
     {KEY("sparsify", "oktopk_warmup", "integer in [0, 1000000000]", "512",
          "Ok-Topk: dense iterations before the first sparse one (the authors' VGG: 512; 0 skips)"),
      .type = T_INT, .off = F(sparsify.oktopk_warmup), .imin = 0, .imax = 1000000000},
@@ -346,8 +324,36 @@ struct deftsim_config_origin {
     int section_line[NSECTIONS];
 };
 
+/* The keys' descriptions as deftsim_config_key() hands them out: the table's, with the
+ * methods' type text and default filled in from the registry of methods. */
+static deftsim_config_keyinfo infos[NKEYS];
+static char methods_type[600], methods_dflt[400];
+static pthread_once_t schema_once = PTHREAD_ONCE_INIT;
+
+static void schema_init(void)
+{
+    size_t o = (size_t)snprintf(methods_type, sizeof methods_type, "list of: ");
+    deftsim_method_list(0, methods_type + o, sizeof methods_type - o);
+    deftsim_method_list(DEFTSIM_METHOD_CAP_DEFAULT, methods_dflt, sizeof methods_dflt);
+    for (size_t i = 0; i < NKEYS; i++) {
+        infos[i] = keys[i].info;
+        if (keys[i].names_fn) {
+            infos[i].type = methods_type;
+            infos[i].dflt = methods_dflt;
+        }
+    }
+}
+
+static const deftsim_config_keyinfo *info_of(size_t i)
+{
+    pthread_once(&schema_once, schema_init);
+    return &infos[i];
+}
+
+static const char *const *knames(const keydef *k) { return k->names_fn ? k->names_fn() : k->names; }
+
 size_t deftsim_config_key_count(void) { return NKEYS; }
-const deftsim_config_keyinfo *deftsim_config_key(size_t i) { return i < NKEYS ? &keys[i].info : NULL; }
+const deftsim_config_keyinfo *deftsim_config_key(size_t i) { return i < NKEYS ? info_of(i) : NULL; }
 size_t deftsim_config_section_count(void) { return NSECTIONS; }
 const char *deftsim_config_section_name(size_t i) { return i < NSECTIONS ? section_names[i] : NULL; }
 
@@ -575,12 +581,12 @@ static deftsim_status grow(list_ctx *c, size_t elem)
 
 static deftsim_status parse_enum(const keydef *k, const char *tok, int *out)
 {
-    int e = enum_index(k->names, tok);
+    int e = enum_index(knames(k), tok);
     if (e < 0) {
         char all[256] = "";
         size_t o = 0;
-        for (int i = 0; k->names[i] && o < sizeof all; i++)
-            o += (size_t)snprintf(all + o, sizeof all - o, "%s%s", i ? ", " : "", k->names[i]);
+        for (int i = 0; knames(k)[i] && o < sizeof all; i++)
+            o += (size_t)snprintf(all + o, sizeof all - o, "%s%s", i ? ", " : "", knames(k)[i]);
         return deftsim_error_set(DEFTSIM_E_INPUT, "'%s' is not one of %s", tok, all);
     }
     *out = e;
@@ -745,9 +751,9 @@ static size_t render(const keydef *k, const kval *v, char *buf, size_t cap)
         PUT("%s%s", d, k->type == T_BANDWIDTH ? "Bps" : k->type == T_DURATION ? "s" : "");
         break;
     }
-    case T_ENUM: PUT("%s", k->names[v->i]); break;
+    case T_ENUM: PUT("%s", knames(k)[v->i]); break;
     case T_ENUM_LIST:
-        for (size_t i = 0; i < v->n; i++) PUT("%s%s", i ? ", " : "", k->names[((int *)v->arr)[i]]);
+        for (size_t i = 0; i < v->n; i++) PUT("%s%s", i ? ", " : "", knames(k)[((int *)v->arr)[i]]);
         break;
     case T_DOUBLE_LIST:
         for (size_t i = 0; i < v->n; i++) {
@@ -927,8 +933,9 @@ static deftsim_status config_new(const char *name, const char *path, deftsim_con
         goto fail;
     }
     for (size_t i = 0; i < NKEYS; i++) {
-        if (!keys[i].info.dflt) continue;
-        if ((st = set_value(cfg, &keys[i], keys[i].info.dflt))) {
+        const char *dflt = info_of(i)->dflt;
+        if (!dflt) continue;
+        if ((st = set_value(cfg, &keys[i], dflt))) {
             /* The table's own defaults failed its own checks: a bug, not bad input. */
             st = deftsim_error_wrap(DEFTSIM_E_INTERNAL, "default of [%s] %s", keys[i].info.section,
                                     keys[i].info.key);
@@ -1573,13 +1580,13 @@ json_t *deftsim_config_to_json(const deftsim_config *cfg)
             case T_DOUBLE:
             case T_BANDWIDTH:
             case T_DURATION: j = json_real(v.d); break; /* bytes/s, seconds */
-            case T_ENUM: j = json_string(k->names[v.i]); break;
+            case T_ENUM: j = json_string(knames(k)[v.i]); break;
             case T_ENUM_LIST:
             case T_DOUBLE_LIST:
             case T_INT_LIST:
                 j = json_array();
                 for (size_t e = 0; j && e < v.n; e++) {
-                    json_t *x = k->type == T_ENUM_LIST ? json_string(k->names[((int *)v.arr)[e]])
+                    json_t *x = k->type == T_ENUM_LIST ? json_string(knames(k)[((int *)v.arr)[e]])
                               : k->type == T_DOUBLE_LIST ? json_real(((double *)v.arr)[e])
                               : json_integer((json_int_t)((int64_t *)v.arr)[e]);
                     if (json_array_append_new(j, x)) {

@@ -507,4 +507,30 @@ static deftsim_status ok_step(deftsim_sparsifier *s, uint64_t t, const deftsim_a
     return DEFTSIM_OK;
 }
 
-const sp_method deftsim_sp_oktopk = {"oktopk", ok_init, ok_step, ok_fini};
+const sp_method deftsim_sp_oktopk = {ok_init, ok_step, ok_fini};
+
+/* `deftsim bench sim`: a sparse step between recomputations: every worker's k picks spread
+ * evenly over the P regions, every owner keeps k / P of them (docs/SPARSIFIERS.md, Ok-Topk). */
+deftsim_status deftsim_sp_oktopk_closed_form(const deftsim_closed_form_in *in, uint32_t P,
+                                             deftsim_schedule *s)
+{
+    uint64_t e = (in->k + P - 1) / P;
+    deftsim_step *st;
+    if (!sp_cf_add(s, DEFTSIM_STEP_ALLTOALL, "counts", 4)) return DEFTSIM_E_NOMEM;
+    for (uint32_t first = 0; first < P; first += 4) {
+        if (!(st = deftsim_schedule_add_p2p(s, "reduce", 8))) return DEFTSIM_E_NOMEM;
+        for (uint32_t r = 0; r < P; r++)
+            for (uint32_t i = first; i < first + 4 && i < P; i++) {
+                if (i == 0) continue;
+                size_t at = (size_t)r * 8 + 2 * (i - first);
+                st->peer[at] = st->peer[at + 1] = (r + i) % P;
+                st->bytes[at] = e * in->index_bytes;
+                st->bytes[at + 1] = e * in->value_bytes;
+            }
+    }
+    if (!sp_cf_add(s, DEFTSIM_STEP_ALLGATHER, "counts", 4) ||
+        !sp_cf_add(s, DEFTSIM_STEP_ALLGATHER, "selection",
+                   e * ((uint64_t)in->index_bytes + in->value_bytes)))
+        return DEFTSIM_E_NOMEM;
+    return DEFTSIM_OK;
+}
