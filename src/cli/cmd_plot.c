@@ -572,6 +572,34 @@ static void combo_suffix(const stable *t, size_t r, char *buf, size_t cap)
         if (!isalnum((unsigned char)*p) && *p != '.' && *p != '_' && *p != '-') *p = '_';
 }
 
+/* --format (a comma-separated subset of png, svg, pdf, without repeats) and --pdf into
+ * x->formats; 0, or the exit status of a usage error. */
+static int parse_formats(plot_ctx *x, const char *formats, int pdf)
+{
+    const char *p = formats;
+    while (*p) {
+        size_t len = strcspn(p, ",");
+        char one[8];
+        snprintf(one, sizeof one, "%.*s", (int)(len < 7 ? len : 7), p);
+        if (strcmp(one, "png") && strcmp(one, "svg") && strcmp(one, "pdf"))
+            return deftsim_cli_usage_error("plot", "--format: '%.*s' is not png, svg or pdf", (int)len, p);
+        int dup = 0;
+        for (size_t i = 0; i < x->nformats; i++)
+            if (!strcmp(x->formats[i], one)) dup = 1;
+        if (!dup && x->nformats < 3) snprintf(x->formats[x->nformats++], sizeof x->formats[0], "%s", one);
+        p += len;
+        if (*p) p++;
+    }
+    if (pdf) {
+        int have = 0;
+        for (size_t i = 0; i < x->nformats; i++)
+            if (!strcmp(x->formats[i], "pdf")) have = 1;
+        if (!have && x->nformats < 3) snprintf(x->formats[x->nformats++], sizeof x->formats[0], "pdf");
+    }
+    if (!x->nformats) return deftsim_cli_usage_error("plot", "--format: no format given");
+    return 0;
+}
+
 int deftsim_cmd_plot(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -600,28 +628,8 @@ int deftsim_cmd_plot(int argc, char **argv)
     if (optind >= argc) return deftsim_cli_usage_error("plot", "missing DIR");
     if (optind + 1 < argc)
         return deftsim_cli_usage_error("plot", "unexpected argument '%s'", argv[optind + 1]);
-    /* Formats: a comma-separated subset of png, svg, pdf. */
-    const char *p = formats;
-    while (*p) {
-        size_t len = strcspn(p, ",");
-        char one[8];
-        snprintf(one, sizeof one, "%.*s", (int)(len < 7 ? len : 7), p);
-        if (strcmp(one, "png") && strcmp(one, "svg") && strcmp(one, "pdf"))
-            return deftsim_cli_usage_error("plot", "--format: '%.*s' is not png, svg or pdf", (int)len, p);
-        int dup = 0;
-        for (size_t i = 0; i < x.nformats; i++)
-            if (!strcmp(x.formats[i], one)) dup = 1;
-        if (!dup && x.nformats < 3) snprintf(x.formats[x.nformats++], sizeof x.formats[0], "%s", one);
-        p += len;
-        if (*p) p++;
-    }
-    if (pdf) {
-        int have = 0;
-        for (size_t i = 0; i < x.nformats; i++)
-            if (!strcmp(x.formats[i], "pdf")) have = 1;
-        if (!have && x.nformats < 3) snprintf(x.formats[x.nformats++], sizeof x.formats[0], "pdf");
-    }
-    if (!x.nformats) return deftsim_cli_usage_error("plot", "--format: no format given");
+    int frc = parse_formats(&x, formats, pdf);
+    if (frc) return frc;
     if (!x.scripts) x.scripts = getenv("DEFTSIM_PLOTS_DIR");
     if (!x.scripts || !*x.scripts) x.scripts = DEFTSIM_PLOTS_DIR;
     if (deftsim_cli_parse_only) return 0;
