@@ -9,6 +9,12 @@
 
 #include "sp_internal.h"
 
+/* The sparsifiers know nothing of scenarios or the network simulation: their headers pull in
+ * neither (deftsim_config.h includes deftsim_sparsify.h, not the other way round). */
+#if defined(DEFTSIM_CONFIG_H) || defined(JANSSON_H) || defined(DEFTSIM_SIM_H)
+#error "deftsim_sparsify.h must not include deftsim_config.h, jansson or deftsim_sim.h"
+#endif
+
 #define CAP_DEF DEFTSIM_METHOD_CAP_DEFAULT
 #define CAP_STATE DEFTSIM_METHOD_CAP_KEEPS_STATE
 
