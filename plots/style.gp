@@ -26,14 +26,11 @@ set encoding utf8
 
 # Colours: a colour-blind-safe palette (Okabe-Ito), DEFT in vermillion; markers differ too, so
 # the figures read in grey.
-# Slot 8 is the style of a name not listed; the methods after it take slots 9 on.
-array mname[10] = ["deft", "topk", "topk-ag", "cltk", "gtopk", "dgc", "dense", "", \
-                   "micro", \
-                   "exdyna"]
-array mtitle[10] = ["DEFT", "Top-k (allgather idx, allreduce val)", "Top-k (allgather pairs)", \
-                    "CLT-k", "gTop-k", "DGC", "dense allreduce", "", \
-                    "MiCRO", \
-                    "ExDyna"]
+# The methods come from deftsim's registry (src/sparsify/registry.c): `deftsim plot` passes
+# mreg_name, mreg_style (the line style below), mreg_title (the legend) and mreg_short (a bar's
+# label), one entry per method. Style 8 is the style of a name the registry does not hold.
+if (!exists("mreg_name")) { array mreg_name[1] = [""]; array mreg_style[1] = [8]; \
+                            array mreg_title[1] = [""]; array mreg_short[1] = [""] }
 set style line 1 lc rgb "#D55E00" pt 7  ps 1.5 lw 2.2 dt 1
 set style line 2 lc rgb "#0072B2" pt 5  ps 1.3 lw 1.8 dt 1
 set style line 3 lc rgb "#56B4E9" pt 4  ps 1.3 lw 1.8 dt 2
@@ -45,20 +42,17 @@ set style line 8 lc rgb "#000000" pt 1  ps 1.3 lw 1.5 dt 1
 set style line 9 lc rgb "#882255" pt 15 ps 1.5 lw 1.8 dt 1
 set style line 10 lc rgb "#117733" pt 2  ps 1.5 lw 1.8 dt 4
 set style line 11 lc rgb "#44AA99" pt 13 ps 1.5 lw 1.8 dt 5
+# Each style's marker (pt above), for figures that draw a second line in open markers.
+array ls_pt[11] = [7, 5, 4, 9, 11, 13, 3, 1, 15, 2, 13]
 
-# Line style and legend title of a method: its slot above, 8 for a name not listed.
-mls(m) = (m eq "deft") ? 1 : (m eq "topk") ? 2 : (m eq "topk-ag") ? 3 : (m eq "cltk") ? 4 : \
-         (m eq "gtopk") ? 5 : (m eq "dgc") ? 6 : (m eq "dense") ? 7 : \
-         (m eq "micro") ? 9 : \
-         (m eq "exdyna") ? 10 : \
-         (m eq "oktopk") ? 11 : 8
-mtit(m) = (mls(m) != 8) ? mtitle[mls(m)] : m
+# Line style and legend title of a method: the registry's, style 8 and its name for a name the
+# registry does not hold.
+mreg_n = |mreg_name|
+mreg_at(m, i) = (i > mreg_n) ? 0 : (mreg_name[i] eq m) ? i : mreg_at(m, i + 1)
+mls(m) = (mreg_at(m, 1) > 0) ? mreg_style[mreg_at(m, 1)] : 8
+mtit(m) = (mreg_at(m, 1) > 0) ? mreg_title[mreg_at(m, 1)] : m
 # The same names, short enough for a bar's label (the breakdown).
-array mshorts[11] = ["DEFT", "Top-k", "Top-k (pairs)", "CLT-k", "gTop-k", "DGC", "dense", "", \
-                     "MiCRO", \
-                     "ExDyna", \
-                     "Ok-Topk"]
-mshort(m) = (mls(m) != 8) ? mshorts[mls(m)] : m
+mshort(m) = (mreg_at(m, 1) > 0) ? mreg_short[mreg_at(m, 1)] : m
 nmethods = words(methods)
 
 set grid xtics ytics mytics lc rgb "#dddddd" lw 1 dt 1, lc rgb "#eeeeee" lw 1 dt 1

@@ -37,6 +37,7 @@
 
 #include "deftsim_error.h"
 #include "deftsim_sim.h"
+#include "deftsim_sparsify.h" /* the methods and the sparsifier options */
 
 /* Longest line (without its newline) a scenario file may hold: inih's line buffer. */
 #define DEFTSIM_CONFIG_MAX_LINE 198
@@ -47,42 +48,13 @@
 /* Largest worker count a scenario may ask for. */
 #define DEFTSIM_WORKERS_MAX (1 << 20)
 
-typedef enum {
-    DEFTSIM_METHOD_DEFT,
-    DEFTSIM_METHOD_TOPK,    /* the DEFT paper's baseline: allgather indices, allreduce values */
-    DEFTSIM_METHOD_TOPK_AG, /* classic sparse allgather of (index, value) pairs */
-    DEFTSIM_METHOD_CLTK,
-    DEFTSIM_METHOD_GTOPK,
-    DEFTSIM_METHOD_DGC,
-    DEFTSIM_METHOD_DENSE,
-    DEFTSIM_METHOD_MICRO,   /* MiCRO and ExDyna: threshold selection in rotating partitions */
-    DEFTSIM_METHOD_EXDYNA,
-    DEFTSIM_METHOD_OKTOPK,  /* Ok-Topk: sparse allreduce with thresholds and regions */
-    DEFTSIM_METHOD_COUNT
-} deftsim_method;
-
 typedef enum { DEFTSIM_SOURCE_SYNTHETIC, DEFTSIM_SOURCE_TRACE } deftsim_source;
-
-/* spec: [sparsify] index_bytes and value_bytes for every method; reference: what the authors'
- * code sends (int64 indices, fp32 values, DEFT's int64 counts, gTop-k's 16-byte float64
- * (index, value) pairs). docs/SPARSIFIERS.md, "Wire formats". */
-typedef enum { DEFTSIM_WIRE_SPEC, DEFTSIM_WIRE_REFERENCE } deftsim_wire;
 
 typedef enum {
     DEFTSIM_FEEDBACK_FULL,    /* every worker keeps its residual */
     DEFTSIM_FEEDBACK_NONE,    /* residuals dropped: what was not sent is lost */
     DEFTSIM_FEEDBACK_SAMPLED  /* residuals tracked for sampled_workers workers only */
 } deftsim_feedback;
-
-typedef enum { DEFTSIM_CLTK_CHARGE_LEADER, DEFTSIM_CLTK_CHARGE_ALL } deftsim_cltk_charge;
-
-/* Ok-Topk's constants: the authors' VGG script (the default) or their BERT one. */
-typedef enum { DEFTSIM_OKTOPK_VGG, DEFTSIM_OKTOPK_BERT } deftsim_oktopk_variant;
-
-/* Where DEFT's fragment norms are computed: fused into the pass that forms the accumulators
- * (deftsim_k_accumulate; the cost lands there) or a separate seg_norms pass in DEFT's norms
- * phase. Both give the same bits. */
-typedef enum { DEFTSIM_DEFT_NORMS_FUSED, DEFTSIM_DEFT_NORMS_SEPARATE } deftsim_deft_norms;
 
 /* profile: the kernels run on the cpu, the phases' durations come from [device] profile. */
 typedef enum { DEFTSIM_DEVICE_CPU, DEFTSIM_DEVICE_CUDA, DEFTSIM_DEVICE_PROFILE } deftsim_device_kind;
@@ -264,18 +236,13 @@ const deftsim_config_keyinfo *deftsim_config_key(size_t i); /* NULL past the end
 size_t deftsim_config_section_count(void);
 const char *deftsim_config_section_name(size_t i);
 
-/* Stable names ("deft", "topk-ag", ...) and their inverse (0 on success, -1 if unknown). */
-const char *deftsim_method_name(deftsim_method m);
-int deftsim_method_from_name(const char *name, deftsim_method *out);
+/* Stable names of the config's own enums (the methods' and the sparsifier options' are in
+ * deftsim_sparsify.h). */
 const char *deftsim_source_name(deftsim_source s);
-const char *deftsim_wire_name(deftsim_wire w);
 const char *deftsim_feedback_name(deftsim_feedback f);
 const char *deftsim_timing_statistic_name(deftsim_timing_statistic s);
 const char *deftsim_timing_cache_name(deftsim_timing_cache c);
-const char *deftsim_cltk_charge_name(deftsim_cltk_charge c);
-const char *deftsim_oktopk_variant_name(deftsim_oktopk_variant v);
 const char *deftsim_device_kind_name(deftsim_device_kind k);
-const char *deftsim_deft_norms_name(deftsim_deft_norms d);
 const char *deftsim_train_model_name(deftsim_train_model m);
 
 /* Parses an integer list with ranges (syntax above) into a malloc'd array, sorted ascending

@@ -170,7 +170,4 @@ const char *deftsim_engine_column(size_t i);
  * from the point files. DEFTSIM_E_IO naming path when it cannot be read. */
 deftsim_status deftsim_rows_join(FILE *out, const char *path, const char *prefix);
 
-/* Physical RAM of this machine in bytes (MemTotal, else sysconf); 0 if neither answers. */
-uint64_t deftsim_machine_ram(void);
-
 #endif

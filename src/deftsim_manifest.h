@@ -11,15 +11,7 @@
 
 #include "deftsim_config.h"
 #include "deftsim_error.h"
-
-/* Now in UTC, "2026-12-01T10:59:17Z". */
-void deftsim_utc_now(char *buf, size_t cap);
-/* The first "model name" of /proc/cpuinfo, or "unknown". */
-void deftsim_cpu_model(char *buf, size_t cap);
-/* Online CPUs (at least 1). */
-unsigned deftsim_cpus_online(void);
-/* This machine's host name, or "unknown". */
-void deftsim_hostname(char *buf, size_t cap);
+#include "deftsim_machine.h"
 
 /* {"hostname", "cpu_model", "cpus_online", "ram_bytes"} of this machine. */
 json_t *deftsim_manifest_machine(void);

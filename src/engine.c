@@ -46,15 +46,6 @@ void deftsim_run_options_default(deftsim_run_options *o)
 
 const deftsim_memory_plan *deftsim_engine_memory(const deftsim_engine *e) { return &e->plan; }
 
-/* k of a density: floor(d n), at least 1 (docs/SPARSIFIERS.md, "One step, P workers"). */
-static uint64_t k_of(double d, uint64_t n)
-{
-    double k = floor(d * (double)n);
-    if (k < 1) return 1;
-    if (k > (double)n) return n;
-    return (uint64_t)k;
-}
-
 static void fill_params(const deftsim_engine *e, deftsim_method m, double d, uint32_t P,
                         deftsim_sparsifier_params *p)
 {
@@ -88,7 +79,7 @@ static deftsim_status memory_for(const deftsim_engine *e, uint32_t P, deftsim_me
     uint64_t best_sp = 0, best_ref = 0;
     for (size_t di = 0; di < cfg->sparsify.ndensities; di++) {
         double d = cfg->sparsify.densities[di];
-        uint64_t k = k_of(d, n);
+        uint64_t k = deftsim_k_of_density(d, n);
         size_t scratch = 0;
         deftsim_status st = deftsim_k_topk_scratch(e->kctx, (size_t)n, (size_t)k, &scratch);
         if (st) return st;
@@ -402,7 +393,7 @@ static deftsim_status point_desc_init(const deftsim_engine *e, deftsim_method me
     pd->method = deftsim_method_name(method);
     pd->density = density;
     pd->P = P;
-    pd->k = k_of(density, e->model->numel);
+    pd->k = deftsim_k_of_density(density, e->model->numel);
     deftsim_csv_double(pd->dens_text, sizeof pd->dens_text, density);
     char b[40];
     /* scenario,model,n,source,method,density,k,P */

@@ -60,12 +60,13 @@ static inline uint32_t deftsim_engine_tracked_workers(const deftsim_config *cfg,
     return P;
 }
 
-/* Whether a method of the scenario asks the provider for g_w (CLT-k's low-pass filter). */
+/* Whether a method of the scenario asks the provider for g_w (the registry's raw-gradients
+ * capability: CLT-k's low-pass filter, when its beta is set). */
 static inline int deftsim_engine_needs_grad(const deftsim_config *cfg)
 {
     if (!(cfg->sparsify.cltk_beta > 0)) return 0;
     for (size_t i = 0; i < cfg->sparsify.nmethods; i++)
-        if (cfg->sparsify.methods[i] == DEFTSIM_METHOD_CLTK) return 1;
+        if (deftsim_method_has(cfg->sparsify.methods[i], DEFTSIM_METHOD_CAP_RAW_GRADIENTS)) return 1;
     return 0;
 }
 

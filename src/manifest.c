@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "deftsim_build_info.h"
+#include "deftsim_machine.h"
 #include "deftsim_noise.h"
 #include "deftsim_timing.h"
 #include "deftsim_util.h"
@@ -20,69 +21,11 @@
 
 /* ---- the machine ---------------------------------------------------------------------------- */
 
-uint64_t deftsim_machine_ram(void)
-{
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (f) {
-        char line[256];
-        unsigned long long kb = 0;
-        while (fgets(line, sizeof line, f))
-            if (sscanf(line, "MemTotal: %llu kB", &kb) == 1) break;
-        fclose(f);
-        if (kb) return (uint64_t)kb * 1024u;
-    }
-    long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
-    if (pages > 0 && psize > 0) return (uint64_t)pages * (uint64_t)psize;
-    return 0;
-}
-
-unsigned deftsim_cpus_online(void)
-{
-    long c = sysconf(_SC_NPROCESSORS_ONLN);
-    return c > 0 ? (unsigned)c : 1u;
-}
-
-/* The first "model name" of /proc/cpuinfo, or "unknown". */
-void deftsim_cpu_model(char *buf, size_t cap)
-{
-    snprintf(buf, cap, "unknown");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f) return;
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-        if (strncmp(line, "model name", 10) != 0) continue;
-        char *p = strchr(line, ':');
-        if (!p) continue;
-        p++;
-        while (*p == ' ' || *p == '\t') p++;
-        size_t len = strcspn(p, "\n");
-        snprintf(buf, cap, "%.*s", (int)len, p);
-        break;
-    }
-    fclose(f);
-}
-
-void deftsim_utc_now(char *buf, size_t cap)
-{
-    struct timespec ts;
-    struct tm tm;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    gmtime_r(&ts.tv_sec, &tm);
-    strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
-void deftsim_hostname(char *buf, size_t cap)
-{
-    snprintf(buf, cap, "unknown");
-    if (gethostname(buf, cap) != 0) snprintf(buf, cap, "unknown");
-    buf[cap - 1] = '\0';
-}
-
 json_t *deftsim_manifest_machine(void)
 {
     char host[256], cpu[256];
     deftsim_hostname(host, sizeof host);
-    deftsim_cpu_model(cpu, sizeof cpu);
+    deftsim_cpu_model(cpu, sizeof cpu, "unknown");
     return json_pack("{s:s, s:s, s:i, s:I}", "hostname", host, "cpu_model", cpu, "cpus_online",
                      (int)deftsim_cpus_online(), "ram_bytes", (json_int_t)deftsim_machine_ram());
 }

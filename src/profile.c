@@ -142,6 +142,94 @@ static deftsim_status parse_row(const csv_line *L, const char *file, size_t line
     return DEFTSIM_OK;
 }
 
+/* The first line, 'format,deftsim-profile,VERSION'. */
+static deftsim_status parse_format(const csv_line *L, const char *file, size_t line)
+{
+    if (L->nf != 3 || strcmp(L->f[0], "format") != 0 ||
+        strcmp(L->f[1], DEFTSIM_PROFILE_FORMAT) != 0) {
+        return deftsim_error_set(DEFTSIM_E_INPUT,
+                                 "%s:%zu: not a deftsim device profile (the first line "
+                                 "must be 'format,%s,%d')",
+                                 file, line, DEFTSIM_PROFILE_FORMAT, DEFTSIM_PROFILE_VERSION);
+    }
+    uint64_t v;
+    if (deftsim_parse_u64(L->f[2], &v)) {
+        return deftsim_error_set(DEFTSIM_E_INPUT,
+                                 "%s:%zu: column version (3): '%s' is not a version number",
+                                 file, line, L->f[2]);
+    }
+    if (v != DEFTSIM_PROFILE_VERSION) {
+        return deftsim_error_set(DEFTSIM_E_INPUT,
+                                 "%s:%zu: column version (3): format version %s is not "
+                                 "supported (this deftsim reads version %d; measure the "
+                                 "profile again with this deftsim)",
+                                 file, line, L->f[2], DEFTSIM_PROFILE_VERSION);
+    }
+    return DEFTSIM_OK;
+}
+
+/* A 'key,value' line before the header; key_line[k] records where key k was seen. */
+static deftsim_status parse_key(const csv_line *L, const char *file, size_t line,
+                                deftsim_profile *p, size_t *key_line)
+{
+    size_t k = 0;
+    while (k < NKEYS && strcmp(keys[k], L->f[0]) != 0) k++;
+    if (k == NKEYS) {
+        return deftsim_error_set(DEFTSIM_E_INPUT,
+                                 "%s:%zu: column key (1): unknown key '%s' (keys: device, "
+                                 "backend, isa, threads, cache_bytes, created, deftsim, "
+                                 "conditions; then the header 'op,...')",
+                                 file, line, L->f[0]);
+    }
+    if (L->nf != 2) {
+        return deftsim_error_set(DEFTSIM_E_INPUT, "%s:%zu: '%s': %zu fields, expected 2",
+                                 file, line, keys[k], L->nf);
+    }
+    if (key_line[k]) {
+        return deftsim_error_set(DEFTSIM_E_INPUT,
+                                 "%s:%zu: column key (1): a second '%s' line (the first is "
+                                 "line %zu)",
+                                 file, line, keys[k], key_line[k]);
+    }
+    key_line[k] = line;
+    const char *v = L->f[1];
+    char *dst[NKEYS] = {p->device,  p->backend, p->isa,       NULL,
+                        NULL,       p->created, p->deftsim, p->conditions};
+    size_t cap[NKEYS] = {sizeof p->device, sizeof p->backend, sizeof p->isa, 0, 0,
+                         sizeof p->created, sizeof p->deftsim, sizeof p->conditions};
+    if (dst[k]) {
+        size_t vl = strlen(v);
+        if (vl >= cap[k]) {
+            return deftsim_error_set(DEFTSIM_E_INPUT,
+                                     "%s:%zu: column value (2): '%s' is longer than %zu "
+                                     "bytes",
+                                     file, line, keys[k], cap[k] - 1);
+        }
+        memcpy(dst[k], v, vl + 1);
+        return DEFTSIM_OK;
+    }
+    if (k == 4) {
+        double cb;
+        if (deftsim_parse_double(v, &cb) || !isfinite(cb) || cb < 0) {
+            return deftsim_error_set(DEFTSIM_E_INPUT,
+                                     "%s:%zu: column value (2): cache_bytes '%s' is not a "
+                                     "number >= 0",
+                                     file, line, v);
+        }
+        p->cache_bytes = cb;
+    } else {
+        uint64_t t;
+        if (deftsim_parse_u64(v, &t) || t < 1 || t > 1024) {
+            return deftsim_error_set(DEFTSIM_E_INPUT,
+                                     "%s:%zu: column value (2): threads '%s' is not an "
+                                     "integer in [1, 1024]",
+                                     file, line, v);
+        }
+        p->threads = (unsigned)t;
+    }
+    return DEFTSIM_OK;
+}
+
 deftsim_status deftsim_profile_parse(const char *text, size_t len, const char *file,
                                      deftsim_profile *p)
 {
@@ -161,29 +249,7 @@ deftsim_status deftsim_profile_parse(const char *text, size_t len, const char *f
         if (l == 0) continue; /* blank lines */
         if ((st = split(s, l, file, line, L))) goto done;
         if (state == S_FORMAT) {
-            if (L->nf != 3 || strcmp(L->f[0], "format") != 0 ||
-                strcmp(L->f[1], DEFTSIM_PROFILE_FORMAT) != 0) {
-                st = deftsim_error_set(DEFTSIM_E_INPUT,
-                                       "%s:%zu: not a deftsim device profile (the first line "
-                                       "must be 'format,%s,%d')",
-                                       file, line, DEFTSIM_PROFILE_FORMAT, DEFTSIM_PROFILE_VERSION);
-                goto done;
-            }
-            uint64_t v;
-            if (deftsim_parse_u64(L->f[2], &v)) {
-                st = deftsim_error_set(DEFTSIM_E_INPUT,
-                                       "%s:%zu: column version (3): '%s' is not a version number",
-                                       file, line, L->f[2]);
-                goto done;
-            }
-            if (v != DEFTSIM_PROFILE_VERSION) {
-                st = deftsim_error_set(DEFTSIM_E_INPUT,
-                                       "%s:%zu: column version (3): format version %s is not "
-                                       "supported (this deftsim reads version %d; measure the "
-                                       "profile again with this deftsim)",
-                                       file, line, L->f[2], DEFTSIM_PROFILE_VERSION);
-                goto done;
-            }
+            if ((st = parse_format(L, file, line))) goto done;
             state = S_KEYS;
             continue;
         }
@@ -206,67 +272,7 @@ deftsim_status deftsim_profile_parse(const char *text, size_t len, const char *f
             continue;
         }
         if (state == S_KEYS) {
-            size_t k = 0;
-            while (k < NKEYS && strcmp(keys[k], L->f[0]) != 0) k++;
-            if (k == NKEYS) {
-                st = deftsim_error_set(DEFTSIM_E_INPUT,
-                                       "%s:%zu: column key (1): unknown key '%s' (keys: device, "
-                                       "backend, isa, threads, cache_bytes, created, deftsim, "
-                                       "conditions; then the header 'op,...')",
-                                       file, line, L->f[0]);
-                goto done;
-            }
-            if (L->nf != 2) {
-                st = deftsim_error_set(DEFTSIM_E_INPUT, "%s:%zu: '%s': %zu fields, expected 2",
-                                       file, line, keys[k], L->nf);
-                goto done;
-            }
-            if (key_line[k]) {
-                st = deftsim_error_set(DEFTSIM_E_INPUT,
-                                       "%s:%zu: column key (1): a second '%s' line (the first is "
-                                       "line %zu)",
-                                       file, line, keys[k], key_line[k]);
-                goto done;
-            }
-            key_line[k] = line;
-            const char *v = L->f[1];
-            char *dst[NKEYS] = {p->device,  p->backend, p->isa,       NULL,
-                                NULL,       p->created, p->deftsim, p->conditions};
-            size_t cap[NKEYS] = {sizeof p->device, sizeof p->backend, sizeof p->isa, 0, 0,
-                                 sizeof p->created, sizeof p->deftsim, sizeof p->conditions};
-            if (dst[k]) {
-                size_t vl = strlen(v);
-                if (vl >= cap[k]) {
-                    st = deftsim_error_set(DEFTSIM_E_INPUT,
-                                           "%s:%zu: column value (2): '%s' is longer than %zu "
-                                           "bytes",
-                                           file, line, keys[k], cap[k] - 1);
-                    goto done;
-                }
-                memcpy(dst[k], v, vl + 1);
-                continue;
-            }
-            if (k == 4) {
-                double cb;
-                if (deftsim_parse_double(v, &cb) || !isfinite(cb) || cb < 0) {
-                    st = deftsim_error_set(DEFTSIM_E_INPUT,
-                                           "%s:%zu: column value (2): cache_bytes '%s' is not a "
-                                           "number >= 0",
-                                           file, line, v);
-                    goto done;
-                }
-                p->cache_bytes = cb;
-            } else {
-                uint64_t t;
-                if (deftsim_parse_u64(v, &t) || t < 1 || t > 1024) {
-                    st = deftsim_error_set(DEFTSIM_E_INPUT,
-                                           "%s:%zu: column value (2): threads '%s' is not an "
-                                           "integer in [1, 1024]",
-                                           file, line, v);
-                    goto done;
-                }
-                p->threads = (unsigned)t;
-            }
+            if ((st = parse_key(L, file, line, p, key_line))) goto done;
             continue;
         }
         if ((st = parse_row(L, file, line, p, row_line))) goto done;

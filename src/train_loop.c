@@ -16,6 +16,7 @@
 #include "deftsim_folder.h"
 #include "deftsim_gradsrc.h"
 #include "deftsim_kernels.h"
+#include "deftsim_machine.h"
 #include "deftsim_manifest.h"
 #include "deftsim_nn.h"
 #include "deftsim_philox.h"
@@ -244,7 +245,7 @@ static deftsim_status point_state_init(point_state *ps, const deftsim_trainer *t
     memset(ps, 0, sizeof *ps);
     ps->P = P;
     ps->n = m->numel;
-    ps->dgc = method == DEFTSIM_METHOD_DGC;
+    ps->dgc = deftsim_method_has(method, DEFTSIM_METHOD_CAP_OWN_MOMENTUM);
     ps->perm_epoch = UINT64_MAX;
     deftsim_point_sim_init(&ps->sim, P);
     int fail = 0;

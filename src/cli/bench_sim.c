@@ -5,7 +5,8 @@
  * the messages it took. The schedules are the ones the sparsifiers emit (docs/SPARSIFIERS.md),
  * with byte counts from their formulas instead of a run of the kernels (running every
  * sparsifier's selection for 4096 workers would take longer than what is measured here), and
- * without compute steps: only the network is timed. Where a count depends on the gradient,
+ * without compute steps: only the network is timed. Each method's closed form sits beside it
+ * in src/sparsify/ (deftsim_method_closed_form). Where a count depends on the gradient,
  * the bench assumes uniformly spread selections: topk's union of P independent k-subsets
  * holds n (1 - (1 - k/n)^P) indices, DEFT's workers each hold k/P and its union k.
  * Each (P, method) is one simulation in its own process, as `deftsim run` simulates a point. */
@@ -19,7 +20,6 @@
 
 #include "cli.h"
 #include "deftsim_config.h"
-#include "deftsim_deft.h"
 #include "deftsim_model.h"
 #include "deftsim_schedule.h"
 #include "deftsim_sim.h"
@@ -29,148 +29,6 @@ int deftsim_bench_sim(int argc, char **argv);
 
 #define MAX_P 16
 #define MAX_OV 32
-
-typedef struct {
-    const deftsim_model *m;
-    double density;
-    uint64_t k;
-    uint32_t si, sv;  /* wire widths of an index and a value (spec: 4 and 4) */
-} workload;
-
-static void fill(deftsim_step *st, uint32_t P, uint64_t bytes)
-{
-    for (uint32_t r = 0; r < P; r++) st->bytes[r] = bytes;
-}
-
-/* The communication of one iteration of method m (t = 0: DEFT's and CLT-k's leader is 0). */
-static deftsim_status build(deftsim_method method, const workload *wl, uint32_t P,
-                            deftsim_schedule *s)
-{
-    deftsim_schedule_init(s, P);
-    if (P < 2) return DEFTSIM_OK;
-    const uint64_t n = wl->m->numel, k = wl->k;
-    deftsim_step *st;
-#define ADD(kind, name)                                                                            \
-    do {                                                                                           \
-        if (!(st = deftsim_schedule_add(s, kind, name))) return DEFTSIM_E_NOMEM;                    \
-    } while (0)
-    switch (method) {
-    case DEFTSIM_METHOD_DENSE:
-        ADD(DEFTSIM_STEP_ALLREDUCE, "values");
-        fill(st, P, n * wl->sv);
-        break;
-    case DEFTSIM_METHOD_TOPK: {
-        ADD(DEFTSIM_STEP_ALLGATHER, "indices");
-        fill(st, P, k * wl->si);
-        double u = (double)n * (1.0 - pow(1.0 - (double)k / (double)n, (double)P));
-        ADD(DEFTSIM_STEP_ALLREDUCE, "values");
-        fill(st, P, (uint64_t)ceil(u) * wl->sv);
-        break;
-    }
-    case DEFTSIM_METHOD_TOPK_AG:
-        ADD(DEFTSIM_STEP_ALLGATHER, "pairs");
-        fill(st, P, k * (wl->si + wl->sv));
-        break;
-    case DEFTSIM_METHOD_CLTK:
-        ADD(DEFTSIM_STEP_BCAST, "indices");
-        st->root = 0;
-        st->bytes[0] = k * wl->si;
-        ADD(DEFTSIM_STEP_ALLREDUCE, "values");
-        fill(st, P, k * wl->sv);
-        break;
-    case DEFTSIM_METHOD_GTOPK: {
-        uint64_t e = k * (wl->si + wl->sv);
-        uint32_t P2 = 1;
-        while (P2 <= P / 2) P2 <<= 1;
-        if (P2 < P) {
-            ADD(DEFTSIM_STEP_SENDRECV, "fold");
-            for (uint32_t q = P2; q < P; q++) {
-                st->peer[q] = q - P2;
-                st->bytes[q] = e;
-            }
-        }
-        for (uint32_t step = 1; step < P2; step <<= 1) {
-            ADD(DEFTSIM_STEP_SENDRECV, "tree");
-            for (uint32_t q = 0; q + step < P2; q += 2 * step) {
-                st->peer[q + step] = q;
-                st->bytes[q + step] = e;
-            }
-        }
-        ADD(DEFTSIM_STEP_BCAST, "final");
-        st->root = 0;
-        st->bytes[0] = e;
-        break;
-    }
-    case DEFTSIM_METHOD_DEFT: {
-        deftsim_fragment *frags;
-        size_t nfrag;
-        deftsim_status rc = deftsim_deft_fragments(wl->m, P, &frags, &nfrag);
-        if (rc) return rc;
-        free(frags);
-        ADD(DEFTSIM_STEP_BCAST, "packing");
-        st->root = 0;
-        st->bytes[0] = 4 * ((uint64_t)P + nfrag);
-        ADD(DEFTSIM_STEP_ALLGATHER, "counts");
-        fill(st, P, 4);
-        ADD(DEFTSIM_STEP_ALLGATHER, "indices");
-        fill(st, P, (k + P - 1) / P * wl->si);
-        ADD(DEFTSIM_STEP_ALLREDUCE, "values");
-        fill(st, P, k * wl->sv);
-        break;
-    }
-    case DEFTSIM_METHOD_MICRO:
-    case DEFTSIM_METHOD_EXDYNA:
-        /* At the target: K = k in all, balanced partitions, m = ceil(k / P) per worker. */
-        ADD(DEFTSIM_STEP_ALLGATHER, "counts");
-        fill(st, P, 4);
-        ADD(DEFTSIM_STEP_ALLGATHER, "indices");
-        fill(st, P, (k + P - 1) / P * wl->si);
-        ADD(DEFTSIM_STEP_ALLREDUCE, "values");
-        fill(st, P, k * wl->sv);
-        break;
-    case DEFTSIM_METHOD_DGC:
-        for (size_t l = 0; l < wl->m->nlayers; l++) {
-            const deftsim_layer *ly = &wl->m->layers[l];
-            char name[DEFTSIM_STEP_NAME_MAX];
-            if (ly->ndim > 1) {
-                snprintf(name, sizeof name, "pairs:%zu", l);
-                ADD(DEFTSIM_STEP_ALLGATHER, name);
-                fill(st, P, (uint64_t)ceil((double)ly->numel * wl->density) * (wl->si + wl->sv));
-            } else {
-                snprintf(name, sizeof name, "dense:%zu", l);
-                ADD(DEFTSIM_STEP_ALLREDUCE, name);
-                fill(st, P, ly->numel * wl->sv);
-            }
-        }
-        break;
-    case DEFTSIM_METHOD_OKTOPK: {
-        /* A sparse step between recomputations: every worker's k picks spread evenly over the
-         * P regions, every owner keeps k / P of them (docs/SPARSIFIERS.md, Ok-Topk). */
-        uint64_t e = (k + P - 1) / P;
-        ADD(DEFTSIM_STEP_ALLTOALL, "counts");
-        fill(st, P, 4);
-        for (uint32_t first = 0; first < P; first += 4) {
-            if (!(st = deftsim_schedule_add_p2p(s, "reduce", 8))) return DEFTSIM_E_NOMEM;
-            for (uint32_t r = 0; r < P; r++)
-                for (uint32_t i = first; i < first + 4 && i < P; i++) {
-                    if (i == 0) continue;
-                    size_t at = (size_t)r * 8 + 2 * (i - first);
-                    st->peer[at] = st->peer[at + 1] = (r + i) % P;
-                    st->bytes[at] = e * wl->si;
-                    st->bytes[at + 1] = e * wl->sv;
-                }
-        }
-        ADD(DEFTSIM_STEP_ALLGATHER, "counts");
-        fill(st, P, 4);
-        ADD(DEFTSIM_STEP_ALLGATHER, "selection");
-        fill(st, P, e * (wl->si + wl->sv));
-        break;
-    }
-    case DEFTSIM_METHOD_COUNT: break;
-    }
-#undef ADD
-    return DEFTSIM_OK;
-}
 
 static uint64_t self_rss(void)
 {
@@ -184,8 +42,21 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The default --methods: the registry's default list, comma-separated without spaces. */
+static void default_methods(char *buf, size_t cap)
+{
+    char list[400];
+    deftsim_method_list(DEFTSIM_METHOD_CAP_DEFAULT, list, sizeof list);
+    size_t o = 0;
+    for (const char *c = list; *c && o + 1 < cap; c++)
+        if (*c != ' ') buf[o++] = *c;
+    buf[o] = '\0';
+}
+
 static void usage(FILE *out)
 {
+    char dm[400];
+    default_methods(dm, sizeof dm);
     fprintf(out,
             "usage: deftsim bench sim [--P LIST] [--methods LIST] [--model NAME] [--density D]\n"
             "                         [--reps N] [--csv] [--set network.KEY=VALUE]...\n"
@@ -196,7 +67,7 @@ static void usage(FILE *out)
             "and how wall time grows with P. Schedules follow docs/SPARSIFIERS.md with byte\n"
             "counts from its formulas (uniformly spread selections).\n"
             "  --P LIST          worker counts (default 64,256,1024,4096)\n"
-            "  --methods LIST    sparsifiers (default deft,topk,topk-ag,cltk,gtopk,dgc,dense)\n"
+            "  --methods LIST    sparsifiers (default %s)\n"
             "  --model NAME      model table (default resnet18_cifar10)\n"
             "  --density D       density (default 0.01)\n"
             "  --reps N          runs of each simulation; the median wall time is reported\n"
@@ -205,7 +76,92 @@ static void usage(FILE *out)
             "  --set KEY=VALUE   a [network] key, as in a scenario (network.allgather=ring, ...)\n"
             "  -h, --help        this help\n"
             "Targets (docs/NETWORK.md): P = 1024 within 10 s and P = 4096 within 60 s for all\n"
-            "methods together with the default algorithms, under 1 GiB of memory.\n");
+            "methods together with the default algorithms, under 1 GiB of memory.\n", dm);
+}
+
+/* --methods: names from the registry, at most DEFTSIM_METHOD_MAX. */
+static int parse_methods(const char *mlist, deftsim_method *methods, size_t *nm)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", mlist);
+    *nm = 0;
+    for (char *tok = strtok(buf, ", "); tok; tok = strtok(NULL, ", ")) {
+        deftsim_method m;
+        if (deftsim_method_from_name(tok, &m) || *nm == DEFTSIM_METHOD_MAX) return -1;
+        methods[(*nm)++] = m;
+    }
+    return 0;
+}
+
+/* One (P, method): its closed-form schedule simulated reps times; prints its row and adds its
+ * median wall time and peak memory to the P's totals. */
+static deftsim_status run_one(deftsim_sim_params *sp, deftsim_method method,
+                              const deftsim_closed_form_in *wl, uint32_t P, unsigned reps, int csv,
+                              double *total_wall, uint64_t *peak)
+{
+    deftsim_status st;
+    deftsim_schedule s;
+    if ((st = deftsim_method_closed_form(method, wl, P, &s))) {
+        deftsim_schedule_free(&s);
+        if (st == DEFTSIM_E_NOMEM) deftsim_error_set(st, "bench sim: out of memory");
+        return st;
+    }
+    sp->P = P;
+    const deftsim_schedule *sched = &s;
+    double walls[100];
+    deftsim_sim_result r;
+    memset(&r, 0, sizeof r);
+    uint64_t rss = 0;
+    for (unsigned rep = 0; rep < reps; rep++) {
+        deftsim_sim_result_free(&r);
+        if ((st = deftsim_sim_run(sp, &sched, 1, &r))) {
+            deftsim_schedule_free(&s);
+            return deftsim_error_wrap(st, "%s P=%u", deftsim_method_name(method), P);
+        }
+        walls[rep] = r.wall_seconds;
+        if (r.peak_rss_bytes > rss) rss = r.peak_rss_bytes;
+    }
+    qsort(walls, reps, sizeof walls[0], cmp_double);
+    double med = reps % 2 ? walls[reps / 2] : 0.5 * (walls[reps / 2 - 1] + walls[reps / 2]);
+    *total_wall += med;
+    if (rss > *peak) *peak = rss;
+    if (csv)
+        printf("%u,%s,%zu,%" PRIu64 ",%.9g,%.6g,%.6g,%" PRIu64 "\n", P, deftsim_method_name(method),
+               s.nsteps, r.messages, r.iteration_seconds[0], med, walls[0], rss);
+    else
+        printf("%7u  %-8s %6zu %12" PRIu64 " %15.6e %10.3f %10.1f\n", P,
+               deftsim_method_name(method), s.nsteps, r.messages, r.iteration_seconds[0], med,
+               (double)rss / 1048576.0);
+    fflush(stdout);
+    deftsim_sim_result_free(&r);
+    deftsim_schedule_free(&s);
+    return DEFTSIM_OK;
+}
+
+/* The totals per P against the targets, and how the wall time grows with P. */
+static void print_totals(FILE *o, const int64_t *Ps, size_t nP, const double *total_wall,
+                         const uint64_t *peak)
+{
+    fprintf(o, "\n%7s  %-22s %12s  %s\n", "P", "all methods: wall (s)", "peak MiB", "target");
+    for (size_t pi = 0; pi < nP; pi++) {
+        char target[96] = "-";
+        double limit = Ps[pi] == 1024 ? 10 : Ps[pi] == 4096 ? 60 : 0;
+        if (limit > 0)
+            snprintf(target, sizeof target, "<= %.0f s and < 1024 MiB: %s", limit,
+                     total_wall[pi] <= limit && peak[pi] < (1ull << 30) ? "met" : "MISSED");
+        fprintf(o, "%7" PRId64 "  %22.3f %12.1f  %s\n", Ps[pi], total_wall[pi],
+                (double)peak[pi] / 1048576.0, target);
+    }
+    if (nP > 1) {
+        fprintf(o, "growth of the wall time with P (exponent b of wall ~ P^b):");
+        for (size_t pi = 1; pi < nP; pi++)
+            if (total_wall[pi - 1] > 0 && total_wall[pi] > 0)
+                fprintf(o, " %" PRId64 "->%" PRId64 ": %.2f;", Ps[pi - 1], Ps[pi],
+                        log(total_wall[pi] / total_wall[pi - 1]) / log((double)Ps[pi] / (double)Ps[pi - 1]));
+        fprintf(o, "\n");
+    }
+    fprintf(o, "peak MiB: the simulating process's peak resident set (a fork of this one, whose "
+               "own peak was %.1f MiB)\n", (double)self_rss() / 1048576.0);
 }
 
 int deftsim_bench_sim(int argc, char **argv)
@@ -217,7 +173,9 @@ int deftsim_bench_sim(int argc, char **argv)
         {"set", required_argument, NULL, 's'},     {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *plist = "64,256,1024,4096", *mlist = "deft,topk,topk-ag,cltk,gtopk,dgc,dense";
+    char dm[400];
+    default_methods(dm, sizeof dm);
+    const char *plist = "64,256,1024,4096", *mlist = dm;
     const char *model_name = "resnet18_cifar10";
     const char *ov[MAX_OV + 2];
     size_t nov = 0;
@@ -260,19 +218,11 @@ int deftsim_bench_sim(int argc, char **argv)
         free(Ps);
         return deftsim_cli_usage_error("bench sim", "--P: at most %d worker counts", MAX_P);
     }
-    deftsim_method methods[DEFTSIM_METHOD_COUNT];
+    deftsim_method methods[DEFTSIM_METHOD_MAX];
     size_t nm = 0;
-    {
-        char buf[256];
-        snprintf(buf, sizeof buf, "%s", mlist);
-        for (char *tok = strtok(buf, ", "); tok; tok = strtok(NULL, ", ")) {
-            deftsim_method m;
-            if (deftsim_method_from_name(tok, &m) || nm == DEFTSIM_METHOD_COUNT) {
-                free(Ps);
-                return deftsim_cli_usage_error("bench sim", "bad --methods '%s'", mlist);
-            }
-            methods[nm++] = m;
-        }
+    if (parse_methods(mlist, methods, &nm)) {
+        free(Ps);
+        return deftsim_cli_usage_error("bench sim", "bad --methods '%s'", mlist);
     }
     /* The [network] settings: a default scenario with the --set keys, checked as in a file. */
     deftsim_config *cfg = NULL;
@@ -293,11 +243,11 @@ int deftsim_bench_sim(int argc, char **argv)
         goto fail;
     }
 
-    workload wl = {.m = model, .density = density, .si = 4, .sv = 4};
-    wl.k = (uint64_t)floor(density * (double)model->numel);
-    if (wl.k < 1) wl.k = 1;
+    deftsim_closed_form_in wl = {.model = model, .density = density, .index_bytes = 4,
+                                 .value_bytes = 4};
+    wl.k = deftsim_k_of_density(density, model->numel);
     deftsim_sim_params sp;
-    deftsim_config_sim_params(cfg, 1, wl.sv, &sp);
+    deftsim_config_sim_params(cfg, 1, wl.value_bytes, &sp);
     fprintf(csv ? stderr : stdout,
             "deftsim bench sim: %s (n = %" PRIu64 "), density %g (k = %" PRIu64 "), one iteration "
             "of communication per method; network %s, %s, %g bytes/s and %g s per link, "
@@ -313,69 +263,12 @@ int deftsim_bench_sim(int argc, char **argv)
                "simulated (s)", "wall (s)", "peak MiB");
     double total_wall[MAX_P] = {0};
     uint64_t peak[MAX_P] = {0};
-    for (size_t pi = 0; pi < nP; pi++) {
-        uint32_t P = (uint32_t)Ps[pi];
-        sp.P = P;
-        for (size_t mi = 0; mi < nm; mi++) {
-            deftsim_schedule s;
-            if ((st = build(methods[mi], &wl, P, &s))) {
-                deftsim_schedule_free(&s);
-                if (st == DEFTSIM_E_NOMEM) deftsim_error_set(st, "bench sim: out of memory");
+    for (size_t pi = 0; pi < nP; pi++)
+        for (size_t mi = 0; mi < nm; mi++)
+            if ((st = run_one(&sp, methods[mi], &wl, (uint32_t)Ps[pi], reps, csv, &total_wall[pi],
+                              &peak[pi])))
                 goto fail;
-            }
-            const deftsim_schedule *sched = &s;
-            double walls[100];
-            deftsim_sim_result r;
-            memset(&r, 0, sizeof r);
-            uint64_t rss = 0;
-            for (unsigned rep = 0; rep < reps; rep++) {
-                deftsim_sim_result_free(&r);
-                if ((st = deftsim_sim_run(&sp, &sched, 1, &r))) {
-                    deftsim_schedule_free(&s);
-                    st = deftsim_error_wrap(st, "%s P=%u", deftsim_method_name(methods[mi]), P);
-                    goto fail;
-                }
-                walls[rep] = r.wall_seconds;
-                if (r.peak_rss_bytes > rss) rss = r.peak_rss_bytes;
-            }
-            qsort(walls, reps, sizeof walls[0], cmp_double);
-            double med = reps % 2 ? walls[reps / 2] : 0.5 * (walls[reps / 2 - 1] + walls[reps / 2]);
-            total_wall[pi] += med;
-            if (rss > peak[pi]) peak[pi] = rss;
-            if (csv)
-                printf("%u,%s,%zu,%" PRIu64 ",%.9g,%.6g,%.6g,%" PRIu64 "\n", P,
-                       deftsim_method_name(methods[mi]), s.nsteps, r.messages, r.iteration_seconds[0],
-                       med, walls[0], rss);
-            else
-                printf("%7u  %-8s %6zu %12" PRIu64 " %15.6e %10.3f %10.1f\n", P,
-                       deftsim_method_name(methods[mi]), s.nsteps, r.messages, r.iteration_seconds[0],
-                       med, (double)rss / 1048576.0);
-            fflush(stdout);
-            deftsim_sim_result_free(&r);
-            deftsim_schedule_free(&s);
-        }
-    }
-    FILE *o = csv ? stderr : stdout;
-    fprintf(o, "\n%7s  %-22s %12s  %s\n", "P", "all methods: wall (s)", "peak MiB", "target");
-    for (size_t pi = 0; pi < nP; pi++) {
-        char target[96] = "-";
-        double limit = Ps[pi] == 1024 ? 10 : Ps[pi] == 4096 ? 60 : 0;
-        if (limit > 0)
-            snprintf(target, sizeof target, "<= %.0f s and < 1024 MiB: %s", limit,
-                     total_wall[pi] <= limit && peak[pi] < (1ull << 30) ? "met" : "MISSED");
-        fprintf(o, "%7" PRId64 "  %22.3f %12.1f  %s\n", Ps[pi], total_wall[pi],
-                (double)peak[pi] / 1048576.0, target);
-    }
-    if (nP > 1) {
-        fprintf(o, "growth of the wall time with P (exponent b of wall ~ P^b):");
-        for (size_t pi = 1; pi < nP; pi++)
-            if (total_wall[pi - 1] > 0 && total_wall[pi] > 0)
-                fprintf(o, " %" PRId64 "->%" PRId64 ": %.2f;", Ps[pi - 1], Ps[pi],
-                        log(total_wall[pi] / total_wall[pi - 1]) / log((double)Ps[pi] / (double)Ps[pi - 1]));
-        fprintf(o, "\n");
-    }
-    fprintf(o, "peak MiB: the simulating process's peak resident set (a fork of this one, whose "
-               "own peak was %.1f MiB)\n", (double)self_rss() / 1048576.0);
+    print_totals(csv ? stderr : stdout, Ps, nP, total_wall, peak);
     rc = 0;
 fail:
     if (rc) rc = deftsim_cli_fail(st);

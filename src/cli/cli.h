@@ -64,8 +64,13 @@ int deftsim_cli_parse_size(const char *s, uint64_t *out);
 
 /* Writes s to f as a gnuplot single-quoted string (a quote is doubled). */
 void deftsim_cli_gp_quote(FILE *f, const char *s);
+/* The registry's methods as gnuplot arrays for plots/style.gp (mreg_name, mreg_style,
+ * mreg_title, mreg_short: one entry per method): a malloc'd "-e" argument, NULL when out of
+ * memory (cmd_plot.c). */
+char *deftsim_cli_gp_methods(void);
 
-/* Runs `gnuplot -e VARS SCRIPT` (its stdout discarded, its messages on our stderr). */
+/* Runs `gnuplot -e METHODS -e VARS SCRIPT` (METHODS: deftsim_cli_gp_methods(); its stdout
+ * discarded, its messages on our stderr). */
 deftsim_status deftsim_cli_gnuplot_run(const char *vars, const char *script);
 
 #endif

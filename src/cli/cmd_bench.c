@@ -26,6 +26,7 @@
 #include "deftsim_machine.h"
 #include "deftsim_model.h"
 #include "deftsim_rng.h"
+#include "deftsim_sparsify.h"
 #include "deftsim_util.h"
 #ifdef DEFTSIM_HAVE_CUDA
 #include "deftsim_kcuda.h"
@@ -112,7 +113,7 @@ typedef struct {
     const char *id;
     case_kind kind;
     size_t n;       /* 0: ResNet-18's n from the model table */
-    double density; /* top-k: k = floor(density * n); DEFT: total k */
+    double density; /* top-k: k = deftsim_k_of_density(density, n); DEFT: total k */
     int heavy;
     uint32_t P;
     int in_quick;
@@ -410,7 +411,7 @@ static void print_row(const bench_opts *o, const bench_case *c, const bench_work
 }
 
 /* ResNet-18's DEFT fragments for P, with k_j allocated from this data's fragment norms
- * (computed with the norm kernel) for a total k = floor(density * n). */
+ * (computed with the norm kernel) for a total k = deftsim_k_of_density(density, n). */
 static deftsim_status deft_segments(deftsim_kctx *ctx, const deftsim_model *m, const float *x,
                                     uint32_t P, double density, deftsim_kseg **segs_out,
                                     size_t *nseg_out, size_t *ksum)
@@ -439,7 +440,7 @@ static deftsim_status deft_segments(deftsim_kctx *ctx, const deftsim_model *m, c
         goto done;
     }
     if ((st = deftsim_k_seg_norms(ctx, x, m->numel, segs, nf, norms, scr, sb))) goto done;
-    uint64_t k = (uint64_t)floor(density * (double)m->numel);
+    uint64_t k = deftsim_k_of_density(density, m->numel);
     *ksum = (size_t)deftsim_deft_allocate_k(fr, nf, norms, k, kj, order);
     for (size_t j = 0; j < nf; j++) segs[j].k = (size_t)kj[j];
     *segs_out = segs;
@@ -800,7 +801,7 @@ static int bench_kernels(int argc, char **argv)
             free(segs);
             segs = NULL;
             if (bc->kind == CASE_TOPK) {
-                w.k = (size_t)floor(bc->density * (double)n);
+                w.k = (size_t)deftsim_k_of_density(bc->density, n);
                 if ((st = deftsim_k_topk_scratch(ctx, n, w.k, &w.scratch_bytes))) goto done;
             } else {
                 if ((st = deft_segments(setup ? setup : ctx, model, x, bc->P, bc->density, &segs,

@@ -195,9 +195,10 @@ int deftsim_cmd_trace_record(int argc, char **argv)
             break;
         case 'm':
             if (deftsim_method_from_name(optarg, &method)) {
+                char all[600];
+                deftsim_method_list(0, all, sizeof all);
                 rc = deftsim_cli_usage_error("trace", "record: --method: '%s' is not a method "
-                                             "(deft, topk, topk-ag, cltk, gtopk, dgc, dense, "
-                                             "micro, exdyna)", optarg);
+                                             "(%s)", optarg, all);
                 goto done;
             }
             break;

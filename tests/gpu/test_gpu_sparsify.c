@@ -25,13 +25,6 @@
 #include "deftsim_sparsify.h"
 #include "gpu_util.h"
 
-/* sparsify.c names methods in its messages; config.c, which holds the names, needs inih. */
-const char *deftsim_method_name(deftsim_method m)
-{
-    static const char *const names[] = {"deft", "topk", "topk-ag", "cltk", "gtopk", "dgc", "dense"};
-    return (unsigned)m < sizeof names / sizeof names[0] ? names[m] : "unknown";
-}
-
 static size_t g_checks, g_failures;
 
 static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -289,4 +289,30 @@ static deftsim_status gtopk_step(deftsim_sparsifier *s, uint64_t t, const deftsi
     return DEFTSIM_OK;
 }
 
-const sp_method deftsim_sp_gtopk = {"gtopk", gtopk_init, gtopk_step, NULL};
+const sp_method deftsim_sp_gtopk = {gtopk_init, gtopk_step, NULL};
+
+/* `deftsim bench sim`: k pairs up the tree (the fold of the ranks beyond the largest power of
+ * two first) and down in a broadcast. */
+deftsim_status deftsim_sp_gtopk_closed_form(const deftsim_closed_form_in *in, uint32_t P,
+                                            deftsim_schedule *s)
+{
+    uint64_t e = in->k * ((uint64_t)in->index_bytes + in->value_bytes);
+    deftsim_step *st;
+    uint32_t P2 = 1;
+    while (P2 <= P / 2) P2 <<= 1;
+    if (P2 < P) {
+        if (!(st = sp_cf_add(s, DEFTSIM_STEP_SENDRECV, "fold", 0))) return DEFTSIM_E_NOMEM;
+        for (uint32_t q = P2; q < P; q++) {
+            st->peer[q] = q - P2;
+            st->bytes[q] = e;
+        }
+    }
+    for (uint32_t step = 1; step < P2; step <<= 1) {
+        if (!(st = sp_cf_add(s, DEFTSIM_STEP_SENDRECV, "tree", 0))) return DEFTSIM_E_NOMEM;
+        for (uint32_t q = 0; q + step < P2; q += 2 * step) {
+            st->peer[q + step] = q;
+            st->bytes[q + step] = e;
+        }
+    }
+    return sp_cf_add(s, DEFTSIM_STEP_BCAST, "final", e) ? DEFTSIM_OK : DEFTSIM_E_NOMEM;
+}

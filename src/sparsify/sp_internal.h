@@ -1,21 +1,22 @@
-/* sp_internal.h - what the sparsifier files share (internal to src/): the sparsifier object,
- * the method table, buffer planning, timing and schedule helpers.
+/* sp_internal.h - what the sparsifier files share (internal to src/sparsify/): the sparsifier
+ * object, the method vtable, buffer planning, timing and schedule helpers.
  *
- * A method is one `const sp_method` table in its own file (sp_deft.c, sp_topk.c, ...). Its
- * init() runs twice per configuration: once with s->dry set, to add up the bytes it needs for
- * deftsim_sparsifier_memory(), and once for real. It allocates only through sp_alloc(), which in
- * the dry run counts and returns NULL, so init() fills its buffers only when !s->dry. */
+ * A method is one `const sp_method` table in its own file (sp_deft.c, sp_topk.c, ...), listed
+ * with its name, capabilities and closed-form bytes in the registry (registry.c). Its init()
+ * runs twice per configuration: once with s->dry set, to add up the bytes it needs for
+ * deftsim_sparsifier_memory(), and once for real. It allocates only through sp_alloc(), which
+ * in the dry run counts and returns NULL, so init() fills its buffers only when !s->dry. */
 #ifndef DEFTSIM_SP_INTERNAL_H
 #define DEFTSIM_SP_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "deftsim_rng.h"
 #include "deftsim_sparsify.h"
 #include "deftsim_util.h"
 
 typedef struct sp_method {
-    const char *name;
     /* Plans and allocates the method's state (s->priv) and registers its phases. */
     deftsim_status (*init)(deftsim_sparsifier *s);
     /* One iteration: fills phases, local counts, costs, the schedule, the aggregate. */
@@ -29,6 +30,32 @@ extern const sp_method deftsim_sp_deft, deftsim_sp_topk, deftsim_sp_topk_ag, def
 extern const sp_method deftsim_sp_micro, deftsim_sp_exdyna;
 extern const sp_method deftsim_sp_oktopk;
 
+/* The methods' closed-form schedules (deftsim_method_desc.closed_form), each beside its
+ * method; MiCRO and ExDyna share theirs (sp_micro.c). */
+deftsim_status deftsim_sp_deft_closed_form(const deftsim_closed_form_in *in, uint32_t P,
+                                           deftsim_schedule *s);
+deftsim_status deftsim_sp_topk_closed_form(const deftsim_closed_form_in *in, uint32_t P,
+                                           deftsim_schedule *s);
+deftsim_status deftsim_sp_topk_ag_closed_form(const deftsim_closed_form_in *in, uint32_t P,
+                                              deftsim_schedule *s);
+deftsim_status deftsim_sp_cltk_closed_form(const deftsim_closed_form_in *in, uint32_t P,
+                                           deftsim_schedule *s);
+deftsim_status deftsim_sp_gtopk_closed_form(const deftsim_closed_form_in *in, uint32_t P,
+                                            deftsim_schedule *s);
+deftsim_status deftsim_sp_dgc_closed_form(const deftsim_closed_form_in *in, uint32_t P,
+                                          deftsim_schedule *s);
+deftsim_status deftsim_sp_dense_closed_form(const deftsim_closed_form_in *in, uint32_t P,
+                                            deftsim_schedule *s);
+deftsim_status deftsim_sp_mcr_closed_form(const deftsim_closed_form_in *in, uint32_t P,
+                                          deftsim_schedule *s);
+deftsim_status deftsim_sp_oktopk_closed_form(const deftsim_closed_form_in *in, uint32_t P,
+                                             deftsim_schedule *s);
+
+/* Appends a collective to a closed-form schedule with `bytes` for every worker (a BCAST: the
+ * root's, root 0); NULL when out of memory (with the error recorded). */
+deftsim_step *sp_cf_add(deftsim_schedule *s, deftsim_step_kind kind, const char *name,
+                        uint64_t bytes);
+
 /* Every buffer sp_alloc() hands out, freed together by deftsim_sparsifier_free(). */
 typedef struct {
     void **ptr;
@@ -38,6 +65,7 @@ typedef struct {
 struct deftsim_sparsifier {
     deftsim_sparsifier_params p;
     const sp_method *m;
+    const char *name;     /* the method's, for messages */
     int dry;              /* init() only counts bytes */
     uint64_t mem_bytes;   /* what sp_alloc() handed out (or would have) */
     sp_allocs allocs;
@@ -147,6 +175,15 @@ void sp_agg_add(deftsim_sparsifier *s, const float *v, uint64_t m, uint32_t w);
 /* agg_val[0..nnz) /= P and the derived metrics (nnz, build-up, density). */
 void sp_agg_finish(deftsim_sparsifier *s, uint64_t nnz);
 
+/* The gather/residual pass over the union U = agg_idx[0..nnz): registers the gather and
+ * residual COMPUTE steps (phases ph_gather and ph_residual) around the values' ALLREDUCE
+ * (nnz values per worker, when P > 1); then, worker by worker in ascending order, gathers the
+ * accumulator's values at U (worker 0's straight into agg_val, the others' into vals, nnz
+ * floats of scratch, then added), zeroes U in it (its new residual) and releases it; and
+ * finishes the aggregate (sp_agg_finish). */
+deftsim_status sp_gather_residual(deftsim_sparsifier *s, const deftsim_acc_provider *a,
+                                  uint64_t nnz, float *vals, size_t ph_gather, size_t ph_residual);
+
 /* Sorted union of lists into agg_idx (cap agg_cap) through the union kernel; *count receives
  * its size. An internal error if it exceeds agg_cap. */
 deftsim_status sp_union(deftsim_sparsifier *s, const deftsim_kidx *const *lists,
@@ -154,9 +191,6 @@ deftsim_status sp_union(deftsim_sparsifier *s, const deftsim_kidx *const *lists,
 
 /* Selection cost model of one top-k: size * log2(k) (size when k <= 1), as DEFT's packing. */
 double sp_topk_cost(uint64_t size, uint64_t k);
-
-/* 64-bit mixing (splitmix64's finalizer): deterministic per-iteration random numbers. */
-uint64_t sp_mix64(uint64_t x);
 
 /* Sorts indices ascending in place (bookkeeping outside the timed regions). */
 void sp_sort_idx(deftsim_kidx *a, size_t n);

@@ -1,5 +1,6 @@
 /* sparsify.c - what every sparsifier shares: parameters, buffer planning, dispatch by method,
- * timing and schedule helpers, the aggregate and the traffic metrics. */
+ * timing and schedule helpers, the aggregate, the gather/residual pass and the traffic
+ * metrics. The methods themselves are in the registry (registry.c). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,30 +9,13 @@
 
 static const sp_method *method_of(deftsim_method m)
 {
-    switch (m) {
-    case DEFTSIM_METHOD_DEFT: return &deftsim_sp_deft;
-    case DEFTSIM_METHOD_TOPK: return &deftsim_sp_topk;
-    case DEFTSIM_METHOD_TOPK_AG: return &deftsim_sp_topk_ag;
-    case DEFTSIM_METHOD_CLTK: return &deftsim_sp_cltk;
-    case DEFTSIM_METHOD_GTOPK: return &deftsim_sp_gtopk;
-    case DEFTSIM_METHOD_DGC: return &deftsim_sp_dgc;
-    case DEFTSIM_METHOD_DENSE: return &deftsim_sp_dense;
-    case DEFTSIM_METHOD_MICRO: return &deftsim_sp_micro;
-    case DEFTSIM_METHOD_EXDYNA: return &deftsim_sp_exdyna;
-    case DEFTSIM_METHOD_OKTOPK: return &deftsim_sp_oktopk;
-    case DEFTSIM_METHOD_COUNT: break;
-    }
-    return NULL;
+    const deftsim_method_desc *d = deftsim_method_get(m);
+    return d ? d->impl : NULL;
 }
 
 int deftsim_sparsifier_keeps_state(const deftsim_sparsifier *s)
 {
-    switch (s->p.method) {
-    case DEFTSIM_METHOD_MICRO:
-    case DEFTSIM_METHOD_EXDYNA:
-    case DEFTSIM_METHOD_OKTOPK: return 1;
-    default: return 0;
-    }
+    return deftsim_method_has(s->p.method, DEFTSIM_METHOD_CAP_KEEPS_STATE);
 }
 
 static deftsim_status check_params(const deftsim_sparsifier_params *p)
@@ -96,7 +80,7 @@ deftsim_status sp_alloc(deftsim_sparsifier *s, void *out, size_t bytes, const ch
     if (s->dry) return DEFTSIM_OK;
     if (!(*o = alloc_tracked(s, bytes)))
         return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory for %s (%zu bytes)",
-                                 s->m->name, what, bytes);
+                                 s->name, what, bytes);
     return DEFTSIM_OK;
 }
 
@@ -104,7 +88,7 @@ void *sp_priv(deftsim_sparsifier *s, size_t bytes)
 {
     s->mem_bytes += bytes;
     void *p = alloc_tracked(s, bytes);
-    if (!p) deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", s->m->name);
+    if (!p) deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", s->name);
     s->priv = p;
     return p;
 }
@@ -116,7 +100,7 @@ deftsim_status sp_alloc_n(deftsim_sparsifier *s, void *out, uint64_t elems, size
     if (elems > SIZE_MAX || deftsim_mul_size((size_t)elems, size, &bytes)) {
         *(void **)out = NULL;
         return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: %s: %llu elements overflow the address space",
-                                 s->m->name, what, (unsigned long long)elems);
+                                 s->name, what, (unsigned long long)elems);
     }
     return sp_alloc(s, out, bytes, what);
 }
@@ -134,7 +118,7 @@ static deftsim_status scratch_fit(deftsim_sparsifier *s, deftsim_status qst, siz
     void *np = realloc(s->scratch, bytes);
     if (!np)
         return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory for %zu bytes of scratch",
-                                 s->m->name, bytes);
+                                 s->name, bytes);
     s->scratch = np;
     s->scratch_bytes = bytes;
     return DEFTSIM_OK;
@@ -283,23 +267,59 @@ deftsim_status sp_union(deftsim_sparsifier *s, const deftsim_kidx *const *lists,
         return st;
     if (cnt > s->agg_cap)
         return deftsim_error_set(DEFTSIM_E_INTERNAL,
-                                 "%s: union of %zu indices exceeds the planned %llu", s->m->name,
+                                 "%s: union of %zu indices exceeds the planned %llu", s->name,
                                  cnt, (unsigned long long)s->agg_cap);
     *count = cnt;
     return DEFTSIM_OK;
 }
 
+deftsim_status sp_gather_residual(deftsim_sparsifier *s, const deftsim_acc_provider *a,
+                                  uint64_t nnz, float *vals, size_t ph_gather, size_t ph_residual)
+{
+    deftsim_status st;
+    const uint32_t P = s->P;
+    const size_t n = (size_t)s->n;
+    float *acc;
+    size_t c_gather = sp_compute(s, ph_gather);
+    if (c_gather == SIZE_MAX) return DEFTSIM_E_NOMEM;
+    if (P > 1) {
+        deftsim_step *c = sp_collective(s, DEFTSIM_STEP_ALLREDUCE, "values");
+        if (!c) return DEFTSIM_E_NOMEM;
+        for (uint32_t w = 0; w < P; w++) c->bytes[w] = nnz * s->sv;
+    }
+    size_t c_res = sp_compute(s, ph_residual);
+    if (c_res == SIZE_MAX) return DEFTSIM_E_NOMEM;
+    for (uint32_t w = 0; w < P; w++) {
+        if ((st = sp_get(a, w, &acc))) return st;
+        float *v = w == 0 ? s->agg_val : vals;
+        SP_TIMED(s, c_gather, ph_gather, w,
+                 deftsim_k_gather(s->kc, acc, n, s->agg_idx, (size_t)nnz, v));
+        if (w) sp_agg_add(s, v, nnz, w);
+        SP_TIMED(s, c_res, ph_residual, w,
+                 deftsim_k_zero_at(s->kc, acc, n, s->agg_idx, (size_t)nnz));
+        if ((st = sp_release(a, w))) return st;
+    }
+    sp_agg_finish(s, nnz);
+    return DEFTSIM_OK;
+}
+
+deftsim_step *sp_cf_add(deftsim_schedule *s, deftsim_step_kind kind, const char *name,
+                        uint64_t bytes)
+{
+    deftsim_step *st = deftsim_schedule_add(s, kind, name);
+    if (!st) return NULL;
+    if (kind == DEFTSIM_STEP_BCAST) {
+        st->root = 0;
+        st->bytes[0] = bytes;
+    } else {
+        for (uint32_t r = 0; r < s->P; r++) st->bytes[r] = bytes;
+    }
+    return st;
+}
+
 double sp_topk_cost(uint64_t size, uint64_t k)
 {
     return k > 1 ? (double)size * log2((double)k) : (double)size;
-}
-
-uint64_t sp_mix64(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
 }
 
 static int cmp_idx(const void *a, const void *b)
@@ -332,12 +352,11 @@ static deftsim_status setup(deftsim_sparsifier *s, const deftsim_sparsifier_para
     if ((st = check_params(p))) return st;
     s->p = *p;
     s->m = method_of(p->method);
+    s->name = deftsim_method_name(p->method);
     s->dry = dry;
     s->P = p->P;
     s->n = p->model->numel;
-    double kd = floor(p->density * (double)s->n);
-    s->k = kd < 1 ? 1 : (uint64_t)kd;
-    if (s->k > s->n) s->k = s->n;
+    s->k = deftsim_k_of_density(p->density, s->n);
     if (p->wire == DEFTSIM_WIRE_REFERENCE) {
         /* The authors' PyTorch code sends int64 indices, fp32 values and int64 counts. */
         s->si = 8;
@@ -350,7 +369,7 @@ static deftsim_status setup(deftsim_sparsifier *s, const deftsim_sparsifier_para
     }
     s->kc = p->kctx;
     if (!dry && !s->kc)
-        return deftsim_error_set(DEFTSIM_E_USAGE, "%s: no kernel context", s->m->name);
+        return deftsim_error_set(DEFTSIM_E_USAGE, "%s: no kernel context", s->name);
 
     deftsim_step_result *r = &s->res;
     r->method = p->method;
@@ -376,7 +395,7 @@ static deftsim_status setup(deftsim_sparsifier *s, const deftsim_sparsifier_para
         s->scratch = malloc(s->scratch_bytes ? s->scratch_bytes : 1);
         if (!s->scratch)
             return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory for %zu bytes of scratch",
-                                     s->m->name, s->scratch_bytes);
+                                     s->name, s->scratch_bytes);
     }
     s->ready = 1;
     return DEFTSIM_OK;
@@ -472,7 +491,7 @@ deftsim_status deftsim_sparsifier_selection(deftsim_sparsifier *s, uint32_t w,
     if (!s || !idx || !count)
         return deftsim_error_set(DEFTSIM_E_USAGE, "sparsifier selection: NULL argument");
     if (w >= s->P)
-        return deftsim_error_set(DEFTSIM_E_USAGE, "%s: worker %u of %u", s->m->name, w, s->P);
+        return deftsim_error_set(DEFTSIM_E_USAGE, "%s: worker %u of %u", s->name, w, s->P);
     uint64_t c = s->res.local_count[w];
     deftsim_kidx *a = s->sel ? s->sel + s->sel_start[w] : NULL;
     if (c && !s->sel_sorted[w]) {

@@ -37,13 +37,66 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "deftsim_config.h"
 #include "deftsim_error.h"
 #include "deftsim_kernels.h"
 #include "deftsim_model.h"
 #include "deftsim_schedule.h"
 
 #define DEFTSIM_MAX_PHASES 12
+
+/* ---- The sparsifiers' vocabulary -------------------------------------------------------- */
+
+/* The built-in methods, in the order of the registry (registry.c): scenarios name them by
+ * deftsim_method_name(), rows and manifests carry that name. Methods registered at run time
+ * (deftsim_method_register) take the values from DEFTSIM_METHOD_COUNT on. */
+typedef enum {
+    DEFTSIM_METHOD_DEFT,
+    DEFTSIM_METHOD_TOPK,    /* the DEFT paper's baseline: allgather indices, allreduce values */
+    DEFTSIM_METHOD_TOPK_AG, /* classic sparse allgather of (index, value) pairs */
+    DEFTSIM_METHOD_CLTK,
+    DEFTSIM_METHOD_GTOPK,
+    DEFTSIM_METHOD_DGC,
+    DEFTSIM_METHOD_DENSE,
+    DEFTSIM_METHOD_MICRO,   /* MiCRO and ExDyna: threshold selection in rotating partitions */
+    DEFTSIM_METHOD_EXDYNA,
+    DEFTSIM_METHOD_OKTOPK,  /* Ok-Topk: sparse allreduce with thresholds and regions */
+    DEFTSIM_METHOD_COUNT    /* the built-in methods */
+} deftsim_method;
+
+/* Most methods the registry holds, built-in and registered at run time together. */
+#define DEFTSIM_METHOD_MAX 32
+
+/* spec: [sparsify] index_bytes and value_bytes for every method; reference: what the authors'
+ * code sends (int64 indices, fp32 values, DEFT's int64 counts, gTop-k's 16-byte float64
+ * (index, value) pairs). docs/SPARSIFIERS.md, "Wire formats". */
+typedef enum { DEFTSIM_WIRE_SPEC, DEFTSIM_WIRE_REFERENCE } deftsim_wire;
+
+/* CLT-k's selection time: charged to the leader only, or to every worker. */
+typedef enum { DEFTSIM_CLTK_CHARGE_LEADER, DEFTSIM_CLTK_CHARGE_ALL } deftsim_cltk_charge;
+
+/* Ok-Topk's constants: the authors' VGG script (the default) or their BERT one. */
+typedef enum { DEFTSIM_OKTOPK_VGG, DEFTSIM_OKTOPK_BERT } deftsim_oktopk_variant;
+
+/* Where DEFT's fragment norms are computed: fused into the pass that forms the accumulators
+ * (deftsim_k_accumulate; the cost lands there) or a separate seg_norms pass in DEFT's norms
+ * phase. Both give the same bits. */
+typedef enum { DEFTSIM_DEFT_NORMS_FUSED, DEFTSIM_DEFT_NORMS_SEPARATE } deftsim_deft_norms;
+
+/* The options' names as scenarios spell them, NULL-terminated, in enum order. */
+extern const char *const deftsim_wire_names[];
+extern const char *const deftsim_cltk_charge_names[];
+extern const char *const deftsim_oktopk_variant_names[];
+extern const char *const deftsim_deft_norms_names[];
+
+/* A name, or "?" for a value outside the enum. */
+const char *deftsim_wire_name(deftsim_wire w);
+const char *deftsim_cltk_charge_name(deftsim_cltk_charge c);
+const char *deftsim_oktopk_variant_name(deftsim_oktopk_variant v);
+const char *deftsim_deft_norms_name(deftsim_deft_norms d);
+
+/* k of a density: floor(d n), at least 1 and at most n (docs/SPARSIFIERS.md, "One step, P
+ * workers"). */
+uint64_t deftsim_k_of_density(double d, uint64_t n);
 
 typedef struct {
     /* Worker w's accumulator for this iteration (n floats); NULL reports a failure (with the
@@ -64,7 +117,7 @@ typedef struct {
 
 typedef struct {
     deftsim_method method;
-    double density;             /* k = max(1, floor(density * n)) */
+    double density;             /* k = deftsim_k_of_density(density, n) */
     uint32_t P;
     const deftsim_model *model;
     uint32_t index_bytes;       /* wire width of an index: 4 or 8 */
@@ -207,5 +260,74 @@ uint32_t deftsim_exdyna_repartition(uint64_t n, uint32_t P, const deftsim_exdyna
 /* Bytes a sparsifier holds for P workers (scratch, plans, results), excluding accumulators.
  * Kernel scratch is included when p->kctx is set. 0 when the parameters are invalid. */
 uint64_t deftsim_sparsifier_memory(const deftsim_sparsifier_params *p);
+
+/* ---- The registry of methods (registry.c) ---------------------------------------------- */
+
+/* What `deftsim bench sim` needs for a method's closed-form schedule: one iteration's
+ * communication from the byte formulas of docs/SPARSIFIERS.md, without running the kernels. */
+typedef struct {
+    const deftsim_model *model;
+    double density;
+    uint64_t k;                 /* deftsim_k_of_density(density, model->numel) */
+    uint32_t index_bytes;       /* wire width of an index */
+    uint32_t value_bytes;       /* wire width of a value */
+} deftsim_closed_form_in;
+
+/* Capabilities a method declares (deftsim_method_desc.caps). */
+enum {
+    DEFTSIM_METHOD_CAP_DEFAULT = 1u << 0,       /* in [sparsify] methods' default list */
+    DEFTSIM_METHOD_CAP_KEEPS_STATE = 1u << 1,   /* deftsim_sparsifier_keeps_state() */
+    DEFTSIM_METHOD_CAP_RAW_GRADIENTS = 1u << 2, /* may ask the provider for g_w (grad()) */
+    DEFTSIM_METHOD_CAP_OWN_MOMENTUM = 1u << 3   /* corrects momentum itself (DGC): deftsim
+                                                   train applies it inside the method */
+};
+
+struct sp_method; /* a method's constructor and step (sp_internal.h) */
+
+/* One method: everything the rest of deftsim asks about it by name or by value. */
+typedef struct {
+    const char *name;        /* in scenarios, rows and file names: 1..15 of [a-z0-9-] */
+    const char *title;       /* a figure's legend ("Top-k (allgather pairs)") */
+    const char *short_title; /* a bar's label ("Top-k (pairs)") */
+    unsigned caps;           /* DEFTSIM_METHOD_CAP_* */
+    int style;               /* its line style in plots/style.gp (`set style line N`) */
+    const struct sp_method *impl;
+    /* One iteration's communication at P >= 2 workers from the byte formulas, appended to s
+     * (initialised for P). NULL: `deftsim bench sim` cannot run the method. */
+    deftsim_status (*closed_form)(const deftsim_closed_form_in *in, uint32_t P,
+                                  deftsim_schedule *s);
+} deftsim_method_desc;
+
+/* The line style of a name the registry does not hold (plots/style.gp). */
+#define DEFTSIM_METHOD_STYLE_OTHER 8
+
+/* Methods the registry holds: DEFTSIM_METHOD_COUNT plus those registered at run time. */
+size_t deftsim_method_count(void);
+/* Method m's descriptor, or NULL for a value the registry does not hold. */
+const deftsim_method_desc *deftsim_method_get(deftsim_method m);
+/* Stable names ("deft", "topk-ag", ...; "?" for an unknown value) and their inverse (0 on
+ * success, -1 if unknown). */
+const char *deftsim_method_name(deftsim_method m);
+int deftsim_method_from_name(const char *name, deftsim_method *out);
+/* Nonzero when method m declares every capability in caps. */
+int deftsim_method_has(deftsim_method m, unsigned caps);
+/* Every name in registry order, NULL-terminated (valid until the next registration). */
+const char *const *deftsim_method_names(void);
+/* The names of the methods declaring every capability in caps (0: all), ", "-separated,
+ * into buf (truncated to cap); returns the length it needed (snprintf-like). */
+size_t deftsim_method_list(unsigned caps, char *buf, size_t cap);
+
+/* Adds a method (tests, extensions): the descriptor is copied, its strings and impl must
+ * outlive the process's use of it; *id receives its value. DEFTSIM_E_USAGE for a name that is
+ * taken or malformed, a descriptor without impl, or a full registry. Not thread-safe: register
+ * before other threads use the registry. Scenarios may name a registered method; `deftsim
+ * sweep` and `deftsim train` know only the built-in ones. */
+deftsim_status deftsim_method_register(const deftsim_method_desc *d, deftsim_method *id);
+
+/* Method m's closed-form schedule for P workers into s (initialised here; free it with
+ * deftsim_schedule_free even on failure); empty for P < 2. DEFTSIM_E_USAGE for an unknown
+ * method or one without a closed form. */
+deftsim_status deftsim_method_closed_form(deftsim_method m, const deftsim_closed_form_in *in,
+                                          uint32_t P, deftsim_schedule *s);
 
 #endif

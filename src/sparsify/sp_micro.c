@@ -56,7 +56,6 @@ deftsim_status sp_mcr_step(deftsim_sparsifier *s, uint64_t t, const deftsim_acc_
     deftsim_step_result *r = &s->res;
     deftsim_status st;
     const uint32_t P = s->P;
-    const size_t n = (size_t)s->n;
     float *acc;
 
     /* The threshold: 1 / (2 sqrt(k)) on the first step, then the controller. */
@@ -118,28 +117,10 @@ deftsim_status sp_mcr_step(deftsim_sparsifier *s, uint64_t t, const deftsim_acc_
     if (nnz != K)
         return deftsim_error_set(DEFTSIM_E_INTERNAL,
                                  "%s: |U| = %llu but the workers picked %llu (overlap)",
-                                 s->m->name, (unsigned long long)nnz, (unsigned long long)K);
+                                 s->name, (unsigned long long)nnz, (unsigned long long)K);
 
-    size_t c_gather = sp_compute(s, d->ph_gather);
-    if (c_gather == SIZE_MAX) return DEFTSIM_E_NOMEM;
-    if (P > 1) {
-        deftsim_step *c = sp_collective(s, DEFTSIM_STEP_ALLREDUCE, "values");
-        if (!c) return DEFTSIM_E_NOMEM;
-        for (uint32_t w = 0; w < P; w++) c->bytes[w] = nnz * s->sv;
-    }
-    size_t c_res = sp_compute(s, d->ph_residual);
-    if (c_res == SIZE_MAX) return DEFTSIM_E_NOMEM;
-    for (uint32_t w = 0; w < P; w++) {
-        if ((st = sp_get(a, w, &acc))) return st;
-        float *v = w == 0 ? s->agg_val : d->vals;
-        SP_TIMED(s, c_gather, d->ph_gather, w,
-                 deftsim_k_gather(s->kc, acc, n, s->agg_idx, (size_t)nnz, v));
-        if (w) sp_agg_add(s, v, nnz, w);
-        SP_TIMED(s, c_res, d->ph_residual, w,
-                 deftsim_k_zero_at(s->kc, acc, n, s->agg_idx, (size_t)nnz));
-        if ((st = sp_release(a, w))) return st;
-    }
-    sp_agg_finish(s, nnz);
+    /* Gather/residual pass: values at U go into the (emulated) allreduce, U is zeroed. */
+    if ((st = sp_gather_residual(s, a, nnz, d->vals, d->ph_gather, d->ph_residual))) return st;
 
     r->count_control = 1;
     r->threshold = d->thr;
@@ -172,4 +153,17 @@ static deftsim_status micro_step(deftsim_sparsifier *s, uint64_t t, const deftsi
     return sp_mcr_step(s, t, a);
 }
 
-const sp_method deftsim_sp_micro = {"micro", micro_init, micro_step, NULL};
+const sp_method deftsim_sp_micro = {micro_init, micro_step, NULL};
+
+/* `deftsim bench sim` (MiCRO and ExDyna) at the target: K = k in all, balanced partitions,
+ * m = ceil(k / P) per worker. */
+deftsim_status deftsim_sp_mcr_closed_form(const deftsim_closed_form_in *in, uint32_t P,
+                                          deftsim_schedule *s)
+{
+    const uint64_t k = in->k;
+    if (!sp_cf_add(s, DEFTSIM_STEP_ALLGATHER, "counts", 4) ||
+        !sp_cf_add(s, DEFTSIM_STEP_ALLGATHER, "indices", (k + P - 1) / P * in->index_bytes) ||
+        !sp_cf_add(s, DEFTSIM_STEP_ALLREDUCE, "values", k * in->value_bytes))
+        return DEFTSIM_E_NOMEM;
+    return DEFTSIM_OK;
+}

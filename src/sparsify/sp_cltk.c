@@ -145,4 +145,15 @@ static deftsim_status cltk_step(deftsim_sparsifier *s, uint64_t t, const deftsim
     return DEFTSIM_OK;
 }
 
-const sp_method deftsim_sp_cltk = {"cltk", cltk_init, cltk_step, NULL};
+const sp_method deftsim_sp_cltk = {cltk_init, cltk_step, NULL};
+
+/* `deftsim bench sim` (t = 0: the leader is worker 0): the leader's k indices, the k values. */
+deftsim_status deftsim_sp_cltk_closed_form(const deftsim_closed_form_in *in, uint32_t P,
+                                           deftsim_schedule *s)
+{
+    (void)P;
+    if (!sp_cf_add(s, DEFTSIM_STEP_BCAST, "indices", in->k * in->index_bytes) ||
+        !sp_cf_add(s, DEFTSIM_STEP_ALLREDUCE, "values", in->k * in->value_bytes))
+        return DEFTSIM_E_NOMEM;
+    return DEFTSIM_OK;
+}

@@ -229,29 +229,28 @@ static deftsim_status deft_step(deftsim_sparsifier *s, uint64_t t, const deftsim
         if (!c) return DEFTSIM_E_NOMEM;
         for (uint32_t w = 0; w < P; w++) c->bytes[w] = maxcount * s->si;
     }
-    size_t c_gather = sp_compute(s, d->ph_gather);
-    if (c_gather == SIZE_MAX) return DEFTSIM_E_NOMEM;
-    if (P > 1) {
-        deftsim_step *c = sp_collective(s, DEFTSIM_STEP_ALLREDUCE, "values");
-        if (!c) return DEFTSIM_E_NOMEM;
-        for (uint32_t w = 0; w < P; w++) c->bytes[w] = nnz * s->sv;
-    }
-    size_t c_res = sp_compute(s, d->ph_residual);
-    if (c_res == SIZE_MAX) return DEFTSIM_E_NOMEM;
-
     /* Gather/residual pass: values at U go into the (emulated) allreduce, U is zeroed. */
-    for (uint32_t w = 0; w < P; w++) {
-        if ((st = sp_get(a, w, &acc))) return st;
-        float *v = w == 0 ? s->agg_val : d->vals;
-        SP_TIMED(s, c_gather, d->ph_gather, w,
-                 deftsim_k_gather(s->kc, acc, n, s->agg_idx, (size_t)nnz, v));
-        if (w) sp_agg_add(s, v, nnz, w);
-        SP_TIMED(s, c_res, d->ph_residual, w,
-                 deftsim_k_zero_at(s->kc, acc, n, s->agg_idx, (size_t)nnz));
-        if ((st = sp_release(a, w))) return st;
-    }
-    sp_agg_finish(s, nnz);
+    if ((st = sp_gather_residual(s, a, nnz, d->vals, d->ph_gather, d->ph_residual))) return st;
     return DEFTSIM_OK;
 }
 
-const sp_method deftsim_sp_deft = {"deft", deft_init, deft_step, deft_fini};
+const sp_method deftsim_sp_deft = {deft_init, deft_step, deft_fini};
+
+/* `deftsim bench sim` (t = 0: the leader is worker 0): the packing, the counts, ceil(k / P)
+ * indices per worker (uniformly spread selections: a union of k) and the k values. */
+deftsim_status deftsim_sp_deft_closed_form(const deftsim_closed_form_in *in, uint32_t P,
+                                           deftsim_schedule *s)
+{
+    const uint64_t k = in->k;
+    deftsim_fragment *frags;
+    size_t nfrag;
+    deftsim_status rc = deftsim_deft_fragments(in->model, P, &frags, &nfrag);
+    if (rc) return rc;
+    free(frags);
+    if (!sp_cf_add(s, DEFTSIM_STEP_BCAST, "packing", 4 * ((uint64_t)P + nfrag)) ||
+        !sp_cf_add(s, DEFTSIM_STEP_ALLGATHER, "counts", 4) ||
+        !sp_cf_add(s, DEFTSIM_STEP_ALLGATHER, "indices", (k + P - 1) / P * in->index_bytes) ||
+        !sp_cf_add(s, DEFTSIM_STEP_ALLREDUCE, "values", k * in->value_bytes))
+        return DEFTSIM_E_NOMEM;
+    return DEFTSIM_OK;
+}

@@ -177,7 +177,7 @@ static deftsim_status select_tensor(deftsim_sparsifier *s, dgc_state *d, const d
     const size_t numel = (size_t)g->numel, target = (size_t)g->target;
     size_t start = 0;
     if (!g->all)
-        start = (size_t)(sp_mix64(s->p.seed ^ sp_mix64(t ^ sp_mix64(((uint64_t)w << 32) | li))) %
+        start = (size_t)(deftsim_splitmix64(s->p.seed ^ deftsim_splitmix64(t ^ deftsim_splitmix64(((uint64_t)w << 32) | li))) %
                          g->stride);
 
     /* Threshold: the smallest of the top sampled magnitudes. */
@@ -338,4 +338,29 @@ static deftsim_status dgc_step(deftsim_sparsifier *s, uint64_t t, const deftsim_
     return DEFTSIM_OK;
 }
 
-const sp_method deftsim_sp_dgc = {"dgc", dgc_init, dgc_step, dgc_fini};
+const sp_method deftsim_sp_dgc = {dgc_init, dgc_step, dgc_fini};
+
+/* `deftsim bench sim`: per tensor, ceil(numel d) pairs of a matrix or filter, or every value of
+ * a 1-D tensor. */
+deftsim_status deftsim_sp_dgc_closed_form(const deftsim_closed_form_in *in, uint32_t P,
+                                          deftsim_schedule *s)
+{
+    (void)P;
+    const deftsim_model *m = in->model;
+    for (size_t l = 0; l < m->nlayers; l++) {
+        const deftsim_layer *ly = &m->layers[l];
+        char name[DEFTSIM_STEP_NAME_MAX];
+        deftsim_step *st;
+        if (ly->ndim > 1) {
+            snprintf(name, sizeof name, "pairs:%zu", l);
+            st = sp_cf_add(s, DEFTSIM_STEP_ALLGATHER, name,
+                           (uint64_t)ceil((double)ly->numel * in->density) *
+                               ((uint64_t)in->index_bytes + in->value_bytes));
+        } else {
+            snprintf(name, sizeof name, "dense:%zu", l);
+            st = sp_cf_add(s, DEFTSIM_STEP_ALLREDUCE, name, ly->numel * in->value_bytes);
+        }
+        if (!st) return DEFTSIM_E_NOMEM;
+    }
+    return DEFTSIM_OK;
+}

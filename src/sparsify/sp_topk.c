@@ -7,6 +7,7 @@
  * topk-ag (classic sparse allgather): top-k on every worker, an allgather of the k (index,
  * value) pairs, every worker sums the P sparse vectors, each residual zeroed at its own picks
  * only. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,7 +75,6 @@ static deftsim_status topk_step(deftsim_sparsifier *s, uint64_t t, const deftsim
     topk_state *d = s->priv;
     deftsim_status st;
     const uint32_t P = s->P;
-    const size_t n = (size_t)s->n;
     float *acc;
 
     size_t c_select = sp_compute(s, d->ph_select);
@@ -97,26 +97,8 @@ static deftsim_status topk_step(deftsim_sparsifier *s, uint64_t t, const deftsim
     double dt = sp_now(s) - t0;
     for (uint32_t w = 0; w < P; w++) sp_charge(s, c_union, d->ph_union, w, dt);
 
-    size_t c_gather = sp_compute(s, d->ph_gather);
-    if (c_gather == SIZE_MAX) return DEFTSIM_E_NOMEM;
-    if (P > 1) {
-        deftsim_step *c = sp_collective(s, DEFTSIM_STEP_ALLREDUCE, "values");
-        if (!c) return DEFTSIM_E_NOMEM;
-        for (uint32_t w = 0; w < P; w++) c->bytes[w] = nnz * s->sv;
-    }
-    size_t c_res = sp_compute(s, d->ph_residual);
-    if (c_res == SIZE_MAX) return DEFTSIM_E_NOMEM;
-    for (uint32_t w = 0; w < P; w++) {
-        if ((st = sp_get(a, w, &acc))) return st;
-        float *v = w == 0 ? s->agg_val : d->vals;
-        SP_TIMED(s, c_gather, d->ph_gather, w,
-                 deftsim_k_gather(s->kc, acc, n, s->agg_idx, (size_t)nnz, v));
-        if (w) sp_agg_add(s, v, nnz, w);
-        SP_TIMED(s, c_res, d->ph_residual, w,
-                 deftsim_k_zero_at(s->kc, acc, n, s->agg_idx, (size_t)nnz));
-        if ((st = sp_release(a, w))) return st;
-    }
-    sp_agg_finish(s, nnz);
+    /* Gather/residual pass: values at U go into the (emulated) allreduce, U is zeroed. */
+    if ((st = sp_gather_residual(s, a, nnz, d->vals, d->ph_gather, d->ph_residual))) return st;
     return DEFTSIM_OK;
 }
 
@@ -169,5 +151,28 @@ static deftsim_status topk_ag_step(deftsim_sparsifier *s, uint64_t t,
     return DEFTSIM_OK;
 }
 
-const sp_method deftsim_sp_topk = {"topk", topk_init, topk_step, NULL};
-const sp_method deftsim_sp_topk_ag = {"topk-ag", topk_ag_init, topk_ag_step, NULL};
+const sp_method deftsim_sp_topk = {topk_init, topk_step, NULL};
+const sp_method deftsim_sp_topk_ag = {topk_ag_init, topk_ag_step, NULL};
+
+/* `deftsim bench sim`: k indices per worker, and the values at a union of P independent,
+ * uniformly spread k-subsets, which holds n (1 - (1 - k/n)^P) indices. */
+deftsim_status deftsim_sp_topk_closed_form(const deftsim_closed_form_in *in, uint32_t P,
+                                           deftsim_schedule *s)
+{
+    const uint64_t n = in->model->numel, k = in->k;
+    if (!sp_cf_add(s, DEFTSIM_STEP_ALLGATHER, "indices", k * in->index_bytes))
+        return DEFTSIM_E_NOMEM;
+    double u = (double)n * (1.0 - pow(1.0 - (double)k / (double)n, (double)P));
+    return sp_cf_add(s, DEFTSIM_STEP_ALLREDUCE, "values", (uint64_t)ceil(u) * in->value_bytes)
+               ? DEFTSIM_OK : DEFTSIM_E_NOMEM;
+}
+
+/* `deftsim bench sim`: k (index, value) pairs per worker. */
+deftsim_status deftsim_sp_topk_ag_closed_form(const deftsim_closed_form_in *in, uint32_t P,
+                                              deftsim_schedule *s)
+{
+    (void)P;
+    return sp_cf_add(s, DEFTSIM_STEP_ALLGATHER, "pairs",
+                     in->k * ((uint64_t)in->index_bytes + in->value_bytes))
+               ? DEFTSIM_OK : DEFTSIM_E_NOMEM;
+}

@@ -169,69 +169,77 @@ static uint64_t lower_bound(const deftsim_kidx *a, uint64_t m, uint64_t v)
     return lo;
 }
 
-static deftsim_status ok_step(deftsim_sparsifier *s, uint64_t t, const deftsim_acc_provider *a)
+/* What one step's parts share: the recomputations due, the wire widths, the counts so far
+ * and the COMPUTE steps already registered. */
+typedef struct {
+    int lrec, grec, recut;
+    uint64_t ib, vb;            /* wire widths of an index and a value */
+    uint64_t total;             /* every worker's picks together */
+    uint64_t U;                 /* the global candidates (the union) */
+    uint64_t nsel;              /* the global selection */
+    size_t c_thr, c_sel, c_glob;
+} ok_step_ctx;
+
+/* Worker w's local threshold: on recompute steps the exact k-th largest |acc|; otherwise
+ * (VGG) raised by 3% while it selects too many, at most 5 times. */
+static deftsim_status ok_local_threshold(deftsim_sparsifier *s, ok_state *d, const float *acc,
+                                         uint32_t w, const ok_step_ctx *x, double *thr)
 {
-    ok_state *d = s->priv;
+    const ok_consts *c = d->c;
+    deftsim_step_result *r = &s->res;
+    deftsim_status st = DEFTSIM_OK;
+    const uint64_t n = s->n, k = s->k;
+    if (x->lrec) {
+        /* The exact k-th largest |acc|. */
+        if ((st = grow(&d->tk, &d->tk_cap, k, sizeof *d->tk)) ||
+            (st = sp_scratch_topk(s, (size_t)n, (size_t)k)))
+            return st;
+        double t0 = sp_now(s);
+        st = deftsim_k_topk(s->kc, acc, (size_t)n, (size_t)k, d->tk, s->scratch, s->scratch_bytes);
+        float m = INFINITY;
+        for (uint64_t j = 0; !st && j < k; j++) {
+            float v = fabsf(acc[d->tk[j]]);
+            if (v < m) m = v;
+        }
+        sp_charge(s, x->c_thr, d->ph_threshold, w, sp_now(s) - t0);
+        if (st) return st;
+        *thr = m;
+        r->cost[w] += sp_topk_cost(n, k);
+    } else if (c->raise_loop) {
+        uint64_t limit = c->raise_num * k / c->raise_den;
+        double t0 = sp_now(s);
+        for (int i = 0; i < 5; i++) {
+            size_t cnt = 0;
+            if ((st = deftsim_k_count_ge(s->kc, acc, (size_t)n, strict_above(*thr), &cnt))) break;
+            r->cost[w] += (double)n;
+            if (cnt > limit)
+                *thr *= 1.03;
+            else
+                break;
+        }
+        sp_charge(s, x->c_thr, d->ph_threshold, w, sp_now(s) - t0);
+        if (st) return st;
+    }
+    return DEFTSIM_OK;
+}
+
+/* 1. Every worker's local threshold and selection |acc| > L (sorted, with its values), the
+ * band adjust of L for the next step and, on re-cut steps, its proposed region boundaries. */
+static deftsim_status ok_local(deftsim_sparsifier *s, ok_state *d, const deftsim_acc_provider *a,
+                               ok_step_ctx *x)
+{
     const ok_consts *c = d->c;
     deftsim_step_result *r = &s->res;
     deftsim_status st;
     const uint32_t P = s->P;
     const uint64_t n = s->n, k = s->k;
     float *acc;
-
-    r->oktopk_warmup = t < d->warmup;
-    if (t < d->warmup) return ok_dense(s, a);
-
-    int first = !d->started;
-    int lrec = first || t % c->local_period == 0;
-    int grec = first || t % c->global_period == 0;
-    int recut = first || t % OK_REGION_PERIOD == 0;
-    r->oktopk_local_recompute = lrec;
-    r->oktopk_global_recompute = grec;
-    r->oktopk_recut = recut;
-    /* Wire widths: the authors' code sends int32 indices and fp32 values; spec: the scenario's. */
-    const uint64_t ib = s->p.wire == DEFTSIM_WIRE_REFERENCE ? 4 : s->si, vb = s->sv;
-
-    size_t c_thr = sp_compute(s, d->ph_threshold), c_sel = sp_compute(s, d->ph_select);
-    if (c_thr == SIZE_MAX || c_sel == SIZE_MAX) return DEFTSIM_E_NOMEM;
-
-    /* ---- 1. local threshold and selection, every worker ---- */
     uint64_t total = 0;
     double lsum = 0;
     for (uint32_t w = 0; w < P; w++) {
         if ((st = sp_get(a, w, &acc))) return st;
         double thr = d->lthr[w];
-        if (lrec) {
-            /* The exact k-th largest |acc|. */
-            if ((st = grow(&d->tk, &d->tk_cap, k, sizeof *d->tk)) ||
-                (st = sp_scratch_topk(s, (size_t)n, (size_t)k)))
-                return st;
-            double t0 = sp_now(s);
-            st = deftsim_k_topk(s->kc, acc, (size_t)n, (size_t)k, d->tk, s->scratch, s->scratch_bytes);
-            float m = INFINITY;
-            for (uint64_t j = 0; !st && j < k; j++) {
-                float v = fabsf(acc[d->tk[j]]);
-                if (v < m) m = v;
-            }
-            sp_charge(s, c_thr, d->ph_threshold, w, sp_now(s) - t0);
-            if (st) return st;
-            thr = m;
-            r->cost[w] += sp_topk_cost(n, k);
-        } else if (c->raise_loop) {
-            uint64_t limit = c->raise_num * k / c->raise_den;
-            double t0 = sp_now(s);
-            for (int i = 0; i < 5; i++) {
-                size_t cnt = 0;
-                if ((st = deftsim_k_count_ge(s->kc, acc, (size_t)n, strict_above(thr), &cnt))) break;
-                r->cost[w] += (double)n;
-                if (cnt > limit)
-                    thr *= 1.03;
-                else
-                    break;
-            }
-            sp_charge(s, c_thr, d->ph_threshold, w, sp_now(s) - t0);
-            if (st) return st;
-        }
+        if ((st = ok_local_threshold(s, d, acc, w, x, &thr))) return st;
         d->lthr[w] = thr;
         lsum += thr;
         /* The selection |acc| > L, sorted, and its values. */
@@ -249,7 +257,7 @@ static deftsim_status ok_step(deftsim_sparsifier *s, uint64_t t, const deftsim_a
         st = deftsim_k_filter_ge(s->kc, acc, (size_t)n, strict_above(thr), idx, cnt, &got);
         if (!st) sp_sort_idx(idx, got);
         if (!st) st = deftsim_k_gather(s->kc, acc, (size_t)n, idx, got, d->pvals + total);
-        sp_charge(s, c_sel, d->ph_select, w, sp_now(s) - t0);
+        sp_charge(s, x->c_sel, d->ph_select, w, sp_now(s) - t0);
         if (st) return st;
         r->cost[w] += (double)n;
         s->sel_start[w] = total;
@@ -262,7 +270,7 @@ static deftsim_status ok_step(deftsim_sparsifier *s, uint64_t t, const deftsim_a
         else if ((double)got > 5.0 * gk / 4.0)
             d->lthr[w] *= c->local_mul;
         /* Its proposed region boundaries: the positions of its picks' P-quantiles. */
-        if (recut) {
+        if (x->recut) {
             uint64_t q = got / P;
             for (uint32_t j = 1; j < P; j++)
                 d->prop[(size_t)w * P + j] = got ? idx[q * j] : (uint64_t)(n * j / P);
@@ -271,9 +279,18 @@ static deftsim_status ok_step(deftsim_sparsifier *s, uint64_t t, const deftsim_a
     }
     s->sel = d->picks;
     r->oktopk_threshold_local = lsum / P;
+    x->total = total;
+    return DEFTSIM_OK;
+}
 
-    /* ---- 2. the regions: the mean of the proposals, floored ---- */
-    if (recut) {
+/* 2. The regions (on re-cut steps the mean of the proposals, floored), every worker's picks
+ * per region and the region balance. */
+static deftsim_status ok_regions(deftsim_sparsifier *s, ok_state *d, const ok_step_ctx *x)
+{
+    deftsim_step_result *r = &s->res;
+    const uint32_t P = s->P;
+    const uint64_t n = s->n, total = x->total;
+    if (x->recut) {
         if (P > 1) {
             deftsim_step *b = sp_collective(s, DEFTSIM_STEP_ALLREDUCE, "boundaries");
             if (!b) return DEFTSIM_E_NOMEM;
@@ -303,8 +320,17 @@ static deftsim_status ok_step(deftsim_sparsifier *s, uint64_t t, const deftsim_a
             if (d->rload[j] > mx) mx = d->rload[j];
         r->oktopk_region_balance = total ? (double)mx * P / (double)total : 0;
     }
+    return DEFTSIM_OK;
+}
 
-    /* ---- 3. split and reduce: counts by alltoall, then rounds of at most 4 peers ---- */
+/* 3. Split and reduce: the counts by alltoall, then rounds of at most 4 peers; each owner
+ * adds what it receives into its region. */
+static deftsim_status ok_reduce(deftsim_sparsifier *s, ok_state *d, const ok_step_ctx *x)
+{
+    deftsim_step_result *r = &s->res;
+    deftsim_status st;
+    const uint32_t P = s->P;
+    const uint64_t n = s->n, ib = x->ib, vb = x->vb;
     if (P > 1) {
         deftsim_step *ac = sp_collective(s, DEFTSIM_STEP_ALLTOALL, "counts");
         if (!ac) return DEFTSIM_E_NOMEM;
@@ -340,10 +366,20 @@ static deftsim_status ok_step(deftsim_sparsifier *s, uint64_t t, const deftsim_a
         sp_charge(s, c_red, d->ph_reduce, j, sp_now(s) - t0);
         if (st) return st;
     }
+    return DEFTSIM_OK;
+}
 
-    /* ---- 4. the global selection ---- */
-    size_t c_glob = sp_compute(s, d->ph_global);
-    if (c_glob == SIZE_MAX) return DEFTSIM_E_NOMEM;
+/* 4. The global candidates: each owner's reduced sums at the indices picked in its region,
+ * above the global threshold (all nonzero ones on recompute steps), in rank order. */
+static deftsim_status ok_candidates(deftsim_sparsifier *s, ok_state *d, ok_step_ctx *x)
+{
+    deftsim_step_result *r = &s->res;
+    deftsim_status st;
+    const uint32_t P = s->P;
+    const uint64_t total = x->total;
+    const int grec = x->grec;
+    x->c_glob = sp_compute(s, d->ph_global);
+    if (x->c_glob == SIZE_MAX) return DEFTSIM_E_NOMEM;
     uint64_t U = 0;
     if ((st = grow(&d->uni.idx, &d->uni.cap, total, sizeof *d->uni.idx))) return st;
     {
@@ -374,71 +410,101 @@ static deftsim_status ok_step(deftsim_sparsifier *s, uint64_t t, const deftsim_a
         sp_sort_idx(d->uni.idx + before, (size_t)(U - before));
         for (uint64_t e = before; e < U; e++) d->uni.val[e] = d->red[d->uni.idx[e]];
         d->gcount[j] = U - before;
-        sp_charge(s, c_glob, d->ph_global, j, sp_now(s) - t0);
+        sp_charge(s, x->c_glob, d->ph_global, j, sp_now(s) - t0);
         r->cost[j] += (double)d->off[j + 1] - (double)d->off[j];
     }
     /* Clear the candidate marks (every pick of every worker was marked once). */
     for (uint64_t e = 0; e < total; e++) BIT_CLR(d->mark, d->picks[e]);
+    x->U = U;
+    return DEFTSIM_OK;
+}
 
-    /* The allgather of the owners' picks (the union, in rank order). */
+/* BERT's allgather: the union in rank order cut into P near-equal blocks, block j moved to
+ * worker j point to point (indices and values, not on recompute steps), then two
+ * allgathervs. */
+static deftsim_status ok_balanced_allgather(deftsim_sparsifier *s, ok_state *d,
+                                            const ok_step_ctx *x)
+{
+    deftsim_step_result *r = &s->res;
+    const uint32_t P = s->P;
+    const uint64_t U = x->U, ib = x->ib, vb = x->vb;
+    const int grec = x->grec;
+    uint64_t T = U, bq = T / P, brem = T % P;
+    uint32_t fan = 1;
+    uint64_t A = 0;
+    for (uint32_t w = 0; w < P; w++) {
+        uint32_t m = 0;
+        for (uint32_t j = 0; j < P; j++) {
+            uint64_t B0 = j * bq + (j < brem ? j : brem), B1 = B0 + bq + (j < brem);
+            if (j != w && A < B1 && B0 < A + d->gcount[w]) m++;
+        }
+        if (m > fan) fan = m;
+        A += d->gcount[w];
+    }
+    if (!grec) {
+        deftsim_step *bs = deftsim_schedule_add_p2p(&r->schedule, "balance", 2 * fan);
+        if (!bs) return DEFTSIM_E_NOMEM;
+        A = 0;
+        for (uint32_t w = 0; w < P; w++) {
+            uint32_t m = 0;
+            for (uint32_t j = 0; j < P; j++) {
+                uint64_t B0 = j * bq + (j < brem ? j : brem), B1 = B0 + bq + (j < brem);
+                uint64_t lo = A > B0 ? A : B0, hi = A + d->gcount[w] < B1 ? A + d->gcount[w] : B1;
+                if (j == w || lo >= hi) continue;
+                size_t at = (size_t)w * 2 * fan + 2 * m++;
+                bs->peer[at] = bs->peer[at + 1] = j;
+                bs->bytes[at] = (hi - lo) * ib;
+                bs->bytes[at + 1] = (hi - lo) * vb;
+            }
+            A += d->gcount[w];
+        }
+    }
+    deftsim_step *gv = sp_collective(s, DEFTSIM_STEP_ALLGATHER, "values");
+    deftsim_step *gi = gv ? sp_collective(s, DEFTSIM_STEP_ALLGATHER, "indices") : NULL;
+    if (!gi) return DEFTSIM_E_NOMEM;
+    for (uint32_t w = 0; w < P; w++) {
+        uint64_t sz = grec ? d->gcount[w] : bq + (w < brem);
+        gv = &r->schedule.steps[r->schedule.nsteps - 2];
+        gi = &r->schedule.steps[r->schedule.nsteps - 1];
+        gv->bytes[w] = sz * vb;
+        gi->bytes[w] = sz * ib;
+    }
+    return DEFTSIM_OK;
+}
+
+/* The allgather of the owners' picks (the union, in rank order). */
+static deftsim_status ok_allgather(deftsim_sparsifier *s, ok_state *d, const ok_step_ctx *x)
+{
+    deftsim_status st;
+    const uint32_t P = s->P;
+    const uint64_t ib = x->ib, vb = x->vb;
     if (P > 1) {
         deftsim_step *cg = sp_collective(s, DEFTSIM_STEP_ALLGATHER, "counts");
         if (!cg) return DEFTSIM_E_NOMEM;
         for (uint32_t w = 0; w < P; w++) cg->bytes[w] = 4;
-        if (!c->balanced) {
+        if (!d->c->balanced) {
             deftsim_step *g = sp_collective(s, DEFTSIM_STEP_ALLGATHER, "selection");
             if (!g) return DEFTSIM_E_NOMEM;
             for (uint32_t w = 0; w < P; w++) g->bytes[w] = d->gcount[w] * (ib + vb);
         } else {
-            /* Balance: the union in rank order cut into P near-equal blocks, block j moved to
-             * worker j point to point (indices and values), then two allgathervs. */
-            uint64_t T = U, bq = T / P, brem = T % P;
-            uint32_t fan = 1;
-            uint64_t A = 0;
-            for (uint32_t w = 0; w < P; w++) {
-                uint32_t m = 0;
-                for (uint32_t j = 0; j < P; j++) {
-                    uint64_t B0 = j * bq + (j < brem ? j : brem), B1 = B0 + bq + (j < brem);
-                    if (j != w && A < B1 && B0 < A + d->gcount[w]) m++;
-                }
-                if (m > fan) fan = m;
-                A += d->gcount[w];
-            }
-            if (!grec) {
-                deftsim_step *bs = deftsim_schedule_add_p2p(&r->schedule, "balance", 2 * fan);
-                if (!bs) return DEFTSIM_E_NOMEM;
-                A = 0;
-                for (uint32_t w = 0; w < P; w++) {
-                    uint32_t m = 0;
-                    for (uint32_t j = 0; j < P; j++) {
-                        uint64_t B0 = j * bq + (j < brem ? j : brem), B1 = B0 + bq + (j < brem);
-                        uint64_t lo = A > B0 ? A : B0, hi = A + d->gcount[w] < B1 ? A + d->gcount[w] : B1;
-                        if (j == w || lo >= hi) continue;
-                        size_t at = (size_t)w * 2 * fan + 2 * m++;
-                        bs->peer[at] = bs->peer[at + 1] = j;
-                        bs->bytes[at] = (hi - lo) * ib;
-                        bs->bytes[at + 1] = (hi - lo) * vb;
-                    }
-                    A += d->gcount[w];
-                }
-            }
-            deftsim_step *gv = sp_collective(s, DEFTSIM_STEP_ALLGATHER, "values");
-            deftsim_step *gi = gv ? sp_collective(s, DEFTSIM_STEP_ALLGATHER, "indices") : NULL;
-            if (!gi) return DEFTSIM_E_NOMEM;
-            for (uint32_t w = 0; w < P; w++) {
-                uint64_t sz = grec ? d->gcount[w] : bq + (w < brem);
-                gv = &r->schedule.steps[r->schedule.nsteps - 2];
-                gi = &r->schedule.steps[r->schedule.nsteps - 1];
-                gv->bytes[w] = sz * vb;
-                gi->bytes[w] = sz * ib;
-            }
+            if ((st = ok_balanced_allgather(s, d, x))) return st;
         }
     }
+    return DEFTSIM_OK;
+}
 
-    /* Every worker: on recompute steps the exact top-k of the union sets G and the selection;
-     * otherwise the union is the selection. Run once, charged to every worker. */
+/* Every worker: on recompute steps the exact top-k of the union sets G and the selection;
+ * otherwise the union is the selection and G follows its band. Run once, charged to every
+ * worker. */
+static deftsim_status ok_global(deftsim_sparsifier *s, ok_state *d, ok_step_ctx *x)
+{
+    const ok_consts *c = d->c;
+    deftsim_step_result *r = &s->res;
+    deftsim_status st;
+    const uint32_t P = s->P;
+    const uint64_t k = s->k, U = x->U;
     uint64_t nsel = U;
-    if (grec) {
+    if (x->grec) {
         uint64_t kk = U < k ? U : k;
         if (kk == 0) {
             nsel = 0;
@@ -456,7 +522,7 @@ static deftsim_status ok_step(deftsim_sparsifier *s, uint64_t t, const deftsim_a
             }
             double dt = sp_now(s) - t0;
             for (uint32_t w = 0; w < P; w++) {
-                sp_charge(s, c_glob, d->ph_global, w, dt);
+                sp_charge(s, x->c_glob, d->ph_global, w, dt);
                 r->cost[w] += sp_topk_cost(U, kk);
             }
             if (st) return st;
@@ -476,8 +542,19 @@ static deftsim_status ok_step(deftsim_sparsifier *s, uint64_t t, const deftsim_a
         else if ((double)U > c->ghi_num * gk / c->ghi_den)
             d->gthr *= c->global_mul;
     }
+    x->nsel = nsel;
+    return DEFTSIM_OK;
+}
 
-    /* ---- 5. the residual: zero on the worker's picks that are in the global selection ---- */
+/* 5. The residual: zero on the worker's picks that are in the global selection. */
+static deftsim_status ok_residual(deftsim_sparsifier *s, ok_state *d, const deftsim_acc_provider *a,
+                                  uint64_t nsel)
+{
+    deftsim_step_result *r = &s->res;
+    deftsim_status st;
+    const uint32_t P = s->P;
+    const uint64_t n = s->n;
+    float *acc;
     for (uint64_t j = 0; j < nsel; j++) BIT_SET(d->mark, d->uni.idx[j]);
     size_t c_res = sp_compute(s, d->ph_residual);
     if (c_res == SIZE_MAX) return DEFTSIM_E_NOMEM;
@@ -494,6 +571,40 @@ static deftsim_status ok_step(deftsim_sparsifier *s, uint64_t t, const deftsim_a
         if (st || (st = sp_release(a, w))) return st;
     }
     for (uint64_t j = 0; j < nsel; j++) BIT_CLR(d->mark, d->uni.idx[j]);
+    return DEFTSIM_OK;
+}
+
+static deftsim_status ok_step(deftsim_sparsifier *s, uint64_t t, const deftsim_acc_provider *a)
+{
+    ok_state *d = s->priv;
+    const ok_consts *c = d->c;
+    deftsim_step_result *r = &s->res;
+    deftsim_status st;
+    ok_step_ctx x;
+    memset(&x, 0, sizeof x);
+
+    r->oktopk_warmup = t < d->warmup;
+    if (t < d->warmup) return ok_dense(s, a);
+
+    int first = !d->started;
+    x.lrec = first || t % c->local_period == 0;
+    x.grec = first || t % c->global_period == 0;
+    x.recut = first || t % OK_REGION_PERIOD == 0;
+    r->oktopk_local_recompute = x.lrec;
+    r->oktopk_global_recompute = x.grec;
+    r->oktopk_recut = x.recut;
+    /* Wire widths: the authors' code sends int32 indices and fp32 values; spec: the scenario's. */
+    x.ib = s->p.wire == DEFTSIM_WIRE_REFERENCE ? 4 : s->si;
+    x.vb = s->sv;
+
+    x.c_thr = sp_compute(s, d->ph_threshold);
+    x.c_sel = sp_compute(s, d->ph_select);
+    if (x.c_thr == SIZE_MAX || x.c_sel == SIZE_MAX) return DEFTSIM_E_NOMEM;
+    if ((st = ok_local(s, d, a, &x)) || (st = ok_regions(s, d, &x)) || (st = ok_reduce(s, d, &x)) ||
+        (st = ok_candidates(s, d, &x)) || (st = ok_allgather(s, d, &x)) ||
+        (st = ok_global(s, d, &x)) || (st = ok_residual(s, d, a, x.nsel)))
+        return st;
+    const uint64_t nsel = x.nsel, total = x.total;
 
     /* ---- 6. the aggregate: the owners' sums / P; the sums cleared for the next step ---- */
     if (nsel) { /* an empty union may have no buffers yet (memcpy's pointers must be valid) */
@@ -507,4 +618,30 @@ static deftsim_status ok_step(deftsim_sparsifier *s, uint64_t t, const deftsim_a
     return DEFTSIM_OK;
 }
 
-const sp_method deftsim_sp_oktopk = {"oktopk", ok_init, ok_step, ok_fini};
+const sp_method deftsim_sp_oktopk = {ok_init, ok_step, ok_fini};
+
+/* `deftsim bench sim`: a sparse step between recomputations: every worker's k picks spread
+ * evenly over the P regions, every owner keeps k / P of them (docs/SPARSIFIERS.md, Ok-Topk). */
+deftsim_status deftsim_sp_oktopk_closed_form(const deftsim_closed_form_in *in, uint32_t P,
+                                             deftsim_schedule *s)
+{
+    uint64_t e = (in->k + P - 1) / P;
+    deftsim_step *st;
+    if (!sp_cf_add(s, DEFTSIM_STEP_ALLTOALL, "counts", 4)) return DEFTSIM_E_NOMEM;
+    for (uint32_t first = 0; first < P; first += 4) {
+        if (!(st = deftsim_schedule_add_p2p(s, "reduce", 8))) return DEFTSIM_E_NOMEM;
+        for (uint32_t r = 0; r < P; r++)
+            for (uint32_t i = first; i < first + 4 && i < P; i++) {
+                if (i == 0) continue;
+                size_t at = (size_t)r * 8 + 2 * (i - first);
+                st->peer[at] = st->peer[at + 1] = (r + i) % P;
+                st->bytes[at] = e * in->index_bytes;
+                st->bytes[at + 1] = e * in->value_bytes;
+            }
+    }
+    if (!sp_cf_add(s, DEFTSIM_STEP_ALLGATHER, "counts", 4) ||
+        !sp_cf_add(s, DEFTSIM_STEP_ALLGATHER, "selection",
+                   e * ((uint64_t)in->index_bytes + in->value_bytes)))
+        return DEFTSIM_E_NOMEM;
+    return DEFTSIM_OK;
+}

@@ -1,0 +1,91 @@
+/* config_internal.h - what the config files share (internal to src/): the schema's row type,
+ * parsed values and the value path every key goes through (config_value.c), the schema's
+ * rows (config.c), the cross-field checks (config_check.c). */
+#ifndef DEFTSIM_CONFIG_INTERNAL_H
+#define DEFTSIM_CONFIG_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "deftsim_config.h"
+
+typedef enum {
+    T_NAME,        /* char*, 1..100 characters, no '/' (it becomes a folder name) */
+    T_PATH,        /* char*, non-empty */
+    T_OPTPATH,     /* char*, NULL when unset; an empty value unsets it */
+    T_U64,         /* uint64_t in [imin, imax] */
+    T_INT,         /* int in [imin, imax], or one of choices[] when given */
+    T_DOUBLE,      /* double in the range lo..hi (flags say open or closed), or check() */
+    T_ENUM,        /* int-sized enum, one of names[] */
+    T_ENUM_LIST,   /* int-sized enum array + size_t count; no duplicates */
+    T_DOUBLE_LIST, /* double array + size_t count; in range, no duplicates */
+    T_INT_LIST,    /* int64_t array + size_t count; ranges allowed; sorted, unique */
+    T_BANDWIDTH,   /* double, bytes/s: a number or SimGrid units (25Gbps); range as T_DOUBLE */
+    T_DURATION     /* double, seconds: a number or SimGrid units (1us); range as T_DOUBLE */
+} ktype;
+
+enum { LO_OPEN = 1, HI_OPEN = 2, HI_INF = 4 };
+
+#define NAME_MAX_LEN 100
+
+typedef struct {
+    deftsim_config_keyinfo info;
+    ktype type;
+    size_t off, count_off;
+    int64_t imin, imax;
+    double lo, hi;
+    unsigned flags;
+    const char *const *names;
+    const char *const *(*names_fn)(void); /* names[] from a table that can grow (the methods) */
+    const int *choices;             /* 0-terminated */
+    const char *(*check)(double v); /* NULL if fine, else why not (for odd numeric domains) */
+} keydef;
+
+/* The choices of an enum key. */
+static inline const char *const *knames(const keydef *k)
+{
+    return k->names_fn ? k->names_fn() : k->names;
+}
+
+/* A parsed value before it is committed into a config: owns s and arr. */
+typedef struct {
+    char *s;
+    uint64_t u;
+    int64_t i;
+    double d;
+    void *arr;
+    size_t n;
+} kval;
+
+/* ---- values (config_value.c) ---------------------------------------------------------- */
+
+void deftsim_cfg_kval_free(kval *v);
+void deftsim_cfg_set_ptr(deftsim_config *cfg, size_t off, void *p);
+void deftsim_cfg_set_count(deftsim_config *cfg, size_t off, size_t n);
+/* Strips surrounding whitespace in place. */
+char *deftsim_cfg_trim(char *s);
+/* text -> a value of key k's type, checked (type, range, choices); no location in messages. */
+deftsim_status deftsim_cfg_parse_value(const keydef *k, const char *text, kval *v);
+/* A value as INI text; returns the length it needed (snprintf-like). */
+size_t deftsim_cfg_render(const keydef *k, const kval *v, char *buf, size_t cap);
+/* Key k's value in cfg, borrowed (not to be freed). */
+kval deftsim_cfg_view(const deftsim_config *cfg, const keydef *k);
+deftsim_status deftsim_cfg_fits_one_line(const keydef *k, const kval *v);
+/* Frees key k's value in cfg. */
+void deftsim_cfg_release(deftsim_config *cfg, const keydef *k);
+/* Moves v into cfg (v is left empty). */
+void deftsim_cfg_commit(deftsim_config *cfg, const keydef *k, kval *v);
+/* parse_value, fits_one_line, commit. */
+deftsim_status deftsim_cfg_set_value(deftsim_config *cfg, const keydef *k, const char *text);
+
+/* ---- the schema (config.c) ------------------------------------------------------------- */
+
+size_t deftsim_cfg_nkeys(void);
+const keydef *deftsim_cfg_keydef(size_t i);
+
+/* ---- cross-field rules (config_check.c) ------------------------------------------------ */
+
+/* deftsim_config_check(); train = 1: the rules of deftsim_config_parse_train(). */
+deftsim_status deftsim_cfg_check(const deftsim_config *cfg, int train);
+
+#endif
