@@ -69,10 +69,14 @@ typedef struct {
      * front of idx and key in their order; returns how many it kept. */
     size_t (*split)(uint32_t *idx, uint32_t *key, size_t c, uint32_t k_above, uint32_t k_lo,
                     uint32_t *out, size_t n_above);
-    /* The need largest of c <= CPU_TINY distinct keys below 2^63, by counting for each key the
-     * keys above it (branch-free, c^2 compares): their low 32 bits, inverted, go to out.
-     * Returns the smallest selected key. */
-    uint64_t (*top_tiny)(const uint64_t *keys, size_t c, size_t need, uint32_t *out);
+    /* Exact top-need among c <= CPU_TINY ranks (1 <= need <= c), an earlier position winning
+     * ties: for each rank, the count of ranks that beat it (those before it that are >= it,
+     * those after it that are >); the need with a count below need win. Branch-free, c^2
+     * compares, vectorized over the ranks being counted. When out is not NULL the winners'
+     * idx entries go to out[0..need) in position order (never beyond). Returns the smallest
+     * winning rank: the need-th largest. Ranks are below 2^31. */
+    uint32_t (*top_small)(const uint32_t *rank, const uint32_t *idx, size_t c, size_t need,
+                          uint32_t *out);
     /* Number of a[0..n) >= t, for values below 2^31 (ranks). */
     size_t (*count_u32_ge)(const uint32_t *a, size_t n, uint32_t t);
     /* Sum of squares of at most CPU_NORM_BLOCK elements in double, in the fixed order of

@@ -115,6 +115,7 @@ uint32_t cpu_kth_largest_u32(const cpu_isa *isa, uint32_t *a, size_t m, size_t r
         lo = a[i] < lo ? a[i] : lo;
         hi = a[i] > hi ? a[i] : hi;
     }
+    if (m <= CPU_TINY && hi < 0x80000000u) return isa->top_small(a, NULL, m, r, NULL);
     if (m < CPU_BISECT_MIN) {
         qsel_u32(a, m, r - 1);
         return a[r - 1];
@@ -180,11 +181,7 @@ uint32_t cpu_select_ranked(const cpu_isa *isa, uint32_t *idx, uint32_t *key, siz
             memcpy(out + o, idx, need * sizeof *idx);
             return lo;
         }
-        if (c <= CPU_TINY) {
-            uint64_t tmp[CPU_TINY];
-            for (size_t i = 0; i < c; i++) tmp[i] = ((uint64_t)key[i] << 32) | (uint32_t)~idx[i];
-            return (uint32_t)(isa->top_tiny(tmp, c, need, out + o) >> 32);
-        }
+        if (c <= CPU_TINY) return isa->top_small(key, idx, c, need, out + o);
         if (c < CPU_BISECT_MIN) {
             uint64_t tmp[CPU_BISECT_MIN];
             for (size_t i = 0; i < c; i++) tmp[i] = ((uint64_t)key[i] << 32) | (uint32_t)~idx[i];
