@@ -138,6 +138,12 @@ void cpu_split(size_t n, unsigned nrun, unsigned t, size_t align, size_t *lo, si
 /* The r-th largest (1-based, 1 <= r <= m) of a[0..m); a is reordered. hist: CPU_HIST. */
 uint32_t cpu_kth_largest_u32(const cpu_isa *isa, uint32_t *a, size_t m, size_t r, uint32_t *hist);
 
+/* A rank T <= the r-th largest (1-based, 1 <= r <= m) of a[0..m) (values below 2^31) with
+ * T > that rank - res: bisection of [min, max] by vectorized counts, stopped once the bracket
+ * is narrower than res. a is not changed. */
+uint32_t cpu_kth_lower_bound(const cpu_isa *isa, const uint32_t *a, size_t m, size_t r,
+                             uint32_t res);
+
 /* Turns candidate keys (|x| bits, NaN keys allowed) into ranks in place; returns how many
  * are NaN and the smallest and largest rank. */
 size_t cpu_rank_candidates(uint32_t *key, size_t c, uint32_t *lo, uint32_t *hi);

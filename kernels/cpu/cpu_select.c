@@ -143,6 +143,25 @@ uint32_t cpu_kth_largest_u32(const cpu_isa *isa, uint32_t *a, size_t m, size_t r
     return a[r - 1];
 }
 
+uint32_t cpu_kth_lower_bound(const cpu_isa *isa, const uint32_t *a, size_t m, size_t r,
+                             uint32_t res)
+{
+    uint32_t lo = UINT32_MAX, hi = 0;
+    for (size_t i = 0; i < m; i++) {
+        lo = a[i] < lo ? a[i] : lo;
+        hi = a[i] > hi ? a[i] : hi;
+    }
+    /* Invariant: at least r values are >= lo, and the r-th largest is <= hi. */
+    while (hi - lo >= res) {
+        uint32_t mid = lo + (uint32_t)(((uint64_t)hi - lo + 1) / 2);
+        if (isa->count_u32_ge(a, m, mid) >= r)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
 size_t cpu_rank_candidates(uint32_t *key, size_t c, uint32_t *lo, uint32_t *hi)
 {
     uint32_t l = UINT32_MAX, h = 0;

@@ -34,6 +34,9 @@
 #define CPU_SMALL_MAX 65536
 /* Group maxima per wanted element in the in-cache path. */
 #define GROUP_FACTOR 4
+/* Resolution of the in-cache path's threshold over many group maxima, in ranks: 2^16 ranks
+ * are about 0.8% of a value (2^23 ranks per binade). */
+#define GROUP_RES (1u << 16)
 /* Consecutive fragments handed to a thread at a time in segmented top-k, in elements. */
 #define SEG_BATCH 65536
 
@@ -162,7 +165,11 @@ static void topk_small(const cpu_isa *isa, const float *x, size_t n, uint32_t ba
     if (R >= 2) {
         size_t G = cpu_group_count(n, R);
         isa->group_max(x, n, R, w->aux);
-        T = cpu_kth_largest_u32(isa, w->aux, G, k, w->hist);
+        /* Any T at or below the k-th largest maximum is a valid threshold: beyond a few
+         * dozen maxima a bound within GROUP_RES ranks is cheaper than the exact value and
+         * admits only the elements in that sliver. */
+        T = G <= CPU_TINY ? cpu_kth_largest_u32(isa, w->aux, G, k, w->hist)
+                          : cpu_kth_lower_bound(isa, w->aux, G, k, GROUP_RES);
     }
     /* Never more than n: cannot overflow. Every NaN is among the candidates, so the selection
      * counts them all. */
