@@ -51,6 +51,10 @@ typedef struct {
      * Returns the count, or SIZE_MAX as soon as more than cap are appended. */
     size_t (*gather_cand)(const float *x, size_t n, uint32_t base, uint32_t kmin, uint32_t *idx,
                           uint32_t *key, size_t cap);
+    /* gather_cand without the keys: appends base + i only. For inputs still in cache, where
+     * reading the few passing keys again (cpu_rank_at) costs less than storing them all. */
+    size_t (*gather_idx)(const float *x, size_t n, uint32_t base, uint32_t kmin, uint32_t *idx,
+                         size_t cap);
     /* The same for thresholds that few elements pass (under about 1 in 200): skips blocks
      * with none, which is cheaper when the skip is predictable and dearer when it is not. */
     size_t (*gather_sparse)(const float *x, size_t n, uint32_t base, uint32_t kmin, uint32_t *idx,
@@ -143,6 +147,11 @@ uint32_t cpu_kth_largest_u32(const cpu_isa *isa, uint32_t *a, size_t m, size_t r
  * is narrower than res. a is not changed. */
 uint32_t cpu_kth_lower_bound(const cpu_isa *isa, const uint32_t *a, size_t m, size_t r,
                              uint32_t res);
+
+/* rank[i] = the rank of x[idx[i] - base] for i < c; returns how many are NaN and the
+ * smallest and largest rank (cpu_rank_candidates() for indices from gather_idx). */
+size_t cpu_rank_at(const float *x, uint32_t base, const uint32_t *idx, size_t c, uint32_t *rank,
+                   uint32_t *lo, uint32_t *hi);
 
 /* Turns candidate keys (|x| bits, NaN keys allowed) into ranks in place; returns how many
  * are NaN and the smallest and largest rank. */

@@ -132,6 +132,34 @@ AVX2 static size_t a_gather_cand(const float *x, size_t n, uint32_t base, uint32
     return r == SIZE_MAX ? SIZE_MAX : c + r;
 }
 
+AVX2 static size_t a_gather_idx(const float *x, size_t n, uint32_t base, uint32_t kmin,
+                                uint32_t *idx, size_t cap)
+{
+    const __m256i absm = _mm256_set1_epi32(0x7fffffff);
+    const __m256i tk = _mm256_set1_epi32((int)kmin - 1);
+    const __m256i eight = _mm256_set1_epi32(8);
+    __m256i pos = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                   _mm256_set1_epi32((int)base));
+    size_t i = 0, c = 0;
+    for (; i + 16 <= n; i += 16) {
+        if (c > cap) return SIZE_MAX;
+        __m256i k0 = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i)), absm);
+        __m256i k1 = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i + 8)), absm);
+        unsigned m0 = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(k0, tk)));
+        unsigned m1 = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(k1, tk)));
+        _mm256_storeu_si256((__m256i *)(idx + c), _mm256_permutevar8x32_epi32(pos, perm_of(m0)));
+        c += (size_t)__builtin_popcount(m0);
+        pos = _mm256_add_epi32(pos, eight);
+        _mm256_storeu_si256((__m256i *)(idx + c), _mm256_permutevar8x32_epi32(pos, perm_of(m1)));
+        c += (size_t)__builtin_popcount(m1);
+        pos = _mm256_add_epi32(pos, eight);
+    }
+    if (c > cap) return SIZE_MAX;
+    size_t r = cpu_isa_generic()->gather_idx(x + i, n - i, base + (uint32_t)i, kmin, idx + c,
+                                             cap - c);
+    return r == SIZE_MAX ? SIZE_MAX : c + r;
+}
+
 AVX2 static size_t a_gather_sparse(const float *x, size_t n, uint32_t base, uint32_t kmin,
                                    uint32_t *idx, uint32_t *key, size_t cap)
 {
@@ -408,6 +436,7 @@ static const cpu_isa avx2 = {
     .count_ge = a_count_ge,
     .gather_cand = a_gather_cand,
     .gather_sparse = a_gather_sparse,
+    .gather_idx = a_gather_idx,
     .filter_idx = a_filter_idx,
     .group_max = a_group_max,
     .split = a_split,

@@ -74,6 +74,27 @@ static size_t g_gather_cand(const float *x, size_t n, uint32_t base, uint32_t km
     return c;
 }
 
+static size_t g_gather_idx(const float *x, size_t n, uint32_t base, uint32_t kmin, uint32_t *idx,
+                           size_t cap)
+{
+    size_t c = 0, i = 0;
+    if (kmin > 0)
+        for (; i + 16 <= n; i += 16) {
+            if (!block_any(x + i, kmin)) continue;
+            for (size_t j = i; j < i + 16; j++)
+                if (cpu_key(x[j]) >= kmin) {
+                    if (c == cap) return SIZE_MAX;
+                    idx[c++] = base + (uint32_t)j;
+                }
+        }
+    for (; i < n; i++)
+        if (cpu_key(x[i]) >= kmin) {
+            if (c == cap) return SIZE_MAX;
+            idx[c++] = base + (uint32_t)i;
+        }
+    return c;
+}
+
 static size_t g_filter_idx(const float *x, size_t n, uint32_t base, uint32_t T, uint32_t *idx,
                            size_t cap, size_t *nan)
 {
@@ -222,6 +243,7 @@ static const cpu_isa generic = {
     .count_ge = g_count_ge,
     .gather_cand = g_gather_cand,
     .gather_sparse = g_gather_cand,
+    .gather_idx = g_gather_idx,
     .filter_idx = g_filter_idx,
     .group_max = g_group_max,
     .split = g_split,

@@ -162,6 +162,23 @@ uint32_t cpu_kth_lower_bound(const cpu_isa *isa, const uint32_t *a, size_t m, si
     return lo;
 }
 
+size_t cpu_rank_at(const float *x, uint32_t base, const uint32_t *idx, size_t c, uint32_t *rank,
+                   uint32_t *lo, uint32_t *hi)
+{
+    uint32_t l = UINT32_MAX, h = 0;
+    size_t nan = 0;
+    for (size_t i = 0; i < c; i++) {
+        uint32_t r = cpu_rank(x[idx[i] - base]);
+        rank[i] = r;
+        nan += r == 0;
+        l = r < l ? r : l;
+        h = r > h ? r : h;
+    }
+    *lo = l;
+    *hi = h;
+    return nan;
+}
+
 size_t cpu_rank_candidates(uint32_t *key, size_t c, uint32_t *lo, uint32_t *hi)
 {
     uint32_t l = UINT32_MAX, h = 0;

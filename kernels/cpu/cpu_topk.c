@@ -173,9 +173,11 @@ static void topk_small(const cpu_isa *isa, const float *x, size_t n, uint32_t ba
     }
     /* Never more than n: cannot overflow. Every NaN is among the candidates, so the selection
      * counts them all. */
-    size_t c = isa->gather_cand(x, n, base, T ? T - 1 : 0, w->cidx, w->ckey, n);
+    size_t c = isa->gather_idx(x, n, base, T ? T - 1 : 0, w->cidx, n);
+    uint32_t lo, hi;
     tl->candidates += c;
-    tl->nan += cpu_select_candidates(isa, w->cidx, w->ckey, c, k, out, w->hist, kth);
+    tl->nan += cpu_rank_at(x, base, w->cidx, c, w->ckey, &lo, &hi);
+    *kth = cpu_select_ranked(isa, w->cidx, w->ckey, c, k, lo, hi, out, w->hist);
 }
 
 /* ---- Radix fallback ----------------------------------------------------------------------- */
@@ -452,11 +454,16 @@ static int topk_hinted(const cpu_isa *isa, const float *x, size_t n, uint32_t ba
     size_t cap = 8 * k + 64;
     if (cap > w->cap) cap = w->cap;
     int sparse = (double)k < 0.6 * SPARSE_BELOW * (double)n;
-    size_t c = (sparse ? isa->gather_sparse : isa->gather_cand)(x, n, base, T - 1, w->cidx,
-                                                                 w->ckey, cap);
+    /* A fragment small enough for the in-cache path stays in cache: its passing keys are
+     * read again instead of stored. */
+    int cached = n <= CPU_SMALL_MAX;
+    size_t c = cached   ? isa->gather_idx(x, n, base, T - 1, w->cidx, cap)
+               : sparse ? isa->gather_sparse(x, n, base, T - 1, w->cidx, w->ckey, cap)
+                        : isa->gather_cand(x, n, base, T - 1, w->cidx, w->ckey, cap);
     if (c == SIZE_MAX) return 0;
     uint32_t lo, hi;
-    size_t nan = cpu_rank_candidates(w->ckey, c, &lo, &hi);
+    size_t nan = cached ? cpu_rank_at(x, base, w->cidx, c, w->ckey, &lo, &hi)
+                        : cpu_rank_candidates(w->ckey, c, &lo, &hi);
     if (c - nan < k) return 0;
     uint32_t R = cpu_select_ranked(isa, w->cidx, w->ckey, c, k, lo, hi, out, w->hist);
     tl->nan += nan;
