@@ -97,6 +97,8 @@ _Static_assert(CPU_NORM_BLOCK == DEFTSIM_K_NORM_BLOCK, "the public block is the 
 const cpu_isa *cpu_isa_generic(void);
 /* NULL when the build or the machine lacks AVX2. */
 const cpu_isa *cpu_isa_avx2(void);
+/* NULL when the build or the machine lacks AVX2 or AVX-512 F, BW, VL and DQ. */
+const cpu_isa *cpu_isa_avx512(void);
 
 static inline size_t cpu_group_count(size_t n, size_t R)
 {
@@ -116,7 +118,7 @@ void cpu_pool_run(cpu_pool *p, unsigned nrun, cpu_task_fn fn, void *arg);
 /* The backend's per-context state. */
 typedef struct {
     cpu_pool *pool;
-    const cpu_isa *generic, *avx2;
+    const cpu_isa *generic, *avx2, *avx512;
     unsigned nthreads;
     /* Per-thread result slots (nthreads entries each), so that operations never allocate. */
     size_t *slot_a, *slot_b, *slot_c;
