@@ -111,13 +111,14 @@ static ws_sizes ws_sizes_for(size_t n, size_t k, unsigned flags, unsigned nrun)
     ws_sizes z = {0, 0, 0, 0};
     switch (choose_path(n, k, flags)) {
     case PATH_NONE: return z;
-    case PATH_SMALL: {
-        size_t R = group_rows(n, k);
+    case PATH_SMALL:
+        /* With R >= 2 rows per group there are at most 8 ceil(rows / 2) + 1 <= n / 2 + 5
+         * groups: a bound without divisions, since segmented top-k sizes every fragment on
+         * every call. */
         z.cand = n;
-        z.aux = R >= 2 ? cpu_group_count(n, R) : 0;
+        z.aux = n / 2 + 8;
         z.hist = 1;
         return z;
-    }
     case PATH_SAMPLE: {
         sample_plan p = plan_sample(n, k);
         z.aux = p.S;
