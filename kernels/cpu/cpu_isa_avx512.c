@@ -151,8 +151,7 @@ AVX512 static uint32_t x_top_small(const uint32_t *rank, const uint32_t *idx, si
     /* a_top_small with sixteen lanes: blocks of ranks j counted against every rank i
      * broadcast; ranks before the block count when >= (r_i + 1 >), after it when >, and
      * within the block the lanes after i take r_i + 1. The count is a masked add. */
-    uint32_t r[CPU_TINY + 16], sel[CPU_TINY + 16];
-    memcpy(r, rank, c * sizeof *r);
+    const uint32_t *r = rank;
     const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     const __m512i one = _mm512_set1_epi32(1), needv = _mm512_set1_epi32((int)need);
     __m512i mv = _mm512_set1_epi32(-1);
@@ -177,12 +176,12 @@ AVX512 static uint32_t x_top_small(const uint32_t *rank, const uint32_t *idx, si
         __mmask16 win = _mm512_mask_cmpgt_epi32_mask(inside, needv, cnt);
         mv = _mm512_mask_min_epu32(mv, win, mv, rj);
         if (out) {
+            /* Writes exactly the winners: out never sees more than need. */
             __m512i id = _mm512_maskz_loadu_epi32(inside, idx + j0);
-            _mm512_storeu_si512((void *)(sel + o), _mm512_maskz_compress_epi32(win, id));
+            _mm512_mask_compressstoreu_epi32(out + o, win, id);
             o += (size_t)__builtin_popcount((unsigned)win);
         }
     }
-    if (out) memcpy(out, sel, need * sizeof *out);
     return (uint32_t)_mm512_reduce_min_epu32(mv);
 }
 

@@ -432,11 +432,15 @@ typedef struct {
 /* About 0.8% of a value in rank space (2^23 ranks per binade). */
 #define HINT_STEP (1u << 16)
 
+/* Sizes within a factor 2 of the hint's fragment; densities from a quarter to twice its
+ * density: a threshold that suited a denser fragment lets through up to about 4 k, well
+ * within the cap of 8 k + 64, whereas one from a sparser fragment lets through too few
+ * (heavy-tailed data, whose norms spread k the most, gained most from the wider band). */
 static int hint_applies(const seg_hint *h, size_t n, size_t k)
 {
     if (!h || !h->valid || n < 64 || k == 0) return 0;
     double r = (double)n / (double)h->len, d = ((double)k / (double)n) / ((double)h->k / (double)h->len);
-    return r >= 0.5 && r <= 2.0 && d >= 0.5 && d <= 2.0;
+    return r >= 0.5 && r <= 2.0 && d >= 0.25 && d <= 2.0;
 }
 
 static void hint_from_kth(seg_hint *h, size_t n, size_t k, uint32_t kth)
