@@ -662,6 +662,26 @@ static void usage_kernels(FILE *out)
             "Exit status 1 if any result fails verification.\n");
 }
 
+/* --isa LIST: the CPU context flags of each named instruction set, in order. */
+static int parse_isa(const char *arg, bench_opts *o)
+{
+    static const struct {
+        const char *name;
+        unsigned flags;
+    } isas[] = {{"generic", DEFTSIM_KFLAG_GENERIC}, {"avx2", DEFTSIM_KFLAG_NO_AVX512}, {"avx512", 0}};
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", arg);
+    o->nisa = 0;
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        size_t q = 0;
+        while (q < 3 && strcmp(tok, isas[q].name) != 0) q++;
+        if (q == 3 || o->nisa == 3) return -1;
+        o->isa_flags[o->nisa] = isas[q].flags;
+        o->isa_names[o->nisa++] = isas[q].name;
+    }
+    return o->nisa == 0 ? -1 : 0;
+}
+
 static int bench_kernels(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -721,29 +741,11 @@ static int bench_kernels(int argc, char **argv)
                 return deftsim_cli_usage_error("bench kernels", "bad --threads '%s'", optarg);
             break;
         }
-        case 'I': {
-            static const struct {
-                const char *name;
-                unsigned flags;
-            } isas[] = {{"generic", DEFTSIM_KFLAG_GENERIC},
-                        {"avx2", DEFTSIM_KFLAG_NO_AVX512},
-                        {"avx512", 0}};
-            o.nisa = 0;
-            char buf[128];
-            snprintf(buf, sizeof buf, "%s", optarg);
-            for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-                size_t q = 0;
-                while (q < 3 && strcmp(tok, isas[q].name) != 0) q++;
-                if (q == 3 || o.nisa == 3)
-                    return deftsim_cli_usage_error("bench kernels", "bad --isa '%s' (a list of "
-                                                   "generic, avx2, avx512)", optarg);
-                o.isa_flags[o.nisa] = isas[q].flags;
-                o.isa_names[o.nisa++] = isas[q].name;
-            }
-            if (o.nisa == 0)
-                return deftsim_cli_usage_error("bench kernels", "bad --isa '%s'", optarg);
+        case 'I':
+            if (parse_isa(optarg, &o))
+                return deftsim_cli_usage_error("bench kernels", "bad --isa '%s' (a list of "
+                                               "generic, avx2, avx512)", optarg);
             break;
-        }
         case 'h': usage_kernels(stdout); return 0;
         default: usage_kernels(stderr); return 2;
         }
