@@ -7,9 +7,10 @@
  * a movemask; sixteen lanes per instruction halve the counting loops of the selection.
  *
  * The table starts as a copy of the AVX2 table and replaces only the operations where AVX-512
- * measured faster on the benchmark machine (docs/KERNELS.md, "AVX-512"); the others (absmax,
- * group maxima, the norms, the filter) stay AVX2's: they stream memory, and the norms must give
- * the same bits on every instruction set. */
+ * measured faster on the benchmark machine (docs/KERNELS.md, "AVX-512 against AVX2"): the
+ * dense gathers, the counts of the bisections and top_small. The others stay AVX2's: absmax,
+ * count_ge, group maxima and the filter stream memory, the block-skipping gather showed no
+ * gain, and the norms must give the same bits on every instruction set. */
 #include "cpu_internal.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -44,41 +45,6 @@ AVX512 static size_t x_gather_cand(const float *x, size_t n, uint32_t base, uint
     return r == SIZE_MAX ? SIZE_MAX : c + r;
 }
 
-AVX512 static size_t x_gather_sparse(const float *x, size_t n, uint32_t base, uint32_t kmin,
-                                     uint32_t *idx, uint32_t *key, size_t cap)
-{
-    const __m512i absm = _mm512_set1_epi32(0x7fffffff);
-    const __m512i tk = _mm512_set1_epi32((int)kmin - 1);
-    const __m512i sixteen = _mm512_set1_epi32(16), thirtytwo = _mm512_set1_epi32(32);
-    __m512i pos = _mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,
-                                                     13, 14, 15),
-                                   _mm512_set1_epi32((int)base));
-    size_t i = 0, c = 0;
-    for (; i + 32 <= n; i += 32) {
-        __m512i k0 = _mm512_and_si512(_mm512_loadu_si512((const void *)(x + i)), absm);
-        __m512i k1 = _mm512_and_si512(_mm512_loadu_si512((const void *)(x + i + 16)), absm);
-        __mmask16 m0 = _mm512_cmpgt_epi32_mask(k0, tk), m1 = _mm512_cmpgt_epi32_mask(k1, tk);
-        if (__builtin_expect(_kortestz_mask16_u8(m0, m1) == 0, 0)) {
-            /* Two stores of 16 from c: within cap + CPU_SLACK only while c + popcount(m0)
-             * stays <= cap, so check both. */
-            if (c > cap) return SIZE_MAX;
-            _mm512_storeu_si512((void *)(idx + c), _mm512_maskz_compress_epi32(m0, pos));
-            _mm512_storeu_si512((void *)(key + c), _mm512_maskz_compress_epi32(m0, k0));
-            c += (size_t)__builtin_popcount((unsigned)m0);
-            if (c > cap) return SIZE_MAX;
-            __m512i pos1 = _mm512_add_epi32(pos, sixteen);
-            _mm512_storeu_si512((void *)(idx + c), _mm512_maskz_compress_epi32(m1, pos1));
-            _mm512_storeu_si512((void *)(key + c), _mm512_maskz_compress_epi32(m1, k1));
-            c += (size_t)__builtin_popcount((unsigned)m1);
-        }
-        pos = _mm512_add_epi32(pos, thirtytwo);
-    }
-    if (c > cap) return SIZE_MAX;
-    size_t r = cpu_isa_generic()->gather_cand(x + i, n - i, base + (uint32_t)i, kmin, idx + c,
-                                              key + c, cap - c);
-    return r == SIZE_MAX ? SIZE_MAX : c + r;
-}
-
 AVX512 static size_t x_gather_idx(const float *x, size_t n, uint32_t base, uint32_t kmin,
                                   uint32_t *idx, size_t cap)
 {
@@ -101,23 +67,6 @@ AVX512 static size_t x_gather_idx(const float *x, size_t n, uint32_t base, uint3
     size_t r = cpu_isa_generic()->gather_idx(x + i, n - i, base + (uint32_t)i, kmin, idx + c,
                                              cap - c);
     return r == SIZE_MAX ? SIZE_MAX : c + r;
-}
-
-AVX512 static size_t x_count_ge(const float *x, size_t n, uint32_t T, size_t *nan)
-{
-    if (T == 0) return cpu_isa_generic()->count_ge(x, n, T, nan);
-    const __m512i absm = _mm512_set1_epi32(0x7fffffff), infv = _mm512_set1_epi32((int)CPU_KEY_INF);
-    const __m512i tk = _mm512_set1_epi32((int)T - 2);
-    size_t i = 0, c = 0, nn = 0;
-    for (; i + 16 <= n; i += 16) {
-        __m512i k = _mm512_and_si512(_mm512_loadu_si512((const void *)(x + i)), absm);
-        __mmask16 isn = _mm512_cmpgt_epi32_mask(k, infv);
-        __mmask16 p = _mm512_mask_cmpgt_epi32_mask((__mmask16)~isn, k, tk);
-        c += (size_t)__builtin_popcount((unsigned)p);
-        nn += (size_t)__builtin_popcount((unsigned)isn);
-    }
-    *nan += nn;
-    return c + cpu_isa_generic()->count_ge(x + i, n - i, T, nan);
 }
 
 AVX512 static size_t x_count_u32_ge(const uint32_t *a, size_t n, uint32_t t)
@@ -193,9 +142,7 @@ static void build_avx512(void)
     avx512 = *cpu_isa_avx2();
     avx512.name = "avx512";
     avx512.gather_cand = x_gather_cand;
-    avx512.gather_sparse = x_gather_sparse;
     avx512.gather_idx = x_gather_idx;
-    avx512.count_ge = x_count_ge;
     avx512.count_u32_ge = x_count_u32_ge;
     avx512.top_small = x_top_small;
 }
