@@ -176,7 +176,7 @@ static void *take_near(cpu_arena *a, size_t bytes, uintptr_t anchor, size_t off)
  * the arena needs SEG_PAD bytes beyond ws_bytes(z, 1). */
 static void ws_carve_seg(cpu_arena *a, ws_sizes z, const float *x, topk_ws *w)
 {
-    uintptr_t ax = (uintptr_t)x;
+    uintptr_t ax = (uintptr_t)x & ~(uintptr_t)63; /* keeps the buffers 64-byte aligned */
     w->cap = z.cand;
     w->cidx = take_near(a, (z.cand + CPU_SLACK) * sizeof(uint32_t), ax, 1024);
     w->ckey = take_near(a, (z.cand + CPU_SLACK) * sizeof(uint32_t), ax, 1536);
