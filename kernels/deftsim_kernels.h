@@ -81,6 +81,8 @@ enum {
     DEFTSIM_KFLAG_FORCE_SAMPLING = 1u << 1,
     /* CPU: use the portable C loops even where a vector instruction set is available. */
     DEFTSIM_KFLAG_GENERIC = 1u << 2,
+    /* CPU: use the AVX2 loops even where AVX-512 is available (GENERIC wins over this). */
+    DEFTSIM_KFLAG_NO_AVX512 = 1u << 3,
 };
 
 /* What the last operation on a context ran with: kept with a timing so that it says which
@@ -88,7 +90,7 @@ enum {
 typedef struct {
     deftsim_kop op;
     const char *backend;    /* "cpu" */
-    const char *isa;        /* CPU: "avx2" or "generic" */
+    const char *isa;        /* CPU: "avx512", "avx2" or "generic" */
     unsigned threads;       /* threads the operation actually used (1 for small inputs) */
     size_t fallbacks;       /* top-k: inputs or fragments where the sampled threshold missed
                                (or FORCE_FALLBACK) and the radix select ran */

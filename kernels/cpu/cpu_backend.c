@@ -22,6 +22,7 @@ static deftsim_status cpu_init(deftsim_kctx *ctx)
     cs->nthreads = n;
     cs->generic = cpu_isa_generic();
     cs->avx2 = cpu_isa_avx2();
+    cs->avx512 = cpu_isa_avx512();
     cs->slot_a = calloc(n, sizeof *cs->slot_a);
     cs->slot_b = calloc(n, sizeof *cs->slot_b);
     cs->slot_c = calloc(n, sizeof *cs->slot_c);
@@ -59,7 +60,9 @@ static void cpu_fini(deftsim_kctx *ctx)
 const cpu_isa *cpu_isa_peek(const deftsim_kctx *ctx)
 {
     const cpu_state *cs = cpu_st(ctx);
-    return (ctx->flags & DEFTSIM_KFLAG_GENERIC) || !cs->avx2 ? cs->generic : cs->avx2;
+    if ((ctx->flags & DEFTSIM_KFLAG_GENERIC) || !cs->avx2) return cs->generic;
+    if ((ctx->flags & DEFTSIM_KFLAG_NO_AVX512) || !cs->avx512) return cs->avx2;
+    return cs->avx512;
 }
 
 const cpu_isa *cpu_isa_for(deftsim_kctx *ctx)

@@ -51,6 +51,10 @@ typedef struct {
      * Returns the count, or SIZE_MAX as soon as more than cap are appended. */
     size_t (*gather_cand)(const float *x, size_t n, uint32_t base, uint32_t kmin, uint32_t *idx,
                           uint32_t *key, size_t cap);
+    /* gather_cand without the keys: appends base + i only. For inputs still in cache, where
+     * reading the few passing keys again (cpu_rank_at) costs less than storing them all. */
+    size_t (*gather_idx)(const float *x, size_t n, uint32_t base, uint32_t kmin, uint32_t *idx,
+                         size_t cap);
     /* The same for thresholds that few elements pass (under about 1 in 200): skips blocks
      * with none, which is cheaper when the skip is predictable and dearer when it is not. */
     size_t (*gather_sparse)(const float *x, size_t n, uint32_t base, uint32_t kmin, uint32_t *idx,
@@ -69,10 +73,14 @@ typedef struct {
      * front of idx and key in their order; returns how many it kept. */
     size_t (*split)(uint32_t *idx, uint32_t *key, size_t c, uint32_t k_above, uint32_t k_lo,
                     uint32_t *out, size_t n_above);
-    /* The need largest of c <= CPU_TINY distinct keys below 2^63, by counting for each key the
-     * keys above it (branch-free, c^2 compares): their low 32 bits, inverted, go to out.
-     * Returns the smallest selected key. */
-    uint64_t (*top_tiny)(const uint64_t *keys, size_t c, size_t need, uint32_t *out);
+    /* Exact top-need among c <= CPU_TINY ranks (1 <= need <= c), an earlier position winning
+     * ties: for each rank, the count of ranks that beat it (those before it that are >= it,
+     * those after it that are >); the need with a count below need win. Branch-free, c^2
+     * compares, vectorized over the ranks being counted. When out is not NULL the winners'
+     * idx entries go to out[0..need) in position order (never beyond). Returns the smallest
+     * winning rank: the need-th largest. Ranks are below 2^31. */
+    uint32_t (*top_small)(const uint32_t *rank, const uint32_t *idx, size_t c, size_t need,
+                          uint32_t *out);
     /* Number of a[0..n) >= t, for values below 2^31 (ranks). */
     size_t (*count_u32_ge)(const uint32_t *a, size_t n, uint32_t t);
     /* Sum of squares of at most CPU_NORM_BLOCK elements in double, in the fixed order of
@@ -89,6 +97,8 @@ _Static_assert(CPU_NORM_BLOCK == DEFTSIM_K_NORM_BLOCK, "the public block is the 
 const cpu_isa *cpu_isa_generic(void);
 /* NULL when the build or the machine lacks AVX2. */
 const cpu_isa *cpu_isa_avx2(void);
+/* NULL when the build or the machine lacks AVX2 or AVX-512 F, BW, VL and DQ. */
+const cpu_isa *cpu_isa_avx512(void);
 
 static inline size_t cpu_group_count(size_t n, size_t R)
 {
@@ -108,7 +118,7 @@ void cpu_pool_run(cpu_pool *p, unsigned nrun, cpu_task_fn fn, void *arg);
 /* The backend's per-context state. */
 typedef struct {
     cpu_pool *pool;
-    const cpu_isa *generic, *avx2;
+    const cpu_isa *generic, *avx2, *avx512;
     unsigned nthreads;
     /* Per-thread result slots (nthreads entries each), so that operations never allocate. */
     size_t *slot_a, *slot_b, *slot_c;
@@ -133,6 +143,17 @@ void cpu_split(size_t n, unsigned nrun, unsigned t, size_t align, size_t *lo, si
 
 /* The r-th largest (1-based, 1 <= r <= m) of a[0..m); a is reordered. hist: CPU_HIST. */
 uint32_t cpu_kth_largest_u32(const cpu_isa *isa, uint32_t *a, size_t m, size_t r, uint32_t *hist);
+
+/* A rank T <= the r-th largest (1-based, 1 <= r <= m) of a[0..m) (values below 2^31) with
+ * T > that rank - res: bisection of [min, max] by vectorized counts, stopped once the bracket
+ * is narrower than res. a is not changed. */
+uint32_t cpu_kth_lower_bound(const cpu_isa *isa, const uint32_t *a, size_t m, size_t r,
+                             uint32_t res);
+
+/* rank[i] = the rank of x[idx[i] - base] for i < c; returns how many are NaN and the
+ * smallest and largest rank (cpu_rank_candidates() for indices from gather_idx). */
+size_t cpu_rank_at(const float *x, uint32_t base, const uint32_t *idx, size_t c, uint32_t *rank,
+                   uint32_t *lo, uint32_t *hi);
 
 /* Turns candidate keys (|x| bits, NaN keys allowed) into ranks in place; returns how many
  * are NaN and the smallest and largest rank. */

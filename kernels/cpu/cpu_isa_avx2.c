@@ -132,6 +132,34 @@ AVX2 static size_t a_gather_cand(const float *x, size_t n, uint32_t base, uint32
     return r == SIZE_MAX ? SIZE_MAX : c + r;
 }
 
+AVX2 static size_t a_gather_idx(const float *x, size_t n, uint32_t base, uint32_t kmin,
+                                uint32_t *idx, size_t cap)
+{
+    const __m256i absm = _mm256_set1_epi32(0x7fffffff);
+    const __m256i tk = _mm256_set1_epi32((int)kmin - 1);
+    const __m256i eight = _mm256_set1_epi32(8);
+    __m256i pos = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                   _mm256_set1_epi32((int)base));
+    size_t i = 0, c = 0;
+    for (; i + 16 <= n; i += 16) {
+        if (c > cap) return SIZE_MAX;
+        __m256i k0 = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i)), absm);
+        __m256i k1 = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i + 8)), absm);
+        unsigned m0 = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(k0, tk)));
+        unsigned m1 = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(k1, tk)));
+        _mm256_storeu_si256((__m256i *)(idx + c), _mm256_permutevar8x32_epi32(pos, perm_of(m0)));
+        c += (size_t)__builtin_popcount(m0);
+        pos = _mm256_add_epi32(pos, eight);
+        _mm256_storeu_si256((__m256i *)(idx + c), _mm256_permutevar8x32_epi32(pos, perm_of(m1)));
+        c += (size_t)__builtin_popcount(m1);
+        pos = _mm256_add_epi32(pos, eight);
+    }
+    if (c > cap) return SIZE_MAX;
+    size_t r = cpu_isa_generic()->gather_idx(x + i, n - i, base + (uint32_t)i, kmin, idx + c,
+                                             cap - c);
+    return r == SIZE_MAX ? SIZE_MAX : c + r;
+}
+
 AVX2 static size_t a_gather_sparse(const float *x, size_t n, uint32_t base, uint32_t kmin,
                                    uint32_t *idx, uint32_t *key, size_t cap)
 {
@@ -247,29 +275,55 @@ AVX2 static size_t a_split(uint32_t *idx, uint32_t *key, size_t c, uint32_t k_ab
     return w;
 }
 
-AVX2 static uint64_t a_top_tiny(const uint64_t *keys, size_t c, size_t need, uint32_t *out)
+AVX2 static uint32_t a_top_small(const uint32_t *rank, const uint32_t *idx, size_t c,
+                                 size_t need, uint32_t *out)
 {
-    /* Pad to a multiple of 4 with zeros, which are below every key (keys hold a rank >= 1
-     * or an inverted index in their low half, so they are never 0 when they matter: a zero
-     * pad can only tie with a key of 0, which it then does not exceed). */
-    uint64_t k[CPU_TINY + 4];
-    size_t c4 = (c + 3) & ~(size_t)3;
-    memcpy(k, keys, c * sizeof *k);
-    for (size_t i = c; i < c4; i++) k[i] = 0;
+    /* Blocks of eight ranks j are counted at once against every rank i broadcast: ranks i
+     * before the block count when >= (compared as r_i + 1 >), ranks after it when >, and
+     * within the block the lanes after i take the r_i + 1 form. Ranks are below 2^31, so
+     * signed compares serve. */
+    uint32_t r[CPU_TINY + 8], sel[CPU_TINY + 8];
+    memcpy(r, rank, c * sizeof *r);
+    for (size_t j = c; j < ((c + 7) & ~(size_t)7); j++) r[j] = 0;
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i needv = _mm256_set1_epi32((int)need), cv = _mm256_set1_epi32((int)c);
+    __m256i mv = _mm256_set1_epi32(-1);
     size_t o = 0;
-    uint64_t m = UINT64_MAX;
-    for (size_t i = 0; i < c; i++) {
-        __m256i v = _mm256_set1_epi64x((long long)keys[i]), cnt = _mm256_setzero_si256();
-        for (size_t j = 0; j < c4; j += 4)
-            cnt = _mm256_sub_epi64(cnt, _mm256_cmpgt_epi64(_mm256_loadu_si256((const __m256i *)(k + j)), v));
-        uint64_t t[4];
-        _mm256_storeu_si256((__m256i *)t, cnt);
-        if (t[0] + t[1] + t[2] + t[3] < need) {
-            out[o++] = ~(uint32_t)keys[i];
-            m = keys[i] < m ? keys[i] : m;
+    for (size_t j0 = 0; j0 < c; j0 += 8) {
+        __m256i rj = _mm256_loadu_si256((const __m256i *)(r + j0)), cnt = _mm256_setzero_si256();
+        size_t i = 0, e = j0 + 8 < c ? j0 + 8 : c;
+        for (; i < j0; i++)
+            cnt = _mm256_sub_epi32(cnt, _mm256_cmpgt_epi32(_mm256_set1_epi32((int)r[i] + 1), rj));
+        for (; i < e; i++) {
+            __m256i after = _mm256_cmpgt_epi32(lane, _mm256_set1_epi32((int)(i - j0)));
+            __m256i b = _mm256_sub_epi32(_mm256_set1_epi32((int)r[i]), after);
+            cnt = _mm256_sub_epi32(cnt, _mm256_cmpgt_epi32(b, rj));
+        }
+        for (; i < c; i++)
+            cnt = _mm256_sub_epi32(cnt, _mm256_cmpgt_epi32(_mm256_set1_epi32((int)r[i]), rj));
+        __m256i inside = _mm256_cmpgt_epi32(cv, _mm256_add_epi32(lane, _mm256_set1_epi32((int)j0)));
+        __m256i win = _mm256_and_si256(inside, _mm256_cmpgt_epi32(needv, cnt));
+        /* Losers become -1, the largest unsigned value, for the minimum. */
+        mv = _mm256_min_epu32(mv, _mm256_or_si256(rj, _mm256_xor_si256(win, _mm256_set1_epi32(-1))));
+        if (out) {
+            unsigned mk = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(win));
+            __m256i id;
+            if (j0 + 8 <= c) {
+                id = _mm256_loadu_si256((const __m256i *)(idx + j0));
+            } else {
+                uint32_t t[8] = {0};
+                memcpy(t, idx + j0, (c - j0) * sizeof *t);
+                id = _mm256_loadu_si256((const __m256i *)t);
+            }
+            _mm256_storeu_si256((__m256i *)(sel + o), _mm256_permutevar8x32_epi32(id, perm_of(mk)));
+            o += (size_t)__builtin_popcount(mk);
         }
     }
-    return m;
+    if (out) memcpy(out, sel, need * sizeof *out);
+    __m128i m4 = _mm_min_epu32(_mm256_castsi256_si128(mv), _mm256_extracti128_si256(mv, 1));
+    m4 = _mm_min_epu32(m4, _mm_shuffle_epi32(m4, 0x4e));
+    m4 = _mm_min_epu32(m4, _mm_shuffle_epi32(m4, 0xb1));
+    return (uint32_t)_mm_cvtsi128_si32(m4);
 }
 
 AVX2 static size_t a_count_u32_ge(const uint32_t *a, size_t n, uint32_t t)
@@ -382,10 +436,11 @@ static const cpu_isa avx2 = {
     .count_ge = a_count_ge,
     .gather_cand = a_gather_cand,
     .gather_sparse = a_gather_sparse,
+    .gather_idx = a_gather_idx,
     .filter_idx = a_filter_idx,
     .group_max = a_group_max,
     .split = a_split,
-    .top_tiny = a_top_tiny,
+    .top_small = a_top_small,
     .count_u32_ge = a_count_u32_ge,
     .sumsq = a_sumsq,
     .acc_sumsq = a_acc_sumsq,

@@ -74,6 +74,27 @@ static size_t g_gather_cand(const float *x, size_t n, uint32_t base, uint32_t km
     return c;
 }
 
+static size_t g_gather_idx(const float *x, size_t n, uint32_t base, uint32_t kmin, uint32_t *idx,
+                           size_t cap)
+{
+    size_t c = 0, i = 0;
+    if (kmin > 0)
+        for (; i + 16 <= n; i += 16) {
+            if (!block_any(x + i, kmin)) continue;
+            for (size_t j = i; j < i + 16; j++)
+                if (cpu_key(x[j]) >= kmin) {
+                    if (c == cap) return SIZE_MAX;
+                    idx[c++] = base + (uint32_t)j;
+                }
+        }
+    for (; i < n; i++)
+        if (cpu_key(x[i]) >= kmin) {
+            if (c == cap) return SIZE_MAX;
+            idx[c++] = base + (uint32_t)i;
+        }
+    return c;
+}
+
 static size_t g_filter_idx(const float *x, size_t n, uint32_t base, uint32_t T, uint32_t *idx,
                            size_t cap, size_t *nan)
 {
@@ -121,17 +142,24 @@ static size_t g_split(uint32_t *idx, uint32_t *key, size_t c, uint32_t k_above, 
     return w;
 }
 
-static uint64_t g_top_tiny(const uint64_t *keys, size_t c, size_t need, uint32_t *out)
+static uint32_t g_top_small(const uint32_t *rank, const uint32_t *idx, size_t c, size_t need,
+                            uint32_t *out)
 {
     size_t o = 0;
-    uint64_t m = UINT64_MAX;
-    for (size_t i = 0; i < c; i++) {
-        size_t above = 0;
-        for (size_t j = 0; j < c; j++) above += keys[j] > keys[i];
-        if (above < need) {
-            out[o++] = ~(uint32_t)keys[i];
-            m = keys[i] < m ? keys[i] : m;
+    uint32_t m = UINT32_MAX, dummy;
+    for (size_t j = 0; j < c; j++) {
+        uint32_t r = rank[j];
+        size_t beat = 0;
+        for (size_t i = 0; i < j; i++) beat += rank[i] >= r;
+        for (size_t i = j + 1; i < c; i++) beat += rank[i] > r;
+        size_t win = beat < need;
+        if (out) {
+            /* Branch-free: the store goes to a dummy once out is full. */
+            uint32_t *dst = o < need ? out + o : &dummy;
+            *dst = idx[j];
+            o += win;
         }
+        m = win && r < m ? r : m;
     }
     return m;
 }
@@ -215,10 +243,11 @@ static const cpu_isa generic = {
     .count_ge = g_count_ge,
     .gather_cand = g_gather_cand,
     .gather_sparse = g_gather_cand,
+    .gather_idx = g_gather_idx,
     .filter_idx = g_filter_idx,
     .group_max = g_group_max,
     .split = g_split,
-    .top_tiny = g_top_tiny,
+    .top_small = g_top_small,
     .count_u32_ge = g_count_u32_ge,
     .sumsq = g_sumsq,
     .acc_sumsq = g_acc_sumsq,

@@ -115,6 +115,7 @@ uint32_t cpu_kth_largest_u32(const cpu_isa *isa, uint32_t *a, size_t m, size_t r
         lo = a[i] < lo ? a[i] : lo;
         hi = a[i] > hi ? a[i] : hi;
     }
+    if (m <= CPU_TINY && hi < 0x80000000u) return isa->top_small(a, NULL, m, r, NULL);
     if (m < CPU_BISECT_MIN) {
         qsel_u32(a, m, r - 1);
         return a[r - 1];
@@ -140,6 +141,42 @@ uint32_t cpu_kth_largest_u32(const cpu_isa *isa, uint32_t *a, size_t m, size_t r
     }
     qsel_u32(a, m, r - 1);
     return a[r - 1];
+}
+
+uint32_t cpu_kth_lower_bound(const cpu_isa *isa, const uint32_t *a, size_t m, size_t r,
+                             uint32_t res)
+{
+    uint32_t lo = UINT32_MAX, hi = 0;
+    for (size_t i = 0; i < m; i++) {
+        lo = a[i] < lo ? a[i] : lo;
+        hi = a[i] > hi ? a[i] : hi;
+    }
+    /* Invariant: at least r values are >= lo, and the r-th largest is <= hi. */
+    while (hi - lo >= res) {
+        uint32_t mid = lo + (uint32_t)(((uint64_t)hi - lo + 1) / 2);
+        if (isa->count_u32_ge(a, m, mid) >= r)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+size_t cpu_rank_at(const float *x, uint32_t base, const uint32_t *idx, size_t c, uint32_t *rank,
+                   uint32_t *lo, uint32_t *hi)
+{
+    uint32_t l = UINT32_MAX, h = 0;
+    size_t nan = 0;
+    for (size_t i = 0; i < c; i++) {
+        uint32_t r = cpu_rank(x[idx[i] - base]);
+        rank[i] = r;
+        nan += r == 0;
+        l = r < l ? r : l;
+        h = r > h ? r : h;
+    }
+    *lo = l;
+    *hi = h;
+    return nan;
 }
 
 size_t cpu_rank_candidates(uint32_t *key, size_t c, uint32_t *lo, uint32_t *hi)
@@ -180,11 +217,7 @@ uint32_t cpu_select_ranked(const cpu_isa *isa, uint32_t *idx, uint32_t *key, siz
             memcpy(out + o, idx, need * sizeof *idx);
             return lo;
         }
-        if (c <= CPU_TINY) {
-            uint64_t tmp[CPU_TINY];
-            for (size_t i = 0; i < c; i++) tmp[i] = ((uint64_t)key[i] << 32) | (uint32_t)~idx[i];
-            return (uint32_t)(isa->top_tiny(tmp, c, need, out + o) >> 32);
-        }
+        if (c <= CPU_TINY) return isa->top_small(key, idx, c, need, out + o);
         if (c < CPU_BISECT_MIN) {
             uint64_t tmp[CPU_BISECT_MIN];
             for (size_t i = 0; i < c; i++) tmp[i] = ((uint64_t)key[i] << 32) | (uint32_t)~idx[i];

@@ -34,6 +34,9 @@
 #define CPU_SMALL_MAX 65536
 /* Group maxima per wanted element in the in-cache path. */
 #define GROUP_FACTOR 4
+/* Resolution of the in-cache path's threshold over many group maxima, in ranks: 2^16 ranks
+ * are about 0.8% of a value (2^23 ranks per binade). */
+#define GROUP_RES (1u << 16)
 /* Consecutive fragments handed to a thread at a time in segmented top-k, in elements. */
 #define SEG_BATCH 65536
 
@@ -108,13 +111,14 @@ static ws_sizes ws_sizes_for(size_t n, size_t k, unsigned flags, unsigned nrun)
     ws_sizes z = {0, 0, 0, 0};
     switch (choose_path(n, k, flags)) {
     case PATH_NONE: return z;
-    case PATH_SMALL: {
-        size_t R = group_rows(n, k);
+    case PATH_SMALL:
+        /* With R >= 2 rows per group there are at most 8 ceil(rows / 2) + 1 <= n / 2 + 5
+         * groups: a bound without divisions, since segmented top-k sizes every fragment on
+         * every call. */
         z.cand = n;
-        z.aux = R >= 2 ? cpu_group_count(n, R) : 0;
+        z.aux = n / 2 + 8;
         z.hist = 1;
         return z;
-    }
     case PATH_SAMPLE: {
         sample_plan p = plan_sample(n, k);
         z.aux = p.S;
@@ -148,6 +152,39 @@ static void ws_carve(cpu_arena *a, ws_sizes z, unsigned nrun, topk_ws *w)
     w->hist = cpu_arena_take(a, z.hist * CPU_HIST * sizeof(uint32_t));
 }
 
+/* Segmented top-k: every buffer of a thread's working set starts at a fixed offset from the
+ * input's address modulo 4 KiB, away from it. DEFT's fragments mostly start at multiples of
+ * 4 KiB from x (layer sizes are multiples of 1024 elements), and when a buffer that the
+ * gathers and the group maxima store to lies at the same offset as those starts, every
+ * fragment's first loads wait on the stores (4 KiB aliasing): segmented top-k at P = 1024
+ * took 1.7 times as long with the scratch at one unlucky placement in 64. */
+#define SEG_PAGE 4096
+#define SEG_NBUF 5
+#define SEG_PAD ((size_t)SEG_NBUF * SEG_PAGE)
+
+static void *take_near(cpu_arena *a, size_t bytes, uintptr_t anchor, size_t off)
+{
+    if (bytes == 0) return NULL;
+    size_t skip = (size_t)((anchor + off - (uintptr_t)a->p) & (SEG_PAGE - 1));
+    if (skip > a->left) return NULL;
+    a->p += skip;
+    a->left -= skip;
+    return cpu_arena_take(a, bytes);
+}
+
+/* ws_carve() for one thread, the buffers at 1, 1.5, 2, 2.5 and 3 KiB past x modulo 4 KiB;
+ * the arena needs SEG_PAD bytes beyond ws_bytes(z, 1). */
+static void ws_carve_seg(cpu_arena *a, ws_sizes z, const float *x, topk_ws *w)
+{
+    uintptr_t ax = (uintptr_t)x & ~(uintptr_t)63; /* keeps the buffers 64-byte aligned */
+    w->cap = z.cand;
+    w->cidx = take_near(a, (z.cand + CPU_SLACK) * sizeof(uint32_t), ax, 1024);
+    w->ckey = take_near(a, (z.cand + CPU_SLACK) * sizeof(uint32_t), ax, 1536);
+    w->aux = take_near(a, z.aux * sizeof(uint32_t), ax, 2048);
+    w->lines = take_near(a, z.lines * sizeof(uint32_t), ax, 2560);
+    w->hist = take_near(a, z.hist * CPU_HIST * sizeof(uint32_t), ax, 3072);
+}
+
 typedef struct {
     size_t candidates, fallbacks, nan;
 } topk_tally;
@@ -162,13 +199,19 @@ static void topk_small(const cpu_isa *isa, const float *x, size_t n, uint32_t ba
     if (R >= 2) {
         size_t G = cpu_group_count(n, R);
         isa->group_max(x, n, R, w->aux);
-        T = cpu_kth_largest_u32(isa, w->aux, G, k, w->hist);
+        /* Any T at or below the k-th largest maximum is a valid threshold: beyond a few
+         * dozen maxima a bound within GROUP_RES ranks is cheaper than the exact value and
+         * admits only the elements in that sliver. */
+        T = G <= CPU_TINY ? cpu_kth_largest_u32(isa, w->aux, G, k, w->hist)
+                          : cpu_kth_lower_bound(isa, w->aux, G, k, GROUP_RES);
     }
     /* Never more than n: cannot overflow. Every NaN is among the candidates, so the selection
      * counts them all. */
-    size_t c = isa->gather_cand(x, n, base, T ? T - 1 : 0, w->cidx, w->ckey, n);
+    size_t c = isa->gather_idx(x, n, base, T ? T - 1 : 0, w->cidx, n);
+    uint32_t lo, hi;
     tl->candidates += c;
-    tl->nan += cpu_select_candidates(isa, w->cidx, w->ckey, c, k, out, w->hist, kth);
+    tl->nan += cpu_rank_at(x, base, w->cidx, c, w->ckey, &lo, &hi);
+    *kth = cpu_select_ranked(isa, w->cidx, w->ckey, c, k, lo, hi, out, w->hist);
 }
 
 /* ---- Radix fallback ----------------------------------------------------------------------- */
@@ -422,11 +465,15 @@ typedef struct {
 /* About 0.8% of a value in rank space (2^23 ranks per binade). */
 #define HINT_STEP (1u << 16)
 
+/* Sizes within a factor 2 of the hint's fragment; densities from a quarter to twice its
+ * density: a threshold that suited a denser fragment lets through up to about 4 k, well
+ * within the cap of 8 k + 64, whereas one from a sparser fragment lets through too few
+ * (heavy-tailed data, whose norms spread k the most, gained most from the wider band). */
 static int hint_applies(const seg_hint *h, size_t n, size_t k)
 {
     if (!h || !h->valid || n < 64 || k == 0) return 0;
     double r = (double)n / (double)h->len, d = ((double)k / (double)n) / ((double)h->k / (double)h->len);
-    return r >= 0.5 && r <= 2.0 && d >= 0.5 && d <= 2.0;
+    return r >= 0.5 && r <= 2.0 && d >= 0.25 && d <= 2.0;
 }
 
 static void hint_from_kth(seg_hint *h, size_t n, size_t k, uint32_t kth)
@@ -445,11 +492,16 @@ static int topk_hinted(const cpu_isa *isa, const float *x, size_t n, uint32_t ba
     size_t cap = 8 * k + 64;
     if (cap > w->cap) cap = w->cap;
     int sparse = (double)k < 0.6 * SPARSE_BELOW * (double)n;
-    size_t c = (sparse ? isa->gather_sparse : isa->gather_cand)(x, n, base, T - 1, w->cidx,
-                                                                 w->ckey, cap);
+    /* A fragment small enough for the in-cache path stays in cache: its passing keys are
+     * read again instead of stored. */
+    int cached = n <= CPU_SMALL_MAX;
+    size_t c = cached   ? isa->gather_idx(x, n, base, T - 1, w->cidx, cap)
+               : sparse ? isa->gather_sparse(x, n, base, T - 1, w->cidx, w->ckey, cap)
+                        : isa->gather_cand(x, n, base, T - 1, w->cidx, w->ckey, cap);
     if (c == SIZE_MAX) return 0;
     uint32_t lo, hi;
-    size_t nan = cpu_rank_candidates(w->ckey, c, &lo, &hi);
+    size_t nan = cached ? cpu_rank_at(x, base, w->cidx, c, w->ckey, &lo, &hi)
+                        : cpu_rank_candidates(w->ckey, c, &lo, &hi);
     if (c - nan < k) return 0;
     uint32_t R = cpu_select_ranked(isa, w->cidx, w->ckey, c, k, lo, hi, out, w->hist);
     tl->nan += nan;
@@ -581,7 +633,7 @@ static void seg_task(void *arg, unsigned t, unsigned nrun)
     cpu_arena a;
     cpu_arena_init(&a, j->ws_base + (size_t)t * j->ws_stride, j->ws_stride);
     topk_ws w;
-    ws_carve(&a, j->wz, 1, &w);
+    ws_carve_seg(&a, j->wz, j->x, &w);
     topk_tally tl = {0, 0, 0};
     size_t one_a, one_b, one_c;
     seg_hint hint = {0, 0, 0, 0};
@@ -637,7 +689,7 @@ deftsim_status cpu_segtopk_scratch(const deftsim_kctx *ctx, const deftsim_kseg *
                                    size_t nseg, size_t *bytes)
 {
     unsigned nrun = cpu_threads_for(ctx, seg_total_len(segs, nseg));
-    size_t per = ws_bytes(seg_ws(segs, nseg, ctx->flags), 1);
+    size_t per = ws_bytes(seg_ws(segs, nseg, ctx->flags), 1) + SEG_PAD;
     size_t nb = seg_batches(segs, nseg, NULL);
     *bytes = 64 + cpu_round64(nseg * sizeof(size_t)) + cpu_round64((nb + 1) * sizeof(size_t)) +
              (size_t)nrun * per;
@@ -676,7 +728,7 @@ deftsim_status cpu_segtopk(deftsim_kctx *ctx, const float *x, size_t n, const de
     j->nbatch = nb;
     atomic_init(&j->next, 0);
     j->wz = seg_ws(segs, nseg, ctx->flags);
-    j->ws_stride = ws_bytes(j->wz, 1);
+    j->ws_stride = ws_bytes(j->wz, 1) + SEG_PAD;
     j->ws_base = a.p;
     j->out = out;
     cpu_pool_run(cs->pool, nrun, seg_task, j);

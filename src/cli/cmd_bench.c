@@ -154,6 +154,9 @@ typedef struct {
     const char *profile; /* --profile FILE: measure, fit and validate a device profile */
     int no_validate;
     unsigned evict_mib;
+    unsigned isa_flags[3]; /* --isa: the CPU context flags of each instruction set to run */
+    const char *isa_names[3];
+    size_t nisa;
 } bench_opts;
 
 /* Timings of one configuration. */
@@ -597,6 +600,9 @@ static void usage_kernels(FILE *out)
             "  --reps N          at most N timed repetitions per case (default 25)\n"
             "  --seed N          data seed (default 1)\n"
             "  --backend NAME    kernel backend (default cpu; cuda: device buffers, CUDA events)\n"
+            "  --isa LIST        cpu: run each case with each of these instruction sets, e.g.\n"
+            "                    avx2,avx512 (default: the best the CPU has; generic, avx2,\n"
+            "                    avx512), one row each, for side-by-side ratios\n"
             "  --profile FILE    instead: measure every kernel operation the sparsifiers use\n"
             "                    over a range of sizes, fit a cost model per operation, write\n"
             "                    the device profile FILE ([device] kind = profile) and validate\n"
@@ -641,6 +647,26 @@ static deftsim_status dev_copies(deftsim_kctx *ctx, bench_work *w, const float *
 }
 #endif
 
+/* --isa LIST: the CPU context flags of each named instruction set, in order. */
+static int parse_isa(const char *arg, bench_opts *o)
+{
+    static const struct {
+        const char *name;
+        unsigned flags;
+    } isas[] = {{"generic", DEFTSIM_KFLAG_GENERIC}, {"avx2", DEFTSIM_KFLAG_NO_AVX512}, {"avx512", 0}};
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", arg);
+    o->nisa = 0;
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        size_t q = 0;
+        while (q < 3 && strcmp(tok, isas[q].name) != 0) q++;
+        if (q == 3 || o->nisa == 3) return -1;
+        o->isa_flags[o->nisa] = isas[q].flags;
+        o->isa_names[o->nisa++] = isas[q].name;
+    }
+    return o->nisa == 0 ? -1 : 0;
+}
+
 /* The options of `bench kernels`, checked, into o; --profile runs here. Returns -1 to go on
  * with the timing cases, else the exit status. */
 static int kernels_options(int argc, char **argv, bench_opts *o)
@@ -652,7 +678,7 @@ static int kernels_options(int argc, char **argv, bench_opts *o)
         {"seed", required_argument, NULL, 's'},   {"backend", required_argument, NULL, 'B'},
         {"help", no_argument, NULL, 'h'},         {"profile", required_argument, NULL, 'p'},
         {"no-validate", no_argument, NULL, 'V'},  {"evict", required_argument, NULL, 'E'},
-        {NULL, 0, NULL, 0},
+        {"isa", required_argument, NULL, 'I'},    {NULL, 0, NULL, 0},
     };
     int reps_given = 0, budget_given = 0;
     int c;
@@ -701,6 +727,11 @@ static int kernels_options(int argc, char **argv, bench_opts *o)
                 return deftsim_cli_usage_error("bench kernels", "bad --threads '%s'", optarg);
             break;
         }
+        case 'I':
+            if (parse_isa(optarg, o))
+                return deftsim_cli_usage_error("bench kernels", "bad --isa '%s' (a list of "
+                                               "generic, avx2, avx512)", optarg);
+            break;
         case 'h': usage_kernels(stdout); return 0;
         default: usage_kernels(stderr); return 2;
         }
@@ -737,7 +768,7 @@ static int kernels_options(int argc, char **argv, bench_opts *o)
 
 static int bench_kernels(int argc, char **argv)
 {
-    bench_opts o = {0, 0, -1.0, 25, {1}, 1, NULL, "cpu", 1, NULL, 0, 64};
+    bench_opts o = {0, 0, -1.0, 25, {1}, 1, NULL, "cpu", 1, NULL, 0, 64, {0}, {NULL}, 1};
     int rc = kernels_options(argc, argv, &o);
     if (rc >= 0) return rc;
     const int dev = strcmp(o.backend, "cuda") == 0;
@@ -785,10 +816,12 @@ static int bench_kernels(int argc, char **argv)
         }
         bench_result base = {0};
         int have_base = 0;
-        for (size_t ti = 0; ti < o.nthreads; ti++) {
+        for (size_t run = 0; run < o.nthreads * o.nisa; run++) {
+            size_t ti = run / o.nisa, ii = run % o.nisa;
             deftsim_kctx_free(ctx);
             ctx = NULL;
             if ((st = deftsim_kctx_new(&ctx, o.backend, o.threads[ti]))) goto done;
+            deftsim_kctx_set_flags(ctx, o.isa_flags[ii]);
             if (bc->kind == CASE_ACCUMULATE) {
                 if (dev) { /* host buffers: the cuda backend's case is for tests/gpu */
                     fprintf(stderr, "%s: host buffers only, skipped with --backend cuda\n", bc->id);
@@ -837,6 +870,12 @@ static int bench_kernels(int argc, char **argv)
             bench_result r = {0};
             /* The baseline is single-threaded: measured once per case. */
             if ((st = measure(ctx, &w, &o, &r, !have_base))) goto done;
+            if (o.isa_names[ii] && (!r.ks.isa || strcmp(r.ks.isa, o.isa_names[ii]) != 0)) {
+                st = deftsim_error_set(DEFTSIM_E_USAGE, "bench: --isa %s: this machine or "
+                                       "backend runs %s", o.isa_names[ii],
+                                       r.ks.isa ? r.ks.isa : "no instruction set");
+                goto done;
+            }
             if (!have_base) {
                 base = r;
                 have_base = 1;

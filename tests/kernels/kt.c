@@ -182,11 +182,15 @@ size_t kt_configs(kt_config *out, size_t max)
             const char *what;
         } v[] = {{1, 0, "1 thread"},
                  {2, 0, "2 threads"},
+                 {1, DEFTSIM_KFLAG_NO_AVX512, "1 thread, AVX2 loops"},
+                 {2, DEFTSIM_KFLAG_NO_AVX512, "2 threads, AVX2 loops"},
                  {1, DEFTSIM_KFLAG_GENERIC, "1 thread, generic loops"},
                  {2, DEFTSIM_KFLAG_GENERIC, "2 threads, generic loops"}};
         for (size_t j = 0; j < sizeof v / sizeof v[0] && n < max; j++) {
-            /* The generic loops are a CPU notion. */
-            if ((v[j].flags & DEFTSIM_KFLAG_GENERIC) && strcmp(be, "cpu") != 0) continue;
+            /* Instruction sets are a CPU notion. */
+            if ((v[j].flags & (DEFTSIM_KFLAG_GENERIC | DEFTSIM_KFLAG_NO_AVX512)) &&
+                strcmp(be, "cpu") != 0)
+                continue;
             /* One host thread drives a device. */
             if (v[j].threads > 1 && strcmp(be, "cpu") != 0) continue;
             out[n].backend = be;
@@ -197,6 +201,22 @@ size_t kt_configs(kt_config *out, size_t max)
         }
     }
     return n;
+}
+
+const char *kt_expected_isa(const deftsim_kctx *ctx)
+{
+    if (strcmp(deftsim_kctx_backend(ctx), "cpu") != 0) return NULL;
+    unsigned f = deftsim_kctx_flags(ctx);
+    int avx2 = 0, avx512 = 0;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    __builtin_cpu_init();
+    avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt");
+    avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+#endif
+    if ((f & DEFTSIM_KFLAG_GENERIC) || !avx2) return "generic";
+    if ((f & DEFTSIM_KFLAG_NO_AVX512) || !avx512) return "avx2";
+    return "avx512";
 }
 
 deftsim_kctx *kt_ctx(const kt_config *c)

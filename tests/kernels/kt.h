@@ -66,8 +66,9 @@ void kt_buf_free(kt_buf *b);
 
 /* ---- Contexts ------------------------------------------------------------------------------ */
 
-/* The configurations every op is run under: each available backend, 1 and 2 threads, and the
- * CPU's generic loops. */
+/* The configurations every op is run under: each available backend, 1 and 2 threads, and for
+ * the CPU each instruction set: its best (AVX-512 where the CPU has it), AVX2
+ * (DEFTSIM_KFLAG_NO_AVX512) and the generic loops (DEFTSIM_KFLAG_GENERIC). */
 typedef struct {
     const char *backend;
     unsigned threads;
@@ -75,6 +76,10 @@ typedef struct {
     char label[64];
 } kt_config;
 size_t kt_configs(kt_config *out, size_t max);
+
+/* The instruction set the CPU backend must report for ctx's flags on this machine (the best
+ * the CPU has, unless a flag caps it); NULL for other backends. */
+const char *kt_expected_isa(const deftsim_kctx *ctx);
 
 /* Creates the context of a configuration (fails the test on error). */
 deftsim_kctx *kt_ctx(const kt_config *c);

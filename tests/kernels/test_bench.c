@@ -37,6 +37,18 @@ Test(bench, kernels_csv_row_verified, .timeout = 300)
     cr_assert_null(strstr(out, ",NO,"), "%s", out);
 }
 
+/* --isa: one row per instruction set, each naming the one it ran (generic runs anywhere). */
+Test(bench, isa_rows, .timeout = 300)
+{
+    static char out[1 << 16];
+    int rc = run("bench kernels --csv --quick --cases P1024-normal --budget 0 --reps 3 "
+                 "--isa generic",
+                 out, sizeof out);
+    cr_assert_eq(rc, 0, "exit %d:\n%s", rc, out);
+    cr_assert(strstr(out, "\nsegtopk-r18-P1024-normal,segtopk,cpu,generic,"), "%s", out);
+    cr_assert_null(strstr(out, ",NO,"), "%s", out);
+}
+
 /* The fused accumulate case: one row per thread count, its norms verified bit-identical. */
 Test(bench, accumulate_norms_row_verified, .timeout = 300)
 {
@@ -59,6 +71,8 @@ Test(bench, usage_errors)
     cr_assert_eq(run("bench kernels --threads 0", out, sizeof out), 2, "%s", out);
     cr_assert_eq(run("bench kernels --cases nothing-matches --quick", out, sizeof out), 2, "%s",
                  out);
+    cr_assert_eq(run("bench kernels --isa avx3", out, sizeof out), 2, "%s", out);
+    cr_assert(strstr(out, "bad --isa"), "%s", out);
     cr_assert_eq(run("bench kernels --help", out, sizeof out), 0, "%s", out);
     cr_assert(strstr(out, "memory floor"), "%s", out);
 }

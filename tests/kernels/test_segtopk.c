@@ -62,6 +62,10 @@ static void run(const float *x, size_t n, const deftsim_kseg *segs, size_t nseg,
             deftsim_kstats ks;
             deftsim_kctx_last(ctx, &ks);
             cr_assert_eq(ks.op, DEFTSIM_KOP_SEGTOPK);
+            const char *isa = kt_expected_isa(ctx);
+            cr_assert(!isa || nseg == 0 || (ks.isa && strcmp(ks.isa, isa) == 0),
+                      "%s: ran with %s, expected %s", label, ks.isa ? ks.isa : "(none)",
+                      isa ? isa : "");
             kt_buf_free(&out);
             kt_buf_free(&scr);
         }

@@ -30,6 +30,9 @@ static void check_one(deftsim_kctx *ctx, const float *x, size_t n, size_t k, con
     deftsim_kstats ks;
     deftsim_kctx_last(ctx, &ks);
     cr_assert_eq(ks.op, DEFTSIM_KOP_TOPK, "%s", label);
+    const char *isa = kt_expected_isa(ctx);
+    cr_assert(!isa || (ks.isa && strcmp(ks.isa, isa) == 0), "%s: ran with %s, expected %s", label,
+              ks.isa ? ks.isa : "(none)", isa ? isa : "");
     cr_assert(ks.threads >= 1 && ks.threads <= deftsim_kctx_threads(ctx), "%s", label);
     if ((deftsim_kctx_flags(ctx) & DEFTSIM_KFLAG_FORCE_FALLBACK) && k > 0 && k < n)
         cr_assert_eq(ks.fallbacks, 1, "%s: forced fallback not taken", label);
