@@ -187,6 +187,12 @@ int deftsim_analysis_has_values(const deftsim_analysis *a, deftsim_metric m);
 /* One row per point, columns as docs/ANALYSIS.md lists them; written atomically. */
 deftsim_status deftsim_analysis_write_csv(const deftsim_analysis *a, const char *path);
 
+/* One row per iteration of every point: the axes, model, method, density, P, iteration,
+ * warmup (1 for the iterations the summary leaves out), buildup (|U| / k: for MiCRO and
+ * ExDyna their count against k, K / k), captured_frac and captured_ratio of that iteration;
+ * docs/ANALYSIS.md. Written atomically. */
+deftsim_status deftsim_analysis_write_iterations(const deftsim_analysis *a, const char *path);
+
 /* A readable report: what was read, how each number is defined, per (axes, model, density) a
  * table of the points, the scaling exponents and what is missing. provenance: lines of text
  * placed under the title (NULL-terminated array, may be NULL). Written atomically. */

@@ -759,3 +759,40 @@ deftsim_status deftsim_analysis_write_csv(const deftsim_analysis *a, const char 
     }
     return deftsim_afile_commit(af);
 }
+
+/* ---- iterations.csv ------------------------------------------------------------------------- */
+
+deftsim_status deftsim_analysis_write_iterations(const deftsim_analysis *a, const char *path)
+{
+    if (!a->finished) return deftsim_error_set(DEFTSIM_E_INTERNAL, "analysis: write before finish()");
+    deftsim_afile *af;
+    deftsim_status st = deftsim_afile_open(&af, path);
+    if (st) return st;
+    FILE *f = deftsim_afile_stream(af);
+    for (size_t i = 0; i < a->naxes; i++) fprintf(f, "%s,", a->colnames[i]);
+    fputs("model,method,density,P,iteration,warmup,buildup,captured_frac,captured_ratio\n", f);
+    char b[48];
+    for (size_t i = 0; i < a->ng; i++) {
+        const group *g = a->g[i];
+        for (size_t t = 0; t < g->nit; t++) {
+            const iter_rec *ir = &g->it[t];
+            if (!ir->seen) continue;
+            for (size_t x = 0; x < a->naxes; x++) {
+                deftsim_csv_field(f, g->axv[x]);
+                fputc(',', f);
+            }
+            deftsim_csv_field(f, g->model);
+            fputc(',', f);
+            deftsim_csv_field(f, g->method);
+            fprintf(f, ",%s,%u,%zu,%d", g->dens, g->P, t, t < a->opt.warmup);
+            fprintf(f, ",%s", deftsim_csv_double(b, sizeof b, ir->v[DEFTSIM_M_BUILDUP]));
+            fprintf(f, ",%s", deftsim_csv_double(b, sizeof b, ir->v[DEFTSIM_M_CAPTURED]));
+            fprintf(f, ",%s\n", deftsim_csv_double(b, sizeof b, ir->v[DEFTSIM_M_CAPTURED_RATIO]));
+        }
+    }
+    if (ferror(f)) {
+        deftsim_afile_abort(af);
+        return deftsim_error_set(DEFTSIM_E_IO, "%s: write failed", path);
+    }
+    return deftsim_afile_commit(af);
+}

@@ -36,6 +36,8 @@ static void usage(FILE *out)
             "               point's iterations; the scaling exponent of selection time with P; the\n"
             "               speedups over topk at each P\n"
             "  summary.md   the same as tables to read, with the definitions\n"
+            "  iterations.csv  one row per iteration of every point: build-up (K / k) and captured\n"
+            "               norm over the iterations (the figure buildup_vs_iteration)\n"
             "Folders of deftsim train (one or more, one repeat each: the same scenario with other\n"
             "seeds) give per point (method, density, P) the final and best test accuracy, the\n"
             "final test loss and simulated time, and the iterations and simulated time to a\n"
@@ -230,10 +232,12 @@ int deftsim_cmd_analyze(int argc, char **argv)
              DEFTSIM_VERSION, DEFTSIM_GIT_COMMIT, ao.boot.resamples, ao.boot.level * 100,
              (unsigned long long)ao.boot.seed, ao.warmup, ao.warmup == 1 ? "" : "s");
     prov[np] = line;
-    char csv[4200], md[4200];
+    char csv[4200], md[4200], its[4200];
     snprintf(csv, sizeof csv, "%s/summary.csv", outdir);
     snprintf(md, sizeof md, "%s/summary.md", outdir);
+    snprintf(its, sizeof its, "%s/iterations.csv", outdir);
     if ((st = deftsim_analysis_write_csv(an, csv)) ||
+        (st = deftsim_analysis_write_iterations(an, its)) ||
         (st = deftsim_analysis_write_md(an, md, (const char *const *)prov))) {
         rc = deftsim_cli_fail(st);
         goto done;

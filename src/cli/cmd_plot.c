@@ -87,7 +87,9 @@ static void stable_free(stable *t)
     memset(t, 0, sizeof *t);
 }
 
-static deftsim_status stable_load(const char *path, stable *t)
+/* Reads a CSV table of deftsim analyze: summary.csv (need: select_seconds_median) or
+ * iterations.csv (need: buildup). */
+static deftsim_status stable_load(const char *path, const char *need, stable *t)
 {
     memset(t, 0, sizeof *t);
     deftsim_csvr *r;
@@ -101,11 +103,11 @@ static deftsim_status stable_load(const char *path, stable *t)
     }
     for (size_t c = 0; c < t->ncols; c++) t->cols[c] = strdup(deftsim_csvr_colname(r, c));
     long m = deftsim_csvr_find(r, "model");
-    if (m < 0 || deftsim_csvr_find(r, "select_seconds_median") < 0) {
+    if (m < 0 || deftsim_csvr_find(r, need) < 0) {
         deftsim_csvr_close(r);
-        return deftsim_error_set(DEFTSIM_E_INPUT, "%s: not a summary of deftsim analyze (no "
-                                                  "model or select_seconds_median column)",
-                                 path);
+        return deftsim_error_set(DEFTSIM_E_INPUT, "%s: not written by deftsim analyze (no model "
+                                                  "or %s column)",
+                                 path, need);
     }
     t->naxes = (size_t)m;
     int got;
@@ -412,6 +414,70 @@ static deftsim_status line_plot(plot_ctx *x, const stable *t, size_t b, size_t e
     return render(x, fg->name, stem, data, shown, subtitle, omitted, extra);
 }
 
+/* ---- build-up over the iterations (iterations.csv) -------------------------------------- */
+
+/* Row q of iterations.csv belongs to summary row r's combination (axes, model, density) at P. */
+static int iter_row_of(const stable *it, size_t q, const stable *t, size_t r, double P)
+{
+    for (size_t a = 0; a < t->naxes; a++)
+        if (strcmp(cellv(it, q, t->cols[a]), t->rows[r].cell[a])) return 0;
+    return !strcmp(cellv(it, q, "model"), cellv(t, r, "model")) &&
+           !strcmp(cellv(it, q, "density"), cellv(t, r, "density")) && numv(it, q, "P") == P;
+}
+
+/* buildup_vs_iteration: each method's build-up (K / k for MiCRO and ExDyna) over the iterations
+ * at the combination's largest P, from iterations.csv (it; NULL when the folder has none). */
+static deftsim_status iter_plot(plot_ctx *x, const stable *it, const stable *t, size_t b, size_t e,
+                                const char *suffix, const char *subtitle)
+{
+    char stem[512], data[4400];
+    snprintf(stem, sizeof stem, "buildup_vs_iteration%s", suffix);
+    if (!it) {
+        add_note(x, "%s: not drawn: no iterations.csv (run 'deftsim analyze' again)", stem);
+        return DEFTSIM_OK;
+    }
+    double P = 0;
+    for (size_t r = b; r < e; r++)
+        if (numv(t, r, "P") > P) P = numv(t, r, "P");
+    const char *meth[64];
+    size_t nm = methods_of(t, b, e, meth, 64);
+    snprintf(data, sizeof data, "%s/data/%s.dat", x->outdir, stem);
+    deftsim_afile *af;
+    deftsim_status st = deftsim_afile_open(&af, data);
+    if (st) return st;
+    FILE *f = deftsim_afile_stream(af);
+    fprintf(f, "# %s: %s, P = %g\n# columns: iteration buildup (iterations.csv)\n", stem, subtitle, P);
+    char shown[1024] = "", omitted[1024] = "";
+    size_t blocks = 0;
+    double itmax = 0;
+    for (size_t i = 0; i < nm; i++) {
+        size_t nrow = 0;
+        for (size_t q = 0; q < it->nrows; q++) {
+            if (strcmp(cellv(it, q, "method"), meth[i]) || !iter_row_of(it, q, t, b, P)) continue;
+            double v = numv(it, q, "buildup"), k = numv(it, q, "iteration");
+            if (!(v > 0) || isinf(v) || isnan(k)) continue;
+            if (!nrow) fprintf(f, "%s# method %s\n", blocks ? "\n\n" : "", meth[i]);
+            fprintf(f, "%s %.9g\n", cellv(it, q, "iteration"), v);
+            if (k > itmax) itmax = k;
+            nrow++;
+        }
+        char *dst = nrow ? shown : omitted;
+        size_t len = strlen(dst);
+        snprintf(dst + len, 1024 - len, "%s%s", len ? " " : "", meth[i]);
+        if (nrow) blocks++;
+    }
+    if (!blocks) {
+        deftsim_afile_abort(af);
+        add_note(x, "%s: not drawn: iterations.csv has no build-up values at P = %g", stem, P);
+        return DEFTSIM_OK;
+    }
+    if ((st = deftsim_afile_commit(af))) return st;
+    char sub[1200], extra[200];
+    snprintf(sub, sizeof sub, "%s; every iteration's value, warm-up included", subtitle);
+    snprintf(extra, sizeof extra, "P=%d; itmax=%g", (int)P, itmax);
+    return render(x, "buildup_vs_iteration", stem, data, shown, sub, omitted, extra);
+}
+
 static int cmp_u(const void *a, const void *b)
 {
     unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
@@ -653,8 +719,17 @@ int deftsim_cmd_plot(int argc, char **argv)
         return 2;
     }
     stable t;
-    deftsim_status st = stable_load(summary, &t);
+    deftsim_status st = stable_load(summary, "select_seconds_median", &t);
     if (st) return deftsim_cli_fail(st);
+    /* iterations.csv: written by deftsim analyze beside summary.csv (an older folder has none). */
+    char itpath[4200];
+    snprintf(itpath, sizeof itpath, "%s/iterations.csv", dir);
+    stable it = {0};
+    int have_it = access(itpath, R_OK) == 0;
+    if (have_it && (st = stable_load(itpath, "buildup", &it))) {
+        rc = deftsim_cli_fail(st);
+        goto done;
+    }
     if ((st = deftsim_mkdir_p(datadir))) {
         rc = deftsim_cli_fail(st);
         goto done;
@@ -708,6 +783,8 @@ int deftsim_cmd_plot(int argc, char **argv)
         for (size_t a = 0; a < t.naxes && so < sizeof subtitle; a++)
             so += (size_t)snprintf(subtitle + so, sizeof subtitle - so, ", %s = %s", t.cols[a],
                                    t.rows[b].cell[a]);
+        char base_sub[1024];
+        snprintf(base_sub, sizeof base_sub, "%s", subtitle);
         if (so < sizeof subtitle) {
             if (itmin == itmax)
                 so += (size_t)snprintf(subtitle + so, sizeof subtitle - so, "; %g iterations per point",
@@ -725,6 +802,7 @@ int deftsim_cmd_plot(int argc, char **argv)
         for (size_t i = 0; i < sizeof line_figures / sizeof line_figures[0] && !st; i++)
             st = line_plot(&x, &t, b, e, &line_figures[i], suffix, lines_sub);
         if (!st) st = breakdown_plot(&x, &t, b, e, suffix, subtitle);
+        if (!st) st = iter_plot(&x, have_it ? &it : NULL, &t, b, e, suffix, base_sub);
         b = e;
     }
     if (st) rc = deftsim_cli_fail(st);
@@ -736,5 +814,6 @@ int deftsim_cmd_plot(int argc, char **argv)
     if (!rc && !x.quiet) fprintf(stderr, "deftsim plot: %zu files in %s\n", x.written, outdir);
 done:
     stable_free(&t);
+    stable_free(&it);
     return rc;
 }

@@ -133,6 +133,17 @@ counts = 1..8
         summary = list(csv.DictReader(open(os.path.join(out, "summary.csv"), newline="")))
         check(len(summary) == 28, f"summary.csv: {len(summary)} rows")
         md = open(os.path.join(out, "summary.md")).read()
+        # iterations.csv: every iteration of every point, its values those of the raw rows.
+        itrows = list(csv.DictReader(open(os.path.join(out, "iterations.csv"), newline="")))
+        check(len(itrows) == len(METHODS) * len(COUNTS) * ITERS,
+              f"iterations.csv: {len(itrows)} rows, one per iteration of each point")
+        for r in itrows:
+            it = per[(r["method"], int(r["P"]))][int(r["iteration"])]
+            for key, col in (("buildup", "buildup"), ("captured", "captured_frac")):
+                v = num(r[col])
+                check(v == it[key] or (math.isnan(v) and math.isnan(it[key])),
+                      f"iterations.csv {r['method']} P={r['P']} it {r['iteration']}: {col}")
+            check(r["warmup"] == "0", "iterations.csv: no warm-up without --warmup")
         has_comm = any(not math.isnan(it["comm"]) for its in per.values() for it in its.values())
         if not has_comm:
             check("Communication and iteration time are not in these results" in md,
@@ -215,7 +226,7 @@ counts = 1..8
         run("plot", os.path.join(tmp, "nowhere"), want=2)
         p = run("plot", out, "--pdf")
         figs = ["select_vs_P", "speedup_vs_P", "bytes_vs_P", "buildup_vs_P", "imbalance_vs_P",
-                "captured_vs_P", "breakdown"]
+                "captured_vs_P", "breakdown", "buildup_vs_iteration"]
         if has_comm:
             figs += ["comm_vs_P", "iteration_vs_P"]
         else:
@@ -229,6 +240,23 @@ counts = 1..8
             root = ET.parse(base + ".svg").getroot()
             check(root.tag.endswith("svg"), f"{fig}.svg is SVG")
             check(open(base + ".pdf", "rb").read(5) == b"%PDF-", f"{fig}.pdf is a PDF")
+        # Build-up over the iterations: each method's iterations at the largest P, the values
+        # of iterations.csv (every iteration of the point, the warm-up's included).
+        its = list(csv.DictReader(open(os.path.join(out, "iterations.csv"), newline="")))
+        pmax = max(int(r["P"]) for r in its)
+        want = {}
+        for r in its:
+            if int(r["P"]) == pmax and r["buildup"]:
+                want.setdefault(r["method"], []).append((int(r["iteration"]), float(r["buildup"])))
+        got = {}
+        for b in open(os.path.join(out, "plots", "data", "buildup_vs_iteration.dat")).read().split("\n\n\n"):
+            lines = [l for l in b.splitlines() if l.strip()]
+            m = next(l.split()[2] for l in lines if l.startswith("# method"))
+            got[m] = [(int(l.split()[0]), float(l.split()[1])) for l in lines if not l.startswith("#")]
+        check(set(got) == set(want) and all(
+            [i for i, _ in got[m]] == [i for i, _ in want[m]] and
+            all(abs(a - b) <= 1e-8 * b for (_, a), (_, b) in zip(got[m], want[m])) for m in want),
+            f"buildup_vs_iteration draws iterations.csv at P = {pmax}")
         # The figure's data are the summary's medians (in ms).
         blocks = open(os.path.join(out, "plots", "data", "select_vs_P.dat")).read().split("\n\n\n")
         seen = seen_med = 0
