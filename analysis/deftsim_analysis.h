@@ -125,6 +125,13 @@ typedef enum {
     DEFTSIM_M_SELECT_MEDIAN, /* median over workers of select_seconds: the median worker's selection */
     DEFTSIM_M_REP_SPREAD,    /* median over workers of (select_seconds_max - _min) / _min: how far
                                 the timing repetitions spread (absent in rows before [timing]) */
+    /* The count-control methods' own quantities (docs/OUTPUT.md; empty for the other methods,
+     * absent in rows written before them): */
+    DEFTSIM_M_THRESHOLD,     /* threshold: MiCRO's and ExDyna's global threshold */
+    DEFTSIM_M_PAD,           /* pad_overhead: m P / K - 1 of MiCRO's and ExDyna's index allgather */
+    DEFTSIM_M_THRESHOLD_LOCAL,  /* threshold_local: Ok-Topk's mean local threshold */
+    DEFTSIM_M_THRESHOLD_GLOBAL, /* threshold_global: Ok-Topk's global threshold */
+    DEFTSIM_M_REGION_BALANCE,   /* region_balance: Ok-Topk's busiest region owner over the mean */
     DEFTSIM_M_COUNT
 } deftsim_metric;
 
@@ -133,7 +140,8 @@ typedef struct {
     const char *column;    /* the rows' column it comes from */
     const char *unit;      /* "s", "B", "ratio", "fraction" */
     const char *doc;       /* one line */
-    int optional;          /* 1: a column the network simulation adds */
+    int optional;          /* 1: a column not every deftsim table has (the network
+                              simulation's, the timing protocol's, the count-control methods') */
 } deftsim_metric_info;
 
 const deftsim_metric_info *deftsim_metric_get(deftsim_metric m);

@@ -56,6 +56,17 @@ static const deftsim_metric_info metrics[DEFTSIM_M_COUNT] = {
                               "spread of the timing repetitions: (select_seconds_max - "
                               "select_seconds_min) / select_seconds_min, median over the workers "
                               "(docs/TIMING.md)", 1},
+    [DEFTSIM_M_THRESHOLD] = {"threshold", "threshold", "gradient units",
+                             "micro, exdyna: the global threshold the step selected with", 1},
+    [DEFTSIM_M_PAD] = {"pad_overhead", "pad_overhead", "ratio",
+                       "micro, exdyna: m P / K - 1, the padding share of the index allgather", 1},
+    [DEFTSIM_M_THRESHOLD_LOCAL] = {"threshold_local", "threshold_local", "gradient units",
+                                   "oktopk: the mean over the workers of the local threshold", 1},
+    [DEFTSIM_M_THRESHOLD_GLOBAL] = {"threshold_global", "threshold_global", "gradient units",
+                                    "oktopk: the global threshold", 1},
+    [DEFTSIM_M_REGION_BALANCE] = {"region_balance", "region_balance", "ratio",
+                                  "oktopk: entries the busiest region owner receives over the mean",
+                                  1},
 };
 
 /* Quantities repeated in every row of an iteration (read once per iteration). */
@@ -762,6 +773,12 @@ deftsim_status deftsim_analysis_write_csv(const deftsim_analysis *a, const char 
 
 /* ---- iterations.csv ------------------------------------------------------------------------- */
 
+/* Its per-iteration columns after the keys, in this order (docs/ANALYSIS.md). */
+static const deftsim_metric iter_cols[] = {
+    DEFTSIM_M_BUILDUP,         DEFTSIM_M_CAPTURED,         DEFTSIM_M_CAPTURED_RATIO,
+    DEFTSIM_M_THRESHOLD,       DEFTSIM_M_PAD,              DEFTSIM_M_THRESHOLD_LOCAL,
+    DEFTSIM_M_THRESHOLD_GLOBAL, DEFTSIM_M_REGION_BALANCE};
+
 deftsim_status deftsim_analysis_write_iterations(const deftsim_analysis *a, const char *path)
 {
     if (!a->finished) return deftsim_error_set(DEFTSIM_E_INTERNAL, "analysis: write before finish()");
@@ -770,7 +787,10 @@ deftsim_status deftsim_analysis_write_iterations(const deftsim_analysis *a, cons
     if (st) return st;
     FILE *f = deftsim_afile_stream(af);
     for (size_t i = 0; i < a->naxes; i++) fprintf(f, "%s,", a->colnames[i]);
-    fputs("model,method,density,P,iteration,warmup,buildup,captured_frac,captured_ratio\n", f);
+    fputs("model,method,density,P,iteration,warmup", f);
+    for (size_t m = 0; m < sizeof iter_cols / sizeof iter_cols[0]; m++)
+        fprintf(f, ",%s", metrics[iter_cols[m]].name);
+    fputc('\n', f);
     char b[48];
     for (size_t i = 0; i < a->ng; i++) {
         const group *g = a->g[i];
@@ -785,9 +805,9 @@ deftsim_status deftsim_analysis_write_iterations(const deftsim_analysis *a, cons
             fputc(',', f);
             deftsim_csv_field(f, g->method);
             fprintf(f, ",%s,%u,%zu,%d", g->dens, g->P, t, t < a->opt.warmup);
-            fprintf(f, ",%s", deftsim_csv_double(b, sizeof b, ir->v[DEFTSIM_M_BUILDUP]));
-            fprintf(f, ",%s", deftsim_csv_double(b, sizeof b, ir->v[DEFTSIM_M_CAPTURED]));
-            fprintf(f, ",%s\n", deftsim_csv_double(b, sizeof b, ir->v[DEFTSIM_M_CAPTURED_RATIO]));
+            for (size_t m = 0; m < sizeof iter_cols / sizeof iter_cols[0]; m++)
+                fprintf(f, ",%s", deftsim_csv_double(b, sizeof b, ir->v[iter_cols[m]]));
+            fputc('\n', f);
         }
     }
     if (ferror(f)) {

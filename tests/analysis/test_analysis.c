@@ -638,3 +638,74 @@ Test(summary, phases_of_the_slowest_worker_by_name)
     cr_assert(isnan(sum_cell(out, 0, "phase_select_seconds_mean")), "no phase columns: empty");
     free(rows);
 }
+
+/* The count-control methods' own quantities: micro at P = 2 over three iterations with
+ * thresholds 0.1, 0.3, 0.2 (median 0.2) and padding 0, 0.5, 0.25 (median 0.25); oktopk with
+ * local thresholds 1, 2, 3, global 4, 5, 6 and region balance 1.1, 1.3, 1.2; topk without any
+ * (empty cells). summary.csv's medians, iterations.csv's per-iteration values in its columns,
+ * summary.md's table only for the methods that have them. */
+Test(summary, count_control_quantities)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/cc.csv", tmpdir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs("scenario,model,method,density,P,iteration,worker,phase_index,phase,select_seconds,"
+          "worker_seconds,bytes_sent,buildup,captured_frac,captured_ratio,imbalance_seconds,"
+          "imbalance_cost,threshold,pad_overhead,threshold_local,threshold_global,"
+          "region_balance\n", f);
+    const double thr[3] = {0.1, 0.3, 0.2}, pad[3] = {0, 0.5, 0.25};
+    const double loc[3] = {1, 2, 3}, glob[3] = {4, 5, 6}, bal[3] = {1.1, 1.3, 1.2};
+    for (int it = 0; it < 3; it++)
+        for (int w = 0; w < 2; w++) {
+            fprintf(f, "s,m,topk,0.01,2,%d,%d,0,select,0.001,0.001,10,1.5,0.9,1,1,1,,,,,\n", it, w);
+            fprintf(f, "s,m,micro,0.01,2,%d,%d,0,filter,0.001,0.001,10,1.%d,0.9,1,1,1,%.17g,%.17g,,,\n",
+                    it, w, it, thr[it], pad[it]);
+            fprintf(f, "s,m,oktopk,0.01,2,%d,%d,0,select,0.001,0.001,10,0.9,0.9,1,1,1,,,%.17g,%.17g,%.17g\n",
+                    it, w, loc[it], glob[it], bal[it]);
+        }
+    fclose(f);
+    deftsim_analysis *a;
+    cr_assert_eq(deftsim_analysis_new(NULL, NULL, 0, &a), DEFTSIM_OK);
+    cr_assert_eq(deftsim_analysis_add_file(a, path, NULL), DEFTSIM_OK, "%s", deftsim_error_message());
+    cr_assert_eq(deftsim_analysis_finish(a), DEFTSIM_OK, "%s", deftsim_error_message());
+    char out[256], md[256], its[256], buf[64];
+    snprintf(out, sizeof out, "%s/cc_summary.csv", tmpdir);
+    snprintf(md, sizeof md, "%s/cc_summary.md", tmpdir);
+    snprintf(its, sizeof its, "%s/cc_iterations.csv", tmpdir);
+    cr_assert_eq(deftsim_analysis_write_csv(a, out), DEFTSIM_OK);
+    cr_assert_eq(deftsim_analysis_write_md(a, md, NULL), DEFTSIM_OK);
+    cr_assert_eq(deftsim_analysis_write_iterations(a, its), DEFTSIM_OK, "%s", deftsim_error_message());
+    deftsim_analysis_free(a);
+
+    cr_assert_str_eq(sum_text(out, 1, "method", buf, sizeof buf), "micro");
+    cr_assert(isnan(sum_cell(out, 0, "threshold_median")), "topk has no threshold");
+    cr_assert_eq(sum_cell(out, 1, "threshold_median"), 0.2);
+    cr_assert_eq(sum_cell(out, 1, "threshold_lo"), 0.1);
+    cr_assert_eq(sum_cell(out, 1, "threshold_hi"), 0.3);
+    cr_assert_eq(sum_cell(out, 1, "pad_overhead_median"), 0.25);
+    cr_assert(isnan(sum_cell(out, 1, "region_balance_median")), "micro has no regions");
+    cr_assert_eq(sum_cell(out, 2, "threshold_local_median"), 2);
+    cr_assert_eq(sum_cell(out, 2, "threshold_global_median"), 5);
+    cr_assert_eq(sum_cell(out, 2, "region_balance_median"), 1.2);
+    cr_assert(isnan(sum_cell(out, 2, "pad_overhead_median")));
+
+    /* iterations.csv: rows in point order (topk, micro, oktopk), iterations ascending. */
+    cr_assert(isnan(sum_cell(its, 0, "threshold")));
+    cr_assert_eq(sum_cell(its, 3 + 1, "threshold"), 0.3);
+    cr_assert_eq(sum_cell(its, 3 + 2, "pad_overhead"), 0.25);
+    cr_assert_eq(sum_cell(its, 6 + 0, "threshold_local"), 1);
+    cr_assert_eq(sum_cell(its, 6 + 2, "threshold_global"), 6);
+    cr_assert_eq(sum_cell(its, 6 + 1, "region_balance"), 1.3);
+
+    char *text;
+    size_t len;
+    cr_assert_eq(deftsim_read_file(md, &text, &len), DEFTSIM_OK);
+    cr_assert(strstr(text, "Count control per iteration"), "%s", text);
+    cr_assert(strstr(text, "| micro | 2 | 1.1 [1, 1.2] | 0.2 [0.1, 0.3] | 0.25 [0, 0.5] | - | - | - |"),
+              "%s", text);
+    cr_assert(strstr(text, "| oktopk | 2 | 0.9 [0.9, 0.9] | - | - | 2 [1, 3] | 5 [4, 6] | 1.2 [1.1, 1.3] |"),
+              "%s", text);
+    cr_assert(!strstr(text, "| topk | 2 | 1.5 | -"), "topk is not in the count-control table");
+    free(text);
+}
