@@ -96,8 +96,10 @@ static void run_step(sim_worker *w, size_t row, const deftsim_step *st)
 {
     const deftsim_sim_params *p = w->ctx->p;
     switch (st->kind) {
-    case DEFTSIM_STEP_COMPUTE: /* compute = none: no time passes, no event is scheduled */
-        if (p->compute == DEFTSIM_SIM_COMPUTE_MEASURED) sim_sleep(st->seconds[w->rank]);
+    case DEFTSIM_STEP_COMPUTE: /* compute = none: no time passes, no event is scheduled (a
+                                  given duration, DEFTSIM_STEP_GIVEN, still passes) */
+        if (p->compute == DEFTSIM_SIM_COMPUTE_MEASURED || (st->flags & DEFTSIM_STEP_GIVEN))
+            sim_sleep(st->seconds[w->rank]);
         return;
     case DEFTSIM_STEP_ALLGATHER: sim_allgather(w, p, st->bytes, &w->ctx->ag[row]); return;
     case DEFTSIM_STEP_ALLREDUCE: sim_allreduce(w, p, st->bytes[0]); return;
