@@ -104,7 +104,7 @@ static deftsim_status table_lookup(const deftsim_config *cfg, const char *model,
         list_row(matches, sizeof matches, &om, &nm, r, col);
     }
     deftsim_csvr_close(r);
-    if (st) return st;
+    if (st) return deftsim_error_wrap(st, "%s", w);
     char want[600];
     snprintf(want, sizeof want, "model %s%s%s", model, dev ? ", device " : "", dev ? dev : "");
     if (batch > 0) snprintf(want + strlen(want), sizeof want - strlen(want), ", batch %d", batch);

@@ -284,12 +284,12 @@ static const keydef keys[] = {
      .imax = 1000000},
 
     /* [compute]: the training step's forward and backward pass (docs/COMPUTE.md). */
-    {KEY("compute", "forward", "duration in [0, 3600] s, or with a unit (30ms)", "0",
+    {KEY("compute", "forward", "duration in [0, 60] s, or with a unit (30ms)", "0",
          "forward pass of one iteration on every worker; 0 and no table: no [compute]"),
-     .type = T_DURATION, .off = F(compute.forward), .lo = 0, .hi = 3600},
-    {KEY("compute", "backward", "duration in [0, 3600] s, or with a unit (60ms)", "0",
+     .type = T_DURATION, .off = F(compute.forward), .lo = 0, .hi = 60},
+    {KEY("compute", "backward", "duration in [0, 60] s, or with a unit (60ms)", "0",
          "backward pass of one iteration on every worker"),
-     .type = T_DURATION, .off = F(compute.backward), .lo = 0, .hi = 3600},
+     .type = T_DURATION, .off = F(compute.backward), .lo = 0, .hi = 60},
     {KEY("compute", "table", "path", "",
          "CSV of published times (model, device, batch, forward_ms, backward_ms, source), "
          "instead of forward and backward"),
