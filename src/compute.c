@@ -42,6 +42,10 @@ static deftsim_status table_row(deftsim_csvr *r, const long *col, double *fwd, d
                                      deftsim_csvr_path(r), deftsim_csvr_line(r),
                                      table_cols[which[i]], cell, bad);
     }
+    for (size_t i = 0; i < NTABLE_COLS; i++)
+        if (deftsim_utf8_check(deftsim_csvr_field(r, (size_t)col[i]), NULL))
+            return deftsim_error_set(DEFTSIM_E_INPUT, "%s:%zu: column %s is not valid UTF-8",
+                                     deftsim_csvr_path(r), deftsim_csvr_line(r), table_cols[i]);
     for (size_t i = 0; i < 2; i++)
         if (!deftsim_csvr_field(r, (size_t)col[i])[0])
             return deftsim_error_set(DEFTSIM_E_INPUT, "%s:%zu: column %s is empty",
@@ -96,8 +100,8 @@ static deftsim_status table_lookup(const deftsim_config *cfg, const char *model,
         if (dev && strcmp(deftsim_csvr_field(r, (size_t)col[1]), dev)) continue;
         if (batch > 0 && bt != batch) continue;
         if (!nm) {
-            out->forward = f * 1e-3;
-            out->backward = b * 1e-3;
+            out->forward = f / 1e3;
+            out->backward = b / 1e3;
             snprintf(out->origin, sizeof out->origin, "%s:%zu", path, deftsim_csvr_line(r));
             snprintf(out->source, sizeof out->source, "%s", deftsim_csvr_field(r, (size_t)col[5]));
         }
