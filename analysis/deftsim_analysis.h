@@ -125,6 +125,8 @@ typedef enum {
     DEFTSIM_M_SELECT_MEDIAN, /* median over workers of select_seconds: the median worker's selection */
     DEFTSIM_M_REP_SPREAD,    /* median over workers of (select_seconds_max - _min) / _min: how far
                                 the timing repetitions spread (absent in rows before [timing]) */
+    DEFTSIM_M_FWDBWD,        /* the training step's forward and backward pass ([compute]: the
+                                phase_kind model rows of a worker); empty without [compute] */
     /* The count-control methods' own quantities (docs/OUTPUT.md; empty for the other methods,
      * absent in rows written before them): */
     DEFTSIM_M_THRESHOLD,     /* threshold: MiCRO's and ExDyna's global threshold */

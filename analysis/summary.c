@@ -33,9 +33,8 @@ static const deftsim_metric_info metrics[DEFTSIM_M_COUNT] = {
     [DEFTSIM_M_COMM] = {"comm_seconds", "comm_seconds", "s",
                         "simulated communication time of the iteration", 1},
     [DEFTSIM_M_ITERATION] = {"iteration_seconds", "iteration_seconds", "s",
-                             "simulated time of the iteration's sparsification and communication "
-                             "(the sparsifier's compute and the collectives; no forward and "
-                             "backward pass)", 1},
+                             "simulated time of the iteration: the sparsifier's compute and the "
+                             "collectives, and with [compute] the forward and backward pass", 1},
     [DEFTSIM_M_BYTES] = {"bytes_sent", "bytes_sent", "B",
                          "bytes one worker sends in the iteration, mean over the workers", 0},
     [DEFTSIM_M_BYTES_MAX] = {"bytes_sent_max", "bytes_sent", "B",
@@ -56,6 +55,9 @@ static const deftsim_metric_info metrics[DEFTSIM_M_COUNT] = {
                               "spread of the timing repetitions: (select_seconds_max - "
                               "select_seconds_min) / select_seconds_min, median over the workers "
                               "(docs/TIMING.md)", 1},
+    [DEFTSIM_M_FWDBWD] = {"forward_backward_seconds", "phase_seconds", "s",
+                          "the training step's forward and backward pass in the iteration "
+                          "([compute]: the phase_kind model rows; empty without)", 1},
     [DEFTSIM_M_THRESHOLD] = {"threshold", "threshold", "gradient units",
                              "micro, exdyna: the global threshold the step selected with", 1},
     [DEFTSIM_M_PAD] = {"pad_overhead", "pad_overhead", "ratio",
@@ -73,7 +75,8 @@ static const deftsim_metric_info metrics[DEFTSIM_M_COUNT] = {
 static int iteration_level(int m)
 {
     return m != DEFTSIM_M_SELECT && m != DEFTSIM_M_COMPUTE && m != DEFTSIM_M_BYTES &&
-           m != DEFTSIM_M_BYTES_MAX && m != DEFTSIM_M_SELECT_MEDIAN && m != DEFTSIM_M_REP_SPREAD;
+           m != DEFTSIM_M_BYTES_MAX && m != DEFTSIM_M_SELECT_MEDIAN && m != DEFTSIM_M_REP_SPREAD &&
+           m != DEFTSIM_M_FWDBWD;
 }
 
 const deftsim_metric_info *deftsim_metric_get(deftsim_metric m)
@@ -226,7 +229,9 @@ static deftsim_status build_columns(deftsim_analysis *a)
     const char *tail[] = {"select_exponent", "select_exponent_lo", "select_exponent_hi",
                           "select_exponent_r2", "select_exponent_points", "select_speedup",
                           "select_speedup_lo", "select_speedup_hi", "iteration_speedup",
-                          "iteration_speedup_lo", "iteration_speedup_hi"};
+                          "iteration_speedup_lo", "iteration_speedup_hi",
+                          "iteration_speedup_dense", "iteration_speedup_dense_lo",
+                          "iteration_speedup_dense_hi"};
     for (size_t i = 0; i < sizeof tail / sizeof tail[0] && !st; i++) st = add_colname(a, "%s", tail[i]);
     for (size_t i = 0; i < NPHASES && !st; i++) st = add_colname(a, "phase_%s_seconds_mean", phase_names[i]);
     if (!st) st = add_colname(a, "noisy");
@@ -487,6 +492,12 @@ deftsim_status deftsim_analysis_add_file(deftsim_analysis *a, const char *path,
         iter_rec *ir = NULL;
         if ((st = iter_slot(g, (size_t)it, &ir))) goto done;
         if (!ir->seen && (st = iter_first_row(a, r, g, ir, mc, cc))) goto done;
+        /* [compute]: worker 0's forward and backward rows, the same on every worker. */
+        if (has_ph && w == 0 && !strcmp(deftsim_csvr_field(r, (size_t)c_kind), "model")) {
+            double ps;
+            if ((st = deftsim_csvr_number(r, (size_t)c_psec, &ps))) goto done;
+            ir->v[DEFTSIM_M_FWDBWD] = (isnan(ir->v[DEFTSIM_M_FWDBWD]) ? 0 : ir->v[DEFTSIM_M_FWDBWD]) + ps;
+        }
         if (has_ph) {
             g->has_ph = 1;
             /* A compute row of the slowest worker so far: its phases are the ones kept. Every
@@ -703,15 +714,19 @@ deftsim_status deftsim_analysis_finish(deftsim_analysis *a)
     }
     free(x);
     free(y);
-    /* Speedups over topk at the same variant, model, density and P. */
+    /* Speedups over topk (and in iteration time over dense) at the same variant, model,
+     * density and P. */
     for (size_t i = 0; i < a->ng; i++) {
-        group *g = a->g[i], *topk = NULL;
+        group *g = a->g[i], *topk = NULL, *dense = NULL;
         for (size_t k = 0; k < a->ng; k++) {
             group *h = a->g[k];
-            if (summary_same_series(g, h, 0) && h->P == g->P && !strcmp(h->method, "topk")) topk = h;
+            if (!summary_same_series(g, h, 0) || h->P != g->P) continue;
+            if (!strcmp(h->method, "topk")) topk = h;
+            if (!strcmp(h->method, "dense")) dense = h;
         }
         if ((st = speedup(a, topk, g, DEFTSIM_M_SELECT, 1001, &g->speed_select))) return st;
         if ((st = speedup(a, topk, g, DEFTSIM_M_ITERATION, 1002, &g->speed_iter))) return st;
+        if ((st = speedup(a, dense, g, DEFTSIM_M_ITERATION, 1003, &g->speed_iter_dense))) return st;
     }
     a->finished = 1;
     return DEFTSIM_OK;
@@ -757,6 +772,7 @@ deftsim_status deftsim_analysis_write_csv(const deftsim_analysis *a, const char 
         fprintf(f, ",%zu", g->fit.n);
         put_est(f, &g->speed_select, 0);
         put_est(f, &g->speed_iter, 0);
+        put_est(f, &g->speed_iter_dense, 0);
         for (size_t j = 0; j < NPHASES; j++)
             fprintf(f, ",%s", deftsim_csv_double(b, sizeof b, g->ph_mean[j]));
         double spread = g->est[DEFTSIM_M_REP_SPREAD].median;

@@ -47,6 +47,7 @@ typedef struct {
     deftsim_estimate est[DEFTSIM_M_COUNT];
     deftsim_fit fit;       /* select_seconds against P over the point's series */
     deftsim_estimate speed_select, speed_iter;
+    deftsim_estimate speed_iter_dense; /* dense's median iteration time over the method's */
     int has_ph;            /* its rows have phase, phase_kind and phase_seconds */
     double ph_mean[NPHASES]; /* mean over the iterations of ph; NaN without has_ph */
 } group;

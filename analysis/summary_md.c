@@ -173,12 +173,19 @@ static void md_intro(FILE *f, const deftsim_analysis *a, size_t minit, size_t ma
             "run, not of all runs. `-` marks an undefined value. Selection and compute times are "
             "wall-clock times of the kernels measured on this machine%s\n\n",
             pct, a->opt.boot.resamples, (unsigned long long)a->opt.boot.seed,
-            comm || iter ? "; communication and iteration times are simulated by the network "
-                           "model (SimGrid, docs/NETWORK.md), with the measured compute times "
-                           "injected into the simulation. The iteration time holds the "
-                           "sparsifier's compute and the collectives only: the training step's "
-                           "forward and backward pass is not modelled."
-                         : ".");
+            !(comm || iter) ? "."
+            : a->has_val[DEFTSIM_M_FWDBWD]
+                ? "; communication and iteration times are simulated by the network model "
+                  "(SimGrid, docs/NETWORK.md), with the measured compute times injected into the "
+                  "simulation. The iteration time is the whole training step: the forward and "
+                  "backward pass given by [compute] (not measured; docs/COMPUTE.md), the "
+                  "sparsifier's compute and the collectives (dense's bucket allreduces overlap "
+                  "the backward pass when [compute] overlap = 1)."
+                : "; communication and iteration times are simulated by the network "
+                  "model (SimGrid, docs/NETWORK.md), with the measured compute times "
+                  "injected into the simulation. The iteration time holds the "
+                  "sparsifier's compute and the collectives only: the training step's "
+                  "forward and backward pass is not modelled (no [compute] section).");
 
     /* What the network simulation would add, stated rather than left blank. */
     if (!comm || !iter) {
@@ -215,7 +222,8 @@ static void md_definitions(FILE *f, const deftsim_analysis *a)
                "above, repeated in every row of its series; `select_speedup` and "
                "`iteration_speedup` are topk's median over the method's at the same P, with a "
                "bootstrap interval that resamples both methods' iterations independently (topk "
-               "itself: 1). `phase_<name>_seconds_mean` are the slowest worker's compute "
+               "itself: 1); `iteration_speedup_dense` is dense's median iteration time over the "
+               "method's, the same way. `phase_<name>_seconds_mean` are the slowest worker's compute "
                "phases by name, means over the iterations that add up to compute_seconds_mean. "
                "docs/ANALYSIS.md has the details.\n");
 }
@@ -288,9 +296,9 @@ deftsim_status deftsim_analysis_write_md(const deftsim_analysis *a, const char *
         fprintf(f, "| method | P | selection (slowest worker) | selection (median worker) | "
                    "compute (slowest worker) |%s%s selection speedup over topk |%s\n",
                 comm ? " communication |" : "", iter ? " iteration |" : "",
-                iter ? " iteration speedup over topk |" : "");
+                iter ? " iteration speedup over topk | iteration speedup over dense |" : "");
         fprintf(f, "|---|---:|---:|---:|---:|%s%s---:|%s\n", comm ? "---:|" : "",
-                iter ? "---:|" : "", iter ? "---:|" : "");
+                iter ? "---:|" : "", iter ? "---:|---:|" : "");
         for (size_t k = i; k < j; k++) {
             const group *g = a->g[k];
             char c8[128];
@@ -306,6 +314,7 @@ deftsim_status deftsim_analysis_write_md(const deftsim_analysis *a, const char *
             if (iter) fprintf(f, " %s |", cell_est(c4, sizeof c4, &g->est[DEFTSIM_M_ITERATION], 1e3));
             fprintf(f, " %s |", cell_est(c5, sizeof c5, &g->speed_select, 1));
             if (iter) fprintf(f, " %s |", cell_est(c6, sizeof c6, &g->speed_iter, 1));
+            if (iter) fprintf(f, " %s |", cell_est(c7, sizeof c7, &g->speed_iter_dense, 1));
             fputc('\n', f);
         }
 

@@ -15,7 +15,16 @@
  *              itself: no message; 0 bytes is a message of its envelope alone); every rank
  *              posts its receives (senders ascending, then j), then its sends, and waits
  *              for all of them; receivers are implied
- * Compute phases: seconds[r] = measured duration on rank r (0 where r does nothing). */
+ * Compute phases: seconds[r] = measured duration on rank r (0 where r does nothing), or a
+ * given one (DEFTSIM_STEP_GIVEN: the training step's forward and backward pass, [compute],
+ * docs/COMPUTE.md).
+ *
+ * Asynchronous collectives (flags & DEFTSIM_STEP_ASYNC, collectives only): the worker starts
+ * the collective and goes on with its next step at once, as a DDP bucket's allreduce runs
+ * while the backward pass goes on. A worker's collectives still run one at a time in schedule
+ * order (one communication stream): an asynchronous one starts when the worker posted it and
+ * its previous collective ended; a synchronous collective starts after every outstanding one
+ * ended; the schedule ends when they all have. */
 #ifndef DEFTSIM_SCHEDULE_H
 #define DEFTSIM_SCHEDULE_H
 
@@ -48,7 +57,13 @@ typedef struct {
     uint32_t *peer;                   /* SENDRECV: P entries; P2P: P * fan */
     uint32_t fan;                     /* P2P: message slots per rank (bytes and peer hold
                                          P * fan entries); 1 for the other kinds */
+    uint32_t flags;                   /* DEFTSIM_STEP_ASYNC, DEFTSIM_STEP_GIVEN; 0 for a plain step */
 } deftsim_step;
+
+#define DEFTSIM_STEP_ASYNC 1u /* a collective the worker starts and does not wait for */
+#define DEFTSIM_STEP_GIVEN 2u /* a compute step of given (not measured) seconds: the training
+                                 step's forward and backward pass; [network] compute = none
+                                 leaves it its duration */
 
 typedef struct {
     uint32_t P;

@@ -8,11 +8,16 @@
 #     on the critical path, skew);
 #   - comm: communication (comm_seconds_mean);
 #   - selection, rest: a summary.csv without phase columns: the slowest worker's selection and
-#     the rest (other compute and waiting).
+#     the rest (other compute and waiting);
+#   - fwdbwd: with [compute], the training step's forward and backward pass (first); comm is then
+#     the communication the backward pass did not hide.
 # With the network simulation (have_comm = 1) the whole is the simulated iteration: the
-# sparsifier's compute and the collectives, no forward and backward pass. Without it the whole is
-# the slowest worker's compute time.
-# Extra variables: plist (worker counts of the blocks), parts, have_comm (0 or 1), phases (0/1).
+# sparsifier's compute and the collectives, and with [compute] (fwdbwd = 1) the forward and
+# backward pass; without [compute] no forward and backward pass. Without the network simulation
+# the whole is the slowest worker's compute time.
+# Extra variables: plist (worker counts of the blocks), parts, have_comm (0 or 1), phases (0/1),
+# fwdbwd (0/1).
+if (!exists("fwdbwd")) fwdbwd = 0
 figtitle = "Where the time of an iteration goes"
 load plotdir."/style.gp"
 unset logscale x
@@ -40,17 +45,19 @@ pcol(p) = (p eq "norms") ? "#67000D" : (p eq "allocate") ? "#CB181D" : (p eq "pa
           (p eq "selection") ? "#D55E00" : (p eq "merge") ? "#CC79A7" : (p eq "union") ? "#A1D99B" : \
           (p eq "gather") ? "#41AB5D" : (p eq "sum") ? "#006D2C" : (p eq "residual") ? "#969696" : \
           (p eq "other") ? "#D9D9D9" : (p eq "rest") ? "#BBBBBB" : (p eq "waiting") ? "#FFFFFF" : \
-          (p eq "comm") ? "#0072B2" : "#000000"
+          (p eq "comm") ? "#0072B2" : (p eq "fwdbwd") ? "#6A51A3" : "#000000"
 issel(p) = (p eq "norms" || p eq "allocate" || p eq "pack" || p eq "sample" || p eq "filter" || \
             p eq "select" || p eq "merge" || p eq "selection")
-ptit(p) = (p eq "comm") ? "communication" : \
+ptit(p) = (p eq "comm") ? (fwdbwd ? "communication (not hidden)" : "communication") : \
+          (p eq "fwdbwd") ? "forward + backward" : \
           (p eq "waiting") ? "waiting (others' compute)" : \
           (p eq "rest") ? (have_comm ? "other compute and waiting" : "other compute") : \
           (p eq "other") ? "other compute phases" : \
           (issel(p) && p ne "selection") ? p." (selection)" : p
 # What the bar holds, under the title.
 if (have_comm) {
-    set label 92 "sparsifier compute and communication only: no forward and backward pass (not modelled)" \
+    set label 92 (fwdbwd ? "the training step: forward and backward pass as given by [compute], sparsifier compute, communication" \
+                         : "sparsifier compute and communication only: no forward and backward pass (not modelled)") \
         at screen 0.5, screen 0.89 center noenhanced font ",12" tc rgb "#222222"
 }
 if (phases) {

@@ -5,7 +5,9 @@
  * it, so host speeds play no part), or takes no time at all with compute = none (then the
  * simulated times are a function of the schedules' bytes alone); a collective runs as the point-to-point pattern of the
  * chosen algorithm with the real byte counts (the message payload is a small integer, the
- * simulated size is separate: no data travels); SENDRECV runs its own messages.
+ * simulated size is separate: no data travels); SENDRECV runs its own messages. A collective
+ * marked DEFTSIM_STEP_ASYNC runs on a second actor of its worker, in order, while the worker
+ * goes on (deftsim_schedule.h).
  * docs/NETWORK.md describes the platforms, models, algorithms and their validation.
  *
  * Messages behave as SimGrid's SMPI sends them, so that an algorithm here and the same
@@ -75,7 +77,8 @@ typedef enum {
 typedef enum {
     DEFTSIM_SIM_COMPUTE_MEASURED, /* the step's seconds per worker (measured on the kernel) */
     DEFTSIM_SIM_COMPUTE_NONE,     /* nothing: every worker leaves the step when it enters it, so
-                                     the simulated times depend on the bytes alone */
+                                     the simulated times depend on the bytes alone (a given step,
+                                     DEFTSIM_STEP_GIVEN, keeps its duration) */
     DEFTSIM_SIM_COMPUTE_COUNT
 } deftsim_sim_compute;
 

@@ -54,6 +54,11 @@ static deftsim_status check_schedules(const deftsim_sim_params *p,
                                          "network simulation: schedule %zu step %zu '%s': root %u "
                                          "of %u ranks",
                                          i, k, st->name, st->root, s->P);
+            if (st->kind == DEFTSIM_STEP_COMPUTE && (st->flags & DEFTSIM_STEP_ASYNC))
+                return deftsim_error_set(DEFTSIM_E_INTERNAL,
+                                         "network simulation: schedule %zu step %zu '%s': a "
+                                         "compute step cannot be asynchronous",
+                                         i, k, st->name);
             if (st->kind == DEFTSIM_STEP_COMPUTE)
                 for (uint32_t r = 0; r < s->P; r++)
                     if (!(st->seconds[r] >= 0) || !isfinite(st->seconds[r]))

@@ -18,6 +18,7 @@
 #include <simgrid/barrier.h>
 #include <simgrid/comm.h>
 #include <simgrid/mailbox.h>
+#include <simgrid/semaphore.h>
 
 #include "sim_internal.h"
 
@@ -37,6 +38,15 @@ struct sim_worker {
     sg_mailbox_t in_mb[MBOX_CACHE], out_mb[MBOX_CACHE];
     sg_comm_t *comms;          /* SENDRECV: room for every incoming message plus one send */
     void **slots;
+    /* Asynchronous collectives (DEFTSIM_STEP_ASYNC): the worker's second actor runs them, one
+     * at a time in the order posted, while the first goes on. Only one of the two actors
+     * communicates at any time (the first drains the queue before a synchronous collective),
+     * so they share the mailboxes, counters and buffers above. */
+    sg_sem_t async_jobs, async_done; /* jobs posted; jobs finished */
+    const deftsim_step **async_step; /* ring of async_cap posted steps and their rows */
+    size_t *async_row;
+    size_t async_cap, async_head, async_tail, async_outstanding;
+    double t0;                 /* the clock when the current schedule started */
 };
 
 struct sim_ctx {
@@ -50,6 +60,8 @@ struct sim_ctx {
     uint32_t **in_list;        /* per global step row: SENDRECV senders, grouped by receiver */
     uint32_t **in_off;         /* P + 1 offsets into in_list[row] */
     uint32_t max_in;
+    size_t max_steps;          /* the most steps of any schedule */
+    int has_async;             /* some step is DEFTSIM_STEP_ASYNC: every worker has a second actor */
     sim_worker *workers;
     /* Approximate mode's agreements, by the parity of a worker's count of them: a worker can
      * be at most one agreement ahead of the slowest (the barrier holds it), so two slots do. */

@@ -96,8 +96,10 @@ static void run_step(sim_worker *w, size_t row, const deftsim_step *st)
 {
     const deftsim_sim_params *p = w->ctx->p;
     switch (st->kind) {
-    case DEFTSIM_STEP_COMPUTE: /* compute = none: no time passes, no event is scheduled */
-        if (p->compute == DEFTSIM_SIM_COMPUTE_MEASURED) sim_sleep(st->seconds[w->rank]);
+    case DEFTSIM_STEP_COMPUTE: /* compute = none: no time passes, no event is scheduled (a
+                                  given duration, DEFTSIM_STEP_GIVEN, still passes) */
+        if (p->compute == DEFTSIM_SIM_COMPUTE_MEASURED || (st->flags & DEFTSIM_STEP_GIVEN))
+            sim_sleep(st->seconds[w->rank]);
         return;
     case DEFTSIM_STEP_ALLGATHER: sim_allgather(w, p, st->bytes, &w->ctx->ag[row]); return;
     case DEFTSIM_STEP_ALLREDUCE: sim_allreduce(w, p, st->bytes[0]); return;
@@ -108,30 +110,81 @@ static void run_step(sim_worker *w, size_t row, const deftsim_step *st)
     }
 }
 
+/* Records worker w's step row and runs it. A compute step leaves the byte counters alone: the
+ * worker's second actor may be counting a collective's bytes meanwhile. */
+static void timed_step(sim_worker *w, size_t row, const deftsim_step *st)
+{
+    sim_child_out *o = w->ctx->out;
+    size_t at = row * w->P + w->rank;
+    int comm = st->kind != DEFTSIM_STEP_COMPUTE;
+    if (comm) w->sent = w->recv = 0;
+    o->start[at] = simgrid_get_clock() - w->t0;
+    run_step(w, row, st);
+    o->end[at] = simgrid_get_clock() - w->t0;
+    o->sent[at] = comm ? w->sent : 0;
+    o->recv[at] = comm ? w->recv : 0;
+}
+
+/* Waits until the second actor finished every collective posted to it. */
+static void async_drain(sim_worker *w)
+{
+    for (; w->async_outstanding; w->async_outstanding--) sg_sem_acquire(w->async_done);
+}
+
+/* The second actor of a worker: runs the posted asynchronous collectives in order; a NULL
+ * step ends it. */
+static void comm_main(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    sim_worker *w = sg_actor_self_get_data();
+    for (;;) {
+        sg_sem_acquire(w->async_jobs);
+        const deftsim_step *st = w->async_step[w->async_head];
+        size_t row = w->async_row[w->async_head];
+        w->async_head = (w->async_head + 1) % w->async_cap;
+        if (!st) return;
+        timed_step(w, row, st);
+        sg_sem_release(w->async_done);
+    }
+}
+
+static void async_post(sim_worker *w, size_t row, const deftsim_step *st)
+{
+    w->async_step[w->async_tail] = st;
+    w->async_row[w->async_tail] = row;
+    w->async_tail = (w->async_tail + 1) % w->async_cap;
+    if (st) w->async_outstanding++;
+    sg_sem_release(w->async_jobs);
+}
+
 static void worker_main(int argc, char **argv)
 {
     (void)argc;
     (void)argv;
     sim_worker *w = sg_actor_self_get_data();
     sim_ctx *c = w->ctx;
-    sim_child_out *o = c->out;
     for (size_t i = 0; i < c->nsched; i++) {
         /* Every worker starts the schedule at the instant the last one finished the previous. */
         sg_barrier_wait(c->barrier);
-        double t0 = simgrid_get_clock();
+        w->t0 = simgrid_get_clock();
         const deftsim_schedule *s = c->scheds[i];
         w->cur_sched = i;
         for (size_t k = 0; k < s->nsteps; k++) {
-            size_t row = c->step_offset[i] + k, at = row * w->P + w->rank;
+            size_t row = c->step_offset[i] + k;
+            const deftsim_step *st = &s->steps[k];
             w->cur_step = k;
-            w->sent = w->recv = 0;
-            o->start[at] = simgrid_get_clock() - t0;
-            run_step(w, row, &s->steps[k]);
-            o->end[at] = simgrid_get_clock() - t0;
-            o->sent[at] = w->sent;
-            o->recv[at] = w->recv;
+            if (st->flags & DEFTSIM_STEP_ASYNC) {
+                async_post(w, row, st);
+                continue;
+            }
+            /* Collectives run in order: a synchronous one after every outstanding one. */
+            if (st->kind != DEFTSIM_STEP_COMPUTE) async_drain(w);
+            timed_step(w, row, st);
         }
+        async_drain(w);
     }
+    if (c->has_async) async_post(w, 0, NULL);
     w->done = 1;
 }
 
@@ -177,9 +230,11 @@ static int precompute(sim_ctx *c, char *msg, size_t cap)
     if (!c->ag || !c->in_list || !c->in_off) goto nomem;
     for (size_t i = 0; i < c->nsched; i++) {
         const deftsim_schedule *s = c->scheds[i];
+        if (s->nsteps > c->max_steps) c->max_steps = s->nsteps;
         for (size_t k = 0; k < s->nsteps; k++) {
             size_t row = c->step_offset[i] + k;
             const deftsim_step *st = &s->steps[k];
+            if (st->flags & DEFTSIM_STEP_ASYNC) c->has_async = 1;
             if (st->kind == DEFTSIM_STEP_ALLGATHER) {
                 sim_ag_info *a = &c->ag[row];
                 if (!(a->prefix = malloc(((size_t)P + 1) * sizeof *a->prefix))) goto nomem;
@@ -265,6 +320,10 @@ static void ctx_free(sim_ctx *c)
         for (uint32_t r = 0; r < c->p->P; r++) {
             free(c->workers[r].comms);
             free(c->workers[r].slots);
+            free(c->workers[r].async_step);
+            free(c->workers[r].async_row);
+            if (c->workers[r].async_jobs) sg_sem_destroy(c->workers[r].async_jobs);
+            if (c->workers[r].async_done) sg_sem_destroy(c->workers[r].async_done);
         }
     free(c->workers);
     if (c->barrier) sg_barrier_destroy(c->barrier);
@@ -352,6 +411,21 @@ static int sim_child_run(const deftsim_sim_params *p, const char *platform_path,
         sg_actor_t a = sg_actor_init(name, hosts[r]);
         sg_actor_set_data(a, w);
         sg_actor_start(a, worker_main, 0, NULL);
+        if (!c.has_async) continue;
+        /* Room for every step of a schedule and the final stop. */
+        w->async_cap = c.max_steps + 2;
+        w->async_step = calloc(w->async_cap, sizeof *w->async_step);
+        w->async_row = calloc(w->async_cap, sizeof *w->async_row);
+        if (!w->async_step || !w->async_row) {
+            snprintf(msg, msgcap, "out of memory creating %u workers", P);
+            goto done;
+        }
+        w->async_jobs = sg_sem_init(0);
+        w->async_done = sg_sem_init(0);
+        snprintf(name, sizeof name, "comm-%" PRIu32, r);
+        sg_actor_t b = sg_actor_init(name, hosts[r]);
+        sg_actor_set_data(b, w);
+        sg_actor_start(b, comm_main, 0, NULL);
     }
     free(hosts);
     hosts = NULL;

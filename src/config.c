@@ -29,6 +29,7 @@ static const char *const device_names[] = {"cpu", "cuda", "profile", NULL};
 static const char *const train_model_names[] = {"mlp", "cnn", NULL};
 static const char *const timing_statistic_names[] = {"min", "median", NULL};
 static const char *const timing_cache_names[] = {"cold", "warm", NULL};
+static const char *const spread_names[] = {"params", "uniform", NULL};
 
 /* Enum fields are stored through int-sized copies (see deftsim_cfg_commit()). */
 _Static_assert(sizeof(deftsim_method) == sizeof(int), "enum storage");
@@ -49,6 +50,7 @@ _Static_assert(sizeof(deftsim_sim_compute) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_train_model) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_timing_statistic) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_timing_cache) == sizeof(int), "enum storage");
+_Static_assert(sizeof(deftsim_backward_spread) == sizeof(int), "enum storage");
 
 static const char *enum_name(const char *const *names, size_t count, int v)
 {
@@ -68,6 +70,10 @@ const char *deftsim_timing_cache_name(deftsim_timing_cache c)
 }
 const char *deftsim_device_kind_name(deftsim_device_kind k) { return ENUM_NAME(device_names, k); }
 const char *deftsim_train_model_name(deftsim_train_model m) { return ENUM_NAME(train_model_names, m); }
+const char *deftsim_backward_spread_name(deftsim_backward_spread s)
+{
+    return ENUM_NAME(spread_names, s);
+}
 
 /* ---- the schema ------------------------------------------------------------------------- */
 
@@ -82,7 +88,7 @@ static const int value_byte_choices[] = {4, 2, 0};
 
 static const char *const section_names[] = {"scenario", "gradients", "synthetic", "sparsify",
                                             "workers", "device", "engine", "timing",
-                                            "network", "train"};
+                                            "network", "train", "compute"};
 #define NSECTIONS (sizeof section_names / sizeof section_names[0])
 
 #define F(field) offsetof(deftsim_config, field)
@@ -276,6 +282,38 @@ static const keydef keys[] = {
          "iterations whose gradients deftsim trace record writes"),
      .type = T_INT_LIST, .off = F(train.record), .count_off = F(train.nrecord), .imin = 0,
      .imax = 1000000},
+
+    /* [compute]: the training step's forward and backward pass (docs/COMPUTE.md). */
+    {KEY("compute", "forward", "duration in [0, 60] s, or with a unit (30ms)", "0",
+         "forward pass of one iteration on every worker; 0 and no table: no [compute]"),
+     .type = T_DURATION, .off = F(compute.forward), .lo = 0, .hi = 60},
+    {KEY("compute", "backward", "duration in [0, 60] s, or with a unit (60ms)", "0",
+         "backward pass of one iteration on every worker"),
+     .type = T_DURATION, .off = F(compute.backward), .lo = 0, .hi = 60},
+    {KEY("compute", "table", "path", "",
+         "CSV of published times (model, device, batch, forward_ms, backward_ms, source), "
+         "instead of forward and backward"),
+     .type = T_OPTPATH, .off = F(compute.table)},
+    {KEY("compute", "model", "string", "",
+         "the table row's model; default: the gradients' model table name"),
+     .type = T_OPTPATH, .off = F(compute.model)},
+    {KEY("compute", "device", "string", "", "the table row's device; empty: any"),
+     .type = T_OPTPATH, .off = F(compute.device)},
+    {KEY("compute", "batch", "integer in [0, 1000000000]", "0",
+         "the table row's batch size per worker; 0: any"),
+     .type = T_INT, .off = F(compute.batch), .imin = 0, .imax = 1000000000},
+    {KEY("compute", "backward_spread", "one of: params, uniform", "params",
+         "the backward time of a tensor: in proportion to its parameters, or equal shares"),
+     .type = T_ENUM, .off = F(compute.backward_spread), .names = spread_names},
+    {KEY("compute", "bucket_mb", "number in (0, 1e6]", "25",
+         "dense: DDP's bucket_cap_mb (MiB of gradients per allreduce)"),
+     .type = T_DOUBLE, .off = F(compute.bucket_mb), .lo = 0, .hi = 1e6, .flags = LO_OPEN},
+    {KEY("compute", "first_bucket_mb", "number in [0, 1e6]", "1",
+         "dense: DDP's smaller first bucket (MiB); 0: as bucket_mb"),
+     .type = T_DOUBLE, .off = F(compute.first_bucket_mb), .lo = 0, .hi = 1e6},
+    {KEY("compute", "overlap", "0 or 1", "1",
+         "dense: each bucket's allreduce starts once the backward pass produced its gradients"),
+     .type = T_INT, .off = F(compute.overlap), .imin = 0, .imax = 1},
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "config_internal.h"
+#include "deftsim_compute.h"
 #include "deftsim_model.h"
 
 /* ---- cross-field rules ------------------------------------------------------------------ */
@@ -120,6 +121,33 @@ static deftsim_status device_check(const deftsim_config *cfg)
     return DEFTSIM_OK;
 }
 
+/* [compute]: durations or a table, not both; the table keys need a table. The row itself is
+ * looked up once the model is known (below, and by the engine for a trace's model). */
+static deftsim_status compute_check(const deftsim_config *cfg)
+{
+    char w[512], ww[512];
+    if (cfg->compute.table && (cfg->compute.forward > 0 || cfg->compute.backward > 0)) {
+        deftsim_config_where(cfg, "compute", "table", w, sizeof w);
+        deftsim_config_where(cfg, "compute", cfg->compute.forward > 0 ? "forward" : "backward",
+                             ww, sizeof ww);
+        return deftsim_error_set(DEFTSIM_E_INPUT,
+                                 "%s: set together with %s; give the durations or a table, "
+                                 "not both",
+                                 w, ww);
+    }
+    static const char *const row_keys[] = {"model", "device", "batch"};
+    int set[3] = {cfg->compute.model != NULL, cfg->compute.device != NULL, cfg->compute.batch > 0};
+    for (size_t i = 0; i < 3; i++)
+        if (set[i] && !cfg->compute.table) {
+            deftsim_config_where(cfg, "compute", row_keys[i], w, sizeof w);
+            return deftsim_error_set(DEFTSIM_E_INPUT,
+                                     "%s: set, but [compute] table is not (it selects a row of "
+                                     "the table)",
+                                     w);
+        }
+    return DEFTSIM_OK;
+}
+
 deftsim_status deftsim_config_check(const deftsim_config *cfg)
 {
     return deftsim_cfg_check(cfg, 0);
@@ -136,6 +164,7 @@ deftsim_status deftsim_cfg_check(const deftsim_config *cfg, int train)
         if (nst) return nst;
         if ((nst = sparsify_check(cfg))) return nst;
         if ((nst = device_check(cfg))) return nst;
+        if ((nst = compute_check(cfg))) return nst;
     }
     const char *src = deftsim_source_name(cfg->gradients.source);
     if (cfg->gradients.source == DEFTSIM_SOURCE_SYNTHETIC) {
@@ -203,6 +232,8 @@ deftsim_status deftsim_cfg_check(const deftsim_config *cfg, int train)
                 break;
             }
         }
+        deftsim_compute_times ct;
+        if (!st && cfg->compute.table) st = deftsim_compute_resolve(cfg, m->name, &ct);
         deftsim_model_free(m);
         if (st) return st;
         p += strcspn(p, ",");

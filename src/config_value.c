@@ -69,6 +69,8 @@ static void format_range(const keydef *k, char *buf, size_t cap)
     char lo[40], hi[40];
     format_double(k->lo, lo, sizeof lo);
     format_double(k->hi, hi, sizeof hi);
+    /* A whole bound below a million reads better in full ("60", not "6e+01"). */
+    if (k->hi == floor(k->hi) && fabs(k->hi) < 1e6) snprintf(hi, sizeof hi, "%.0f", k->hi);
     if (k->flags & HI_INF)
         snprintf(buf, cap, "%c%s, inf)", k->flags & LO_OPEN ? '(' : '[', lo);
     else

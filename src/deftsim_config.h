@@ -66,6 +66,10 @@ typedef enum { DEFTSIM_TRAIN_MLP, DEFTSIM_TRAIN_CNN } deftsim_train_model;
 typedef enum { DEFTSIM_TIMING_MIN, DEFTSIM_TIMING_MEDIAN } deftsim_timing_statistic;
 typedef enum { DEFTSIM_TIMING_COLD, DEFTSIM_TIMING_WARM } deftsim_timing_cache;
 
+/* [compute] backward_spread: how the backward pass's time spreads over the parameter tensors
+ * (docs/COMPUTE.md). */
+typedef enum { DEFTSIM_SPREAD_PARAMS, DEFTSIM_SPREAD_UNIFORM } deftsim_backward_spread;
+
 struct deftsim_config_origin; /* private: where each key got its value, for messages */
 
 /* A fully resolved configuration: every field holds a value (defaults filled in). Strings are
@@ -151,6 +155,17 @@ typedef struct deftsim_config {
         int64_t *record;          /* iterations `deftsim trace record` records, sorted, unique */
         size_t nrecord;
     } train;
+    struct {                      /* the training step's compute (docs/COMPUTE.md); none
+                                     when forward and backward are 0 and table is unset */
+        double forward, backward; /* seconds of one iteration, every worker */
+        char *table;              /* CSV of published times: model, device, batch, ... */
+        char *model;              /* the table row's model; NULL: the gradients' model */
+        char *device;             /* the table row's device; NULL: any */
+        int batch;                /* the table row's batch; 0: any */
+        deftsim_backward_spread backward_spread;
+        double bucket_mb, first_bucket_mb; /* DDP's bucket caps, MiB */
+        int overlap;              /* dense: bucket allreduces overlap the backward pass */
+    } compute;
 
     char *path;                   /* the scenario file, or NULL when built in code */
     struct deftsim_config_origin *origin;
@@ -244,6 +259,7 @@ const char *deftsim_timing_statistic_name(deftsim_timing_statistic s);
 const char *deftsim_timing_cache_name(deftsim_timing_cache c);
 const char *deftsim_device_kind_name(deftsim_device_kind k);
 const char *deftsim_train_model_name(deftsim_train_model m);
+const char *deftsim_backward_spread_name(deftsim_backward_spread s);
 
 /* Parses an integer list with ranges (syntax above) into a malloc'd array, sorted ascending
  * with duplicates merged; every value must lie in [min, max] and the list may hold at most

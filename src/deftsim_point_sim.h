@@ -29,6 +29,8 @@ typedef struct {
     size_t n, cap;
     uint32_t P;
     uint32_t elem_bytes;      /* the value wire width: ALLREDUCE element size */
+    size_t nmodel;            /* [compute]: 2, a worker's first rows are the forward and the
+                                 backward pass (their COMPUTE steps by name); else 0 */
 } deftsim_point_sim;
 
 void deftsim_point_sim_init(deftsim_point_sim *s, uint32_t P);

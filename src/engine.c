@@ -325,8 +325,19 @@ void deftsim_engine_free(deftsim_engine *e)
     free(e->source_iter);
     free(e->dump_dir);
     deftsim_platform_record_free(&e->platform);
+    deftsim_compute_plan_free(&e->compute);
     deftsim_config_free(e->cfg);
     free(e);
+}
+
+/* [compute]: the forward and backward times for the source's model and its DDP buckets. */
+static deftsim_status compute_open(deftsim_engine *e)
+{
+    if (!deftsim_compute_enabled(e->cfg)) return DEFTSIM_OK;
+    deftsim_status st = deftsim_compute_plan_init(e->cfg, e->model, &e->compute);
+    if (st) return st;
+    e->has_compute = 1;
+    return DEFTSIM_OK;
 }
 
 deftsim_status deftsim_engine_new(const deftsim_config *cfg, const deftsim_run_options *opt,
@@ -349,6 +360,7 @@ deftsim_status deftsim_engine_new(const deftsim_config *cfg, const deftsim_run_o
     const char *backend;
     if ((st = device_check(e->cfg, &backend))) goto fail;
     if ((st = open_source(e))) goto fail;
+    if ((st = compute_open(e))) goto fail;
     if ((st = deftsim_kctx_new(&e->kctx, backend, (unsigned)e->cfg->device.threads))) {
         st = deftsim_error_wrap(st, "[device] threads = %d", e->cfg->device.threads);
         goto fail;
@@ -413,6 +425,7 @@ static deftsim_status point_desc_init(const deftsim_engine *e, deftsim_method me
              deftsim_wire_name(cfg->sparsify.wire),
              e->profile ? "profile" : deftsim_kctx_backend(e->kctx),
              deftsim_kctx_threads(e->kctx), cfg->scenario.seed);
+    pd->compute = e->has_compute ? &e->compute : NULL;
     return DEFTSIM_OK;
 }
 
@@ -429,6 +442,7 @@ typedef struct {
     row_buffer rb;
     deftsim_point_sim psim;
     deftsim_sim_result sres;
+    deftsim_schedule full;        /* [compute]: the iteration's schedule around the sparsifier's */
     int in_iter, simulated;
 } point_run;
 
@@ -485,6 +499,17 @@ static deftsim_status point_iterations(deftsim_engine *e, const point_desc *pd, 
                                      "%s: step result for P = %u, k = %" PRIu64 ", n = %" PRIu64
                                      "; expected %u, %" PRIu64 ", %" PRIu64,
                                      pd->method, r->P, r->k, r->n, pd->P, pd->k, ps->n);
+        /* [compute]: the rows and the simulation see the whole iteration's schedule. */
+        deftsim_step_result whole;
+        if (pd->compute) {
+            int bucketed = !strcmp(pd->method, deftsim_method_name(DEFTSIM_METHOD_DENSE)) && pd->P > 1;
+            if ((st = deftsim_compute_schedule(pd->compute, &r->schedule, bucketed,
+                                               r->value_wire_bytes, &pr->full)))
+                return st;
+            whole = *r;
+            whole.schedule = pr->full;
+            r = &whole;
+        }
         if ((st = deftsim_rows_metrics(ps, pd, r, &pr->m))) return st;
         rec->rows += deftsim_rows_write(&pr->rb, ps, pd, r, &pr->m, t1 - t0, t2 - t1, pr->tm);
         if (pr->rb.werr) /* stop at once: the point cannot be written */
@@ -531,6 +556,7 @@ static void point_close(point_run *pr)
     if (pr->af) deftsim_afile_abort(pr->af);
     deftsim_row_buffer_free(&pr->rb);
     deftsim_point_sim_free(&pr->psim);
+    deftsim_schedule_free(&pr->full);
     deftsim_sim_result_free(&pr->sres);
     deftsim_rows_metrics_free(&pr->m);
     deftsim_acc_free(&pr->ps);
@@ -549,6 +575,8 @@ static deftsim_status run_point(deftsim_engine *e, deftsim_method method, double
     point_run pr;
     memset(&pr, 0, sizeof pr);
     deftsim_point_sim_init(&pr.psim, P);
+    deftsim_schedule_init(&pr.full, P);
+    if (pd.compute) pr.psim.nmodel = 2;
     deftsim_kxfer x0;
     deftsim_kctx_transfers(e->kctx, &x0);
     deftsim_noise_sample_now(&rec->machine_start, NULL);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "deftsim_compute.h"
 #include "deftsim_engine.h"
 #include "deftsim_gradsrc.h"
 #include "deftsim_kernels.h"
@@ -47,6 +48,8 @@ struct deftsim_engine {
     double *sums;
     deftsim_memory_plan plan;
     deftsim_platform_record platform; /* topology = file: the user's platform file as read */
+    int has_compute;              /* [compute]: the training step's forward and backward pass */
+    deftsim_compute_plan compute; /* its times and DDP buckets for the model */
 };
 
 static inline uint32_t deftsim_engine_tracked_workers(const deftsim_config *cfg, uint32_t P)
@@ -164,6 +167,7 @@ typedef struct {
     char prefix[1024];  /* scenario .. P, formatted once (names are at most 100 and 255 chars) */
     char fb_cols[64];   /* error_feedback,sampled_workers */
     char run_cols[256]; /* wire,backend,threads,seed */
+    const deftsim_compute_plan *compute; /* [compute]: a forward and a backward row first */
 } point_desc;
 
 /* Per-worker numbers of one step. */

@@ -163,6 +163,21 @@ static json_t *manifest_json(const deftsim_engine *e, const char *started, const
     json_object_set_new(root, "rows_csv", rows_written ? json_string("rows.csv") : json_null());
     json_object_set_new(root, "dump", e->dump_dir ? json_string(e->dump_dir) : json_null());
     json_object_set_new(root, "platform", deftsim_platform_record_json(&e->platform));
+    /* [compute]: the figures the iterations ran with and where they come from. */
+    if (e->has_compute) {
+        const deftsim_compute_plan *cp = &e->compute;
+        json_t *c = json_object(), *bk = json_array();
+        for (size_t b = 0; b < cp->nbuckets; b++)
+            json_array_append_new(bk, json_integer((json_int_t)cp->bucket_elems[b]));
+        json_object_set_new(c, "forward_seconds", json_real(cp->t.forward));
+        json_object_set_new(c, "backward_seconds", json_real(cp->t.backward));
+        json_object_set_new(c, "origin", json_string(cp->t.origin));
+        json_object_set_new(c, "source", cp->t.source[0] ? json_string(cp->t.source) : json_null());
+        json_object_set_new(c, "dense_buckets", bk);
+        json_object_set_new(root, "compute", c);
+    } else {
+        json_object_set_new(root, "compute", json_null());
+    }
     json_object_set_new(root, "config", config);
     return root;
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "deftsim_compute.h"
 #include "deftsim_csv.h"
 #include "engine_internal.h"
 
@@ -93,17 +94,23 @@ deftsim_status deftsim_point_sim_run(const deftsim_sim_params *sp, const deftsim
 }
 
 /* Worker w's simulated start and end in row pi of iteration i: a compute phase spans its
- * COMPUTE steps (gTop-k merges once per round), a collective is its own step. 0: no step (a
- * phase the iteration did not run, or the row of a worker with neither). */
+ * COMPUTE steps (gTop-k merges once per round), a collective is its own step. With [compute]
+ * rows 0 and 1 are the forward and the backward pass (which spans its pieces between DDP's
+ * buckets). 0: no step (a phase the iteration did not run, or the row of a worker with
+ * neither). */
 int deftsim_point_sim_row_span(const deftsim_point_sim *s, const deftsim_sim_result *res,
                                size_t i, uint32_t w, size_t pi, double *a, double *b)
 {
     const deftsim_sim_iter *it = &s->it[i];
-    if (pi < it->nphases) {
+    static const char *const model[2] = {DEFTSIM_COMPUTE_FORWARD, DEFTSIM_COMPUTE_BACKWARD};
+    const char *name = pi < s->nmodel ? model[pi] : NULL;
+    if (!name) pi -= s->nmodel;
+    if (name || pi < it->nphases) {
+        if (!name) name = it->phase[pi];
         int any = 0;
         for (size_t k = 0; k < it->sched.nsteps; k++) {
             const deftsim_step *st = &it->sched.steps[k];
-            if (st->kind != DEFTSIM_STEP_COMPUTE || strcmp(st->name, it->phase[pi])) continue;
+            if (st->kind != DEFTSIM_STEP_COMPUTE || strcmp(st->name, name)) continue;
             double x = deftsim_sim_start(res, i, k, w), y = deftsim_sim_end(res, i, k, w);
             if (!any || x < *a) *a = x;
             if (!any || y > *b) *b = y;
@@ -157,7 +164,7 @@ deftsim_status deftsim_point_sim_emit(FILE *out, row_buffer *rb, const deftsim_p
     char b[5][40];
     for (size_t i = 0; i < s->n; i++) {
         const deftsim_sim_iter *it = &s->it[i];
-        size_t per = it->nphases + it->ncoll ? it->nphases + it->ncoll : 1;
+        size_t per = s->nmodel + it->nphases + it->ncoll ? s->nmodel + it->nphases + it->ncoll : 1;
         char itcols[160] = ",,";
         if (res)
             snprintf(itcols, sizeof itcols, "%s,%s,%s", dbl(b[0], res->comm_seconds[i]),

@@ -270,6 +270,17 @@ uint64_t deftsim_rows_write(row_buffer *rb, const point_state *ps, const point_d
                  dbl(b[14], r->cost[w]), r->local_count[w], r->bytes_sent[w], r->bytes_recv[w],
                  w < ps->S ? 1 : 0);
         size_t pi = 0;
+        /* [compute]: the training step's forward and backward pass, given (not measured):
+         * phase_kind model, no repetitions. */
+        for (size_t mp = 0; pd->compute && mp < 2; mp++, pi++) {
+            fprintf(f, "%s,%zu,%" PRIu64 ",%u,%zu,%s,model,0,%s,,,0,0,%s,%s,%s\n", pd->prefix,
+                    ps->it, ps->src_iter, w, pi,
+                    mp ? DEFTSIM_COMPUTE_BACKWARD : DEFTSIM_COMPUTE_FORWARD,
+                    dbl(b[15], mp ? pd->compute->t.backward : pd->compute->t.forward), wcols,
+                    itcols, tail);
+            row_done(rb);
+            rows++;
+        }
         for (size_t ph = 0; ph < r->nphases; ph++, pi++) {
             fprintf(f, "%s,%zu,%" PRIu64 ",%u,%zu,", pd->prefix, ps->it, ps->src_iter, w, pi);
             deftsim_csv_field(f, r->phase_name[ph]);

@@ -38,8 +38,8 @@ static void usage(FILE *out)
             "  bytes_vs_P       bytes sent per worker vs P: the mean and the busiest worker\n"
             "  buildup_vs_P     gradient build-up |U|/k vs P\n"
             "  comm_vs_P        communication time vs P (when the network was simulated)\n"
-            "  iteration_vs_P   sparsification + communication time per iteration vs P (when the\n"
-            "                   network was simulated; no forward and backward pass)\n"
+            "  iteration_vs_P   simulated time per iteration vs P (when the network was simulated):\n"
+            "                   sparsification + communication, with [compute] the whole step\n"
             "  breakdown        an iteration's time per sparsifier: compute phases by name, waiting,\n"
             "                   communication\n"
             "  imbalance_vs_P   load imbalance of the selection vs P (a method at P by construction,\n"
@@ -409,8 +409,12 @@ static deftsim_status line_plot(plot_ctx *x, const stable *t, size_t b, size_t e
         if (!write_block(f, t, b, e, shown_m[i], med2, lo2, hi2, fg, 0, fg->stem2, &pmin, &pmax))
             fprintf(f, "\n\n# %s %s: no values\nNaN NaN NaN NaN\n", fg->stem2, shown_m[i]);
     if ((st = deftsim_afile_commit(af))) return st;
+    /* [compute]: the iteration holds the forward and backward pass (its figure says so). */
+    int fwdbwd = 0;
+    for (size_t r = b; r < e; r++) fwdbwd |= !isnan(numv(t, r, "forward_backward_seconds_median"));
     char extra[1400];
-    snprintf(extra, sizeof extra, "pmin=%g; pmax=%g; second=%d; at_P='%s'", pmin, pmax, two, at_P);
+    snprintf(extra, sizeof extra, "pmin=%g; pmax=%g; second=%d; at_P='%s'; fwdbwd=%d", pmin, pmax,
+             two, at_P, fwdbwd);
     return render(x, fg->name, stem, data, shown, subtitle, omitted, extra);
 }
 
@@ -506,9 +510,12 @@ static deftsim_status breakdown_plot(plot_ctx *x, const stable *t, size_t b, siz
      * time split into its phases. Means, so that the parts add up to the whole. A summary.csv
      * without the phase columns (written before they existed) is split into the slowest
      * worker's selection and the rest. */
-    int net = 0;
+    int net = 0, fwdbwd = 0;
     for (size_t r = b; r < e; r++)
         if (!isnan(numv(t, r, "iteration_seconds_mean")) && !isnan(numv(t, r, "comm_seconds_mean"))) net = 1;
+    /* [compute]: the bar starts with the forward and backward pass; communication shows what
+     * the backward pass leaves of it (dense's buckets overlap it). */
+    for (size_t r = b; r < e; r++) fwdbwd |= net && !isnan(numv(t, r, "forward_backward_seconds_mean"));
     unsigned Ps[256];
     size_t nP = 0;
     for (size_t r = b; r < e; r++) {
@@ -540,13 +547,14 @@ static deftsim_status breakdown_plot(plot_ctx *x, const stable *t, size_t b, siz
         }
     }
     char parts[256] = "";
-    size_t po = 0;
+    size_t po = fwdbwd ? (size_t)snprintf(parts, sizeof parts, "fwdbwd") : 0;
     if (phases) {
         for (size_t j = 0; j < BD_NPHASES; j++)
             if (use[j]) po += (size_t)snprintf(parts + po, sizeof parts - po, "%s%s", po ? " " : "", bd_phases[j]);
         if (net) snprintf(parts + po, sizeof parts - po, "%swaiting comm", po ? " " : "");
     } else {
-        snprintf(parts, sizeof parts, "%s", net ? "selection rest comm" : "selection rest");
+        snprintf(parts + po, sizeof parts - po, "%s%s", po ? " " : "",
+                 net ? "selection rest comm" : "selection rest");
     }
     const char *meth[64];
     size_t nm = methods_of(t, b, e, meth, 64);
@@ -584,6 +592,14 @@ static deftsim_status breakdown_plot(plot_ctx *x, const stable *t, size_t b, siz
                     if (isnan(it)) it = comm;
                 }
                 fprintf(f, "%s", meth[i]);
+                if (fwdbwd) {
+                    double fb = numv(t, r, "forward_backward_seconds_mean");
+                    if (!(fb > 0)) fb = 0;
+                    if (fb > it) fb = it;
+                    fprintf(f, " %.9g", fb * 1e3);
+                    it -= fb;
+                    if (comm > it) comm = it; /* the part the backward pass did not hide */
+                }
                 if (phases) {
                     double ph[BD_NPHASES], sum = 0;
                     for (size_t j = 0; j < BD_NPHASES; j++) {
@@ -622,8 +638,8 @@ static deftsim_status breakdown_plot(plot_ctx *x, const stable *t, size_t b, siz
     char sub[1200], extra[800];
     snprintf(sub, sizeof sub, "%s; means over iterations%s", subtitle,
              net ? "; bar: the simulated iteration" : "; compute only: the network was not simulated");
-    snprintf(extra, sizeof extra, "plist='%s'; parts='%s'; have_comm=%d; phases=%d", plist, parts, net,
-             phases);
+    snprintf(extra, sizeof extra, "plist='%s'; parts='%s'; have_comm=%d; phases=%d; fwdbwd=%d", plist,
+             parts, net, phases, fwdbwd);
     const char *names = "";
     return render(x, "breakdown", stem, data, names, sub, "", extra);
 }

@@ -475,6 +475,59 @@ Test(summary, medians_speedup_and_columns_from_hand_made_rows)
     free(rows);
 }
 
+/* [compute]: forward and backward rows (phase_kind model) give forward_backward_seconds, and
+ * dense's iteration time over topk's is iteration_speedup_dense:
+ *   iteration_seconds: dense 0.10, 0.12, 0.11 -> 0.11; topk 0.20, 0.22, 0.21 -> 0.21;
+ *   topk's speedup over dense 0.11 / 0.21, dense's 1; forward + backward 0.03 + 0.06. */
+Test(summary, forward_backward_and_speedup_over_dense)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/rows.csv", tmpdir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs("model,method,density,P,iteration,worker,phase_index,phase,phase_kind,phase_seconds,"
+          "select_seconds,worker_seconds,bytes_sent,buildup,captured_frac,captured_ratio,"
+          "imbalance_seconds,imbalance_cost,comm_seconds,iteration_seconds\n", f);
+    const char *methods[2] = {"dense", "topk"};
+    const double iter[2][3] = {{0.10, 0.12, 0.11}, {0.20, 0.22, 0.21}};
+    for (int m = 0; m < 2; m++)
+        for (int it = 0; it < 3; it++)
+            for (int w = 0; w < 2; w++) {
+                const char *tail = m ? "0.001,0.002,100,1,0.5,0.9,1,1" : "0,0,100,1,1,1,,1";
+                fprintf(f, "m,%s,0.01,2,%d,%d,0,forward,model,0.03,%s,0.01,%.17g\n", methods[m], it,
+                        w, tail, iter[m][it]);
+                fprintf(f, "m,%s,0.01,2,%d,%d,1,backward,model,0.06,%s,0.01,%.17g\n", methods[m], it,
+                        w, tail, iter[m][it]);
+                fprintf(f, "m,%s,0.01,2,%d,%d,2,%s,%s,%s,%s,0.01,%.17g\n", methods[m], it, w,
+                        m ? "select" : "values", m ? "compute" : "allreduce", m ? "0.001" : "",
+                        tail, iter[m][it]);
+            }
+    fclose(f);
+    deftsim_analysis *a;
+    cr_assert_eq(deftsim_analysis_new(NULL, NULL, 0, &a), DEFTSIM_OK);
+    cr_assert_eq(deftsim_analysis_add_file(a, path, NULL), DEFTSIM_OK, "%s", deftsim_error_message());
+    cr_assert_eq(deftsim_analysis_finish(a), DEFTSIM_OK, "%s", deftsim_error_message());
+    char out[256], md[256], buf[64];
+    snprintf(out, sizeof out, "%s/summary.csv", tmpdir);
+    snprintf(md, sizeof md, "%s/summary.md", tmpdir);
+    cr_assert_eq(deftsim_analysis_write_csv(a, out), DEFTSIM_OK);
+    cr_assert_eq(deftsim_analysis_write_md(a, md, NULL), DEFTSIM_OK);
+    deftsim_analysis_free(a);
+    cr_assert_str_eq(sum_text(out, 0, "method", buf, sizeof buf), "dense");
+    for (size_t r = 0; r < 2; r++)
+        close_rel(sum_cell(out, r, "forward_backward_seconds_median"), 0.09, 1e-15, "forward+backward");
+    cr_assert_eq(sum_cell(out, 0, "iteration_speedup_dense"), 1);
+    close_rel(sum_cell(out, 1, "iteration_speedup_dense"), 0.11 / 0.21, 1e-12, "speedup over dense");
+    close_rel(sum_cell(out, 0, "iteration_speedup"), 0.21 / 0.11, 1e-12, "dense's speedup over topk");
+    /* The model rows are not the sparsifier's compute. */
+    cr_assert_eq(sum_cell(out, 1, "compute_seconds_median"), 0.002);
+    char *text;
+    cr_assert_eq(deftsim_read_file(md, &text, NULL), DEFTSIM_OK);
+    cr_assert(strstr(text, "iteration speedup over dense"));
+    cr_assert(strstr(text, "The iteration time is the whole training step"), "%s", text);
+    free(text);
+}
+
 Test(summary, exponent_over_P_and_warmup)
 {
     /* select time 0.01 P^0.5 at P = 1, 4, 16 (iterations 1 and 2), with a slower warm-up

@@ -252,6 +252,74 @@ Test(sim_model, compute_is_injected_and_iterations_start_together)
     for (int i = 0; i < 2; i++) deftsim_schedule_free(&s[i]);
 }
 
+/* Forward F, backward part b1, bucket 0's allreduce (A0), backward part b2, bucket 1's (A1):
+ * DDP's overlap as the engine schedules it with [compute] (docs/COMPUTE.md). */
+static void overlap_schedule(deftsim_schedule *s, uint32_t P, double F, double b1, double b2,
+                             uint64_t s0, uint64_t s1, int async)
+{
+    deftsim_schedule_init(s, P);
+    const double part[3] = {F, b1, b2};
+    const char *const name[3] = {"forward", "backward", "backward"};
+    const uint64_t size[2] = {s0, s1};
+    for (int i = 0; i < 3; i++) {
+        deftsim_step *c = deftsim_schedule_add(s, DEFTSIM_STEP_COMPUTE, name[i]);
+        cr_assert(c);
+        for (uint32_t w = 0; w < P; w++) c->seconds[w] = part[i];
+        if (i == 0) continue;
+        deftsim_step *a = deftsim_schedule_add(s, DEFTSIM_STEP_ALLREDUCE, i == 1 ? "bucket0" : "bucket1");
+        cr_assert(a);
+        for (uint32_t w = 0; w < P; w++) a->bytes[w] = size[i - 1];
+        a->flags = async ? DEFTSIM_STEP_ASYNC : 0;
+    }
+}
+
+/* Asynchronous collectives overlap the compute after them, one at a time in order: with A0
+ * shorter than b2 bucket 1 starts when the backward pass ends, with A0 longer it waits for
+ * bucket 0. Iteration = F + b1 + max(b2, A0) + A1 by hand; synchronous steps add up. */
+Test(sim_model, async_collectives_overlap_compute_in_order)
+{
+    const uint32_t P = 4;
+    deftsim_sim_params p;
+    simtest_params(&p, P);
+    const uint64_t s0 = 1u << 20, s1 = 1u << 22;
+    double A0 = simtest_formula(&p, DEFTSIM_STEP_ALLREDUCE, s0);
+    double A1 = simtest_formula(&p, DEFTSIM_STEP_ALLREDUCE, s1);
+    cr_assert(A0 > 0 && A1 > 0);
+    const double F = 3e-3, b1 = 2e-3;
+    const double b2s[2] = {4 * A0, A0 / 4}; /* bucket 0 hidden; bucket 0 longer than b2 */
+    for (int c = 0; c < 2; c++) {
+        double b2 = b2s[c];
+        deftsim_schedule s[2];
+        overlap_schedule(&s[0], P, F, b1, b2, s0, s1, 1);
+        overlap_schedule(&s[1], P, F, b1, b2, s0, s1, 0);
+        deftsim_sim_result r;
+        double *t = simtest_run(&p, s, 2, &r);
+        double want_async = F + b1 + fmax(b2, A0) + A1, want_sync = F + b1 + A0 + b2 + A1;
+        printf("overlap: b2 %.6e A0 %.6e A1 %.6e: async %.9e (formula %.9e), sync %.9e "
+               "(formula %.9e)\n", b2, A0, A1, t[0], want_async, t[1], want_sync);
+        cr_expect(close_to(t[0], want_async), "async: %.12e vs %.12e", t[0], want_async);
+        cr_expect(close_to(t[1], want_sync), "sync: %.12e vs %.12e", t[1], want_sync);
+        for (uint32_t w = 0; w < P; w++) {
+            /* Steps: 0 forward, 1 backward, 2 bucket0, 3 backward, 4 bucket1. */
+            cr_expect(close_to(deftsim_sim_start(&r, 0, 2, w), F + b1));
+            cr_expect(close_to(deftsim_sim_end(&r, 0, 2, w), F + b1 + A0));
+            cr_expect(close_to(deftsim_sim_end(&r, 0, 3, w), F + b1 + b2),
+                      "the backward pass goes on during bucket 0");
+            cr_expect(close_to(deftsim_sim_start(&r, 0, 4, w), F + b1 + fmax(b2, A0)));
+            for (size_t k = 0; k < 5; k++) {
+                size_t a = (r.step_offset[0] + k) * P + w, b = (r.step_offset[1] + k) * P + w;
+                cr_expect_eq(r.sent[a], r.sent[b], "step %zu worker %u: bytes differ", k, w);
+                cr_expect_eq(r.recv[a], r.recv[b]);
+                cr_expect(k % 2 == 1 || k == 0 ? r.sent[a] == 0 : r.sent[a] > 0);
+            }
+        }
+        cr_expect(close_to(r.comm_seconds[0], A0 + A1), "comm %.12e", r.comm_seconds[0]);
+        free(t);
+        deftsim_sim_result_free(&r);
+        for (int i = 0; i < 2; i++) deftsim_schedule_free(&s[i]);
+    }
+}
+
 /* The bytes every algorithm moves: every rank receives every other block once in an
  * allgather; the ring algorithms move exactly what the reference traffic of the schedule
  * module says (which the rows' byte columns report). */

@@ -10,7 +10,9 @@ The summary is written here with numbers chosen to be recognised in the figures'
   - speedup_vs_P fits its axis to the bars (no 0.125 tick below bars that end at 0.2);
   - breakdown stacks the named compute phases (phase_<name>_seconds_mean) under display names,
     and the parts add up to the iteration;
-  - iteration_vs_P and breakdown say that the forward and backward pass is not included;
+  - iteration_vs_P and breakdown say that the forward and backward pass is not included, and
+    with [compute] (forward_backward_seconds filled) that it is, the breakdown's bars starting
+    with it and still adding up to the iteration;
   - captured_vs_P defines its symbols.
 Needs gnuplot. Run by meson test (suite fast); DEFTSIM_EXE names the program.
 """
@@ -173,6 +175,42 @@ def main():
         check(p.returncode == 0, f"plot of an older summary: exit {p.returncode}: {p.stderr}")
         head = open(os.path.join(old, "plots", "data", "breakdown.dat")).read().splitlines()[1]
         check("columns: method selection rest comm" in head, f"older summary: breakdown columns: {head}")
+        # [compute]: the iteration holds a 50 ms forward and backward pass.
+        fb = os.path.join(tmp, "fwdbwd")
+        os.makedirs(fb)
+        crow = []
+        for r in rows:
+            c = dict(r)
+            for suf in ("_median", "_lo", "_hi", "_mean"):
+                c["forward_backward_seconds" + suf] = repr(0.05)
+                c["iteration_seconds" + suf] = repr(float(r["iteration_seconds" + suf]) + 0.05)
+            crow.append(c)
+        with open(os.path.join(fb, "summary.csv"), "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(crow[0].keys()))
+            w.writeheader()
+            w.writerows(crow)
+        p = subprocess.run([EXE, "plot", fb, "--format", "svg", "-q", "--scripts", os.path.join(SRC, "plots")],
+                           capture_output=True, text=True)
+        check(p.returncode == 0, f"plot with [compute]: exit {p.returncode}: {p.stderr}")
+        s = open(os.path.join(fb, "plots", "iteration_vs_P.svg")).read()
+        check("forward and backward pass as given by [compute]" in s and
+              "no forward and backward pass" not in s,
+              "iteration_vs_P.svg says the forward and backward pass is included")
+        path = os.path.join(fb, "plots", "data", "breakdown.dat")
+        cols = open(path).read().splitlines()[1].split("columns: method ")[1].split(" (")[0].split()
+        check(cols[0] == "fwdbwd" and cols[-1] == "comm", f"breakdown.dat with [compute]: columns {cols}")
+        byname = {r["method"] + "/" + r["P"]: r for r in crow}
+        for h, d in blocks(path):
+            P = h.split()[-1]
+            for line in d:
+                parts = dict(zip(cols, map(float, line[1:])))
+                check(abs(parts["fwdbwd"] - 50) < 1e-6, f"breakdown {line[0]} P={P}: fwdbwd {parts['fwdbwd']}")
+                want = float(byname[line[0] + "/" + P]["iteration_seconds_mean"]) * 1e3
+                check(abs(sum(parts.values()) - want) < 1e-6,
+                      f"breakdown {line[0]} P={P} with [compute]: parts add up to the iteration")
+        s = open(os.path.join(fb, "plots", "breakdown.svg")).read()
+        check("forward + backward" in s and "no forward and backward pass" not in s,
+              "breakdown.svg with [compute] names the forward and backward pass")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if failures:

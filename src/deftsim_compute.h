@@ -1,0 +1,69 @@
+/* deftsim_compute.h - the training step's own compute in a simulated iteration ([compute],
+ * docs/COMPUTE.md): the forward and backward time of one iteration, given as durations or
+ * read from a table of published per-iteration times, and the schedule of an iteration built
+ * around a sparsifier's: a forward step, the backward pass, then the sparsifier's steps; for
+ * the dense baseline with overlap the backward pass cut at DDP's bucket boundaries, each
+ * bucket's allreduce started (asynchronously) once the backward pass has produced all its
+ * gradients. These durations are given, not measured: the same for every worker. */
+#ifndef DEFTSIM_COMPUTE_H
+#define DEFTSIM_COMPUTE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "deftsim_config.h"
+#include "deftsim_error.h"
+#include "deftsim_model.h"
+#include "deftsim_schedule.h"
+
+/* The phase names of the model rows (phase_kind "model", docs/OUTPUT.md). */
+#define DEFTSIM_COMPUTE_FORWARD "forward"
+#define DEFTSIM_COMPUTE_BACKWARD "backward"
+
+/* 1 when the scenario has a training step's compute: [compute] forward or backward above 0,
+ * or a table. */
+int deftsim_compute_enabled(const deftsim_config *cfg);
+
+/* The figures of one iteration. */
+typedef struct {
+    double forward, backward; /* seconds */
+    char origin[512];         /* where they come from: "[compute] forward, backward" or
+                                 "FILE:LINE" of the table row */
+    char source[1024];        /* the table row's source column; "" for given durations */
+} deftsim_compute_times;
+
+/* The forward and backward seconds for the model named model_name (the gradients' model
+ * table; [compute] model overrides it): the durations, or the one table row with that model
+ * (and [compute] device and batch when set). DEFTSIM_E_INPUT naming the file and line of a bad
+ * row ("compute.csv:4: column forward_ms: '-3' is negative"), or the file and the keys when no
+ * row or several match. */
+deftsim_status deftsim_compute_resolve(const deftsim_config *cfg, const char *model_name,
+                                       deftsim_compute_times *out);
+
+/* An iteration's plan for a model: its times, and for the overlapped dense allreduce the DDP
+ * buckets (reverse parameter order, the first bucket first_bucket_mb MiB, the others
+ * bucket_mb MiB) with the backward seconds that end at each bucket's last gradient. */
+typedef struct {
+    deftsim_compute_times t;
+    int overlap;              /* [compute] overlap */
+    size_t nbuckets;
+    uint64_t *bucket_elems;   /* per bucket: gradient elements */
+    double *bucket_backward;  /* per bucket: backward seconds since the previous bucket */
+} deftsim_compute_plan;
+
+/* The plan for model m (its tensors in parameter order give the buckets and the backward
+ * spread: [compute] backward_spread). */
+deftsim_status deftsim_compute_plan_init(const deftsim_config *cfg, const deftsim_model *m,
+                                         deftsim_compute_plan *out);
+void deftsim_compute_plan_free(deftsim_compute_plan *p);
+
+/* The iteration's schedule into out (reset to sp's P first): forward, backward, then every
+ * step of sp. bucketed (the dense baseline with overlap and P > 1, whose sp is one ALLREDUCE
+ * of the whole gradient): the backward pass in pieces, bucket b's asynchronous ALLREDUCE
+ * ("bucket<b>", elements x value_bytes) after the piece that ends at its last gradient.
+ * DEFTSIM_E_NOMEM with a message when out of memory. */
+deftsim_status deftsim_compute_schedule(const deftsim_compute_plan *p, const deftsim_schedule *sp,
+                                        int bucketed, uint32_t value_bytes,
+                                        deftsim_schedule *out);
+
+#endif
