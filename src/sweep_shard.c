@@ -468,12 +468,13 @@ static deftsim_status merge_read(merge_state *m)
     while (d && (e = readdir(d))) {
         unsigned index, count;
         if (!shard_file_name(e->d_name, &index, &count) || count == m->n) continue;
+        st = deftsim_error_set(DEFTSIM_E_INPUT,
+                               "%s/%s/%s: a shard of a %u-way split, but the sweep's plan "
+                               "(%s/plan.json) splits it %u ways; remove it, or rerun that "
+                               "shard's points as --shard I/%u",
+                               m->dir, SHARDS_DIR, e->d_name, count, SHARDS_DIR, m->n, m->n);
         closedir(d);
-        return deftsim_error_set(DEFTSIM_E_INPUT,
-                                 "%s/%s/%s: a shard of a %u-way split, but the sweep's plan "
-                                 "(%s/plan.json) splits it %u ways; remove it, or rerun that "
-                                 "shard's points as --shard I/%u",
-                                 m->dir, SHARDS_DIR, e->d_name, count, SHARDS_DIR, m->n, m->n);
+        return st;
     }
     if (d) closedir(d);
     const char *sha = jstr(m->plan, "plan_sha256");

@@ -76,6 +76,26 @@ static int dry_run(deftsim_sweep *sw, const deftsim_sweep_options *so)
     return 0;
 }
 
+/* --shard I/N: two decimal numbers, 0 <= I < N. 0, or the usage error's exit status. */
+static int parse_shard(const char *arg, deftsim_sweep_options *so)
+{
+    const char *slash = strchr(arg, '/');
+    char idx[32];
+    int64_t i = -1, n = -1;
+    if (slash && (size_t)(slash - arg) < sizeof idx) {
+        snprintf(idx, sizeof idx, "%.*s", (int)(slash - arg), arg);
+        if (deftsim_parse_i64(idx, &i) || deftsim_parse_i64(slash + 1, &n)) i = n = -1;
+    }
+    if (!slash || n < 1 || n > 1000000 || i < 0 || i >= n)
+        return deftsim_cli_usage_error("sweep",
+                                       "--shard: '%s' is not I/N with 0 <= I < N <= 1000000 "
+                                       "(e.g. 0/4)",
+                                       arg);
+    so->shard_index = (unsigned)i;
+    so->shard_count = (unsigned)n;
+    return 0;
+}
+
 /* --merge DIR. */
 static int merge(const char *dir, int quiet)
 {
@@ -219,26 +239,9 @@ int deftsim_cmd_sweep(int argc, char **argv)
             so.noisy_warmup = (size_t)v;
             break;
         }
-        case 'S': {
-            /* I/N: two decimal numbers, 0 <= I < N. */
-            const char *slash = strchr(optarg, '/');
-            char idx[32];
-            int64_t i = -1, n = -1;
-            if (slash && (size_t)(slash - optarg) < sizeof idx) {
-                snprintf(idx, sizeof idx, "%.*s", (int)(slash - optarg), optarg);
-                if (deftsim_parse_i64(idx, &i) || deftsim_parse_i64(slash + 1, &n)) i = n = -1;
-            }
-            if (!slash || n < 1 || n > 1000000 || i < 0 || i >= n) {
-                rc = deftsim_cli_usage_error("sweep",
-                                             "--shard: '%s' is not I/N with 0 <= I < N <= 1000000 "
-                                             "(e.g. 0/4)",
-                                             optarg);
-                goto done;
-            }
-            so.shard_index = (unsigned)i;
-            so.shard_count = (unsigned)n;
+        case 'S':
+            if ((rc = parse_shard(optarg, &so))) goto done;
             break;
-        }
         case 'M': merge_dir = optarg; break;
         case 'h': usage(stdout); goto done;
         default: usage(stderr); rc = 2; goto done;
