@@ -18,7 +18,9 @@
 # which submits
 #   1. this script as a job array of SHARDS tasks (sbatch --array=0-<SHARDS-1>), each running
 #        deftsim sweep SCENARIO -o OUT --shard $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT
-#      (a task that is requeued, or resubmitted by hand after a failure, resumes its shard);
+#      (a task that failed or ran out of time: resubmit its index alone, with N given, e.g.
+#        SHARD_COUNT=8 sbatch --array=5 scripts/slurm-sweep.sh
+#      and it resumes its shard);
 #   2. this script's `merge` step as a job that starts when every task has ended well
 #      (--dependency=afterok:<array job>): deftsim sweep --merge OUT, deftsim analyze OUT and,
 #      when gnuplot is there, deftsim plot OUT.
@@ -34,6 +36,7 @@
 # SLURM_ARRAY_TASK_COUNT); "%K" after the range, which caps the tasks running at once, is fine.
 #
 # Variables: SCENARIO (scenario file), OUT (output folder, shared), SHARDS (submit: N),
+# SHARD_COUNT (shard: N, when the array is not the whole split),
 # DEFTSIM (the program; default build/deftsim), EXTRA (more options for deftsim sweep, such as
 # "--vary network.bandwidth=10Gbps,25Gbps"; every shard must be given the same), PLOT (0: no
 # figures).
@@ -44,6 +47,8 @@
 #SBATCH --cpus-per-task=4
 #SBATCH --time=04:00:00
 #SBATCH --output=deftsim-sweep-%A_%a.log
+# For measured times, a node to each shard (shards sharing a node compete for its cores):
+##SBATCH --exclusive
 set -euo pipefail
 
 SCENARIO=${SCENARIO:-scenarios/resnet18_default.ini}
@@ -59,11 +64,12 @@ shard)
     # One array task: shard I of N. Slurm sets both variables in every task of an array.
     : "${SLURM_ARRAY_TASK_ID:?not in a Slurm job array (set SLURM_ARRAY_TASK_ID by hand to test)}"
     : "${SLURM_ARRAY_TASK_COUNT:?not in a Slurm job array (set SLURM_ARRAY_TASK_COUNT by hand)}"
-    # Each task has its CPUs to itself: the kernels' threads follow the allocation.
-    export OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-${OMP_NUM_THREADS:-1}}
+    # SHARD_COUNT, when set, is N instead: a task resubmitted alone (sbatch --array=5) is in an
+    # array of one task, but still shard 5 of the N.
+    count=${SHARD_COUNT:-$SLURM_ARRAY_TASK_COUNT}
     # shellcheck disable=SC2086 # EXTRA holds several options on purpose
     exec "$DEFTSIM" sweep "$SCENARIO" -o "$OUT" $EXTRA \
-        --shard "$SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT" --progress lines
+        --shard "$SLURM_ARRAY_TASK_ID/$count" --progress lines
     ;;
 merge)
     # After every shard: the join (idempotent: the last shard may have done it), the summary,
@@ -78,6 +84,7 @@ submit)
     # From a login node: the array, then the merge once every task has ended well. The
     # variables travel with the jobs (sbatch exports the environment by default).
     export SCENARIO OUT DEFTSIM EXTRA PLOT
+    export SHARD_COUNT=$SHARDS
     self=$(readlink -f "${BASH_SOURCE[0]}")
     # The scenario checked here, before anything waits in the queue.
     # shellcheck disable=SC2086

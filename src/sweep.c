@@ -192,6 +192,12 @@ deftsim_status deftsim_sweep_load_state(deftsim_sweep *s)
     s->state_loaded = 1;
     json_t *m = NULL;
     deftsim_status st = deftsim_folder_check(out, &sweep_writer, s->identity, &m);
+    char mpath[4200];
+    path_in(s, "manifest.json", mpath, sizeof mpath);
+    /* A shard starting with others may find the first one's points after finding no manifest,
+     * which that one created in between: the check is then repeated. */
+    if (st && s->opt.shard_count && file_exists(mpath))
+        st = deftsim_folder_check(out, &sweep_writer, s->identity, &m);
     if (st) return st;
     if (!m) return deftsim_sweep_shards_load(s);
     size_t i;

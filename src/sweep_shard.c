@@ -665,11 +665,11 @@ deftsim_status deftsim_sweep_merge(const char *dir, int only_if_complete,
     if (missing) {
         if (!only_if_complete)
             st = deftsim_error_set(DEFTSIM_E_INPUT,
-                                   "%s: cannot merge the shards: %zu of the plan's %zu points are "
+                                   "%s: cannot merge the shards: %zu of the plan's %zu points %s "
                                    "not finished:%s\nresume those shards (deftsim sweep SCENARIO "
                                    "--shard I/%u -o %s), then merge again",
-                                   dir, missing, json_array_size(plan_points), why ? why : "",
-                                   m.n, dir);
+                                   dir, missing, json_array_size(plan_points),
+                                   missing == 1 ? "is" : "are", why ? why : "", m.n, dir);
         goto done;
     }
     if (!(points = json_array())) {

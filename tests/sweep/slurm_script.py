@@ -2,7 +2,7 @@
 """scripts/slurm-sweep.sh without Slurm (docs/CLUSTER.md): its steps run as Slurm would run them.
 
 1. `shard` three times with SLURM_ARRAY_TASK_ID = 0, 1, 2 and SLURM_ARRAY_TASK_COUNT = 3 set by
-   hand, then `merge`: the folder must hold the rows of the same sweep run whole (every column
+   hand (task 1 as if resubmitted alone: an array of one task, SHARD_COUNT = 3), then `merge`: the folder must hold the rows of the same sweep run whole (every column
    but the measured times; [network] compute = none), a complete manifest and summary.csv.
 2. `submit` with a stand-in `sbatch` first on PATH that records its arguments and runs the jobs
    as Slurm would: the array's tasks at once (each with its SLURM_ARRAY_TASK_ID and
@@ -142,6 +142,8 @@ compute = none
         out = os.path.join(tmp, "by-hand")
         for i in range(3):
             env = dict(base, OUT=out, SLURM_ARRAY_TASK_ID=str(i), SLURM_ARRAY_TASK_COUNT="3")
+            if i == 1:  # resubmitted alone (sbatch --array=1): an array of one, SHARD_COUNT=3
+                env.update(SLURM_ARRAY_TASK_COUNT="1", SHARD_COUNT="3")
             p = script("shard", env)
             check(f"shard {i}/3" in p.stderr, f"task {i} runs shard {i}/3: {p.stderr}")
         script("merge", dict(base, OUT=out))
