@@ -2,8 +2,10 @@
 """scripts/slurm-sweep.sh without Slurm (docs/CLUSTER.md): its steps run as Slurm would run them.
 
 1. `shard` three times with SLURM_ARRAY_TASK_ID = 0, 1, 2 and SLURM_ARRAY_TASK_COUNT = 3 set by
-   hand (task 1 as if resubmitted alone: an array of one task, SHARD_COUNT = 3), then `merge`: the folder must hold the rows of the same sweep run whole (every column
-   but the measured times; [network] compute = none), a complete manifest and summary.csv.
+   hand (task 1 as if resubmitted alone: an array of one task, SHARD_COUNT = 3), then `merge`:
+   the folder must hold the rows of the same sweep run whole (every column but the measured
+   times; [network] compute = none), a complete manifest, summary.csv and, where gnuplot is
+   installed, the figures.
 2. `submit` with a stand-in `sbatch` first on PATH that records its arguments and runs the jobs
    as Slurm would: the array's tasks at once (each with its SLURM_ARRAY_TASK_ID and
    SLURM_ARRAY_TASK_COUNT), then the job that depends on the array (--wrap) once they all
@@ -146,8 +148,14 @@ compute = none
                 env.update(SLURM_ARRAY_TASK_COUNT="1", SHARD_COUNT="3")
             p = script("shard", env)
             check(f"shard {i}/3" in p.stderr, f"task {i} runs shard {i}/3: {p.stderr}")
-        script("merge", dict(base, OUT=out))
+        # With gnuplot, the merge step draws the figures too, as after a one-process sweep.
+        plot = shutil.which("gnuplot") is not None
+        script("merge", dict(base, OUT=out, PLOT="1" if plot else "0"))
         same_rows("by hand", out, ref)
+        if plot:
+            pdir = os.path.join(out, "plots")
+            figs = os.listdir(pdir) if os.path.isdir(pdir) else []
+            check(any(f.endswith(".svg") for f in figs), f"the merge step drew the figures: {figs}")
 
         # 2. submit, through the stand-in sbatch.
         bindir = os.path.join(tmp, "bin")
