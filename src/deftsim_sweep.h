@@ -23,7 +23,16 @@
  * DEFTSIM_E_RUNTIME. rows.csv
  * (every finished point, one header) is written once no point of the plan is left.
  *
- * One sweep at a time may write a folder: it holds an exclusive lock on <output>/.sweep.lock. */
+ * One sweep at a time may write a folder: it holds an exclusive lock on <output>/.sweep.lock.
+ *
+ * Shards (docs/CLUSTER.md): with shard_count N > 0 the sweep runs only the points whose index
+ * in the plan is shard_index mod N, so that N processes, on as many machines, sweep one shared
+ * folder. A shard writes its own points' files, and its points' records to its own
+ * shards/shard-<I>-of-<N>.json instead of manifest.json; shards/plan.json (the plan, created
+ * by the first shard) binds the shards of one sweep together. The last shard to finish, or
+ * deftsim_sweep_merge(), joins them into manifest.json and rows.csv as one process would have
+ * written them. A sweep without shards on a folder of finished shards folds their records into
+ * manifest.json and removes shards/. */
 #ifndef DEFTSIM_SWEEP_H
 #define DEFTSIM_SWEEP_H
 
@@ -75,6 +84,9 @@ typedef struct {
      * iterations, as deftsim analyze --warmup) run again, replacing their files. */
     int rerun_noisy;
     size_t noisy_warmup;
+    /* --shard I/N: run only the points whose plan index is shard_index mod shard_count
+     * (shard_count 0: every point, no shards). 0 <= shard_index < shard_count. */
+    unsigned shard_index, shard_count;
 } deftsim_sweep_options;
 
 typedef enum {
@@ -91,6 +103,8 @@ typedef struct {
     size_t noisy;            /* finished earlier, flagged noisy and run again (--rerun-noisy) */
     uint64_t rows;           /* rows written now */
     double seconds;          /* wall time */
+    int joined;              /* a shard: every shard had finished, rows.csv and manifest.json
+                              * were joined (deftsim_sweep_merge) */
 } deftsim_sweep_summary;
 
 /* Expands the axes and the points. Checks every variant's configuration (each --vary value is
@@ -127,6 +141,8 @@ size_t deftsim_sweep_variant_count(const deftsim_sweep *s);
 const char *deftsim_sweep_output(const deftsim_sweep *s);
 /* The scenario as given (its lists: methods, densities, counts). */
 const deftsim_config *deftsim_sweep_config(const deftsim_sweep *s);
+/* The options' shard_index and shard_count (0, 0 without shards). */
+void deftsim_sweep_shard(const deftsim_sweep *s, unsigned *index, unsigned *count);
 
 /* One point of the plan, as it stands. */
 typedef struct {
@@ -136,6 +152,7 @@ typedef struct {
     uint32_t P;
     deftsim_point_state state;
     int ran_now;             /* run by this sweep */
+    int in_shard;            /* this sweep runs it (always 1 without shards) */
     uint64_t rows;           /* DONE: its rows */
     double seconds;          /* DONE: its wall time */
 } deftsim_sweep_point_info;
@@ -145,6 +162,28 @@ void deftsim_sweep_point_info_get(const deftsim_sweep *s, size_t i, deftsim_swee
 void deftsim_sweep_point_words(const deftsim_sweep *s, size_t i, char *buf, size_t cap);
 /* A failed point's message, led by its words (the point is not repeated). */
 void deftsim_sweep_failure_words(const deftsim_sweep *s, size_t i, char *buf, size_t cap);
+
+/* ---- joining shards (deftsim sweep --merge) ---------------------------------------------------- */
+
+typedef struct {
+    size_t shards;           /* N */
+    size_t points;           /* points of the plan, all finished */
+    size_t extra;            /* finished points of the folder outside the plan, kept */
+    uint64_t rows;           /* rows in rows.csv */
+    int joined;              /* 0: only_if_complete and some shard is not finished */
+} deftsim_sweep_merge_summary;
+
+/* Joins the shards of the sweep in dir (shards/plan.json, shards/shard-<I>-of-<N>.json) into
+ * dir/rows.csv (the plan's points in plan order, then the folder's finished points outside
+ * the plan, as one process writes it) and dir/manifest.json (every point's record, status
+ * complete, "shards" listing each shard's machine and times). Idempotent: the files depend
+ * on the shards' files only. Refuses (DEFTSIM_E_INPUT) a folder without shards, shard files
+ * of another split or plan, and, unless only_if_complete, shards that are missing or not
+ * finished, naming the points. only_if_complete: an unfinished sweep is not an error; nothing
+ * is written and joined is 0. Writes through unique temporary names (O_EXCL) and rename, so
+ * that shards joining at the same moment on different machines cannot mix their files. */
+deftsim_status deftsim_sweep_merge(const char *dir, int only_if_complete,
+                                   deftsim_sweep_merge_summary *out);
 
 /* ---- reading a results folder (deftsim analyze) ----------------------------------------------- */
 

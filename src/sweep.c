@@ -39,6 +39,12 @@ size_t deftsim_sweep_variant_count(const deftsim_sweep *s) { return s->nvariants
 const char *deftsim_sweep_output(const deftsim_sweep *s) { return s->base->scenario.output; }
 const deftsim_config *deftsim_sweep_config(const deftsim_sweep *s) { return s->base; }
 
+void deftsim_sweep_shard(const deftsim_sweep *s, unsigned *index, unsigned *count)
+{
+    *index = s->opt.shard_index;
+    *count = s->opt.shard_count;
+}
+
 static void lock_forget(int fd);
 
 void deftsim_sweep_free(deftsim_sweep *s)
@@ -70,9 +76,15 @@ void deftsim_sweep_free(deftsim_sweep *s)
     json_decref(s->identity);
     json_decref(s->extra_points);
     free(s->started);
+    free(s->plan_sha256);
+    free(s->shard_running);
     if (s->lock_fd >= 0) {
         lock_forget(s->lock_fd);
         close(s->lock_fd);
+    }
+    if (s->shard_lock_fd >= 0) {
+        lock_forget(s->shard_lock_fd);
+        close(s->shard_lock_fd);
     }
     deftsim_config_free(s->base);
     free(s);
@@ -84,7 +96,7 @@ deftsim_status deftsim_sweep_new(const deftsim_config *cfg, const deftsim_sweep_
     *out = NULL;
     deftsim_sweep *s = calloc(1, sizeof *s);
     if (!s) return nomem();
-    s->lock_fd = -1;
+    s->lock_fd = s->shard_lock_fd = -1;
     if (o) s->opt = *o;
     deftsim_status st = deftsim_config_clone(cfg, &s->base);
     if (!st) st = deftsim_sweep_plan(s);
@@ -100,9 +112,14 @@ deftsim_status deftsim_sweep_new(const deftsim_config *cfg, const deftsim_sweep_
 
 /* ---- the folder's state --------------------------------------------------------------------- */
 
-static void path_in(const deftsim_sweep *s, const char *rel, char *buf, size_t cap)
+void deftsim_sweep_path(const deftsim_sweep *s, const char *rel, char *buf, size_t cap)
 {
     snprintf(buf, cap, "%s/%s", s->base->scenario.output, rel);
+}
+
+static void path_in(const deftsim_sweep *s, const char *rel, char *buf, size_t cap)
+{
+    deftsim_sweep_path(s, rel, buf, cap);
 }
 
 static int file_exists(const char *path)
@@ -133,6 +150,33 @@ static const deftsim_folder_writer sweep_writer = {
 
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
+void deftsim_sweep_point_from_json(deftsim_sweep *s, point *p, json_t *e)
+{
+    const char *state = json_string_value(json_object_get(e, "status"));
+    const char *file = json_string_value(json_object_get(e, "file"));
+    char fpath[4200];
+    path_in(s, file ? file : p->file, fpath, sizeof fpath);
+    free(p->error);
+    free(p->finished);
+    free(p->git_commit);
+    p->error = p->finished = p->git_commit = NULL;
+    p->state = DEFTSIM_POINT_PENDING;
+    if (state && !strcmp(state, "done") && file_exists(fpath)) {
+        p->state = DEFTSIM_POINT_DONE;
+        p->rows = (uint64_t)json_integer_value(json_object_get(e, "rows"));
+        p->seconds = json_number_value(json_object_get(e, "seconds"));
+        p->prepare_seconds = json_number_value(json_object_get(e, "prepare_seconds"));
+        p->step_seconds = json_number_value(json_object_get(e, "step_seconds"));
+        p->finished = dup_or_null(json_string_value(json_object_get(e, "finished")));
+        p->git_commit = dup_or_null(json_string_value(json_object_get(e, "git_commit")));
+        json_decref(p->machine_state);
+        p->machine_state = json_incref(json_object_get(e, "machine_state"));
+    } else if (state && !strcmp(state, "failed")) {
+        p->state = DEFTSIM_POINT_FAILED;
+        p->error = dup_or_null(json_string_value(json_object_get(e, "error")));
+    }
+}
+
 deftsim_status deftsim_sweep_load_state(deftsim_sweep *s)
 {
     const char *out = s->base->scenario.output;
@@ -148,7 +192,14 @@ deftsim_status deftsim_sweep_load_state(deftsim_sweep *s)
     s->state_loaded = 1;
     json_t *m = NULL;
     deftsim_status st = deftsim_folder_check(out, &sweep_writer, s->identity, &m);
-    if (st || !m) return st;
+    char mpath[4200];
+    path_in(s, "manifest.json", mpath, sizeof mpath);
+    /* A shard starting with others may find the first one's points after finding no manifest,
+     * which that one created in between: the check is then repeated. */
+    if (st && s->opt.shard_count && file_exists(mpath))
+        st = deftsim_folder_check(out, &sweep_writer, s->identity, &m);
+    if (st) return st;
+    if (!m) return deftsim_sweep_shards_load(s);
     size_t i;
     json_t *e;
     json_array_foreach(json_object_get(m, "points"), i, e) {
@@ -167,23 +218,10 @@ deftsim_status deftsim_sweep_load_state(deftsim_sweep *s)
             if (done) json_array_append(s->extra_points, e);
             continue;
         }
-        if (done) {
-            p->state = DEFTSIM_POINT_DONE;
-            p->rows = (uint64_t)json_integer_value(json_object_get(e, "rows"));
-            p->seconds = json_number_value(json_object_get(e, "seconds"));
-            p->prepare_seconds = json_number_value(json_object_get(e, "prepare_seconds"));
-            p->step_seconds = json_number_value(json_object_get(e, "step_seconds"));
-            p->finished = dup_or_null(json_string_value(json_object_get(e, "finished")));
-            p->git_commit = dup_or_null(json_string_value(json_object_get(e, "git_commit")));
-            json_decref(p->machine_state);
-            p->machine_state = json_incref(json_object_get(e, "machine_state"));
-        } else if (!strcmp(state, "failed")) {
-            p->state = DEFTSIM_POINT_FAILED;
-            p->error = dup_or_null(json_string_value(json_object_get(e, "error")));
-        }
+        deftsim_sweep_point_from_json(s, p, e);
     }
     json_decref(m);
-    return st;
+    return deftsim_sweep_shards_load(s);
 }
 
 /* ---- manifest --------------------------------------------------------------------------------- */
@@ -197,7 +235,7 @@ static const char *state_name(deftsim_point_state st)
     }
 }
 
-static json_t *point_json(const deftsim_sweep *s, const point *p)
+json_t *deftsim_sweep_point_json(const deftsim_sweep *s, const point *p, int plan_only)
 {
     json_t *axes = json_object();
     const variant *v = &s->variants[p->variant];
@@ -206,8 +244,8 @@ static json_t *point_json(const deftsim_sweep *s, const point *p)
     json_t *o = json_pack("{s:s, s:s, s:s, s:o, s:s, s:f, s:i, s:s}", "id", p->id, "file", p->file,
                           "variant", v->label, "axes", axes, "method",
                           deftsim_method_name(p->method), "density", p->density, "P", (int)p->P,
-                          "status", state_name(p->state));
-    if (!o) return NULL;
+                          "status", state_name(plan_only ? DEFTSIM_POINT_PENDING : p->state));
+    if (!o || plan_only) return o;
     if (p->state == DEFTSIM_POINT_DONE) {
         json_object_set_new(o, "rows", json_integer((json_int_t)p->rows));
         json_object_set_new(o, "seconds", json_real(p->seconds));
@@ -225,14 +263,13 @@ static json_t *point_json(const deftsim_sweep *s, const point *p)
     return o;
 }
 
-static deftsim_status write_manifest(const deftsim_sweep *s, const char *status, const char *finished,
-                                     int rows_written)
+json_t *deftsim_sweep_manifest_json(const deftsim_sweep *s, const char *status,
+                                    const char *finished, int rows_written, int only_shard,
+                                    int plan_only)
 {
-    char path[4200];
-    path_in(s, "manifest.json", path, sizeof path);
     json_t *root = deftsim_manifest_new(MANIFEST_FORMAT, s->base, status, NULL,
                                         s->started ? s->started : "", finished);
-    if (!root) return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: cannot build the manifest", path);
+    if (!root) return NULL;
     json_object_set_new(root, "machine", deftsim_manifest_machine());
     json_object_set_new(root, "timing", deftsim_timing_json(s->base));
     json_object_set_new(root, "identity", json_deep_copy(s->identity));
@@ -264,13 +301,33 @@ static deftsim_status write_manifest(const deftsim_sweep *s, const char *status,
     }
     json_object_set_new(root, "variants", vars);
     json_t *pts = json_array();
-    for (size_t i = 0; i < s->npoints; i++) json_array_append_new(pts, point_json(s, &s->points[i]));
+    for (size_t i = 0; i < s->npoints; i++)
+        if (!only_shard || s->points[i].in_shard)
+            json_array_append_new(pts, deftsim_sweep_point_json(s, &s->points[i], plan_only));
     size_t k;
     json_t *e;
-    json_array_foreach(s->extra_points, k, e) json_array_append(pts, e);
+    if (!only_shard && !plan_only) json_array_foreach(s->extra_points, k, e) json_array_append(pts, e);
     json_object_set_new(root, "points", pts);
     json_object_set_new(root, "rows_csv", rows_written ? json_string("rows.csv") : json_null());
+    return root;
+}
+
+static deftsim_status write_manifest(const deftsim_sweep *s, const char *status, const char *finished,
+                                     int rows_written)
+{
+    char path[4200];
+    path_in(s, "manifest.json", path, sizeof path);
+    json_t *root = deftsim_sweep_manifest_json(s, status, finished, rows_written, 0, 0);
+    if (!root) return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: cannot build the manifest", path);
     return deftsim_manifest_write(path, root);
+}
+
+/* The state after a point or at the end: a shard's own file, else the manifest. */
+static deftsim_status write_state(const deftsim_sweep *s, const char *status, const char *finished,
+                                  int rows_written)
+{
+    if (s->opt.shard_count) return deftsim_sweep_shard_write(s, status, finished);
+    return write_manifest(s, status, finished, rows_written);
 }
 
 /* rows.csv: every finished point's rows under one header; with axes, one leading column per
@@ -346,6 +403,11 @@ deftsim_status deftsim_sweep_check_memory(deftsim_sweep *s, FILE *plan)
 {
     deftsim_run_options o = engine_options(s);
     for (size_t v = 0; v < s->nvariants; v++) {
+        /* A shard checks the variants it runs points of. */
+        int any = 0;
+        for (size_t i = 0; i < s->npoints && !any; i++)
+            any = s->points[i].variant == v && s->points[i].in_shard;
+        if (!any) continue;
         deftsim_engine *e;
         deftsim_status st = deftsim_engine_new(s->variants[v].cfg, &o, &e);
         if (st) return s->naxes ? deftsim_error_wrap(st, "variant %s", s->variants[v].label) : st;
@@ -365,8 +427,11 @@ void deftsim_sweep_print_points(const deftsim_sweep *s, FILE *f)
     size_t n[3] = {0, 0, 0};
     fprintf(f, "%5s  %-8s %-8s %-10s %8s  %s\n", "#", "state", "method", "density", "P",
             s->naxes ? "variant / file" : "file");
+    size_t listed = 0;
     for (size_t i = 0; i < s->npoints; i++) {
         const point *p = &s->points[i];
+        if (!p->in_shard) continue;
+        listed++;
         const char *st = p->state == DEFTSIM_POINT_DONE ? "done" : p->state == DEFTSIM_POINT_FAILED
                                                                        ? "retry"
                                                                        : "run";
@@ -376,9 +441,13 @@ void deftsim_sweep_print_points(const deftsim_sweep *s, FILE *f)
         fprintf(f, "%5zu  %-8s %-8s %-10s %8u  %s%s%s\n", i + 1, st, deftsim_method_name(p->method),
                 d, p->P, s->variants[p->variant].label, s->naxes ? " / " : "", p->file);
     }
+    if (s->opt.shard_count)
+        fprintf(f, "shard %u/%u: %zu of the plan's %zu points (index mod %u = %u): ",
+                s->opt.shard_index, s->opt.shard_count, listed, s->npoints, s->opt.shard_count,
+                s->opt.shard_index);
     fprintf(f, "%zu points: %zu to run, %zu failed before (run again), %zu finished before (skipped)",
-            s->npoints, n[DEFTSIM_POINT_PENDING], n[DEFTSIM_POINT_FAILED], n[DEFTSIM_POINT_DONE]);
-    if (json_array_size(s->extra_points))
+            listed, n[DEFTSIM_POINT_PENDING], n[DEFTSIM_POINT_FAILED], n[DEFTSIM_POINT_DONE]);
+    if (json_array_size(s->extra_points) && !s->opt.shard_count)
         fprintf(f, "; the folder also holds %zu finished points outside this plan",
                 json_array_size(s->extra_points));
     fprintf(f, "\n");
@@ -430,6 +499,7 @@ void deftsim_sweep_point_info_get(const deftsim_sweep *s, size_t i, deftsim_swee
                                       .P = p->P,
                                       .state = p->state,
                                       .ran_now = p->ran_now,
+                                      .in_shard = p->in_shard,
                                       .rows = p->rows,
                                       .seconds = p->seconds};
 }
@@ -477,20 +547,28 @@ static void lock_forget(int fd)
     pthread_mutex_unlock(&locks_mutex);
 }
 
-static deftsim_status take_lock(deftsim_sweep *s)
+/* A file system without flock (Lustre mounted without -o flock, NFS without its lock
+ * manager) answers one of these: a shard then runs unlocked, as its correctness does not rest
+ * on the locks (docs/CLUSTER.md). */
+static int lock_unsupported(int err)
+{
+    return err == ENOLCK || err == ENOSYS || err == EOPNOTSUPP || err == EINVAL;
+}
+
+/* flock(rel, how) on a lock file of the folder into *out (-1 when the file system has no
+ * locks and unsupported_ok). busy: the message when another process holds it. */
+static deftsim_status lock_file(deftsim_sweep *s, const char *rel, int how, int unsupported_ok,
+                                const char *busy, int *out)
 {
     char path[4200];
-    path_in(s, ".sweep.lock", path, sizeof path);
+    path_in(s, rel, path, sizeof path);
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) return deftsim_error_set(DEFTSIM_E_IO, "%s: cannot open: %s", path, strerror(errno));
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (flock(fd, how | LOCK_NB) != 0) {
         int err = errno;
         close(fd);
-        if (err == EWOULDBLOCK)
-            return deftsim_error_set(DEFTSIM_E_INPUT,
-                                     "%s: another deftsim sweep is writing this folder; wait for "
-                                     "it or sweep into another folder (--output DIR)",
-                                     s->base->scenario.output);
+        if (err == EWOULDBLOCK) return deftsim_error_set(DEFTSIM_E_INPUT, "%s", busy);
+        if (unsupported_ok && lock_unsupported(err)) return DEFTSIM_OK;
         return deftsim_error_set(DEFTSIM_E_IO, "%s: cannot lock: %s", path, strerror(err));
     }
     if (lock_remember(fd) != 0) {
@@ -499,8 +577,29 @@ static deftsim_status take_lock(deftsim_sweep *s)
                                  "%s: more than %d sweeps at once in one process",
                                  s->base->scenario.output, MAX_LOCKS);
     }
-    s->lock_fd = fd;
+    *out = fd;
     return DEFTSIM_OK;
+}
+
+/* A sweep holds .sweep.lock exclusively; a shard holds it shared (the shards of a folder run
+ * together, a sweep without shards runs alone) and its own shards/.shard-<I>-of-<N>.lock
+ * exclusively (one process per shard). */
+static deftsim_status take_lock(deftsim_sweep *s)
+{
+    char busy[4400];
+    snprintf(busy, sizeof busy,
+             "%s: another deftsim sweep is writing this folder; wait for it or sweep into "
+             "another folder (--output DIR)",
+             s->base->scenario.output);
+    if (!s->opt.shard_count) return lock_file(s, ".sweep.lock", LOCK_EX, 0, busy, &s->lock_fd);
+    deftsim_status st = lock_file(s, ".sweep.lock", LOCK_SH, 1, busy, &s->lock_fd);
+    if (st) return st;
+    char rel[128];
+    snprintf(rel, sizeof rel, "%s/.shard-%u-of-%u.lock", SHARDS_DIR, s->opt.shard_index,
+             s->opt.shard_count);
+    snprintf(busy, sizeof busy, "%s: shard %u/%u of this sweep is already running (%s is locked)",
+             s->base->scenario.output, s->opt.shard_index, s->opt.shard_count, rel);
+    return lock_file(s, rel, LOCK_EX, 1, busy, &s->shard_lock_fd);
 }
 
 /* Whether name is "<base><suffix><digits>" for a base ending in one of the given
@@ -524,18 +623,45 @@ static int stale_name(const char *name, const char *const *exts, size_t nexts)
  * the kill fell between its creation and its unlink). Only names a sweep writes, so that a
  * deftsim analyze writing its summary here at the same time keeps its own; safe to remove
  * while this sweep holds the folder's lock. */
-static void remove_stale(const char *dir, const char *const *exts, size_t nexts)
+/* A shard removes only what it wrote itself: leftovers of its own points ("<own file>" then
+ * ".tmp.", ".csv.rows." or ".failed.tmp."); the others' may be in use on another machine. */
+static int own_leftover(const deftsim_sweep *s, const char *dir, const char *name)
+{
+    if (!s || !s->opt.shard_count) return 1;
+    char path[4600];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    for (size_t i = 0; i < s->npoints; i++) {
+        const point *p = &s->points[i];
+        if (!p->in_shard) continue;
+        char base[4400];
+        path_in(s, p->file, base, sizeof base);
+        size_t bl = strlen(base) - 4; /* without ".csv" */
+        if (!strncmp(path, base, bl) && path[bl] == '.') return 1;
+    }
+    return 0;
+}
+
+static void remove_stale_of(const deftsim_sweep *s, const char *dir, const char *const *exts,
+                            size_t nexts)
 {
     DIR *d = opendir(dir);
     if (!d) return;
     struct dirent *e;
     char path[4600];
     while ((e = readdir(d))) {
-        if (!stale_name(e->d_name, exts, nexts) && !strstr(e->d_name, ".csv.rows.")) continue;
+        int sweep_tmp = !s || !s->opt.shard_count ? deftsim_sweep_shard_tmp_name(e->d_name) : 0;
+        if (!sweep_tmp && !stale_name(e->d_name, exts, nexts) && !strstr(e->d_name, ".csv.rows."))
+            continue;
+        if (!own_leftover(s, dir, e->d_name)) continue;
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         unlink(path);
     }
     closedir(d);
+}
+
+static void remove_stale(const char *dir, const char *const *exts, size_t nexts)
+{
+    remove_stale_of(NULL, dir, exts, nexts);
 }
 
 static deftsim_status prepare_folders(deftsim_sweep *s)
@@ -550,6 +676,9 @@ static deftsim_status prepare_folders(deftsim_sweep *s)
         path_in(s, rel, path, sizeof path);
         if ((st = deftsim_mkdir_p(path))) return deftsim_error_wrap(st, "[scenario] output");
     }
+    path_in(s, SHARDS_DIR, path, sizeof path);
+    if (s->opt.shard_count && (st = deftsim_mkdir_p(path)))
+        return deftsim_error_wrap(st, "[scenario] output");
     return DEFTSIM_OK;
 }
 
@@ -559,8 +688,35 @@ static void clean_stale(deftsim_sweep *s)
     static const char *const points[] = {".csv", ".failed"};
     const char *platforms[] = {".xml", ""};
     char path[4200];
+    if (s->opt.shard_count) {
+        /* A shard: its own points' leftovers and its own file's; nothing shared. */
+        static const char *const shard_files[] = {".json"};
+        char rel[1200];
+        path_in(s, SHARDS_DIR, path, sizeof path);
+        DIR *d = opendir(path);
+        struct dirent *e;
+        char own[64], full[4600];
+        snprintf(own, sizeof own, "shard-%u-of-%u.json.tmp.", s->opt.shard_index, s->opt.shard_count);
+        while (d && (e = readdir(d)))
+            if (!strncmp(e->d_name, own, strlen(own)) && stale_name(e->d_name, shard_files, 1)) {
+                snprintf(full, sizeof full, "%s/%s", path, e->d_name);
+                unlink(full);
+            }
+        if (d) closedir(d);
+        path_in(s, "points", path, sizeof path);
+        remove_stale_of(s, path, points, 2);
+        for (size_t v = 0; v < s->nvariants; v++) {
+            if (!s->variants[v].label[0]) continue;
+            snprintf(rel, sizeof rel, "points/%s", s->variants[v].label);
+            path_in(s, rel, path, sizeof path);
+            remove_stale_of(s, path, points, 2);
+        }
+        return;
+    }
     path_in(s, "", path, sizeof path);
     remove_stale(path, top, 2);
+    path_in(s, SHARDS_DIR, path, sizeof path);
+    remove_stale(path, (const char *const[]){".json"}, 1);
     path_in(s, "points", path, sizeof path);
     remove_stale(path, points, 2);
     /* A user's platform file keeps its own name there. */
@@ -605,7 +761,7 @@ deftsim_status deftsim_sweep_mark_noisy(deftsim_sweep *s, size_t *count)
     *count = 0;
     for (size_t i = 0; i < s->npoints; i++) {
         point *p = &s->points[i];
-        if (p->state != DEFTSIM_POINT_DONE) continue;
+        if (p->state != DEFTSIM_POINT_DONE || !p->in_shard) continue;
         char fpath[4200];
         path_in(s, p->file, fpath, sizeof fpath);
         double spread;
@@ -637,17 +793,30 @@ static deftsim_status sweep_begin(deftsim_sweep *s, deftsim_sweep_summary *sum)
     if ((st = deftsim_sweep_load_state(s))) return st;
     if ((st = prepare_folders(s))) return st;
     if ((st = take_lock(s))) return st;
+    /* A shard: manifest.json and shards/plan.json exist before its state is loaded again. */
+    if (s->opt.shard_count && (st = deftsim_sweep_shard_begin(s))) return st;
     if ((st = deftsim_sweep_load_state(s))) return st;
+    if (s->shard_running)
+        return deftsim_error_set(DEFTSIM_E_INPUT,
+                                 "%s: %s is running, or was stopped before it ended: resume "
+                                 "it (deftsim sweep --shard ...) and let every shard finish "
+                                 "before sweeping this folder without --shard",
+                                 s->base->scenario.output, s->shard_running);
     clean_stale(s);
     if (s->opt.rerun_noisy && (st = deftsim_sweep_mark_noisy(s, &sum->noisy))) return st;
     char now[64];
     deftsim_utc_now(now, sizeof now);
     free(s->started);
     if (!(s->started = strdup(now))) return nomem();
-    sum->planned = s->npoints;
-    for (size_t i = 0; i < s->npoints; i++)
+    for (size_t i = 0; i < s->npoints; i++) {
+        if (!s->points[i].in_shard) continue;
+        sum->planned++;
         if (s->points[i].state == DEFTSIM_POINT_DONE) sum->skipped++;
-    return write_manifest(s, "running", NULL, 0);
+    }
+    st = write_state(s, "running", NULL, 0);
+    /* The shards' records are in the manifest now: shards/ goes. */
+    if (!st && s->shards_found) deftsim_sweep_shards_remove(s);
+    return st;
 }
 
 /* A point that finished: its numbers, and the failure of an earlier sweep it supersedes. */
@@ -689,7 +858,7 @@ static deftsim_status run_points(deftsim_sweep *s, deftsim_sweep_summary *sum)
     deftsim_status engine_status = DEFTSIM_OK, st = DEFTSIM_OK;
     for (size_t i = 0; i < s->npoints; i++) {
         point *p = &s->points[i];
-        if (p->state == DEFTSIM_POINT_DONE) continue;
+        if (p->state == DEFTSIM_POINT_DONE || !p->in_shard) continue;
         if (p->variant != e_variant) {
             /* One engine per variant: its gradient source, kernels and buffers serve every
              * point of the variant; the previous one's memory is released first. */
@@ -723,7 +892,7 @@ static deftsim_status run_points(deftsim_sweep *s, deftsim_sweep_summary *sum)
             point_finished(s, p, &ps, sum);
         }
         tell(s, (deftsim_sweep_event){.kind = DEFTSIM_SWEEP_POINT_DONE, .point = i, .ok = !st});
-        if ((st = write_manifest(s, "running", NULL, 0))) break;
+        if ((st = write_state(s, "running", NULL, 0))) break;
     }
     deftsim_engine_free(e);
     free(engine_error);
@@ -736,8 +905,10 @@ static deftsim_status run_points(deftsim_sweep *s, deftsim_sweep_summary *sum)
 static deftsim_status failures_error(const deftsim_sweep *s, size_t left)
 {
     int bad_input = 0;
+    size_t planned = 0;
+    for (size_t i = 0; i < s->npoints; i++) planned += s->points[i].in_shard;
     for (size_t i = 0; i < s->npoints; i++)
-        if (s->points[i].state != DEFTSIM_POINT_DONE &&
+        if (s->points[i].in_shard && s->points[i].state != DEFTSIM_POINT_DONE &&
             (s->points[i].error_status == DEFTSIM_E_INPUT ||
              s->points[i].error_status == DEFTSIM_E_USAGE))
             bad_input = 1;
@@ -745,11 +916,11 @@ static deftsim_status failures_error(const deftsim_sweep *s, size_t left)
     size_t ml = 0;
     FILE *m = open_memstream(&msg, &ml);
     if (!m) return nomem();
-    fprintf(m, "%zu of %zu points failed (the others are written; %s):", left, s->npoints,
+    fprintf(m, "%zu of %zu points failed (the others are written; %s):", left, planned,
             bad_input ? "fix the input, then rerun the sweep to retry" : "rerun the sweep to retry");
     for (size_t i = 0; i < s->npoints; i++) {
         const point *p = &s->points[i];
-        if (p->state == DEFTSIM_POINT_DONE) continue;
+        if (p->state == DEFTSIM_POINT_DONE || !p->in_shard) continue;
         char failure[2600];
         if (p->error) {
             failure_words(s, p, failure, sizeof failure);
@@ -780,8 +951,24 @@ deftsim_status deftsim_sweep_run(deftsim_sweep *s, deftsim_sweep_summary *summar
 
     size_t left = 0;
     for (size_t i = 0; i < s->npoints; i++)
-        if (s->points[i].state != DEFTSIM_POINT_DONE) left++;
+        if (s->points[i].in_shard && s->points[i].state != DEFTSIM_POINT_DONE) left++;
     int rows_written = 0;
+    if (s->opt.shard_count) {
+        /* A shard ends its own file; the last one to finish joins them all. */
+        char now[64];
+        deftsim_utc_now(now, sizeof now);
+        if ((st = write_state(s, left ? "incomplete" : "complete", now, 0))) return st;
+        if (!left) {
+            deftsim_sweep_merge_summary ms;
+            if ((st = deftsim_sweep_merge(s->base->scenario.output, 1, &ms)))
+                return deftsim_error_wrap(st, "joining the shards");
+            sum.joined = ms.joined;
+        }
+        sum.seconds = deftsim_now() - t0;
+        if (summary) *summary = sum;
+        if (!sum.failed && !left) return DEFTSIM_OK;
+        return failures_error(s, left);
+    }
     if (!left) {
         if ((st = write_rows_csv(s))) return st;
         rows_written = 1;

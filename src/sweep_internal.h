@@ -37,6 +37,7 @@ typedef struct {
     char *file;              /* points/<id>.csv, relative to the output folder */
     deftsim_point_state state;
     int ran_now;             /* run by this sweep */
+    int in_shard;            /* index mod shard_count == shard_index (1 without shards) */
     uint64_t rows;
     double seconds, prepare_seconds, step_seconds;
     char *error;             /* FAILED: the message */
@@ -59,11 +60,51 @@ struct deftsim_sweep {
     json_t *extra_points;    /* finished points in the folder's manifest outside this plan */
     char *started;
     int lock_fd;
+    int shard_lock_fd;       /* a shard: shards/.shard-<I>-of-<N>.lock (-1: none) */
     int state_loaded;
+    char *plan_sha256;       /* of the plan's point ids in order, one per line */
+    /* Without shards, on a folder with shard files: their records were loaded (they are
+     * folded into manifest.json and shards/ removed when the sweep begins); the first shard
+     * file found running (NULL: none), which refuses the sweep. */
+    int shards_found;
+    char *shard_running;
 };
+
+#define SHARDS_DIR "shards"
+#define SHARD_FORMAT "deftsim-sweep-shard"
+#define PLAN_FORMAT "deftsim-sweep-plan"
 
 /* "sweep: out of memory". */
 deftsim_status deftsim_sweep_nomem(void);
+
+/* The path of rel in the output folder. */
+void deftsim_sweep_path(const deftsim_sweep *s, const char *rel, char *buf, size_t cap);
+
+/* A point's manifest entry; plan_only: as a pending point (the plan, without its record). */
+json_t *deftsim_sweep_point_json(const deftsim_sweep *s, const point *p, int plan_only);
+/* The manifest as deftsim_sweep writes it: every point, or (only_shard) only the points of
+ * this shard without the points outside the plan; plan_only: every point pending. */
+json_t *deftsim_sweep_manifest_json(const deftsim_sweep *s, const char *status,
+                                    const char *finished, int rows_written, int only_shard,
+                                    int plan_only);
+/* Sets a point's state from a manifest entry (done only when its file exists). */
+void deftsim_sweep_point_from_json(deftsim_sweep *s, point *p, json_t *e);
+
+/* sweep_shard.c. After the manifest's records are loaded: reads shards/ (a shard: checks the
+ * plan and the other shards' split, takes its own file's records; without shards: takes
+ * every shard's records for the fold). Writes nothing. */
+deftsim_status deftsim_sweep_shards_load(deftsim_sweep *s);
+/* A shard, before its first point: manifest.json and shards/plan.json created when absent,
+ * each by exactly one shard (an exclusive link), then checked as a resume checks them. */
+deftsim_status deftsim_sweep_shard_begin(deftsim_sweep *s);
+/* A shard's records to shards/shard-<I>-of-<N>.json (atomically; only this shard writes it). */
+deftsim_status deftsim_sweep_shard_write(const deftsim_sweep *s, const char *status,
+                                         const char *finished);
+/* Without shards, after the manifest holds the folded records: removes shards/. */
+void deftsim_sweep_shards_remove(const deftsim_sweep *s);
+/* Whether name is a temporary file of sweep_shard.c's exclusive writers ("<file>.new.XXXXXX",
+ * "<file>.join.XXXXXX"). */
+int deftsim_sweep_shard_tmp_name(const char *name);
 
 /* Expands the axes of s->base and s->opt into variants (their configurations checked and
  * their platform files read), points and the identity (sweep_plan.c). */

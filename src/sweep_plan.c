@@ -10,6 +10,7 @@
 
 #include "deftsim_csv.h"
 #include "deftsim_engine.h"
+#include "deftsim_sha256.h"
 
 static deftsim_status nomem(void) { return deftsim_sweep_nomem(); }
 
@@ -285,7 +286,10 @@ static deftsim_status build_points(deftsim_sweep *s)
         for (size_t mi = 0; mi < vc->sparsify.nmethods; mi++)
             for (size_t di = 0; di < vc->sparsify.ndensities; di++)
                 for (size_t ci = 0; ci < vc->workers.ncounts; ci++) {
-                    point *p = &s->points[s->npoints++];
+                    point *p = &s->points[s->npoints];
+                    p->in_shard = !s->opt.shard_count ||
+                                  s->npoints % s->opt.shard_count == s->opt.shard_index;
+                    s->npoints++;
                     p->variant = v;
                     p->method = vc->sparsify.methods[mi];
                     p->density = vc->sparsify.densities[di];
@@ -352,13 +356,34 @@ static deftsim_status build_identity(deftsim_sweep *s)
     return DEFTSIM_OK;
 }
 
+/* The plan's fingerprint: the SHA-256 of its point ids in order, one per line. Shards of one
+ * sweep share it; a shard of another plan (other lists) would run other points. */
+static deftsim_status plan_digest(deftsim_sweep *s)
+{
+    deftsim_sha256_ctx c;
+    deftsim_sha256_init(&c);
+    for (size_t i = 0; i < s->npoints; i++) {
+        deftsim_sha256_update(&c, s->points[i].id, strlen(s->points[i].id));
+        deftsim_sha256_update(&c, "\n", 1);
+    }
+    unsigned char d[32];
+    deftsim_sha256_final(&c, d);
+    if (!(s->plan_sha256 = malloc(65))) return nomem();
+    for (int i = 0; i < 32; i++) snprintf(s->plan_sha256 + 2 * i, 3, "%02x", d[i]);
+    return DEFTSIM_OK;
+}
+
 deftsim_status deftsim_sweep_plan(deftsim_sweep *s)
 {
+    if (s->opt.shard_count && s->opt.shard_index >= s->opt.shard_count)
+        return deftsim_error_set(DEFTSIM_E_USAGE, "--shard %u/%u: the index must be below %u",
+                                 s->opt.shard_index, s->opt.shard_count, s->opt.shard_count);
     deftsim_status st = collect_axes(s);
     if (!st) st = build_variants(s);
     for (size_t v = 0; !st && v < s->nvariants; v++)
         st = deftsim_platform_record_read(s->variants[v].cfg, &s->variants[v].platform);
     if (!st) st = build_points(s);
     if (!st) st = build_identity(s);
+    if (!st) st = plan_digest(s);
     return st;
 }

@@ -19,6 +19,8 @@ static void usage(FILE *out)
             "usage: deftsim sweep SCENARIO [--set section.key=value]... [--vary section.key=v1,v2,...]...\n"
             "                     [--output DIR] [--dry-run] [--ram SIZE] [--prep-threads N]\n"
             "                     [--progress auto|bar|lines] [--quiet] [--rerun-noisy [--warmup N]]\n"
+            "                     [--shard I/N]\n"
+            "       deftsim sweep --merge DIR [--quiet]\n"
             "\n"
             "Runs every combination of the scenario's lists, one point (variant, method, density,\n"
             "P) at a time, into [scenario] output:\n"
@@ -45,6 +47,13 @@ static void usage(FILE *out)
             "                         their point files and rows.csv (with --dry-run: lists them)\n"
             "      --warmup N         with --rerun-noisy: leave out each point's first N iterations\n"
             "                         when judging its spread, as deftsim analyze --warmup (0)\n"
+            "      --shard I/N        run only the points whose index in the plan (the order\n"
+            "                         --dry-run lists) is I mod N, 0 <= I < N: N such shards, on\n"
+            "                         as many machines, sweep one shared folder; the last to\n"
+            "                         finish joins rows.csv and manifest.json (docs/CLUSTER.md)\n"
+            "      --merge DIR        join the finished shards of DIR into rows.csv and\n"
+            "                         manifest.json, as one process writes them (idempotent;\n"
+            "                         refuses missing or unfinished shards, naming the points)\n"
             "  -h, --help             this help\n"
             "\n"
             "Exit status: 0 every point finished; 1 some point failed while running (the others\n"
@@ -67,6 +76,60 @@ static int dry_run(deftsim_sweep *sw, const deftsim_sweep_options *so)
     return 0;
 }
 
+/* --shard I/N: two decimal numbers, 0 <= I < N. 0, or the usage error's exit status. */
+static int parse_shard(const char *arg, deftsim_sweep_options *so)
+{
+    const char *slash = strchr(arg, '/');
+    char idx[32];
+    int64_t i = -1, n = -1;
+    if (slash && (size_t)(slash - arg) < sizeof idx) {
+        snprintf(idx, sizeof idx, "%.*s", (int)(slash - arg), arg);
+        if (deftsim_parse_i64(idx, &i) || deftsim_parse_i64(slash + 1, &n)) i = n = -1;
+    }
+    if (!slash || n < 1 || n > 1000000 || i < 0 || i >= n)
+        return deftsim_cli_usage_error("sweep",
+                                       "--shard: '%s' is not I/N with 0 <= I < N <= 1000000 "
+                                       "(e.g. 0/4)",
+                                       arg);
+    so->shard_index = (unsigned)i;
+    so->shard_count = (unsigned)n;
+    return 0;
+}
+
+/* --merge DIR. */
+static int merge(const char *dir, int quiet)
+{
+    deftsim_sweep_merge_summary ms;
+    deftsim_status st = deftsim_sweep_merge(dir, 0, &ms);
+    if (st) return deftsim_cli_fail(st);
+    if (!quiet)
+        fprintf(stderr,
+                "deftsim sweep --merge: %zu shards, %zu points%s (%llu rows) -> %s/rows.csv, "
+                "%s/manifest.json\n  next: deftsim analyze %s\n",
+                ms.shards, ms.points + ms.extra, ms.extra ? " (with those outside the plan)" : "",
+                (unsigned long long)ms.rows, dir, dir, dir);
+    return 0;
+}
+
+/* A shard's closing lines: whether it joined the shards. */
+static void shard_done(deftsim_sweep *sw, const deftsim_sweep_summary *sum)
+{
+    unsigned si, sn;
+    deftsim_sweep_shard(sw, &si, &sn);
+    const char *out = deftsim_sweep_output(sw);
+    fprintf(stderr,
+            "deftsim sweep: shard %u/%u: %zu points: %zu run (%llu rows) in %.1f s, %zu skipped "
+            "(finished earlier) -> %s\n",
+            si, sn, sum->planned, sum->ran, (unsigned long long)sum->rows, sum->seconds,
+            sum->skipped, out);
+    if (sum->joined)
+        fprintf(stderr, "  every shard has finished: rows.csv and manifest.json joined\n"
+                        "  next: deftsim analyze %s\n", out);
+    else
+        fprintf(stderr, "  other shards are not finished: the last one to finish joins rows.csv, "
+                        "or run deftsim sweep --merge %s\n", out);
+}
+
 /* The memory check, the sweep and its closing lines. */
 static int run_sweep(deftsim_sweep *sw, int quiet)
 {
@@ -83,7 +146,10 @@ static int run_sweep(deftsim_sweep *sw, int quiet)
                     sum.ran, sum.planned, sum.seconds, sum.skipped, deftsim_sweep_output(sw));
         return rc;
     }
-    if (!quiet)
+    unsigned si, sn;
+    deftsim_sweep_shard(sw, &si, &sn);
+    if (!quiet && sn) shard_done(sw, &sum);
+    else if (!quiet)
         fprintf(stderr,
                 "deftsim sweep: %zu points: %zu run (%llu rows) in %.1f s, %zu skipped (finished "
                 "earlier) -> %s\n  next: deftsim analyze %s\n",
@@ -105,6 +171,8 @@ int deftsim_cmd_sweep(int argc, char **argv)
         {"quiet", no_argument, NULL, 'q'},
         {"rerun-noisy", no_argument, NULL, 'N'},
         {"warmup", required_argument, NULL, 'W'},
+        {"shard", required_argument, NULL, 'S'},
+        {"merge", required_argument, NULL, 'M'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -124,8 +192,11 @@ int deftsim_cmd_sweep(int argc, char **argv)
     deftsim_config *cfg = NULL;
     deftsim_sweep *sw = NULL;
     deftsim_cli_sweep_progress *bar = NULL;
+    const char *merge_dir = NULL;
+    int others = 0; /* options other than --quiet and --progress, refused with --merge */
     optind = 0;
     while ((c = getopt_long(argc, argv, "s:V:o:nr:j:p:qhNW:", opts, NULL)) != -1) {
+        if (c != 'q' && c != 'p' && c != 'M' && c != 'h') others = c;
         switch (c) {
         case 's': deftsim_cli_sets_add(&sets, optarg); break;
         case 'V': vary[nvary++] = optarg; break;
@@ -168,9 +239,22 @@ int deftsim_cmd_sweep(int argc, char **argv)
             so.noisy_warmup = (size_t)v;
             break;
         }
+        case 'S':
+            if ((rc = parse_shard(optarg, &so))) goto done;
+            break;
+        case 'M': merge_dir = optarg; break;
         case 'h': usage(stdout); goto done;
         default: usage(stderr); rc = 2; goto done;
         }
+    }
+    if (merge_dir) {
+        if (others || optind < argc) {
+            rc = deftsim_cli_usage_error("sweep", "--merge DIR takes no SCENARIO and no option "
+                                                  "but --quiet: the folder says what to join");
+            goto done;
+        }
+        if (!deftsim_cli_parse_only) rc = merge(merge_dir, quiet);
+        goto done;
     }
     if (optind >= argc) {
         rc = deftsim_cli_usage_error("sweep", "missing SCENARIO");

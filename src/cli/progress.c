@@ -102,7 +102,7 @@ static double time_left(const deftsim_cli_sweep_progress *g, double now)
     for (size_t i = 0; i < n; i++) {
         deftsim_sweep_point_info p;
         deftsim_sweep_point_info_get(g->s, i, &p);
-        if (p.state == DEFTSIM_POINT_DONE || p.ran_now || i == g->current) continue;
+        if (p.state == DEFTSIM_POINT_DONE || p.ran_now || i == g->current || !p.in_shard) continue;
         double r = rate(g, &p);
         if (isnan(r)) return NAN;
         left += r * work_of(&p);
@@ -209,7 +209,7 @@ static void on_begin(deftsim_cli_sweep_progress *g, const deftsim_sweep_event *e
 {
     const deftsim_sweep *s = ev->sweep;
     g->s = s;
-    g->total = deftsim_sweep_point_count(s);
+    size_t all = deftsim_sweep_point_count(s);
     g->t0 = deftsim_now();
     size_t n = deftsim_sweep_variant_count(s) * DEFTSIM_METHOD_COUNT;
     g->var_method_sec = calloc(n, sizeof(double));
@@ -219,9 +219,11 @@ static void on_begin(deftsim_cli_sweep_progress *g, const deftsim_sweep_event *e
         free(g->var_method_work);
         g->var_method_sec = g->var_method_work = NULL;
     }
-    for (size_t i = 0; i < g->total; i++) {
+    for (size_t i = 0; i < all; i++) {
         deftsim_sweep_point_info p;
         deftsim_sweep_point_info_get(s, i, &p);
+        if (!p.in_shard) continue;
+        g->total++;
         if (p.state == DEFTSIM_POINT_DONE) g->finished++;
     }
     if (g->tty && pthread_create(&g->ticker, NULL, ticker_main, g) == 0) g->ticker_on = 1;
@@ -229,8 +231,11 @@ static void on_begin(deftsim_cli_sweep_progress *g, const deftsim_sweep_event *e
     size_t nvariants = deftsim_sweep_variant_count(s);
     pthread_mutex_lock(&g->lock);
     if (g->tty) fprintf(g->f, "\r\033[K");
-    fprintf(g->f, "deftsim sweep: %zu points (%zu method%s x %zu densit%s x %zu worker count%s",
-            g->total, c->sparsify.nmethods, c->sparsify.nmethods == 1 ? "" : "s",
+    unsigned si, sn;
+    deftsim_sweep_shard(s, &si, &sn);
+    if (sn) fprintf(g->f, "deftsim sweep: shard %u/%u: %zu of ", si, sn, g->total);
+    fprintf(g->f, "%s%zu points (%zu method%s x %zu densit%s x %zu worker count%s",
+            sn ? "" : "deftsim sweep: ", sn ? all : g->total, c->sparsify.nmethods, c->sparsify.nmethods == 1 ? "" : "s",
             c->sparsify.ndensities, c->sparsify.ndensities == 1 ? "y" : "ies",
             c->workers.ncounts, c->workers.ncounts == 1 ? "" : "s");
     if (nvariants > 1) fprintf(g->f, " x %zu variants", nvariants);
