@@ -289,7 +289,7 @@ void sim_nodes_xml(FILE *f, const deftsim_sim_params *p, const char *tp, uint64_
             "     bytes/s, %s s latency, full duplex. Host speed is not used: compute phases are\n"
             "     injected as measured durations. Between nodes a message takes GPU -> hop link ->\n"
             "     NIC link -> the network -> NIC link -> hop link -> GPU; inside a node, the\n"
-            "     intra-node links only.\n\n%s\n%s-->\n"
+            "     intra-node links only.\n\n%s\n     The network between the nodes, its hosts the NICs' ports (port-<k>):\n%s-->\n"
             "<platform version=\"4.1\">\n"
             "  <zone id=\"deftsim\" routing=\"Floyd\">\n"
             "    <cluster id=\"deftsim-net\" prefix=\"port-\" suffix=\"\" radical=\"0-%" PRIu64 "\"\n"
