@@ -9,7 +9,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <simgrid/actor.h>
+#include <simgrid/engine.h>
+#include <simgrid/host.h>
+#include <simgrid/link.h>
+#include <simgrid/mailbox.h>
+#include <simgrid/plugins/load.h>
 
 #include "deftsim_schedule.h"
 #include "deftsim_sim.h"
@@ -294,4 +302,157 @@ Test(sim_nodes, bad_node_keys_name_the_key)
     cr_assert_eq(deftsim_sim_platform_shape(&p, tp, sizeof tp, &hosts), DEFTSIM_OK, "%s", deftsim_error_message());
     cr_expect_eq(hosts, 32);
     cr_expect_str_eq(tp, "1;16;1;1");
+}
+
+/* ---- bytes per link, counted by SimGrid's link-load plugin -------------------------------------- */
+
+/* A sender actor: argv[1] the mailbox, argv[2] the bytes. A receiver: argv[1] the mailbox. */
+static void sender(int argc, char **argv)
+{
+    (void)argc;
+    static int token;
+    sg_mailbox_put(sg_mailbox_by_name(argv[1]), &token, (uint64_t)strtoull(argv[2], NULL, 10));
+}
+static void receiver(int argc, char **argv)
+{
+    (void)argc;
+    sg_mailbox_get(sg_mailbox_by_name(argv[1]));
+}
+
+/* The links as SimGrid seals them: the load plugin attaches to a link only then (when the
+ * run starts), so an actor that runs first tracks them all (the split-duplex links' two
+ * directions, "X_UP" and "X_DOWN", carry the loads; the pair itself is not tracked). */
+static int directional(const char *name)
+{
+    size_t l = strlen(name);
+    return (l > 3 && !strcmp(name + l - 3, "_UP")) || (l > 5 && !strcmp(name + l - 5, "_DOWN"));
+}
+static void tracker(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    size_t nl = sg_link_count();
+    sg_link_t *links = sg_link_list();
+    for (size_t i = 0; i < nl; i++)
+        if (directional(sg_link_get_name(links[i]))) sg_link_load_track(links[i]);
+    free(links);
+}
+
+/* In a forked child: load the platform, send `bytes` from each src host to its dst host at
+ * once, write every link's cumulated load (bytes) as "name bytes" lines to out. */
+static void child_link_loads(const char *platform, const char *const *src, const char *const *dst,
+                             size_t n, const char *bytes, const char *out)
+{
+    int argc = 4;
+    char *argv[] = {"links", "--cfg=network/model:CM02", "--cfg=network/crosstraffic:0",
+                    "--log=root.thres:critical", NULL};
+    simgrid_init(&argc, argv);
+    sg_link_load_plugin_init();
+    simgrid_load_platform(platform);
+    sg_actor_create("t", sg_host_by_name(src[0]), tracker, 0, NULL);
+    for (size_t i = 0; i < n; i++) {
+        char mb[16];
+        snprintf(mb, sizeof mb, "m%zu", i);
+        const char *sa[] = {"s", mb, bytes}, *ra[] = {"r", mb};
+        sg_actor_create("s", sg_host_by_name(src[i]), sender, 3, (char **)sa);
+        sg_actor_create("r", sg_host_by_name(dst[i]), receiver, 2, (char **)ra);
+    }
+    simgrid_run();
+    FILE *f = fopen(out, "w");
+    if (!f) _exit(3);
+    size_t nl = sg_link_count();
+    sg_link_t *links = sg_link_list();
+    for (size_t i = 0; i < nl; i++)
+        if (directional(sg_link_get_name(links[i])))
+            fprintf(f, "%s %.0f\n", sg_link_get_name(links[i]), sg_link_get_cum_load(links[i]));
+    fclose(f);
+    _exit(0);
+}
+
+static double load_of(const char *text, const char *link)
+{
+    char key[128];
+    snprintf(key, sizeof key, "\n%s ", link);
+    const char *at = strstr(text, key);
+    return at ? strtod(at + strlen(key), NULL) : -1;
+}
+
+/* Two nodes of 4 GPUs: GPUs 0 and 1 of node 0 send 1 MB each to GPUs 0 and 1 of node 1 (flows
+ * A and B) while GPU 2 sends 1 MB to GPU 3 inside node 0 (flow C). Which links carry which
+ * flow, counted by hand: with one NIC a node, A and B share node 0's NIC link and port; with
+ * four, each has its own; C loads the two switch ports only. The plugin's cumulated load is
+ * the integral of the flows' rates, which SimGrid holds from a comm's start, its latency
+ * included: each flow adds b + rate x (its route's latency), the rate from the closed form
+ * (A, B: the network's 3.125 GB/s, halved when they share a port; C: 100 GB/s). */
+Test(sim_nodes, bytes_per_link_as_counted_by_hand)
+{
+    char dir[] = "/tmp/deftsim-nodes-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    enum { A = 1, B = 2, C = 4 };
+    for (uint32_t nics = 1; nics <= 4; nics *= 4) {
+        deftsim_sim_params p;
+        node_params(&p, 8, 4, DEFTSIM_INTRA_NVSWITCH);
+        p.nics_per_node = nics;
+        char plat[128], out[128];
+        snprintf(plat, sizeof plat, "%s/p.xml", dir);
+        snprintf(out, sizeof out, "%s/loads.txt", dir);
+        cr_assert_eq(deftsim_sim_write_platform(&p, plat), DEFTSIM_OK, "%s", deftsim_error_message());
+        const char *src[] = {"node-0-gpu-0", "node-0-gpu-1", "node-0-gpu-2"};
+        const char *dst[] = {"node-1-gpu-0", "node-1-gpu-1", "node-0-gpu-3"};
+        fflush(NULL);
+        pid_t pid = fork();
+        cr_assert_geq(pid, 0);
+        if (pid == 0) child_link_loads(plat, src, dst, 3, "1000000", out);
+        int status;
+        cr_assert_eq(waitpid(pid, &status, 0), pid);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the SimGrid child failed");
+        char *raw = slurp(out), *text = malloc(strlen(raw) + 2);
+        cr_assert(text);
+        text[0] = '\n';
+        strcpy(text + 1, raw);
+        printf("nics_per_node %u, bytes per loaded link:\n", nics);
+        for (char *line = strtok(raw, "\n"); line; line = strtok(NULL, "\n"))
+            if (strtod(strchr(line, ' ') + 1, NULL) > 0) printf("  %s\n", line);
+        const double MB = 1e6, inter_lat = 2 * p.intra_latency + 2 * p.latency;
+        double rate_ab = nics == 1 ? p.bandwidth / 2 : p.bandwidth;
+        double flow[3] = {MB + rate_ab * inter_lat, MB + rate_ab * inter_lat,
+                          MB + p.intra_bandwidth * 2 * p.intra_latency};
+        const struct { const char *link; int flows; } want1[] = {
+            {"node-0-nvswitch-0_UP", A},    {"node-0-nvswitch-1_UP", B},
+            {"node-0-nvswitch-2_UP", C},    {"node-0-nvswitch-3_DOWN", C},
+            {"node-0-nvswitch-2_DOWN", 0},  {"node-0-nic-0_UP", A | B},
+            {"node-0-nic-0_DOWN", 0},       {"node-1-nic-0_DOWN", A | B},
+            {"node-1-nvswitch-0_DOWN", A},  {"node-1-nvswitch-1_DOWN", B},
+            {"node-1-nvswitch-2_DOWN", 0},  {"deftsim-net_link_0_UP", A | B},
+            {"deftsim-net_link_1_DOWN", A | B},
+        }, want4[] = {
+            {"node-0-nic-0_UP", A},         {"node-0-nic-1_UP", B},
+            {"node-0-nic-2_UP", 0},         {"node-0-nic-3_UP", 0},
+            {"node-1-nic-0_DOWN", A},       {"node-1-nic-1_DOWN", B},
+            {"deftsim-net_link_0_UP", A},   {"deftsim-net_link_1_UP", B},
+            {"deftsim-net_link_4_DOWN", A}, {"deftsim-net_link_5_DOWN", B},
+            {"deftsim-net_link_2_UP", 0},   {"node-0-nvswitch-3_DOWN", C},
+        };
+        size_t nw = nics == 1 ? sizeof want1 / sizeof want1[0] : sizeof want4 / sizeof want4[0];
+        for (size_t i = 0; i < nw; i++) {
+            const char *l = nics == 1 ? want1[i].link : want4[i].link;
+            int fl = nics == 1 ? want1[i].flows : want4[i].flows;
+            double w = 0, got = load_of(text, l);
+            for (int f = 0; f < 3; f++)
+                if (fl & (1 << f)) w += flow[f];
+            cr_expect(fabs(got - w) <= 1e-9 * w + 1, "nics %u: link %s carried %.0f bytes, by hand %.0f",
+                      nics, l, got, w);
+        }
+        /* nothing of the intra-node message leaves node 0 */
+        double total = 0;
+        for (char *at = strstr(text, "\nnode-0-nic-"); at; at = strstr(at + 1, "\nnode-0-nic-"))
+            total += strtod(strchr(at + 1, ' ') + 1, NULL);
+        cr_expect(fabs(total - flow[0] - flow[1]) <= 2, "nics %u: the node's NIC links carried %.0f bytes",
+                  nics, total);
+        free(raw);
+        free(text);
+        unlink(out);
+        unlink(plat);
+    }
+    rmdir(dir);
 }
