@@ -260,7 +260,7 @@ static deftsim_status platform_shape(const deftsim_sim_params *p, char *buf, siz
             uint64_t d[3];
             torus_dims(P, d);
             /* SimGrid 3.32 declares a link twice in a torus with two dimensions of 1 (and
-             * aborts): P = 2 and 3 (or that many NICs) are a ring of one dimension. */
+             * aborts): P = 1, 2 and 3 (or that many NICs) are a ring of one dimension. */
             if (d[1] == 1 && d[2] == 1)
                 snprintf(derived, sizeof derived, "%" PRIu64, d[0]);
             else
