@@ -44,6 +44,15 @@ typedef enum {
     DEFTSIM_TOPO_COUNT
 } deftsim_topology;
 
+/* How the GPUs of a multi-GPU node are joined (gpus_per_node > 1; docs/NETWORK.md). */
+typedef enum {
+    DEFTSIM_INTRA_NVSWITCH,    /* a non-blocking switch: every GPU its own up/down port */
+    DEFTSIM_INTRA_NVLINK_RING, /* point-to-point links between ring neighbours */
+    DEFTSIM_INTRA_NVLINK_MESH, /* a point-to-point link between every pair of GPUs */
+    DEFTSIM_INTRA_PCIE,        /* one host bridge every GPU shares (both directions) */
+    DEFTSIM_INTRA_COUNT
+} deftsim_intra_fabric;
+
 typedef enum { DEFTSIM_NET_LV08, DEFTSIM_NET_CM02, DEFTSIM_NET_SMPI, DEFTSIM_NET_COUNT } deftsim_net_model;
 
 typedef enum {
@@ -85,6 +94,7 @@ typedef enum {
 /* Stable names in enum order, NULL-terminated ("flat", "LV08", "bruck", ...). */
 extern const char *const deftsim_topology_names[];
 extern const char *const deftsim_net_model_names[];
+extern const char *const deftsim_intra_fabric_names[];
 extern const char *const deftsim_allgather_names[];
 extern const char *const deftsim_allreduce_names[];
 extern const char *const deftsim_bcast_names[];
@@ -93,6 +103,7 @@ extern const char *const deftsim_sim_compute_names[];
 
 const char *deftsim_topology_name(deftsim_topology t);
 const char *deftsim_net_model_name(deftsim_net_model m);
+const char *deftsim_intra_fabric_name(deftsim_intra_fabric f);
 const char *deftsim_allgather_name(deftsim_allgather_algo a);
 const char *deftsim_allreduce_name(deftsim_allreduce_algo a);
 const char *deftsim_bcast_name(deftsim_bcast_algo a);
@@ -115,13 +126,20 @@ typedef struct {
     uint64_t eager_threshold;        /* sends below it do not wait (bytes) */
     uint32_t envelope_bytes;         /* added to every message */
     uint32_t elem_bytes;             /* element size of ALLREDUCE vectors (chunking granularity) */
+    uint32_t gpus_per_node;          /* GPUs a node (1: one worker a host) */
+    deftsim_intra_fabric intra_fabric; /* gpus_per_node > 1: how a node's GPUs are joined */
+    double intra_bandwidth;          /* bytes/s of every intra-node link, per direction */
+    double intra_latency;            /* seconds of every intra-node link */
+    uint32_t nics_per_node;          /* 1 .. gpus_per_node; GPU g uses NIC g * nics / G */
+    double nic_bandwidth;            /* bytes/s of every NIC, per direction; 0: bandwidth */
     deftsim_sim_mode mode;
     deftsim_sim_compute compute;     /* COMPUTE steps as measured, or of no duration */
 } deftsim_sim_params;
 
 /* The defaults of docs/NETWORK.md: flat, 25 Gbit/s and 1 us per link, LV08, no crosstraffic,
  * Bruck allgather, Rabenseifner allreduce, binomial broadcast, eager threshold 65536,
- * envelope 16, 4-byte elements, exact, compute as measured. P is left 0. */
+ * envelope 16, 4-byte elements, exact, compute as measured, one GPU a node (for more: an
+ * NVSwitch of 450 GB/s and 1 us per port, one NIC as fast as bandwidth). P is left 0. */
 void deftsim_sim_params_default(deftsim_sim_params *p);
 
 /* Parses "25Gbps", "3.125GBps", "100MiBps", "1e9" (bytes/s) into bytes/s, and "1us", "5ns",
@@ -138,8 +156,15 @@ deftsim_status deftsim_sim_platform_shape(const deftsim_sim_params *p, char *par
                                           size_t cap, uint64_t *hosts);
 
 /* Writes the generated platform XML (with a comment naming its shape) for p to path,
- * atomically. Refused for topology = file. Host i is named "node-<i>"; worker i runs on it. */
+ * atomically. Refused for topology = file. One GPU a node: host i is named "node-<i>";
+ * worker i runs on it. gpus_per_node = G > 1: worker w runs on host "node-<w / G>-gpu-<w % G>"
+ * (deftsim_sim_host_name), the NICs are the hosts "port-<k>" of the inter-node topology
+ * (docs/NETWORK.md, "Multi-GPU nodes"). */
 deftsim_status deftsim_sim_write_platform(const deftsim_sim_params *p, const char *path);
+
+/* The name of worker w's host on a generated platform: "node-<w>", or with G GPUs a node
+ * "node-<w / G>-gpu-<w % G>" (the names sort in worker order, digit runs as numbers). */
+void deftsim_sim_host_name(const deftsim_sim_params *p, uint32_t w, char *buf, size_t cap);
 
 /* topology = file: loads p->platform_file with SimGrid in a forked child (SimGrid aborts the
  * process on a file it cannot parse) and checks that it can carry p->P workers: at least P

@@ -8,6 +8,7 @@
  *   sim_child.c    the forked child: SimGrid's engine, one actor per worker, the steps
  *   sim_coll.c     the collective algorithms
  *   sim_p2p.c      the point-to-point layer over SimGrid mailboxes, the clock
+ *   sim_nodes.c    multi-GPU nodes: the node keys' checks, host names, the nodes' XML
  *   sim_names.c    names of the options and the default parameters (calls nothing) */
 #include "deftsim_sim.h"
 

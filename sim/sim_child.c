@@ -9,6 +9,7 @@
  *   sim_child.c    the forked child: SimGrid's engine, one actor per worker, the steps
  *   sim_coll.c     the collective algorithms
  *   sim_p2p.c      the point-to-point layer over SimGrid mailboxes, the clock
+ *   sim_nodes.c    multi-GPU nodes: the node keys' checks, host names, the nodes' XML
  *   sim_names.c    names of the options and the default parameters (calls nothing) */
 #include <inttypes.h>
 #include <signal.h>
@@ -385,8 +386,8 @@ static int sim_child_run(const deftsim_sim_params *p, const char *platform_path,
         free(all);
     } else {
         for (uint32_t r = 0; r < P; r++) {
-            char name[32];
-            snprintf(name, sizeof name, "node-%" PRIu32, r);
+            char name[64];
+            deftsim_sim_host_name(p, r, name, sizeof name);
             if (!(hosts[r] = sg_host_by_name(name))) {
                 snprintf(msg, msgcap, "generated platform %s has no host %s", platform_path, name);
                 goto done;
@@ -467,6 +468,9 @@ static int sim_child_check_platform(const char *platform_path, uint32_t P,
     int argc = (int)(sizeof argv / sizeof argv[0]) - 1;
     simgrid_init(&argc, argv);
     simgrid_load_platform(platform_path);
+    /* A run with no actor seals the platform: zones with Floyd or Dijkstra routing compute
+     * their routes only then (before, a route through another zone is "not found"). */
+    simgrid_run();
     size_t nh = sg_host_count();
     if (nh < P) {
         snprintf(msg, msgcap, "%s has %zu host%s, fewer than the %" PRIu32 " workers",

@@ -9,12 +9,14 @@
  *   sim_child.c    the forked child: SimGrid's engine, one actor per worker, the steps
  *   sim_coll.c     the collective algorithms
  *   sim_p2p.c      the point-to-point layer over SimGrid mailboxes, the clock
+ *   sim_nodes.c    multi-GPU nodes: the node keys' checks, host names, the nodes' XML
  *   sim_names.c    names of the options and the default parameters (calls nothing) */
 #ifndef DEFTSIM_SIM_INTERNAL_H
 #define DEFTSIM_SIM_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include "deftsim_sim.h"
@@ -81,6 +83,21 @@ deftsim_status sim_platform_open(const deftsim_sim_params *p, sim_platform_file 
 /* Closes the descriptor or removes the temporary file. Also on an unopened pf with fd = -1
  * and tmp = "". */
 void sim_platform_close(sim_platform_file *pf);
+
+/* ---- sim_nodes.c: multi-GPU nodes ------------------------------------------------------------ */
+
+/* Shortest "%.*g" text that reads back as exactly d. */
+void sim_shortest(double d, char *buf, size_t cap);
+
+/* The node keys of p (gpus_per_node, intra_*, nics_per_node, nic_bandwidth): messages start
+ * with the key ("nics_per_node: 9 is not in 1 .. gpus_per_node (8)"). Nothing to check at
+ * gpus_per_node = 1 but that it is not 0. */
+deftsim_status sim_nodes_check(const deftsim_sim_params *p);
+
+/* The whole platform XML for gpus_per_node > 1: tp the inter-node topology's parameters (""
+ * for flat), net_hosts its host count (the ports, at least the NICs), net_sketch its drawing. */
+void sim_nodes_xml(FILE *f, const deftsim_sim_params *p, const char *tp, uint64_t net_hosts,
+                   const char *net_sketch);
 
 /* ---- sim_child.c: the forked child ------------------------------------------------------------ */
 

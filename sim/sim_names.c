@@ -7,6 +7,7 @@
  *   sim_child.c    the forked child: SimGrid's engine, one actor per worker, the steps
  *   sim_coll.c     the collective algorithms
  *   sim_p2p.c      the point-to-point layer over SimGrid mailboxes, the clock
+ *   sim_nodes.c    multi-GPU nodes: the node keys' checks, host names, the nodes' XML
  *   sim_names.c    names of the options and the default parameters (calls nothing) */
 #include "deftsim_sim.h"
 
@@ -16,6 +17,8 @@
 
 const char *const deftsim_topology_names[] = {"flat", "fattree", "torus", "dragonfly", "file", NULL};
 const char *const deftsim_net_model_names[] = {"LV08", "CM02", "SMPI", NULL};
+const char *const deftsim_intra_fabric_names[] = {"nvswitch", "nvlink_ring", "nvlink_mesh", "pcie",
+                                                  NULL};
 const char *const deftsim_allgather_names[] = {"ring", "recursive_doubling", "bruck", NULL};
 const char *const deftsim_allreduce_names[] = {"ring", "recursive_doubling", "rabenseifner", NULL};
 const char *const deftsim_bcast_names[] = {"binomial", "scatter_rdb_allgather",
@@ -25,6 +28,7 @@ const char *const deftsim_sim_compute_names[] = {"measured", "none", NULL};
 
 _Static_assert(sizeof deftsim_topology_names / sizeof(char *) == DEFTSIM_TOPO_COUNT + 1, "names");
 _Static_assert(sizeof deftsim_net_model_names / sizeof(char *) == DEFTSIM_NET_COUNT + 1, "names");
+_Static_assert(sizeof deftsim_intra_fabric_names / sizeof(char *) == DEFTSIM_INTRA_COUNT + 1, "names");
 _Static_assert(sizeof deftsim_allgather_names / sizeof(char *) == DEFTSIM_AG_COUNT + 1, "names");
 _Static_assert(sizeof deftsim_allreduce_names / sizeof(char *) == DEFTSIM_AR_COUNT + 1, "names");
 _Static_assert(sizeof deftsim_bcast_names / sizeof(char *) == DEFTSIM_BC_COUNT + 1, "names");
@@ -44,6 +48,10 @@ const char *deftsim_topology_name(deftsim_topology t)
 const char *deftsim_net_model_name(deftsim_net_model m)
 {
     return name_of(deftsim_net_model_names, DEFTSIM_NET_COUNT, (unsigned)m);
+}
+const char *deftsim_intra_fabric_name(deftsim_intra_fabric f)
+{
+    return name_of(deftsim_intra_fabric_names, DEFTSIM_INTRA_COUNT, (unsigned)f);
 }
 const char *deftsim_allgather_name(deftsim_allgather_algo a)
 {
@@ -80,6 +88,12 @@ void deftsim_sim_params_default(deftsim_sim_params *p)
     p->eager_threshold = 65536;
     p->envelope_bytes = 16;
     p->elem_bytes = 4;
+    p->gpus_per_node = 1;
+    p->intra_fabric = DEFTSIM_INTRA_NVSWITCH;
+    p->intra_bandwidth = 450e9; /* H100 SXM's NVLink 4: 900 GB/s both directions together */
+    p->intra_latency = 1e-6;
+    p->nics_per_node = 1;
+    p->nic_bandwidth = 0; /* as bandwidth */
     p->mode = DEFTSIM_SIM_EXACT;
     p->compute = DEFTSIM_SIM_COMPUTE_MEASURED;
 }

@@ -8,6 +8,7 @@
  *   sim_child.c    the forked child: SimGrid's engine, one actor per worker, the steps
  *   sim_coll.c     the collective algorithms
  *   sim_p2p.c      the point-to-point layer over SimGrid mailboxes, the clock
+ *   sim_nodes.c    multi-GPU nodes: the node keys' checks, host names, the nodes' XML
  *   sim_names.c    names of the options and the default parameters (calls nothing) */
 #include <errno.h>
 #include <fcntl.h>
@@ -91,15 +92,6 @@ int deftsim_parse_duration(const char *text, double *seconds)
     static const unit units[] = {{"s", 0, 0, 0},   {"ms", -3, 0, 0},  {"us", -6, 0, 0},
                                  {"ns", -9, 0, 0}, {"ps", -12, 0, 0}, {NULL, 0, 0, 0}};
     return parse_with_units(text, units, seconds);
-}
-
-/* Shortest "%.*g" text that reads back as exactly d. */
-static void shortest(double d, char *buf, size_t cap)
-{
-    for (int prec = 1; prec <= 17; prec++) {
-        snprintf(buf, cap, "%.*g", prec, d);
-        if (strtod(buf, NULL) == d) return;
-    }
 }
 
 /* ---- platform shapes ---------------------------------------------------------------------------- */
@@ -189,10 +181,12 @@ static void torus_dims(uint32_t P, uint64_t d[3])
     memcpy(d, best, sizeof best);
 }
 
-deftsim_status deftsim_sim_platform_shape(const deftsim_sim_params *p, char *buf, size_t cap,
-                                          uint64_t *hosts)
+/* deftsim_sim_platform_shape, and the host count of the inter-node topology (with G GPUs a
+ * node: the ports the NICs sit on; else the hosts). */
+static deftsim_status platform_shape(const deftsim_sim_params *p, char *buf, size_t cap,
+                                     uint64_t *hosts, uint64_t *net_hosts)
 {
-    *hosts = 0;
+    *hosts = *net_hosts = 0;
     if (cap) buf[0] = '\0';
     if (p->P == 0) return deftsim_error_set(DEFTSIM_E_INPUT, "network: P must be at least 1");
     if (p->topology >= DEFTSIM_TOPO_COUNT)
@@ -210,6 +204,8 @@ deftsim_status deftsim_sim_platform_shape(const deftsim_sim_params *p, char *buf
                                  "backbone_bandwidth: set, but topology = %s (only flat has a "
                                  "backbone)",
                                  deftsim_topology_name(p->topology));
+    deftsim_status st = sim_nodes_check(p);
+    if (st) return st;
     const char *tp = p->topology_params && p->topology_params[0] ? p->topology_params : NULL;
     if (p->topology == DEFTSIM_TOPO_FILE) {
         if (!p->platform_file || !p->platform_file[0])
@@ -226,15 +222,29 @@ deftsim_status deftsim_sim_platform_shape(const deftsim_sim_params *p, char *buf
                                  "platform_file: set, but topology = %s (a file needs topology "
                                  "= file)",
                                  deftsim_topology_name(p->topology));
+    /* With G GPUs a node the topology joins the NICs: ceil(P / G) nodes of nics_per_node. */
+    uint32_t G = p->gpus_per_node;
+    uint64_t nodes = ((uint64_t)p->P + G - 1) / G, gpu_hosts = nodes * G;
+    uint64_t nics = G > 1 ? nodes * p->nics_per_node : p->P;
+    if (nics > HOSTS_MAX)
+        return deftsim_error_set(DEFTSIM_E_INPUT, "nics_per_node: %" PRIu64 " NICs, more than %u",
+                                 nics, HOSTS_MAX);
+    char noun[96];
+    if (G > 1)
+        snprintf(noun, sizeof noun, "%" PRIu64 " NICs (%" PRIu64 " nodes x %u)", nics, nodes,
+                 p->nics_per_node);
+    else
+        snprintf(noun, sizeof noun, "%u workers", p->P);
     if (p->topology == DEFTSIM_TOPO_FLAT) {
         if (tp)
             return deftsim_error_set(DEFTSIM_E_INPUT,
                                      "topology_params '%s': a flat cluster has no parameters", tp);
-        *hosts = p->P;
+        *hosts = G > 1 ? gpu_hosts : p->P;
+        *net_hosts = nics;
         return DEFTSIM_OK;
     }
     char derived[128];
-    uint32_t P = p->P;
+    uint32_t P = (uint32_t)nics;
     if (!tp) {
         switch (p->topology) {
         case DEFTSIM_TOPO_FATTREE:
@@ -249,7 +259,13 @@ deftsim_status deftsim_sim_platform_shape(const deftsim_sim_params *p, char *buf
         case DEFTSIM_TOPO_TORUS: {
             uint64_t d[3];
             torus_dims(P, d);
-            snprintf(derived, sizeof derived, "%" PRIu64 ",%" PRIu64 ",%" PRIu64, d[0], d[1], d[2]);
+            /* SimGrid 3.32 declares a link twice in a torus with two dimensions of 1 (and
+             * aborts): P = 1, 2 and 3 (or that many NICs) are a ring of one dimension. */
+            if (d[1] == 1 && d[2] == 1)
+                snprintf(derived, sizeof derived, "%" PRIu64, d[0]);
+            else
+                snprintf(derived, sizeof derived, "%" PRIu64 ",%" PRIu64 ",%" PRIu64, d[0], d[1],
+                         d[2]);
             break;
         }
         default: {
@@ -307,14 +323,21 @@ deftsim_status deftsim_sim_platform_shape(const deftsim_sim_params *p, char *buf
                                  HOSTS_MAX);
     if (n < P)
         return deftsim_error_set(DEFTSIM_E_INPUT,
-                                 "topology_params '%s': %" PRIu64 " hosts, fewer than the %u "
-                                 "workers",
-                                 tp, n, P);
+                                 "topology_params '%s': %" PRIu64 " hosts, fewer than the %s", tp,
+                                 n, noun);
     if (strlen(tp) >= cap)
         return deftsim_error_set(DEFTSIM_E_INPUT, "topology_params '%s': too long", tp);
     snprintf(buf, cap, "%s", tp);
-    *hosts = n;
+    *hosts = G > 1 ? gpu_hosts : n;
+    *net_hosts = n;
     return DEFTSIM_OK;
+}
+
+deftsim_status deftsim_sim_platform_shape(const deftsim_sim_params *p, char *buf, size_t cap,
+                                          uint64_t *hosts)
+{
+    uint64_t net;
+    return platform_shape(p, buf, cap, hosts, &net);
 }
 
 /* ---- platform XML -------------------------------------------------------------------------------- */
@@ -342,8 +365,8 @@ static const char *const sketch_dragonfly =
 deftsim_status sim_platform_xml(const deftsim_sim_params *p, char **out, size_t *len)
 {
     char tp[128];
-    uint64_t hosts;
-    deftsim_status st = deftsim_sim_platform_shape(p, tp, sizeof tp, &hosts);
+    uint64_t hosts, net_hosts;
+    deftsim_status st = platform_shape(p, tp, sizeof tp, &hosts, &net_hosts);
     if (st) return st;
     if (p->topology == DEFTSIM_TOPO_FILE)
         return deftsim_error_set(DEFTSIM_E_INPUT,
@@ -351,15 +374,19 @@ deftsim_status sim_platform_xml(const deftsim_sim_params *p, char **out, size_t 
                                  "generated",
                                  p->platform_file);
     char bw[40], lat[40], bb[40];
-    shortest(p->bandwidth, bw, sizeof bw);
-    shortest(p->latency, lat, sizeof lat);
-    shortest(p->backbone_bandwidth, bb, sizeof bb);
+    sim_shortest(p->bandwidth, bw, sizeof bw);
+    sim_shortest(p->latency, lat, sizeof lat);
+    sim_shortest(p->backbone_bandwidth, bb, sizeof bb);
     FILE *f = open_memstream(out, len);
     if (!f) return deftsim_error_set(DEFTSIM_E_NOMEM, "platform: out of memory");
     const char *sketch = p->topology == DEFTSIM_TOPO_FLAT      ? sketch_flat
                          : p->topology == DEFTSIM_TOPO_FATTREE ? sketch_fattree
                          : p->topology == DEFTSIM_TOPO_TORUS   ? sketch_torus
                                                                : sketch_dragonfly;
+    if (p->gpus_per_node > 1) {
+        sim_nodes_xml(f, p, tp, net_hosts, sketch);
+        goto done;
+    }
     fprintf(f,
             "<?xml version='1.0'?>\n"
             "<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
@@ -387,6 +414,7 @@ deftsim_status sim_platform_xml(const deftsim_sim_params *p, char **out, size_t 
     default: fprintf(f, "\n           topology=\"DRAGONFLY\" topo_parameters=\"%s\"", tp); break;
     }
     fprintf(f, "/>\n</platform>\n");
+done:
     if (fclose(f) != 0) {
         free(*out);
         *out = NULL;

@@ -47,6 +47,7 @@ _Static_assert(sizeof(deftsim_allreduce_algo) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_bcast_algo) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_sim_mode) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_sim_compute) == sizeof(int), "enum storage");
+_Static_assert(sizeof(deftsim_intra_fabric) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_train_model) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_timing_statistic) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_timing_cache) == sizeof(int), "enum storage");
@@ -246,6 +247,28 @@ static const keydef keys[] = {
     {KEY("network", "compute", "one of: measured, none", "measured",
          "compute phases in simulated time: as measured, or none (times from the bytes alone)"),
      .type = T_ENUM, .off = F(network.compute), .names = deftsim_sim_compute_names},
+    /* Multi-GPU nodes (docs/NETWORK.md, "Multi-GPU nodes" and "Presets"). */
+    {KEY("network", "preset", "one of: none, dgx-h100, dgx-a100, dgx1-v100", "none",
+         "a system's node keys from its datasheet; a key set in the file or by --set wins"),
+     .type = T_ENUM, .off = F(network.preset), .names = deftsim_cfg_preset_names},
+    {KEY("network", "gpus_per_node", "integer in [1, 64]", "1",
+         "GPUs a node: worker w on GPU w mod G of node w div G; 1: a host a worker"),
+     .type = T_INT, .off = F(network.gpus_per_node), .imin = 1, .imax = 64},
+    {KEY("network", "intra_fabric", "one of: nvswitch, nvlink_ring, nvlink_mesh, pcie", "nvswitch",
+         "how a node's GPUs are joined (gpus_per_node > 1)"),
+     .type = T_ENUM, .off = F(network.intra_fabric), .names = deftsim_intra_fabric_names},
+    {KEY("network", "intra_bandwidth", "bandwidth in (0, 1e15] bytes/s, or with a unit", "450GBps",
+         "every intra-node link's bandwidth, per direction (pcie: the shared bridge's)"),
+     .type = T_BANDWIDTH, .off = F(network.intra_bandwidth), .lo = 0, .hi = 1e15, .flags = LO_OPEN},
+    {KEY("network", "intra_latency", "duration in [0, 1] s, or with a unit", "1us",
+         "every intra-node link's latency"),
+     .type = T_DURATION, .off = F(network.intra_latency), .lo = 0, .hi = 1},
+    {KEY("network", "nics_per_node", "integer in [1, 64], at most gpus_per_node", "1",
+         "NICs a node; GPU g uses NIC g * nics / G (nics = G: one each, rail-optimized)"),
+     .type = T_INT, .off = F(network.nics_per_node), .imin = 1, .imax = 64},
+    {KEY("network", "nic_bandwidth", "bandwidth in (0, 1e15] bytes/s, or with a unit", NULL,
+         "every NIC's bandwidth, per direction; default: bandwidth"),
+     .type = T_BANDWIDTH, .off = F(network.nic_bandwidth), .lo = 0, .hi = 1e15, .flags = LO_OPEN},
 
     /* [train]: deftsim train and deftsim trace record (docs/TRAINING.md). */
     {KEY("train", "model", "one of: mlp, cnn", "mlp",
@@ -317,7 +340,9 @@ static const keydef keys[] = {
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 
-/* 0: default (or derived); > 0: the file line; -1: a --set override. */
+/* 0: default (or derived); > 0: the file line; -1: a --set override; ORIGIN_PRESET: set by
+ * [network] preset. */
+#define ORIGIN_PRESET (-2)
 struct deftsim_config_origin {
     int key_line[NKEYS];
     int section_line[NSECTIONS];
@@ -414,6 +439,14 @@ static void where(const deftsim_config *cfg, size_t k, char *buf, size_t cap)
 {
     const keydef *kd = &keys[k];
     int line = cfg->origin ? cfg->origin->key_line[k] : 0;
+    if (line == ORIGIN_PRESET) {
+        char pw[600];
+        size_t kp = kidx("network", "preset");
+        where(cfg, kp, pw, sizeof pw);
+        snprintf(buf, cap, "%s = %s, its %s", pw, deftsim_cfg_preset_names[cfg->network.preset],
+                 kd->info.key);
+        return;
+    }
     if (line < 0) {
         snprintf(buf, cap, "--set %s.%s", kd->info.section, kd->info.key);
         return;
@@ -446,9 +479,43 @@ void deftsim_config_free(deftsim_config *cfg)
     free(cfg);
 }
 
-/* Keeps output at results/<name> while the user has not set it. */
+/* [network] preset: the keys an earlier preset set go back to their defaults, then the
+ * preset's keys fill every key still at its default (one set in the file or by --set wins). */
+static deftsim_status apply_preset(deftsim_config *cfg)
+{
+    deftsim_status st;
+    for (size_t i = 0; i < NKEYS; i++) {
+        if (cfg->origin->key_line[i] != ORIGIN_PRESET) continue;
+        cfg->origin->key_line[i] = 0;
+        const char *dflt = info_of(i)->dflt;
+        if (dflt && (st = deftsim_cfg_set_value(cfg, &keys[i], dflt)))
+            return deftsim_error_wrap(DEFTSIM_E_INTERNAL, "default of [%s] %s", keys[i].info.section,
+                                      keys[i].info.key);
+    }
+    if (cfg->network.preset <= 0) return DEFTSIM_OK;
+    const deftsim_config_preset *pr = deftsim_config_preset_get((size_t)cfg->network.preset - 1);
+    if (!pr) return deftsim_error_set(DEFTSIM_E_INTERNAL, "[network] preset %d: no such preset",
+                                      cfg->network.preset);
+    for (size_t j = 0; j < pr->nkeys; j++) {
+        int k = key_index("network", pr->keys[j].key);
+        if (k < 0)
+            return deftsim_error_set(DEFTSIM_E_INTERNAL, "preset %s: no key [network] %s", pr->name,
+                                     pr->keys[j].key);
+        if (cfg->origin->key_line[k] != 0) continue;
+        if ((st = deftsim_cfg_set_value(cfg, &keys[k], pr->keys[j].value)))
+            return deftsim_error_wrap(DEFTSIM_E_INTERNAL, "preset %s: [network] %s", pr->name,
+                                      pr->keys[j].key);
+        cfg->origin->key_line[k] = ORIGIN_PRESET;
+    }
+    return DEFTSIM_OK;
+}
+
+/* Keeps output at results/<name> while the user has not set it, and nic_bandwidth at
+ * bandwidth while neither the user nor a preset has. */
 static deftsim_status derive(deftsim_config *cfg)
 {
+    size_t kn = kidx("network", "nic_bandwidth");
+    if (cfg->origin->key_line[kn] == 0) cfg->network.nic_bandwidth = cfg->network.bandwidth;
     size_t k = kidx("scenario", "output");
     if (cfg->origin->key_line[k] != 0) return DEFTSIM_OK;
     char buf[NAME_MAX_LEN + 16];
@@ -627,7 +694,8 @@ deftsim_status deftsim_config_apply_override(deftsim_config *cfg, const char *as
         goto done;
     }
     cfg->origin->key_line[k] = -1;
-    if ((size_t)k == kidx("scenario", "name")) st = derive(cfg);
+    if ((size_t)k == kidx("network", "preset") && (st = apply_preset(cfg))) goto done;
+    st = derive(cfg);
 done:
     free(copy);
     return st;
@@ -814,6 +882,7 @@ static deftsim_status parse_impl(const char *text, const char *origin,
             goto fail;
         }
     }
+    if ((st = apply_preset(cfg))) goto fail;
     if ((st = derive(cfg))) goto fail;
     if ((st = deftsim_cfg_check(cfg, train))) goto fail;
     *out = cfg;

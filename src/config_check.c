@@ -32,6 +32,12 @@ void deftsim_config_sim_params(const deftsim_config *cfg, uint32_t P, uint32_t e
     out->elem_bytes = elem_bytes;
     out->mode = cfg->network.mode;
     out->compute = cfg->network.compute;
+    out->gpus_per_node = (uint32_t)cfg->network.gpus_per_node;
+    out->intra_fabric = cfg->network.intra_fabric;
+    out->intra_bandwidth = cfg->network.intra_bandwidth;
+    out->intra_latency = cfg->network.intra_latency;
+    out->nics_per_node = (uint32_t)cfg->network.nics_per_node;
+    out->nic_bandwidth = cfg->network.nic_bandwidth;
 }
 
 /* [network]: the platform must hold the largest worker count. The simulation's messages start
@@ -51,7 +57,9 @@ static deftsim_status network_check(const deftsim_config *cfg)
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", deftsim_error_message());
         static const char *const fields[] = {"topology_params", "platform_file",
-                                             "backbone_bandwidth", "bandwidth", "latency"};
+                                             "backbone_bandwidth", "bandwidth", "latency",
+                                             "gpus_per_node", "nics_per_node", "intra_fabric",
+                                             "intra_bandwidth", "intra_latency", "nic_bandwidth"};
         const char *key = "topology";
         const char *rest = msg;
         for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++) {
@@ -63,7 +71,7 @@ static deftsim_status network_check(const deftsim_config *cfg)
             }
         }
         deftsim_config_where(cfg, "network", key, w, sizeof w);
-        if (P > 1 && strstr(rest, "workers"))
+        if (P > 1 && (strstr(rest, "workers") || strstr(rest, " NICs (")))
             return deftsim_error_set(st, "%s: %s (the largest of [workers] counts)", w, rest);
         return deftsim_error_set(st, "%s: %s", w, rest);
     }

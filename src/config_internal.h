@@ -83,6 +83,11 @@ deftsim_status deftsim_cfg_set_value(deftsim_config *cfg, const keydef *k, const
 size_t deftsim_cfg_nkeys(void);
 const keydef *deftsim_cfg_keydef(size_t i);
 
+/* ---- presets (config_preset.c) ---------------------------------------------------------- */
+
+/* The choices of [network] preset: "none", then every preset's name; NULL-terminated. */
+extern const char *const deftsim_cfg_preset_names[];
+
 /* ---- cross-field rules (config_check.c) ------------------------------------------------ */
 
 /* deftsim_config_check(); train = 1: the rules of deftsim_config_parse_train(). */

@@ -77,6 +77,14 @@ json_t *deftsim_config_to_json(const deftsim_config *cfg)
     /* A user's platform file gives every link its own figures and its own shape: the keys
      * that only shape a generated platform do not apply, and a record of the run must not
      * quote their defaults as if they had been simulated (docs/OUTPUT.md). */
+    /* One GPU a node (or a user's file): the node keys shape nothing. */
+    if (cfg->network.gpus_per_node == 1 || cfg->network.topology == DEFTSIM_TOPO_FILE) {
+        static const char *const unused[] = {"intra_fabric", "intra_bandwidth", "intra_latency",
+                                             "nics_per_node", "nic_bandwidth"};
+        json_t *net = json_object_get(root, "network");
+        for (size_t i = 0; i < sizeof unused / sizeof *unused; i++)
+            if (json_object_set_new(net, unused[i], json_null())) goto nomem;
+    }
     if (cfg->network.topology == DEFTSIM_TOPO_FILE) {
         static const char *const unused[] = {"topology_params", "bandwidth", "latency",
                                              "backbone_bandwidth"};

@@ -141,6 +141,14 @@ typedef struct deftsim_config {
         deftsim_sim_mode mode;            /* exact, or approximate (sampled rings) */
         deftsim_sim_compute compute;      /* compute phases in simulated time: measured, or
                                              none (zero: simulated times from the bytes) */
+        int preset;                       /* 0 none, else deftsim_config_preset_get(preset - 1):
+                                             fills the node keys not set otherwise */
+        int gpus_per_node;                /* G: worker w on GPU w % G of node w / G */
+        deftsim_intra_fabric intra_fabric; /* G > 1: how a node's GPUs are joined */
+        double intra_bandwidth;           /* bytes/s of every intra-node link, per direction */
+        double intra_latency;             /* seconds of every intra-node link */
+        int nics_per_node;                /* 1 .. G; GPU g uses NIC g * nics / G */
+        double nic_bandwidth;             /* bytes/s of every NIC; default: bandwidth */
     } network;                            /* docs/NETWORK.md */
     struct {
         deftsim_train_model model;
@@ -226,6 +234,26 @@ json_t *deftsim_config_to_json(const deftsim_config *cfg);
  * elem_bytes: the element size of the schedules' ALLREDUCE vectors (the value wire width). */
 void deftsim_config_sim_params(const deftsim_config *cfg, uint32_t P, uint32_t elem_bytes,
                                deftsim_sim_params *out);
+
+/* [network] presets: a system's node keys from its datasheet (docs/NETWORK.md, "Presets").
+ * `preset = NAME` sets each of its keys that neither the file nor --set gives. */
+typedef struct {
+    const char *key;   /* a [network] key */
+    const char *value; /* as INI text */
+    const char *note;  /* where the figure comes from, or what is assumed */
+} deftsim_config_preset_key;
+
+typedef struct {
+    const char *name;   /* "dgx-h100" */
+    const char *title;  /* one line */
+    const char *source; /* the datasheets' URLs */
+    const deftsim_config_preset_key *keys;
+    size_t nkeys;
+} deftsim_config_preset;
+
+size_t deftsim_config_preset_count(void);
+const deftsim_config_preset *deftsim_config_preset_get(size_t i); /* NULL past the end */
+const deftsim_config_preset *deftsim_config_preset_find(const char *name); /* NULL if none */
 
 /* Deep copy. */
 deftsim_status deftsim_config_clone(const deftsim_config *cfg, deftsim_config **out);

@@ -12,12 +12,16 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: deftsim config SCENARIO [--set section.key=value]... [--json]\n"
             "       deftsim config --keys\n"
+            "       deftsim config --presets\n"
+            "       deftsim config --preset NAME\n"
             "\n"
             "Reads a scenario file, applies the overrides, checks everything and prints every key\n"
             "with defaults filled in, as INI that reads back to the same configuration.\n"
             "  -s, --set S.K=V  override key K of section S (repeatable; a later one wins)\n"
             "  -j, --json       print JSON instead, as written into result manifests\n"
             "  -k, --keys       list every key: type, default, meaning\n"
+            "  -P, --presets    list the [network] presets (docs/NETWORK.md, \"Presets\")\n"
+            "  -p, --preset N   print preset N's keys as INI, each figure with its source\n"
             "  -h, --help       this help\n"
             "\n"
             "scenarios/example.ini documents every key.\n");
@@ -32,12 +36,50 @@ static void print_keys(void)
     }
 }
 
+static void print_presets(void)
+{
+    for (size_t i = 0; i < deftsim_config_preset_count(); i++) {
+        const deftsim_config_preset *pr = deftsim_config_preset_get(i);
+        printf("%-10s %s\n", pr->name, pr->title);
+    }
+}
+
+/* A preset as the [network] lines it stands for: reads back as a scenario fragment. */
+static int print_preset(const char *name)
+{
+    const deftsim_config_preset *pr = deftsim_config_preset_find(name);
+    if (!pr) {
+        char known[256] = "";
+        size_t o = 0;
+        for (size_t i = 0; i < deftsim_config_preset_count() && o < sizeof known; i++)
+            o += (size_t)snprintf(known + o, sizeof known - o, "%s%s", i ? ", " : "",
+                                  deftsim_config_preset_get(i)->name);
+        return deftsim_cli_fail(deftsim_error_set(DEFTSIM_E_INPUT,
+                                                  "--preset %s: no such preset (presets: %s)", name,
+                                                  known));
+    }
+    if (deftsim_cli_parse_only) return 0;
+    printf("# [network] preset = %s: %s\n", pr->name, pr->title);
+    for (const char *src = pr->source; *src;) { /* one source a line: lines stay readable back */
+        size_t n = strcspn(src, ";");
+        printf("# source: %.*s\n", (int)n, src);
+        src += n;
+        while (*src == ';' || *src == ' ') src++;
+    }
+    printf("# A key set in the scenario or by --set wins over the preset's.\n[network]\n");
+    for (size_t k = 0; k < pr->nkeys; k++)
+        printf("# %s\n%s = %s\n", pr->keys[k].note, pr->keys[k].key, pr->keys[k].value);
+    return 0;
+}
+
 int deftsim_cmd_config(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"set", required_argument, NULL, 's'},
         {"json", no_argument, NULL, 'j'},
         {"keys", no_argument, NULL, 'k'},
+        {"presets", no_argument, NULL, 'P'},
+        {"preset", required_argument, NULL, 'p'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -46,19 +88,31 @@ int deftsim_cmd_config(int argc, char **argv)
         fprintf(stderr, "deftsim config: out of memory\n");
         return 1;
     }
-    int json = 0, keys = 0, c, rc = 0;
+    int json = 0, keys = 0, presets = 0, c, rc = 0;
+    const char *preset = NULL;
     /* optind = 0 makes glibc's getopt start afresh: main() parsed its own options in "+"
      * (stop at the first argument) mode, which would otherwise stay in effect and make
      * "config FILE --json" stop at FILE. */
     optind = 0;
-    while ((c = getopt_long(argc, argv, "s:jkh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "s:jkPp:h", opts, NULL)) != -1) {
         switch (c) {
         case 's': deftsim_cli_sets_add(&sets, optarg); break;
         case 'j': json = 1; break;
         case 'k': keys = 1; break;
+        case 'P': presets = 1; break;
+        case 'p': preset = optarg; break;
         case 'h': usage(stdout); goto done;
         default: usage(stderr); rc = 2; goto done;
         }
+    }
+    if (presets || preset) {
+        if (optind < argc || keys || (presets && preset)) {
+            rc = deftsim_cli_usage_error("config", "--presets and --preset NAME take nothing else");
+            goto done;
+        }
+        if (preset) rc = print_preset(preset);
+        else if (!deftsim_cli_parse_only) print_presets();
+        goto done;
     }
     if (keys) {
         if (optind < argc) {

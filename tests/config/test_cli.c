@@ -125,3 +125,39 @@ Test(cli_config, keys_lists_the_schema)
     free(text);
     done(&r);
 }
+
+/* The presets: listed, printed as [network] lines that read back as a scenario's, the
+ * scenario showing them resolved; an unknown name is bad input naming the known ones. */
+Test(cli_config, presets_listed_printed_and_resolved)
+{
+    run_result r = RUN(".", "config", "--presets");
+    cr_assert_eq(r.rc, 0, "stderr: %s", r.err);
+    cr_expect(strstr(r.out, "dgx-h100 ") && strstr(r.out, "dgx-a100 ") && strstr(r.out, "dgx1-v100 "),
+              "%s", r.out);
+    done(&r);
+    r = RUN(".", "config", "--preset", "dgx-a100");
+    cr_assert_eq(r.rc, 0, "stderr: %s", r.err);
+    cr_expect(strstr(r.out, "\n[network]\n") && strstr(r.out, "\nnics_per_node = 8\n") &&
+                  strstr(r.out, "\nintra_bandwidth = 300GBps\n") && strstr(r.out, "# source: "),
+              "%s", r.out);
+    char text[4096];
+    snprintf(text, sizeof text, "[gradients]\nmodel = resnet18_cifar10\n%s", r.out);
+    deftsim_config *c;
+    cr_assert_eq(deftsim_config_parse(text, "preset.ini", NULL, 0, &c), DEFTSIM_OK, "%s",
+                 deftsim_error_message());
+    cr_expect_eq(c->network.gpus_per_node, 8);
+    cr_expect_eq(c->network.nic_bandwidth, 25e9);
+    deftsim_config_free(c);
+    done(&r);
+    r = RUN(".", "config", "scenarios/deft_testbed.ini");
+    cr_assert_eq(r.rc, 0, "stderr: %s", r.err);
+    cr_expect(strstr(r.out, "\ngpus_per_node = 8\n") && strstr(r.out, "\npreset = dgx1-v100\n"),
+              "%s", r.out);
+    done(&r);
+    r = RUN(".", "config", "--preset", "dgx-b9");
+    cr_expect_eq(r.rc, 2);
+    cr_expect_str_empty(r.out);
+    cr_expect_str_eq(r.err, "deftsim: input error: --preset dgx-b9: no such preset (presets: "
+                            "dgx-h100, dgx-a100, dgx1-v100)\n");
+    done(&r);
+}

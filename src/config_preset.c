@@ -1,0 +1,80 @@
+/* config_preset.c - [network] presets: the node keys of NVIDIA DGX systems from their
+ * datasheets (docs/NETWORK.md, "Presets", has every figure with its source and what is
+ * assumed). A preset fills the keys a scenario leaves at their defaults (config.c,
+ * apply_preset); `deftsim config --presets` lists them, `--preset NAME` prints one.
+ *
+ * Bandwidths are per direction: a SPLITDUPLEX link's bandwidth in SimGrid is that of each
+ * direction. NVIDIA quotes NVLink per GPU as both directions together ("900 GB/s
+ * bidirectional"): half of it is one direction. Network figures (400 Gb/s) are per direction
+ * already. No datasheet gives a latency: the presets leave latency and intra_latency as the
+ * scenario has them. */
+#include <string.h>
+
+#include "config_internal.h"
+
+const char *const deftsim_cfg_preset_names[] = {"none", "dgx-h100", "dgx-a100", "dgx1-v100", NULL};
+
+static const deftsim_config_preset_key h100[] = {
+    {"gpus_per_node", "8", "8 H100 SXM GPUs"},
+    {"intra_fabric", "nvswitch", "4 NVSwitch chips: every GPU to every other at full NVLink speed"},
+    {"intra_bandwidth", "450GBps", "NVLink 4: 900 GB/s per GPU, both directions together"},
+    {"nics_per_node", "8", "8 single-port ConnectX-7, one for each GPU (rail-optimized)"},
+    {"nic_bandwidth", "400Gbps", "ConnectX-7: up to 400 Gb/s InfiniBand (NDR)"},
+    {"bandwidth", "400Gbps", "the compute fabric's links: NDR InfiniBand, 400 Gb/s"},
+};
+
+static const deftsim_config_preset_key a100[] = {
+    {"gpus_per_node", "8", "8 A100 SXM GPUs"},
+    {"intra_fabric", "nvswitch", "6 NVSwitch chips: every GPU to every other at full NVLink speed"},
+    {"intra_bandwidth", "300GBps", "NVLink 3: 600 GB/s per GPU, both directions together"},
+    {"nics_per_node", "8", "8 single-port ConnectX-6, one for each GPU"},
+    {"nic_bandwidth", "200Gbps", "ConnectX-6: 200 Gb/s HDR InfiniBand"},
+    {"bandwidth", "200Gbps", "the compute fabric's links: HDR InfiniBand, 200 Gb/s"},
+};
+
+static const deftsim_config_preset_key v100[] = {
+    {"gpus_per_node", "8", "8 V100 SXM2 GPUs"},
+    {"intra_fabric", "nvlink_mesh",
+     "the hybrid cube-mesh approximated: one NVLink between every pair (the real one joins each "
+     "GPU to 4 others, 2 of them by two links)"},
+    {"intra_bandwidth", "25GBps", "one NVLink 2 link: 25 GB/s in each direction"},
+    {"nics_per_node", "4", "4 ConnectX EDR InfiniBand NICs, one for each pair of GPUs"},
+    {"nic_bandwidth", "100Gbps", "EDR InfiniBand: 100 Gb/s"},
+    {"bandwidth", "100Gbps", "the compute fabric's links: EDR InfiniBand, 100 Gb/s"},
+};
+
+#define KEYS(a) a, sizeof a / sizeof a[0]
+
+static const deftsim_config_preset presets[] = {
+    {"dgx-h100", "NVIDIA DGX H100: 8 H100 SXM on NVSwitch (NVLink 4), 8 ConnectX-7 at 400 Gb/s",
+     "https://docs.nvidia.com/dgx-basepod/reference-architecture-infrastructure-foundation-"
+     "enterprise-ai/latest/core-components.html; "
+     "https://www.nvidia.com/de-de/technologies/hopper-architecture/",
+     KEYS(h100)},
+    {"dgx-a100", "NVIDIA DGX A100: 8 A100 SXM on NVSwitch (NVLink 3), 8 ConnectX-6 at 200 Gb/s",
+     "https://developer.nvidia.com/blog/introducing-hgx-a100-most-powerful-accelerated-server-"
+     "platform-for-ai-hpc/; https://developer.nvidia.com/blog/defining-ai-innovation-with-dgx-a100/",
+     KEYS(a100)},
+    {"dgx1-v100", "NVIDIA DGX-1 (V100): 8 V100 SXM2, NVLink 2 hybrid cube-mesh, 4 EDR InfiniBand NICs",
+     "NVIDIA DGX-1 System Architecture white paper (WP-08437-001); "
+     "https://www.naddod.com/blog/hpc-networking-delivering-high-performance-for-dgx-server",
+     KEYS(v100)},
+};
+#define NPRESETS (sizeof presets / sizeof presets[0])
+
+_Static_assert(sizeof deftsim_cfg_preset_names / sizeof deftsim_cfg_preset_names[0] == NPRESETS + 2,
+               "a name for every preset, after none");
+
+size_t deftsim_config_preset_count(void) { return NPRESETS; }
+
+const deftsim_config_preset *deftsim_config_preset_get(size_t i)
+{
+    return i < NPRESETS ? &presets[i] : NULL;
+}
+
+const deftsim_config_preset *deftsim_config_preset_find(const char *name)
+{
+    for (size_t i = 0; i < NPRESETS; i++)
+        if (strcmp(presets[i].name, name) == 0) return &presets[i];
+    return NULL;
+}
