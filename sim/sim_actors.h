@@ -64,5 +64,8 @@ struct sim_ctx {
  * in *slot. Neither counts received bytes: the caller adds them after the wait. */
 sg_comm_t sim_isend(sim_worker *w, uint32_t dst, uint64_t bytes);
 sg_comm_t sim_irecv(sim_worker *w, uint32_t src, void **slot);
+/* A send that always waits for its receiver, whatever its size: NCCL's transport sends into a
+ * buffer slot its receiver has granted, so no message is eager (sim_nccl.c). */
+sg_comm_t sim_isend_sync(sim_worker *w, uint32_t dst, uint64_t bytes);
 
 #endif

@@ -48,6 +48,14 @@
 
 /* ---- steps ------------------------------------------------------------------------------------- */
 
+/* A send of a SENDRECV or P2P round: under library = nccl a grouped ncclSend, which waits for
+ * its receiver whatever its size (sim_nccl.c); under mpi eager below the threshold. */
+static sg_comm_t step_send(sim_worker *w, uint32_t dst, uint64_t bytes)
+{
+    if (w->ctx->p->library == DEFTSIM_LIB_NCCL) return sim_isend_sync(w, dst, bytes);
+    return sim_isend(w, dst, bytes);
+}
+
 static void run_sendrecv(sim_worker *w, size_t row, const deftsim_step *st)
 {
     sim_ctx *c = w->ctx;
@@ -61,7 +69,7 @@ static void run_sendrecv(sim_worker *w, size_t row, const deftsim_step *st)
     size_t nrecv = n;
     uint32_t peer = st->peer[w->rank];
     if (peer != DEFTSIM_NO_PEER && peer != w->rank) {
-        sg_comm_t s = sim_isend(w, peer, st->bytes[w->rank]);
+        sg_comm_t s = step_send(w, peer, st->bytes[w->rank]);
         if (s) w->comms[n++] = s;
     }
     if (n) sg_comm_wait_all(w->comms, n);
@@ -85,7 +93,7 @@ static void run_p2p(sim_worker *w, size_t row, const deftsim_step *st)
         size_t at = (size_t)w->rank * st->fan + j;
         uint32_t peer = st->peer[at];
         if (peer == DEFTSIM_NO_PEER || peer == w->rank) continue;
-        sg_comm_t s = sim_isend(w, peer, st->bytes[at]);
+        sg_comm_t s = step_send(w, peer, st->bytes[at]);
         if (s) w->comms[n++] = s;
     }
     if (n) sg_comm_wait_all(w->comms, n);

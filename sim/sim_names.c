@@ -22,6 +22,9 @@ const char *const deftsim_bcast_names[] = {"binomial", "scatter_rdb_allgather",
                                            "scatter_ring_allgather", NULL};
 const char *const deftsim_sim_mode_names[] = {"exact", "approximate", NULL};
 const char *const deftsim_sim_compute_names[] = {"measured", "none", NULL};
+const char *const deftsim_net_library_names[] = {"mpi", "nccl", NULL};
+const char *const deftsim_nccl_algo_names[] = {"ring", "tree", "hierarchical", "auto", NULL};
+const char *const deftsim_nccl_agv_names[] = {"pad", "bcast", "p2p", NULL};
 
 _Static_assert(sizeof deftsim_topology_names / sizeof(char *) == DEFTSIM_TOPO_COUNT + 1, "names");
 _Static_assert(sizeof deftsim_net_model_names / sizeof(char *) == DEFTSIM_NET_COUNT + 1, "names");
@@ -31,6 +34,9 @@ _Static_assert(sizeof deftsim_bcast_names / sizeof(char *) == DEFTSIM_BC_COUNT +
 _Static_assert(sizeof deftsim_sim_mode_names / sizeof(char *) == DEFTSIM_SIM_MODE_COUNT + 1, "names");
 _Static_assert(sizeof deftsim_sim_compute_names / sizeof(char *) == DEFTSIM_SIM_COMPUTE_COUNT + 1,
                "names");
+_Static_assert(sizeof deftsim_net_library_names / sizeof(char *) == DEFTSIM_LIB_COUNT + 1, "names");
+_Static_assert(sizeof deftsim_nccl_algo_names / sizeof(char *) == DEFTSIM_NCCL_ALGO_COUNT + 1, "names");
+_Static_assert(sizeof deftsim_nccl_agv_names / sizeof(char *) == DEFTSIM_NCCL_AGV_COUNT + 1, "names");
 
 static const char *name_of(const char *const *names, unsigned count, unsigned v)
 {
@@ -66,6 +72,19 @@ const char *deftsim_sim_compute_name(deftsim_sim_compute c)
     return name_of(deftsim_sim_compute_names, DEFTSIM_SIM_COMPUTE_COUNT, (unsigned)c);
 }
 
+const char *deftsim_net_library_name(deftsim_net_library l)
+{
+    return name_of(deftsim_net_library_names, DEFTSIM_LIB_COUNT, (unsigned)l);
+}
+const char *deftsim_nccl_algo_name(deftsim_nccl_algo a)
+{
+    return name_of(deftsim_nccl_algo_names, DEFTSIM_NCCL_ALGO_COUNT, (unsigned)a);
+}
+const char *deftsim_nccl_agv_name(deftsim_nccl_agv a)
+{
+    return name_of(deftsim_nccl_agv_names, DEFTSIM_NCCL_AGV_COUNT, (unsigned)a);
+}
+
 void deftsim_sim_params_default(deftsim_sim_params *p)
 {
     memset(p, 0, sizeof *p);
@@ -82,4 +101,10 @@ void deftsim_sim_params_default(deftsim_sim_params *p)
     p->elem_bytes = 4;
     p->mode = DEFTSIM_SIM_EXACT;
     p->compute = DEFTSIM_SIM_COMPUTE_MEASURED;
+    p->gpus_per_node = 1;
+    p->library = DEFTSIM_LIB_MPI;
+    p->nccl_algorithm = DEFTSIM_NCCL_RING;
+    p->nccl_channels = DEFTSIM_NCCL_CHANNELS_DEFAULT;
+    p->nccl_allgatherv = DEFTSIM_NCCL_AGV_PAD;
+    p->nccl_buffsize = DEFTSIM_NCCL_BUFFSIZE_DEFAULT;
 }
