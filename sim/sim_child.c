@@ -7,7 +7,7 @@
  *   sim.c          the caller's side: checks, forks the child, reads its results
  *   sim_platform.c the platform description: units, shapes, the generated XML
  *   sim_child.c    the forked child: SimGrid's engine, one actor per worker, the steps
- *   sim_coll.c     the collective algorithms
+ *   sim_coll.c     the collective algorithms (MPI's; NCCL's in sim_nccl.c)
  *   sim_p2p.c      the point-to-point layer over SimGrid mailboxes, the clock
  *   sim_names.c    names of the options and the default parameters (calls nothing) */
 #include <inttypes.h>
@@ -73,7 +73,7 @@ static void run_sendrecv(sim_worker *w, size_t row, const deftsim_step *st)
         if (s) w->comms[n++] = s;
     }
     if (n) sg_comm_wait_all(w->comms, n);
-    for (size_t i = 0; i < nrecv; i++) w->recv += (uint64_t)(uintptr_t)w->slots[i];
+    for (size_t i = 0; i < nrecv; i++) w->recv += sim_payload(w->slots[i]);
 }
 
 /* A P2P round: every receive posted (senders ascending, each sender's messages in slot
@@ -97,7 +97,7 @@ static void run_p2p(sim_worker *w, size_t row, const deftsim_step *st)
         if (s) w->comms[n++] = s;
     }
     if (n) sg_comm_wait_all(w->comms, n);
-    for (size_t i = 0; i < nrecv; i++) w->recv += (uint64_t)(uintptr_t)w->slots[i];
+    for (size_t i = 0; i < nrecv; i++) w->recv += sim_payload(w->slots[i]);
 }
 
 static void run_step(sim_worker *w, size_t row, const deftsim_step *st)

@@ -7,7 +7,7 @@
  *   sim.c          the caller's side: checks, forks the child, reads its results
  *   sim_platform.c the platform description: units, shapes, the generated XML
  *   sim_child.c    the forked child: SimGrid's engine, one actor per worker, the steps
- *   sim_coll.c     the collective algorithms
+ *   sim_coll.c     the collective algorithms (MPI's; NCCL's in sim_nccl.c)
  *   sim_p2p.c      the point-to-point layer over SimGrid mailboxes, the clock
  *   sim_names.c    names of the options and the default parameters (calls nothing) */
 #ifndef DEFTSIM_SIM_INTERNAL_H

@@ -205,7 +205,7 @@ static void round_send(round_t *rd, uint32_t dst, uint64_t bytes)
 static void round_wait(round_t *rd)
 {
     if (rd->n) sg_comm_wait_all(rd->comms, rd->n);
-    for (size_t i = 0; i < rd->nrecv; i++) rd->w->recv += (uint64_t)(uintptr_t)rd->slots[i];
+    for (size_t i = 0; i < rd->nrecv; i++) rd->w->recv += sim_payload(rd->slots[i]);
     rd->n = rd->nrecv = 0;
 }
 

@@ -137,6 +137,11 @@ typedef struct deftsim_config {
         deftsim_sim_mode mode;            /* exact, or approximate (sampled rings) */
         deftsim_sim_compute compute;      /* compute phases in simulated time: measured, or
                                              none (zero: simulated times from the bytes) */
+        deftsim_net_library library;      /* mpi, or nccl: NCCL's algorithms (sim_nccl.c) */
+        deftsim_nccl_algo nccl_algorithm; /* nccl: the allreduce */
+        int nccl_channels;                /* nccl: parallel rings */
+        deftsim_nccl_agv nccl_allgatherv; /* nccl: unequal allgather blocks */
+        int nccl_buffsize;                /* nccl: NCCL_BUFFSIZE, bytes */
     } network;                            /* docs/NETWORK.md */
     struct {
         deftsim_train_model model;
