@@ -21,10 +21,9 @@
  *                    t - i and receives chunk t - i + 1
  *   tree allreduce   2 C tree channels (channel c and c + C share node c's chain, the first
  *                    on the double binary tree's first tree, the second on its second), each
- *                    with 1 / (2 C) of the data, chunks of NCCL_BUFFSIZE / 8: reduce up (a
- *                    rank of height h sends chunk t - h in round t, its child of height h'
- *                    sends it in round t - h + h'), then broadcast down (a rank at depth d
- *                    receives chunk t - d + 1 and sends chunk t - d)
+ *                    with 1 / (2 C) of the data, chunks of NCCL_BUFFSIZE / 8; NCCL's split
+ *                    tree (its Simple protocol's): the reduce up and the broadcast down at
+ *                    once, a chunk going down as soon as the root has reduced it
  *   hierarchical     the ring reduce-scatter among a node's G GPUs, the ring allreduce of
  *                    each GPU's share among the GPUs of the same local rank (one per node),
  *                    the ring allgather in the node: three NCCL calls, one after another
@@ -438,7 +437,7 @@ static void hierarchical(sim_worker *w, const deftsim_sim_params *p, uint64_t by
 
 typedef struct {
     sim_nccl_links l;
-    uint32_t h, d;          /* height, depth */
+    uint32_t h, d, hr;      /* height, depth, the root's height */
     uint32_t hc[3];         /* the children's heights */
     uint64_t bytes, chunks;
 } tree_ch;
@@ -458,41 +457,49 @@ static void tree_allreduce(sim_worker *w, const deftsim_sim_params *p, uint64_t 
     split(bytes / e, T, part);
     tree_ch *t = malloc(T * sizeof *t);
     if (!t) abort();
-    uint64_t rounds_up = 0, rounds_down = 0;
+    uint64_t rounds = 0;
     for (uint32_t c = 0; c < T; c++) {
         sim_nccl_tree(P, G, C, c, r, &t[c].l);
         t[c].h = tree_height(P, G, C, c, r);
         t[c].d = tree_depth(P, G, C, c, r);
         for (uint32_t k = 0; k < t[c].l.ndown; k++)
             t[c].hc[k] = tree_height(P, G, C, c, (uint32_t)t[c].l.down[k]);
+        /* the root's height: the broadcast of chunk k leaves the root as soon as it reduced it */
+        uint32_t root = r;
+        sim_nccl_links l = t[c].l;
+        while (l.up >= 0) {
+            root = (uint32_t)l.up;
+            sim_nccl_tree(P, G, C, c, root, &l);
+        }
+        t[c].hr = tree_height(P, G, C, c, root);
         t[c].bytes = part[c] * e;
         t[c].chunks = divup(t[c].bytes, csz);
-        if (t[c].chunks + t[c].h > rounds_up) rounds_up = t[c].chunks + t[c].h;
-        if (t[c].chunks + t[c].d > rounds_down) rounds_down = t[c].chunks + t[c].d;
+        uint64_t last = t[c].chunks ? t[c].hr + t[c].d + t[c].chunks : 0;
+        if (last > rounds) rounds = last;
     }
     round_t rd;
-    round_init(&rd, w, 4 * (size_t)T);
-    /* Reduce: in round u a rank of height h sends chunk u - h up; a child of height h' sends
-     * chunk u - h' in it. */
-    for (uint64_t u = 0; u < rounds_up; u++) {
+    round_init(&rd, w, 8 * (size_t)T);
+    /* NCCL's split tree: the reduce up and the broadcast down run at once. In round u a rank of
+     * height h sends chunk u - h up (its child of height h' sends chunk u - h' in it); the root
+     * (height H) reduces chunk k in round k + H - 1 and sends it down in round k + H; a rank at
+     * depth d receives chunk u - H - d + 1 from its parent and sends chunk u - H - d down. */
+    for (uint64_t u = 0; u < rounds; u++) {
         for (uint32_t c = 0; c < T; c++)
             for (uint32_t k = 0; k < t[c].l.ndown; k++)
                 if (u >= t[c].hc[k] && u - t[c].hc[k] < t[c].chunks) round_recv(&rd, (uint32_t)t[c].l.down[k]);
+        for (uint32_t c = 0; c < T; c++) {
+            uint64_t off = (uint64_t)t[c].hr + t[c].d; /* down: chunk u - off sent, u - off + 1 received */
+            if (t[c].l.up >= 0 && u + 1 >= off && u + 1 - off < t[c].chunks) round_recv(&rd, (uint32_t)t[c].l.up);
+        }
         for (uint32_t c = 0; c < T; c++)
             if (t[c].l.up >= 0 && u >= t[c].h && u - t[c].h < t[c].chunks)
                 round_send(&rd, (uint32_t)t[c].l.up, tree_chunk_bytes(&t[c], csz, u - t[c].h));
-        round_wait(&rd);
-    }
-    /* Broadcast: in round u a rank at depth d receives chunk u - d + 1 and sends chunk u - d to
-     * each child. */
-    for (uint64_t u = 0; u < rounds_down; u++) {
-        for (uint32_t c = 0; c < T; c++)
-            if (t[c].l.up >= 0 && u + 1 >= t[c].d && u + 1 - t[c].d < t[c].chunks)
-                round_recv(&rd, (uint32_t)t[c].l.up);
-        for (uint32_t c = 0; c < T; c++)
-            if (u >= t[c].d && u - t[c].d < t[c].chunks)
+        for (uint32_t c = 0; c < T; c++) {
+            uint64_t off = (uint64_t)t[c].hr + t[c].d;
+            if (u >= off && u - off < t[c].chunks)
                 for (uint32_t k = 0; k < t[c].l.ndown; k++)
-                    round_send(&rd, (uint32_t)t[c].l.down[k], tree_chunk_bytes(&t[c], csz, u - t[c].d));
+                    round_send(&rd, (uint32_t)t[c].l.down[k], tree_chunk_bytes(&t[c], csz, u - off));
+        }
         round_wait(&rd);
     }
     round_free(&rd);
@@ -570,18 +577,22 @@ void sim_nccl_bcast(sim_worker *w, const deftsim_sim_params *p, uint32_t root, u
     if (!csz) csz = e;
     split(bytes / e, C, part);
     uint32_t rel[MAXC], next[MAXC], prev[MAXC];
-    uint64_t nch[MAXC], rounds = 0;
+    /* The rounds this rank takes part in: from the one it receives its first chunk in to the
+     * one it sends its last (every other round has nothing of it). */
+    uint64_t nch[MAXC], first = UINT64_MAX, rounds = 0;
     for (uint32_t c = 0; c < C; c++) {
         uint32_t q = sim_nccl_ring_pos(P, G, c, r), q0 = sim_nccl_ring_pos(P, G, c, root);
         rel[c] = (q + P - q0) % P;
         next[c] = sim_nccl_ring_rank(P, G, c, (q + 1) % P);
         prev[c] = sim_nccl_ring_rank(P, G, c, (q + P - 1) % P);
         nch[c] = divup(part[c] * e, csz);
-        if (nch[c] && nch[c] + P - 2 > rounds) rounds = nch[c] + P - 2;
+        if (!nch[c]) continue;
+        if (rel[c] + nch[c] > rounds) rounds = rel[c] + nch[c];
+        if ((rel[c] ? rel[c] - 1 : 0) < first) first = rel[c] ? rel[c] - 1 : 0;
     }
     round_t rd;
     round_init(&rd, w, 2 * (size_t)C);
-    for (uint64_t t = 0; t < rounds; t++) {
+    for (uint64_t t = first; t < rounds; t++) {
         for (uint32_t c = 0; c < C; c++)
             if (rel[c] > 0 && t + 1 >= rel[c] && t + 1 - rel[c] < nch[c]) round_recv(&rd, prev[c]);
         for (uint32_t c = 0; c < C; c++)

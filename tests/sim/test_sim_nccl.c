@@ -184,9 +184,11 @@ Test(sim_nccl, hierarchical_allreduce_matches_its_closed_form)
         }
 }
 
-/* The tree's pipeline: in each round every rank's messages of every tree channel leave at
- * once; the round lasts 2 L + (the most loaded host link's bytes) / B. Summed over the
- * reduce's and the broadcast's rounds, with the library's trees. */
+/* The tree's pipeline (NCCL's split tree: reduce and broadcast at once): in each round every
+ * rank's messages of every tree channel leave at once; the round lasts 2 L + (the most loaded
+ * host link's bytes in it) / B. Summed over the rounds, with the library's trees: a rank of
+ * height h sends chunk u - h up in round u, a rank at depth d chunk u - H - d down (H the
+ * root's height). */
 static double tree_formula(const deftsim_sim_params *p, uint64_t S)
 {
     uint32_t P = p->P, G = p->gpus_per_node, C = p->nccl_channels, T = 2 * C;
@@ -195,12 +197,12 @@ static double tree_formula(const deftsim_sim_params *p, uint64_t S)
     uint32_t *h = calloc((size_t)P * T, sizeof *h), *d = calloc((size_t)P * T, sizeof *d);
     sim_nccl_links *L = calloc((size_t)P * T, sizeof *L);
     cr_assert(up && down && h && d && L);
-    uint64_t part[128], nch[128], maxr[2] = {0, 0};
+    uint64_t part[128], nch[128], H[128], rounds = 0;
     for (uint32_t c = 0; c < T; c++) {
         part[c] = (count / T + (c < count % T)) * e;
         nch[c] = (part[c] + STEP - 1) / STEP;
         for (uint32_t r = 0; r < P; r++) sim_nccl_tree(P, G, C, c, r, &L[c * P + r]);
-        /* heights bottom-up (repeat until stable), depths top-down */
+        /* heights bottom-up and depths top-down (repeated until stable) */
         for (int it = 0; it < 64; it++)
             for (uint32_t r = 0; r < P; r++) {
                 uint32_t hh = 0;
@@ -211,21 +213,21 @@ static double tree_formula(const deftsim_sim_params *p, uint64_t S)
                 h[c * P + r] = hh;
                 d[c * P + r] = L[c * P + r].up < 0 ? 0 : d[c * P + (uint32_t)L[c * P + r].up] + 1;
             }
-        for (uint32_t r = 0; r < P; r++) {
-            if (nch[c] + h[c * P + r] > maxr[0]) maxr[0] = nch[c] + h[c * P + r];
-            if (nch[c] + d[c * P + r] > maxr[1]) maxr[1] = nch[c] + d[c * P + r];
-        }
+        for (uint32_t r = 0; r < P; r++)
+            if (L[c * P + r].up < 0) H[c] = h[c * P + r];
+        for (uint32_t r = 0; r < P; r++)
+            if (H[c] + d[c * P + r] + nch[c] > rounds) rounds = H[c] + d[c * P + r] + nch[c];
     }
     double t = 0;
-    for (int phase = 0; phase < 2; phase++)
-        for (uint64_t u = 0; u < maxr[phase]; u++) {
-            memset(up, 0, P * sizeof *up);
-            memset(down, 0, P * sizeof *down);
-            int any = 0;
-            for (uint32_t c = 0; c < T; c++)
-                for (uint32_t r = 0; r < P; r++) {
-                    const sim_nccl_links *l = &L[c * P + r];
-                    uint64_t k0 = phase ? d[c * P + r] : h[c * P + r];
+    for (uint64_t u = 0; u < rounds; u++) {
+        memset(up, 0, P * sizeof *up);
+        memset(down, 0, P * sizeof *down);
+        int any = 0;
+        for (uint32_t c = 0; c < T; c++)
+            for (uint32_t r = 0; r < P; r++) {
+                const sim_nccl_links *l = &L[c * P + r];
+                for (int phase = 0; phase < 2; phase++) {
+                    uint64_t k0 = phase ? H[c] + d[c * P + r] : h[c * P + r];
                     if (u < k0 || u - k0 >= nch[c]) continue;
                     uint64_t k = u - k0;
                     double b = (double)(part[c] - k * STEP < STEP ? part[c] - k * STEP : STEP) + 16;
@@ -240,13 +242,14 @@ static double tree_formula(const deftsim_sim_params *p, uint64_t S)
                         any = 1;
                     }
                 }
-            double mx = 0;
-            for (uint32_t r = 0; r < P; r++) {
-                if (up[r] > mx) mx = up[r];
-                if (down[r] > mx) mx = down[r];
             }
-            if (any) t += 2 * p->latency + mx / p->bandwidth;
+        double mx = 0;
+        for (uint32_t r = 0; r < P; r++) {
+            if (up[r] > mx) mx = up[r];
+            if (down[r] > mx) mx = down[r];
         }
+        if (any) t += 2 * p->latency + mx / p->bandwidth;
+    }
     free(up);
     free(down);
     free(h);
