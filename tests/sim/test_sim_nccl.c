@@ -500,3 +500,44 @@ Test(sim_nccl, mpi_is_unchanged_and_approximate_rings)
     printf("nccl hierarchical P=96 approximate %.9e s, exact %.9e s\n", ha, he);
     cr_expect_lt(rel(ha, he), 1e-9);
 }
+
+/* Partial nodes (G not dividing P), tiny and empty vectors, every algorithm: each finishes
+ * (no deadlock), a broadcast delivers the payload to every rank but the root, what is sent is
+ * received, and a tree or ring allreduce delivers at least the vector to every rank. */
+Test(sim_nccl, partial_nodes_and_tiny_sizes_finish)
+{
+    const uint32_t Ps[] = {13, 5, 30, 2}, Gs[] = {8, 8, 4, 8};
+    const uint64_t sizes[] = {0, 4, 4 * 7, 4 * 1001, 3u << 20};
+    for (size_t i = 0; i < 4; i++)
+        for (int a = 0; a < DEFTSIM_NCCL_ALGO_COUNT; a++) {
+            deftsim_sim_params p;
+            nccl_params(&p, Ps[i], Gs[i], 3, (deftsim_nccl_algo)a);
+            p.nccl_allgatherv = (deftsim_nccl_agv)(a % DEFTSIM_NCCL_AGV_COUNT);
+            for (size_t si = 0; si < 5; si++) {
+                uint32_t P = Ps[i];
+                deftsim_schedule s[3];
+                simtest_one_step(&s[0], P, DEFTSIM_STEP_ALLREDUCE, sizes[si], 0, 0);
+                simtest_one_step(&s[1], P, DEFTSIM_STEP_BCAST, sizes[si], 0, P / 2);
+                simtest_one_step(&s[2], P, DEFTSIM_STEP_ALLGATHER, sizes[si], 1, 0);
+                deftsim_sim_result r;
+                free(simtest_run(&p, s, 3, &r));
+                for (int k = 0; k < 3; k++) {
+                    uint64_t ts = 0, tr = 0;
+                    for (uint32_t w = 0; w < P; w++) {
+                        uint64_t got = r.recv[((size_t)k) * P + w];
+                        ts += r.sent[((size_t)k) * P + w];
+                        tr += got;
+                        if (k == 1)
+                            cr_expect_eq(got, w == P / 2 ? 0 : sizes[si], "P=%u G=%u %s bcast %llu: rank %u got %llu",
+                                         P, Gs[i], deftsim_nccl_algo_name(p.nccl_algorithm),
+                                         (unsigned long long)sizes[si], w, (unsigned long long)got);
+                        if (k == 0 && a != DEFTSIM_NCCL_HIERARCHICAL)
+                            cr_expect_geq(got, sizes[si] * (P - 1) / P, "allreduce rank %u", w);
+                    }
+                    cr_expect_eq(ts, tr, "what is sent is received");
+                    deftsim_schedule_free(&s[k]);
+                }
+                deftsim_sim_result_free(&r);
+            }
+        }
+}
