@@ -82,6 +82,31 @@ typedef enum {
     DEFTSIM_SIM_MODE_COUNT
 } deftsim_sim_mode;
 
+/* Whose collective algorithms run: MPI's (the algorithms above, one message pattern per key) or
+ * NCCL's (sim_nccl.c, docs/NETWORK.md "NCCL's algorithms"). */
+typedef enum {
+    DEFTSIM_LIB_MPI,  /* allgather, allreduce, bcast as configured; pairwise alltoall */
+    DEFTSIM_LIB_NCCL, /* NCCL's rings and trees over GPUs grouped gpus_per_node a node */
+    DEFTSIM_LIB_COUNT
+} deftsim_net_library;
+
+/* NCCL's allreduce. */
+typedef enum {
+    DEFTSIM_NCCL_RING,         /* ring reduce-scatter + allgather over NCCL's ring order */
+    DEFTSIM_NCCL_TREE,         /* double binary tree over nodes, a chain in each node */
+    DEFTSIM_NCCL_HIERARCHICAL, /* intra-node reduce-scatter, inter-node ring, intra allgather */
+    DEFTSIM_NCCL_AUTO,         /* ring or tree by NCCL's tuning model (size, P, nodes) */
+    DEFTSIM_NCCL_ALGO_COUNT
+} deftsim_nccl_algo;
+
+/* NCCL has no allgatherv: what an ALLGATHER step with unequal blocks becomes. */
+typedef enum {
+    DEFTSIM_NCCL_AGV_PAD,   /* ring allgather of every block padded to the largest */
+    DEFTSIM_NCCL_AGV_BCAST, /* one ring broadcast per rank, in a group (rank order) */
+    DEFTSIM_NCCL_AGV_P2P,   /* a group of sends and receives: every block to every rank */
+    DEFTSIM_NCCL_AGV_COUNT
+} deftsim_nccl_agv;
+
 /* What a COMPUTE step costs in simulated time. */
 typedef enum {
     DEFTSIM_SIM_COMPUTE_MEASURED, /* the step's seconds per worker (measured on the kernel) */
@@ -100,6 +125,9 @@ extern const char *const deftsim_allreduce_names[];
 extern const char *const deftsim_bcast_names[];
 extern const char *const deftsim_sim_mode_names[];
 extern const char *const deftsim_sim_compute_names[];
+extern const char *const deftsim_net_library_names[];
+extern const char *const deftsim_nccl_algo_names[];
+extern const char *const deftsim_nccl_agv_names[];
 
 const char *deftsim_topology_name(deftsim_topology t);
 const char *deftsim_net_model_name(deftsim_net_model m);
@@ -109,6 +137,9 @@ const char *deftsim_allreduce_name(deftsim_allreduce_algo a);
 const char *deftsim_bcast_name(deftsim_bcast_algo a);
 const char *deftsim_sim_mode_name(deftsim_sim_mode m);
 const char *deftsim_sim_compute_name(deftsim_sim_compute c);
+const char *deftsim_net_library_name(deftsim_net_library l);
+const char *deftsim_nccl_algo_name(deftsim_nccl_algo a);
+const char *deftsim_nccl_agv_name(deftsim_nccl_agv a);
 
 typedef struct {
     uint32_t P;                      /* workers: actors on hosts 0 .. P-1 */
@@ -134,12 +165,25 @@ typedef struct {
     double nic_bandwidth;            /* bytes/s of every NIC, per direction; 0: bandwidth */
     deftsim_sim_mode mode;
     deftsim_sim_compute compute;     /* COMPUTE steps as measured, or of no duration */
+    deftsim_net_library library;     /* mpi: the algorithms above; nccl: the ones below */
+    deftsim_nccl_algo nccl_algorithm; /* library = nccl: the allreduce */
+    uint32_t nccl_channels;          /* library = nccl: parallel rings (trees: 2 a channel) */
+    deftsim_nccl_agv nccl_allgatherv; /* library = nccl: ALLGATHER steps of unequal blocks */
+    uint64_t nccl_buffsize;          /* library = nccl: NCCL_BUFFSIZE, bytes; a step is 1/8 of
+                                        it, a ring chunk 4 steps, a tree or broadcast chunk 1 */
 } deftsim_sim_params;
+
+/* The NCCL defaults: 2 channels (NCCL duplicates every ring its topology search finds, so it
+ * never runs fewer than 2), NCCL_BUFFSIZE 4 MiB (NCCL's default). */
+#define DEFTSIM_NCCL_CHANNELS_DEFAULT 2u
+#define DEFTSIM_NCCL_CHANNELS_MAX 64u
+#define DEFTSIM_NCCL_BUFFSIZE_DEFAULT (4ull << 20)
 
 /* The defaults of docs/NETWORK.md: flat, 25 Gbit/s and 1 us per link, LV08, no crosstraffic,
  * Bruck allgather, Rabenseifner allreduce, binomial broadcast, eager threshold 65536,
  * envelope 16, 4-byte elements, exact, compute as measured, one GPU a node (for more: an
- * NVSwitch of 450 GB/s and 1 us per port, one NIC as fast as bandwidth). P is left 0. */
+ * NVSwitch of 450 GB/s and 1 us per port, one NIC as fast as bandwidth), library mpi
+ * (NCCL's settings: ring, 2 channels, pad, 4 MiB buffers). P is left 0. */
 void deftsim_sim_params_default(deftsim_sim_params *p);
 
 /* Parses "25Gbps", "3.125GBps", "100MiBps", "1e9" (bytes/s) into bytes/s, and "1us", "5ns",

@@ -6,7 +6,7 @@
  *   sim.c          the caller's side: checks, forks the child, reads its results
  *   sim_platform.c the platform description: units, shapes, the generated XML
  *   sim_child.c    the forked child: SimGrid's engine, one actor per worker, the steps
- *   sim_coll.c     the collective algorithms
+ *   sim_coll.c     the collective algorithms (MPI's; NCCL's in sim_nccl.c)
  *   sim_p2p.c      the point-to-point layer over SimGrid mailboxes, the clock
  *   sim_nodes.c    multi-GPU nodes: the node keys' checks, host names, the nodes' XML
  *   sim_names.c    names of the options and the default parameters (calls nothing) */
@@ -36,6 +36,15 @@
 static deftsim_status check_schedules(const deftsim_sim_params *p,
                                       const deftsim_schedule *const *scheds, size_t nsched)
 {
+    if (p->gpus_per_node < 1)
+        return deftsim_error_set(DEFTSIM_E_INPUT, "gpus_per_node: 0, at least 1 GPU a node");
+    if (p->library == DEFTSIM_LIB_NCCL &&
+        (p->nccl_channels < 1 || p->nccl_channels > DEFTSIM_NCCL_CHANNELS_MAX))
+        return deftsim_error_set(DEFTSIM_E_INPUT, "nccl_channels: %u, not in [1, %u]",
+                                 p->nccl_channels, DEFTSIM_NCCL_CHANNELS_MAX);
+    if (p->library == DEFTSIM_LIB_NCCL && p->nccl_buffsize < 64)
+        return deftsim_error_set(DEFTSIM_E_INPUT, "nccl_buffsize: %llu bytes, fewer than 64",
+                                 (unsigned long long)p->nccl_buffsize);
     for (size_t i = 0; i < nsched; i++) {
         const deftsim_schedule *s = scheds[i];
         if (!s || s->P != p->P)

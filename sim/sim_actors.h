@@ -6,7 +6,7 @@
  *   sim.c          the caller's side: checks, forks the child, reads its results
  *   sim_platform.c the platform description: units, shapes, the generated XML
  *   sim_child.c    the forked child: SimGrid's engine, one actor per worker, the steps
- *   sim_coll.c     the collective algorithms
+ *   sim_coll.c     the collective algorithms (MPI's; NCCL's in sim_nccl.c)
  *   sim_p2p.c      the point-to-point layer over SimGrid mailboxes, the clock
  *   sim_names.c    names of the options and the default parameters (calls nothing) */
 #ifndef DEFTSIM_SIM_ACTORS_H
@@ -70,11 +70,20 @@ struct sim_ctx {
     uint32_t approx_read[2];
 };
 
+/* A message's payload is its size, as a pointer, with the top bit set so that an empty
+ * message is no null pointer (SimGrid refuses to send one); sim_payload() reads it back. */
+#define SIM_PAYLOAD_TAG ((uintptr_t)1 << (sizeof(uintptr_t) * 8 - 1))
+static inline void *sim_payload_of(uint64_t bytes) { return (void *)((uintptr_t)bytes | SIM_PAYLOAD_TAG); }
+static inline uint64_t sim_payload(const void *p) { return (uint64_t)((uintptr_t)p & ~SIM_PAYLOAD_TAG); }
+
 /* The non-blocking halves of sim_send and sim_recv, for steps that post many messages and
  * wait for all of them (sim_child.c): sim_isend starts a send and returns NULL when it is
  * eager (it completes without the sender); sim_irecv posts a receive whose payload size lands
  * in *slot. Neither counts received bytes: the caller adds them after the wait. */
 sg_comm_t sim_isend(sim_worker *w, uint32_t dst, uint64_t bytes);
 sg_comm_t sim_irecv(sim_worker *w, uint32_t src, void **slot);
+/* A send that always waits for its receiver, whatever its size: NCCL's transport sends into a
+ * buffer slot its receiver has granted, so no message is eager (sim_nccl.c). */
+sg_comm_t sim_isend_sync(sim_worker *w, uint32_t dst, uint64_t bytes);
 
 #endif

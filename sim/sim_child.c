@@ -7,7 +7,7 @@
  *   sim.c          the caller's side: checks, forks the child, reads its results
  *   sim_platform.c the platform description: units, shapes, the generated XML
  *   sim_child.c    the forked child: SimGrid's engine, one actor per worker, the steps
- *   sim_coll.c     the collective algorithms
+ *   sim_coll.c     the collective algorithms (MPI's; NCCL's in sim_nccl.c)
  *   sim_p2p.c      the point-to-point layer over SimGrid mailboxes, the clock
  *   sim_nodes.c    multi-GPU nodes: the node keys' checks, host names, the nodes' XML
  *   sim_names.c    names of the options and the default parameters (calls nothing) */
@@ -49,6 +49,14 @@
 
 /* ---- steps ------------------------------------------------------------------------------------- */
 
+/* A send of a SENDRECV or P2P round: under library = nccl a grouped ncclSend, which waits for
+ * its receiver whatever its size (sim_nccl.c); under mpi eager below the threshold. */
+static sg_comm_t step_send(sim_worker *w, uint32_t dst, uint64_t bytes)
+{
+    if (w->ctx->p->library == DEFTSIM_LIB_NCCL) return sim_isend_sync(w, dst, bytes);
+    return sim_isend(w, dst, bytes);
+}
+
 static void run_sendrecv(sim_worker *w, size_t row, const deftsim_step *st)
 {
     sim_ctx *c = w->ctx;
@@ -62,11 +70,11 @@ static void run_sendrecv(sim_worker *w, size_t row, const deftsim_step *st)
     size_t nrecv = n;
     uint32_t peer = st->peer[w->rank];
     if (peer != DEFTSIM_NO_PEER && peer != w->rank) {
-        sg_comm_t s = sim_isend(w, peer, st->bytes[w->rank]);
+        sg_comm_t s = step_send(w, peer, st->bytes[w->rank]);
         if (s) w->comms[n++] = s;
     }
     if (n) sg_comm_wait_all(w->comms, n);
-    for (size_t i = 0; i < nrecv; i++) w->recv += (uint64_t)(uintptr_t)w->slots[i];
+    for (size_t i = 0; i < nrecv; i++) w->recv += sim_payload(w->slots[i]);
 }
 
 /* A P2P round: every receive posted (senders ascending, each sender's messages in slot
@@ -86,11 +94,11 @@ static void run_p2p(sim_worker *w, size_t row, const deftsim_step *st)
         size_t at = (size_t)w->rank * st->fan + j;
         uint32_t peer = st->peer[at];
         if (peer == DEFTSIM_NO_PEER || peer == w->rank) continue;
-        sg_comm_t s = sim_isend(w, peer, st->bytes[at]);
+        sg_comm_t s = step_send(w, peer, st->bytes[at]);
         if (s) w->comms[n++] = s;
     }
     if (n) sg_comm_wait_all(w->comms, n);
-    for (size_t i = 0; i < nrecv; i++) w->recv += (uint64_t)(uintptr_t)w->slots[i];
+    for (size_t i = 0; i < nrecv; i++) w->recv += sim_payload(w->slots[i]);
 }
 
 static void run_step(sim_worker *w, size_t row, const deftsim_step *st)

@@ -34,6 +34,8 @@
  *                                     receives from r-i (step 0 a local copy): MPICH's pairwise
  *                                     exchange for any P (SMPI: alltoall ring)
  *
+ * With library = nccl every collective goes to NCCL's algorithms instead (sim_nccl.c).
+ *
  * Reductions are not charged: the sums an allreduce computes take no simulated time (as in
  * SMPI with smpi/simulate-computation off).
  *
@@ -41,7 +43,7 @@
  *   sim.c          the caller's side: checks, forks the child, reads its results
  *   sim_platform.c the platform description: units, shapes, the generated XML
  *   sim_child.c    the forked child: SimGrid's engine, one actor per worker, the steps
- *   sim_coll.c     the collective algorithms
+ *   sim_coll.c     the collective algorithms (MPI's; NCCL's in sim_nccl.c)
  *   sim_p2p.c      the point-to-point layer over SimGrid mailboxes, the clock
  *   sim_names.c    names of the options and the default parameters (calls nothing) */
 #include <stdint.h>
@@ -181,6 +183,10 @@ void sim_allgather(sim_worker *w, const deftsim_sim_params *p, const uint64_t *b
                    const sim_ag_info *info)
 {
     if (sim_size(w) < 2) return;
+    if (p->library == DEFTSIM_LIB_NCCL) {
+        sim_nccl_allgather(w, p, bytes, info);
+        return;
+    }
     switch (p->allgather) {
     case DEFTSIM_AG_RING: ag_ring(w, p, bytes, info); return;
     case DEFTSIM_AG_RECURSIVE_DOUBLING: ag_rdb(w, bytes); return;
@@ -338,6 +344,10 @@ static void ar_rabenseifner(sim_worker *w, const deftsim_sim_params *p, uint64_t
 void sim_allreduce(sim_worker *w, const deftsim_sim_params *p, uint64_t bytes)
 {
     if (sim_size(w) < 2) return;
+    if (p->library == DEFTSIM_LIB_NCCL) {
+        sim_nccl_allreduce(w, p, bytes);
+        return;
+    }
     switch (p->allreduce) {
     case DEFTSIM_AR_RING: ar_ring(w, p, bytes); return;
     case DEFTSIM_AR_RECURSIVE_DOUBLING: ar_rdb(w, bytes); return;
@@ -457,6 +467,10 @@ static void bc_scatter_ring_allgather(sim_worker *w, uint32_t root, uint64_t byt
 void sim_bcast(sim_worker *w, const deftsim_sim_params *p, uint32_t root, uint64_t bytes)
 {
     if (sim_size(w) < 2) return;
+    if (p->library == DEFTSIM_LIB_NCCL) {
+        sim_nccl_bcast(w, p, root, bytes);
+        return;
+    }
     switch (p->bcast) {
     case DEFTSIM_BC_BINOMIAL: bc_binomial(w, root, bytes); return;
     case DEFTSIM_BC_SCATTER_RDB_ALLGATHER: bc_scatter_rdb_allgather(w, root, bytes); return;
@@ -469,8 +483,11 @@ void sim_bcast(sim_worker *w, const deftsim_sim_params *p, uint32_t root, uint64
 
 void sim_alltoall(sim_worker *w, const deftsim_sim_params *p, uint64_t bytes)
 {
-    (void)p;
     uint32_t P = sim_size(w), r = sim_rank(w);
     if (P < 2) return;
+    if (p->library == DEFTSIM_LIB_NCCL) {
+        sim_nccl_alltoall(w, p, bytes);
+        return;
+    }
     for (uint32_t i = 1; i < P; i++) sim_sendrecv(w, (r + i) % P, bytes, (r + P - i) % P);
 }

@@ -7,7 +7,7 @@
  *   sim.c          the caller's side: checks, forks the child, reads its results
  *   sim_platform.c the platform description: units, shapes, the generated XML
  *   sim_child.c    the forked child: SimGrid's engine, one actor per worker, the steps
- *   sim_coll.c     the collective algorithms
+ *   sim_coll.c     the collective algorithms (MPI's; NCCL's in sim_nccl.c)
  *   sim_p2p.c      the point-to-point layer over SimGrid mailboxes, the clock
  *   sim_nodes.c    multi-GPU nodes: the node keys' checks, host names, the nodes' XML
  *   sim_names.c    names of the options and the default parameters (calls nothing) */
@@ -60,6 +60,53 @@ void sim_allreduce(sim_worker *w, const deftsim_sim_params *p, uint64_t bytes);
 void sim_bcast(sim_worker *w, const deftsim_sim_params *p, uint32_t root, uint64_t bytes);
 /* Pairwise alltoall: rank r sends `bytes` to every other rank (MPI_Alltoall's equal blocks). */
 void sim_alltoall(sim_worker *w, const deftsim_sim_params *p, uint64_t bytes);
+
+/* ---- sim_nccl.c: NCCL's algorithms (library = nccl) ------------------------------------------ */
+
+/* The collectives of a step under library = nccl (docs/NETWORK.md, "NCCL's algorithms"). The
+ * allgather is NCCL's ring when every block is equal, else p->nccl_allgatherv's mapping. */
+void sim_nccl_allgather(sim_worker *w, const deftsim_sim_params *p, const uint64_t *bytes,
+                        const sim_ag_info *info);
+void sim_nccl_allreduce(sim_worker *w, const deftsim_sim_params *p, uint64_t bytes);
+void sim_nccl_bcast(sim_worker *w, const deftsim_sim_params *p, uint32_t root, uint64_t bytes);
+/* A group of sends and receives: rank r sends `bytes` to every other rank, all at once. */
+void sim_nccl_alltoall(sim_worker *w, const deftsim_sim_params *p, uint64_t bytes);
+
+/* NCCL's ring order of channel c over P ranks, G a node (worker w is GPU w mod G of node
+ * w div G; the last node may hold fewer): nodes in order, and in node n its g GPUs from GPU
+ * (c + 1) mod g to GPU c mod g, so that channel c enters a node at GPU c + 1 and leaves it
+ * from GPU c (each channel leaves through its own GPU, and so its own NIC). The rank at ring
+ * position pos, and the position of a rank. */
+uint32_t sim_nccl_ring_rank(uint32_t P, uint32_t G, uint32_t c, uint32_t pos);
+uint32_t sim_nccl_ring_pos(uint32_t P, uint32_t G, uint32_t c, uint32_t rank);
+/* The chunk the rank at position q of a ring of n sends in step s of an allreduce's 2 (n - 1)
+ * (reduce-scatter, then allgather): q - 1 - s mod n, NCCL's order; it receives the chunk its
+ * predecessor sends. */
+uint32_t sim_nccl_ring_chunk(uint32_t n, uint32_t q, uint32_t s);
+
+/* NCCL's binary tree over n nodes (root 0, which has one child) and the second tree of its
+ * double binary tree (which = 1: mirrored when n is even, shifted by one when odd). -1: no
+ * such node. */
+void sim_nccl_btree(uint32_t n, uint32_t node, int32_t *up, int32_t *d0, int32_t *d1);
+void sim_nccl_dtree(uint32_t n, uint32_t node, uint32_t which, int32_t *up, int32_t *d0,
+                    int32_t *d1);
+
+/* Tree channel tc in [0, 2C) over ranks: the tree `tc / C` of the double binary tree over
+ * nodes, and in every node a chain of its GPUs from GPU (tc mod C) mod g (the head, which
+ * talks to the other nodes) on. up: the parent (-1 at the root); down: up to 3 children
+ * (the next GPU of the chain, then the heads of the child nodes). */
+typedef struct {
+    int32_t up;
+    int32_t down[3];
+    uint32_t ndown;
+} sim_nccl_links;
+void sim_nccl_tree(uint32_t P, uint32_t G, uint32_t C, uint32_t tc, uint32_t rank,
+                   sim_nccl_links *out);
+
+/* auto: NCCL's predicted time (microseconds) of an allreduce of `bytes` with ring or tree
+ * (Simple protocol), and the one NCCL picks (the shorter). */
+double sim_nccl_predict_us(const deftsim_sim_params *p, deftsim_nccl_algo a, uint64_t bytes);
+deftsim_nccl_algo sim_nccl_pick(const deftsim_sim_params *p, uint64_t bytes);
 
 /* Approximate mode: ring steps simulated before the rest is scaled from the last of them. */
 #define SIM_APPROX_RING_STEPS 6u

@@ -5,7 +5,7 @@
  *   sim.c          the caller's side: checks, forks the child, reads its results
  *   sim_platform.c the platform description: units, shapes, the generated XML
  *   sim_child.c    the forked child: SimGrid's engine, one actor per worker, the steps
- *   sim_coll.c     the collective algorithms
+ *   sim_coll.c     the collective algorithms (MPI's; NCCL's in sim_nccl.c)
  *   sim_p2p.c      the point-to-point layer over SimGrid mailboxes, the clock
  *   sim_nodes.c    multi-GPU nodes: the node keys' checks, host names, the nodes' XML
  *   sim_names.c    names of the options and the default parameters (calls nothing) */
@@ -25,6 +25,9 @@ const char *const deftsim_bcast_names[] = {"binomial", "scatter_rdb_allgather",
                                            "scatter_ring_allgather", NULL};
 const char *const deftsim_sim_mode_names[] = {"exact", "approximate", NULL};
 const char *const deftsim_sim_compute_names[] = {"measured", "none", NULL};
+const char *const deftsim_net_library_names[] = {"mpi", "nccl", NULL};
+const char *const deftsim_nccl_algo_names[] = {"ring", "tree", "hierarchical", "auto", NULL};
+const char *const deftsim_nccl_agv_names[] = {"pad", "bcast", "p2p", NULL};
 
 _Static_assert(sizeof deftsim_topology_names / sizeof(char *) == DEFTSIM_TOPO_COUNT + 1, "names");
 _Static_assert(sizeof deftsim_net_model_names / sizeof(char *) == DEFTSIM_NET_COUNT + 1, "names");
@@ -35,6 +38,9 @@ _Static_assert(sizeof deftsim_bcast_names / sizeof(char *) == DEFTSIM_BC_COUNT +
 _Static_assert(sizeof deftsim_sim_mode_names / sizeof(char *) == DEFTSIM_SIM_MODE_COUNT + 1, "names");
 _Static_assert(sizeof deftsim_sim_compute_names / sizeof(char *) == DEFTSIM_SIM_COMPUTE_COUNT + 1,
                "names");
+_Static_assert(sizeof deftsim_net_library_names / sizeof(char *) == DEFTSIM_LIB_COUNT + 1, "names");
+_Static_assert(sizeof deftsim_nccl_algo_names / sizeof(char *) == DEFTSIM_NCCL_ALGO_COUNT + 1, "names");
+_Static_assert(sizeof deftsim_nccl_agv_names / sizeof(char *) == DEFTSIM_NCCL_AGV_COUNT + 1, "names");
 
 static const char *name_of(const char *const *names, unsigned count, unsigned v)
 {
@@ -74,6 +80,19 @@ const char *deftsim_sim_compute_name(deftsim_sim_compute c)
     return name_of(deftsim_sim_compute_names, DEFTSIM_SIM_COMPUTE_COUNT, (unsigned)c);
 }
 
+const char *deftsim_net_library_name(deftsim_net_library l)
+{
+    return name_of(deftsim_net_library_names, DEFTSIM_LIB_COUNT, (unsigned)l);
+}
+const char *deftsim_nccl_algo_name(deftsim_nccl_algo a)
+{
+    return name_of(deftsim_nccl_algo_names, DEFTSIM_NCCL_ALGO_COUNT, (unsigned)a);
+}
+const char *deftsim_nccl_agv_name(deftsim_nccl_agv a)
+{
+    return name_of(deftsim_nccl_agv_names, DEFTSIM_NCCL_AGV_COUNT, (unsigned)a);
+}
+
 void deftsim_sim_params_default(deftsim_sim_params *p)
 {
     memset(p, 0, sizeof *p);
@@ -96,4 +115,10 @@ void deftsim_sim_params_default(deftsim_sim_params *p)
     p->nic_bandwidth = 0; /* as bandwidth */
     p->mode = DEFTSIM_SIM_EXACT;
     p->compute = DEFTSIM_SIM_COMPUTE_MEASURED;
+    p->gpus_per_node = 1;
+    p->library = DEFTSIM_LIB_MPI;
+    p->nccl_algorithm = DEFTSIM_NCCL_RING;
+    p->nccl_channels = DEFTSIM_NCCL_CHANNELS_DEFAULT;
+    p->nccl_allgatherv = DEFTSIM_NCCL_AGV_PAD;
+    p->nccl_buffsize = DEFTSIM_NCCL_BUFFSIZE_DEFAULT;
 }

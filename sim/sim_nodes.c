@@ -63,11 +63,9 @@ deftsim_status sim_nodes_check(const deftsim_sim_params *p)
     if (G > GPUS_MAX)
         return deftsim_error_set(DEFTSIM_E_INPUT, "gpus_per_node: %" PRIu32 " is more than %u",
                                  G, GPUS_MAX);
-    if (p->topology == DEFTSIM_TOPO_FILE)
-        return deftsim_error_set(DEFTSIM_E_INPUT,
-                                 "gpus_per_node: %" PRIu32 ", but topology = file (a platform "
-                                 "file declares its own nodes: docs/NETWORK.md)",
-                                 G);
+    /* A platform file declares its own nodes and links; gpus_per_node then only groups its
+     * hosts (in worker order) into nodes for NCCL's algorithms (docs/NETWORK.md). */
+    if (p->topology == DEFTSIM_TOPO_FILE) return DEFTSIM_OK;
     if ((unsigned)p->intra_fabric >= DEFTSIM_INTRA_COUNT)
         return deftsim_error_set(DEFTSIM_E_INPUT, "intra_fabric: unknown kind %d",
                                  (int)p->intra_fabric);

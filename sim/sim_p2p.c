@@ -11,7 +11,7 @@
  *   sim.c          the caller's side: checks, forks the child, reads its results
  *   sim_platform.c the platform description: units, shapes, the generated XML
  *   sim_child.c    the forked child: SimGrid's engine, one actor per worker, the steps
- *   sim_coll.c     the collective algorithms
+ *   sim_coll.c     the collective algorithms (MPI's; NCCL's in sim_nccl.c)
  *   sim_p2p.c      the point-to-point layer over SimGrid mailboxes, the clock
  *   sim_names.c    names of the options and the default parameters (calls nothing) */
 #include <inttypes.h>
@@ -80,12 +80,12 @@ static sg_mailbox_t in_mailbox(sim_worker *w, uint32_t src)
 }
 
 /* Starts a send; NULL when it is eager (detached: it completes without the sender). The
- * payload pointer is the payload size itself: the receiver reads it back, nothing is stored. */
+ * payload pointer is the payload size itself (sim_payload_of): the receiver reads it back. */
 sg_comm_t sim_isend(sim_worker *w, uint32_t dst, uint64_t bytes)
 {
     const deftsim_sim_params *p = w->ctx->p;
     sg_mailbox_t mb = out_mailbox(w, dst);
-    void *payload = (void *)(uintptr_t)bytes;
+    void *payload = sim_payload_of(bytes);
     long size = (long)(bytes + p->envelope_bytes);
     w->sent += bytes;
     w->messages++;
@@ -94,6 +94,15 @@ sg_comm_t sim_isend(sim_worker *w, uint32_t dst, uint64_t bytes)
         return NULL;
     }
     return sg_mailbox_put_async(mb, payload, size);
+}
+
+sg_comm_t sim_isend_sync(sim_worker *w, uint32_t dst, uint64_t bytes)
+{
+    const deftsim_sim_params *p = w->ctx->p;
+    w->sent += bytes;
+    w->messages++;
+    return sg_mailbox_put_async(out_mailbox(w, dst), sim_payload_of(bytes),
+                                (long)(bytes + p->envelope_bytes));
 }
 
 sg_comm_t sim_irecv(sim_worker *w, uint32_t src, void **slot)
@@ -111,7 +120,7 @@ uint64_t sim_recv(sim_worker *w, uint32_t src)
 {
     void *data = NULL;
     sg_comm_wait(sg_mailbox_get_async(in_mailbox(w, src), &data));
-    uint64_t got = (uint64_t)(uintptr_t)data;
+    uint64_t got = sim_payload(data);
     w->recv += got;
     return got;
 }
@@ -126,7 +135,7 @@ uint64_t sim_sendrecv(sim_worker *w, uint32_t dst, uint64_t sbytes, uint32_t src
     if (s) c[n++] = s;
     c[n++] = sg_mailbox_get_async(in_mailbox(w, src), &data);
     sg_comm_wait_all(c, n);
-    uint64_t got = (uint64_t)(uintptr_t)data;
+    uint64_t got = sim_payload(data);
     w->recv += got;
     return got;
 }

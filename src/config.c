@@ -269,6 +269,23 @@ static const keydef keys[] = {
     {KEY("network", "nic_bandwidth", "bandwidth in (0, 1e15] bytes/s, or with a unit", NULL,
          "every NIC's bandwidth, per direction; default: bandwidth"),
      .type = T_BANDWIDTH, .off = F(network.nic_bandwidth), .lo = 0, .hi = 1e15, .flags = LO_OPEN},
+    {KEY("network", "library", "one of: mpi, nccl", "mpi",
+         "whose collective algorithms: MPI's (allgather, allreduce, bcast), or NCCL's"),
+     .type = T_ENUM, .off = F(network.library), .names = deftsim_net_library_names},
+    {KEY("network", "nccl_algorithm", "one of: ring, tree, hierarchical, auto", "ring",
+         "library = nccl: the allreduce (auto: ring or tree by NCCL's tuning model)"),
+     .type = T_ENUM, .off = F(network.nccl_algorithm), .names = deftsim_nccl_algo_names},
+    {KEY("network", "nccl_channels", "integer in [1, 64]", "2",
+         "library = nccl: parallel rings (and twice as many trees), the data split over them"),
+     .type = T_INT, .off = F(network.nccl_channels), .imin = 1, .imax = DEFTSIM_NCCL_CHANNELS_MAX},
+    {KEY("network", "nccl_allgatherv", "one of: pad, bcast, p2p", "pad",
+         "library = nccl: unequal allgather blocks padded to the largest, one broadcast per rank, "
+         "or grouped sends"),
+     .type = T_ENUM, .off = F(network.nccl_allgatherv), .names = deftsim_nccl_agv_names},
+    {KEY("network", "nccl_buffsize", "integer in [64, 1073741824]", "4194304",
+         "library = nccl: NCCL_BUFFSIZE in bytes (a tree or broadcast chunk is 1/8, a ring chunk "
+         "1/2)"),
+     .type = T_INT, .off = F(network.nccl_buffsize), .imin = 64, .imax = 1073741824},
 
     /* [train]: deftsim train and deftsim trace record (docs/TRAINING.md). */
     {KEY("train", "model", "one of: mlp, cnn", "mlp",

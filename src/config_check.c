@@ -38,6 +38,11 @@ void deftsim_config_sim_params(const deftsim_config *cfg, uint32_t P, uint32_t e
     out->intra_latency = cfg->network.intra_latency;
     out->nics_per_node = (uint32_t)cfg->network.nics_per_node;
     out->nic_bandwidth = cfg->network.nic_bandwidth;
+    out->library = cfg->network.library;
+    out->nccl_algorithm = cfg->network.nccl_algorithm;
+    out->nccl_channels = (uint32_t)cfg->network.nccl_channels;
+    out->nccl_allgatherv = cfg->network.nccl_allgatherv;
+    out->nccl_buffsize = (uint64_t)cfg->network.nccl_buffsize;
 }
 
 /* [network]: the platform must hold the largest worker count. The simulation's messages start

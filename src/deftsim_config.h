@@ -149,6 +149,11 @@ typedef struct deftsim_config {
         double intra_latency;             /* seconds of every intra-node link */
         int nics_per_node;                /* 1 .. G; GPU g uses NIC g * nics / G */
         double nic_bandwidth;             /* bytes/s of every NIC; default: bandwidth */
+        deftsim_net_library library;      /* mpi, or nccl: NCCL's algorithms (sim_nccl.c) */
+        deftsim_nccl_algo nccl_algorithm; /* nccl: the allreduce */
+        int nccl_channels;                /* nccl: parallel rings */
+        deftsim_nccl_agv nccl_allgatherv; /* nccl: unequal allgather blocks */
+        int nccl_buffsize;                /* nccl: NCCL_BUFFSIZE, bytes */
     } network;                            /* docs/NETWORK.md */
     struct {
         deftsim_train_model model;

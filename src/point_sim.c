@@ -226,9 +226,15 @@ deftsim_status deftsim_point_sim_run_cols(const deftsim_config *cfg,
                 deftsim_net_model_name(cfg->network.model), dbl(bw, cfg->network.bandwidth),
                 dbl(lat, cfg->network.latency));
     }
-    fprintf(m, "%s,%s,%s,%s", deftsim_allgather_name(cfg->network.allgather),
-            deftsim_allreduce_name(cfg->network.allreduce), deftsim_bcast_name(cfg->network.bcast),
-            deftsim_sim_mode_name(cfg->network.mode));
+    if (cfg->network.library == DEFTSIM_LIB_NCCL) /* NCCL's: "nccl_ring+pad", "nccl_tree", ... */
+        fprintf(m, "nccl_ring+%s,nccl_%s,nccl_ring,%s",
+                deftsim_nccl_agv_name(cfg->network.nccl_allgatherv),
+                deftsim_nccl_algo_name(cfg->network.nccl_algorithm),
+                deftsim_sim_mode_name(cfg->network.mode));
+    else
+        fprintf(m, "%s,%s,%s,%s", deftsim_allgather_name(cfg->network.allgather),
+                deftsim_allreduce_name(cfg->network.allreduce),
+                deftsim_bcast_name(cfg->network.bcast), deftsim_sim_mode_name(cfg->network.mode));
     int full = ftell(m) >= (long)cap - 1;
     fclose(m);
     if (full) return deftsim_error_set(DEFTSIM_E_INPUT, "[network] platform_file: name too long");

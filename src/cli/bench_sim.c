@@ -256,6 +256,12 @@ int deftsim_bench_sim(int argc, char **argv)
             deftsim_net_model_name(sp.model), sp.bandwidth, sp.latency, sp.crosstraffic,
             deftsim_allgather_name(sp.allgather), deftsim_allreduce_name(sp.allreduce),
             deftsim_bcast_name(sp.bcast), deftsim_sim_mode_name(sp.mode), reps, reps == 1 ? "" : "s");
+    if (sp.library == DEFTSIM_LIB_NCCL)
+        fprintf(csv ? stderr : stdout,
+                "  library nccl: allreduce %s, %u channels, allgatherv %s, buffers of %llu bytes "
+                "(allgather, allreduce and bcast above unused)\n",
+                deftsim_nccl_algo_name(sp.nccl_algorithm), sp.nccl_channels,
+                deftsim_nccl_agv_name(sp.nccl_allgatherv), (unsigned long long)sp.nccl_buffsize);
     if (csv)
         printf("P,method,steps,messages,simulated_seconds,wall_seconds,wall_min_seconds,peak_rss_bytes\n");
     else

@@ -111,6 +111,11 @@ Test(config_good, example_file)
     cr_expect_eq(c->network.eager_threshold, 65536);
     cr_expect_eq(c->network.mode, DEFTSIM_SIM_EXACT);
     cr_expect_eq(c->network.compute, DEFTSIM_SIM_COMPUTE_MEASURED);
+    cr_expect_eq(c->network.library, DEFTSIM_LIB_MPI);
+    cr_expect_eq(c->network.nccl_algorithm, DEFTSIM_NCCL_RING);
+    cr_expect_eq(c->network.nccl_channels, 2);
+    cr_expect_eq(c->network.nccl_allgatherv, DEFTSIM_NCCL_AGV_PAD);
+    cr_expect_eq(c->network.nccl_buffsize, 4194304);
     cr_expect_str_eq(c->path, "scenarios/example.ini");
     deftsim_config_free(c);
 }
@@ -392,7 +397,8 @@ Test(config_override, bad)
          "--set network.bandwith: unknown key (keys: simulate, topology, platform_file, "
          "topology_params, bandwidth, latency, backbone_bandwidth, model, crosstraffic, allgather, "
          "allreduce, bcast, eager_threshold, mode, compute, preset, gpus_per_node, intra_fabric, "
-         "intra_bandwidth, intra_latency, nics_per_node, nic_bandwidth)"},
+         "intra_bandwidth, intra_latency, nics_per_node, nic_bandwidth, library, "
+         "nccl_algorithm, nccl_channels, nccl_allgatherv, nccl_buffsize)"},
         {"network.bandwidth=fast", DEFTSIM_E_INPUT,
          "--set network.bandwidth: 'fast' is not a bandwidth (bytes/s, or a number with Bps, "
          "kBps, MBps, GBps, KiBps, MiBps, GiBps, bps, kbps, Mbps, Gbps, ...)"},
@@ -624,7 +630,7 @@ Test(config_print, json)
     cr_expect_eq(json_integer_value(json_array_get(w, 5)), 64);
     cr_expect_eq(json_real_value(json_object_get(json_object_get(j, "engine"), "memory_budget")), 0.8);
     json_t *net = json_object_get(j, "network");
-    cr_expect_eq(json_object_size(net), 22);
+    cr_expect_eq(json_object_size(net), 27);
     cr_expect_str_eq(json_string_value(json_object_get(net, "compute")), "measured");
     cr_expect_str_eq(json_string_value(json_object_get(net, "topology")), "flat");
     cr_expect_eq(json_real_value(json_object_get(net, "bandwidth")), 3.125e9);
@@ -689,7 +695,7 @@ Test(config_names, schema)
     cr_expect_str_eq(deftsim_config_section_name(9), "train");
     cr_expect_str_eq(deftsim_config_section_name(10), "compute");
     cr_expect_null(deftsim_config_section_name(11));
-    cr_expect_eq(deftsim_config_key_count(), 76);
+    cr_expect_eq(deftsim_config_key_count(), 81);
     cr_expect_null(deftsim_config_key(deftsim_config_key_count()));
     /* Keys come grouped by section, in section order. */
     size_t s = 0;
@@ -841,6 +847,13 @@ Test(config_network, every_key_parses)
     cr_expect_eq(sp.envelope_bytes, 16);
     cr_expect_eq(sp.mode, DEFTSIM_SIM_APPROXIMATE);
     cr_expect_eq(sp.compute, DEFTSIM_SIM_COMPUTE_NONE);
+    cr_expect_eq(c->network.library, DEFTSIM_LIB_NCCL);
+    cr_expect_eq(sp.library, DEFTSIM_LIB_NCCL);
+    cr_expect_eq(sp.nccl_algorithm, DEFTSIM_NCCL_HIERARCHICAL);
+    cr_expect_eq(sp.nccl_channels, 8);
+    cr_expect_eq(sp.nccl_allgatherv, DEFTSIM_NCCL_AGV_BCAST);
+    cr_expect_eq(sp.nccl_buffsize, 1048576);
+    cr_expect_eq(sp.gpus_per_node, 1);
     /* Printed in base units with the unit, and read back the same. */
     char *text = to_ini(c);
     cr_expect(strstr(text, "\nbandwidth = 1.25e+09Bps\nlatency = 5e-06s\nbackbone_bandwidth = 0Bps\n"),

@@ -207,7 +207,4 @@ Test(config_nodes, bad_node_keys_name_the_key)
                                  NULL, 0),
                      "x.ini:5: [network] topology_params: '2,2': 4 hosts, fewer than the 8 NICs "
                      "(4 nodes x 2) (the largest of [workers] counts)");
-    cr_expect_str_eq(parse_fails("topology = file\nplatform_file = x.xml\ngpus_per_node = 2\n", NULL, 0),
-                     "x.ini:6: [network] gpus_per_node: 2, but topology = file (a platform file "
-                     "declares its own nodes: docs/NETWORK.md)");
 }

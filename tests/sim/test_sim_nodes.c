@@ -272,9 +272,6 @@ Test(sim_nodes, bad_node_keys_name_the_key)
          "routing would take)"},
         {8, 2, DEFTSIM_INTRA_NVSWITCH, DEFTSIM_TOPO_TORUS, "2,2",
          "topology_params '2,2': 4 hosts, fewer than the 8 NICs (4 nodes x 2)"},
-        {2, 1, DEFTSIM_INTRA_NVSWITCH, DEFTSIM_TOPO_FILE, NULL,
-         "gpus_per_node: 2, but topology = file (a platform file declares its own nodes: "
-         "docs/NETWORK.md)"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         deftsim_sim_params p;

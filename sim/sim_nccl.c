@@ -1,0 +1,650 @@
+/* sim_nccl.c - NCCL's collective algorithms (library = nccl), as each rank runs them, over the
+ * point-to-point layer (sim_p2p.c). Sizes are bytes. docs/NETWORK.md, "NCCL's algorithms",
+ * describes each pattern, its source in NCCL and its validation.
+ *
+ * Every algorithm here is a sequence of rounds: in a round a rank posts all its receives,
+ * then all its sends (one per channel, or per tree child), and waits for all of them, as a
+ * NCCL kernel moves one step of every channel at once. No send is eager: NCCL sends into a
+ * buffer slot its receiver has granted, so a transfer starts when both sides reach it
+ * (sim_isend_sync). Ranks wait only for their own messages: a round is no barrier.
+ *
+ *   ring allreduce   per channel, loops of P chunks of up to NCCL_BUFFSIZE / 2 bytes each
+ *                    (ALLREDUCE_CHUNKSTEPS = 4 steps of NCCL_BUFFSIZE / 8); 2 (P - 1) steps a
+ *                    loop; in step s the rank at ring position q sends chunk q - 1 - s and
+ *                    receives chunk q - 2 - s (mod P); the last loop's chunk is the rest over
+ *                    P, rounded up to 16 bytes, as NCCL's
+ *   ring allgather   per channel, loops of one chunk (up to NCCL_BUFFSIZE / 2) of every
+ *                    rank's block; P - 1 steps a loop; in step s position q forwards the
+ *                    block of position q - s
+ *   ring broadcast   per channel a chain from the root along the ring, chunks of
+ *                    NCCL_BUFFSIZE / 8: in round t the rank i hops after the root sends chunk
+ *                    t - i and receives chunk t - i + 1
+ *   tree allreduce   2 C tree channels (channel c and c + C share node c's chain, the first
+ *                    on the double binary tree's first tree, the second on its second), each
+ *                    with 1 / (2 C) of the data, chunks of NCCL_BUFFSIZE / 8; NCCL's split
+ *                    tree (its Simple protocol's): the reduce up and the broadcast down at
+ *                    once, a chunk going down as soon as the root has reduced it
+ *   hierarchical     the ring reduce-scatter among a node's G GPUs, the ring allreduce of
+ *                    each GPU's share among the GPUs of the same local rank (one per node),
+ *                    the ring allgather in the node: three NCCL calls, one after another
+ *   grouped p2p      every send and receive posted at once (ncclGroupStart/End), all waited
+ *                    for: alltoall, allgatherv = p2p
+ *
+ * Call order in sim/ (a file calls only files below it, never back up):
+ *   sim.c          the caller's side: checks, forks the child, reads its results
+ *   sim_platform.c the platform description: units, shapes, the generated XML
+ *   sim_child.c    the forked child: SimGrid's engine, one actor per worker, the steps
+ *   sim_coll.c     the collective algorithms (MPI's; NCCL's in sim_nccl.c)
+ *   sim_p2p.c      the point-to-point layer over SimGrid mailboxes, the clock
+ *   sim_names.c    names of the options and the default parameters (calls nothing) */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include <simgrid/comm.h>
+
+#include "sim_actors.h"
+
+#define MAXC DEFTSIM_NCCL_CHANNELS_MAX
+
+/* ---- orders and trees ------------------------------------------------------------------------- */
+
+static uint32_t gpn(const deftsim_sim_params *p) { return p->gpus_per_node ? p->gpus_per_node : 1; }
+
+/* GPUs of node n. */
+static uint32_t node_gpus(uint32_t P, uint32_t G, uint32_t n)
+{
+    uint32_t first = n * G;
+    return P - first < G ? P - first : G;
+}
+
+uint32_t sim_nccl_ring_rank(uint32_t P, uint32_t G, uint32_t c, uint32_t pos)
+{
+    uint32_t n = pos / G, j = pos % G, g = node_gpus(P, G, n);
+    return n * G + (uint32_t)(((uint64_t)c + 1 + j) % g);
+}
+
+uint32_t sim_nccl_ring_pos(uint32_t P, uint32_t G, uint32_t c, uint32_t rank)
+{
+    uint32_t n = rank / G, l = rank % G, g = node_gpus(P, G, n);
+    uint32_t shift = (uint32_t)(((uint64_t)c + 1) % g);
+    return n * G + (l + g - shift) % g;
+}
+
+void sim_nccl_btree(uint32_t n, uint32_t node, int32_t *up, int32_t *d0, int32_t *d1)
+{
+    /* The lowest set bit of the node's index says its level: odd indices are leaves, a node
+     * 2^k (2 i + 1) has children 2^k (2 i + 1) -/+ 2^(k-1) (the right one halved until it
+     * exists) and its parent at the next level up, or the one below it when that one does
+     * not exist. Node 0 is the root, with the single child n's highest power of two. */
+    uint32_t bit = 1;
+    while (bit < n && !(bit & node)) bit <<= 1;
+    *up = *d0 = *d1 = -1;
+    if (node == 0) {
+        if (n > 1) *d1 = (int32_t)(bit >> 1);
+        return;
+    }
+    uint32_t parent = (node ^ bit) | (bit << 1);
+    if (parent >= n) parent = node ^ bit;
+    *up = (int32_t)parent;
+    uint32_t low = bit >> 1;
+    if (!low) return;
+    *d0 = (int32_t)(node - low);
+    for (uint32_t lb = low; lb; lb >>= 1)
+        if (node + lb < n) {
+            *d1 = (int32_t)(node + lb);
+            break;
+        }
+}
+
+void sim_nccl_dtree(uint32_t n, uint32_t node, uint32_t which, int32_t *up, int32_t *d0, int32_t *d1)
+{
+    if (!which) {
+        sim_nccl_btree(n, node, up, d0, d1);
+        return;
+    }
+    int32_t u, a, b;
+    if (n % 2) { /* shifted by one */
+        sim_nccl_btree(n, (node + n - 1) % n, &u, &a, &b);
+        *up = u < 0 ? -1 : (int32_t)(((uint32_t)u + 1) % n);
+        *d0 = a < 0 ? -1 : (int32_t)(((uint32_t)a + 1) % n);
+        *d1 = b < 0 ? -1 : (int32_t)(((uint32_t)b + 1) % n);
+    } else { /* mirrored */
+        sim_nccl_btree(n, n - 1 - node, &u, &a, &b);
+        *up = u < 0 ? -1 : (int32_t)(n - 1 - (uint32_t)u);
+        *d0 = a < 0 ? -1 : (int32_t)(n - 1 - (uint32_t)a);
+        *d1 = b < 0 ? -1 : (int32_t)(n - 1 - (uint32_t)b);
+    }
+}
+
+static uint32_t chain_gpu(uint32_t P, uint32_t G, uint32_t n, uint32_t first, uint32_t i)
+{
+    uint32_t g = node_gpus(P, G, n);
+    return n * G + (first % g + i) % g;
+}
+
+void sim_nccl_tree(uint32_t P, uint32_t G, uint32_t C, uint32_t tc, uint32_t rank,
+                   sim_nccl_links *out)
+{
+    uint32_t N = (P + G - 1) / G, c = tc % C, n = rank / G, g = node_gpus(P, G, n);
+    uint32_t i = (rank % G + g - c % g) % g; /* index in the node's chain */
+    out->up = -1;
+    out->ndown = 0;
+    if (i > 0) out->up = (int32_t)chain_gpu(P, G, n, c, i - 1);
+    if (i + 1 < g) out->down[out->ndown++] = (int32_t)chain_gpu(P, G, n, c, i + 1);
+    if (i > 0) return;
+    int32_t up, d0, d1;
+    sim_nccl_dtree(N, n, tc / C, &up, &d0, &d1);
+    if (up >= 0) out->up = (int32_t)chain_gpu(P, G, (uint32_t)up, c, 0);
+    if (d0 >= 0) out->down[out->ndown++] = (int32_t)chain_gpu(P, G, (uint32_t)d0, c, 0);
+    if (d1 >= 0) out->down[out->ndown++] = (int32_t)chain_gpu(P, G, (uint32_t)d1, c, 0);
+}
+
+/* The height of a rank in tree channel tc: the longest path down to a leaf. */
+static uint32_t tree_height(uint32_t P, uint32_t G, uint32_t C, uint32_t tc, uint32_t rank)
+{
+    sim_nccl_links l;
+    sim_nccl_tree(P, G, C, tc, rank, &l);
+    uint32_t h = 0;
+    for (uint32_t k = 0; k < l.ndown; k++) {
+        uint32_t hc = tree_height(P, G, C, tc, (uint32_t)l.down[k]) + 1;
+        if (hc > h) h = hc;
+    }
+    return h;
+}
+
+static uint32_t tree_depth(uint32_t P, uint32_t G, uint32_t C, uint32_t tc, uint32_t rank)
+{
+    uint32_t d = 0;
+    sim_nccl_links l;
+    for (sim_nccl_tree(P, G, C, tc, rank, &l); l.up >= 0; sim_nccl_tree(P, G, C, tc, (uint32_t)l.up, &l))
+        d++;
+    return d;
+}
+
+/* ---- rounds ------------------------------------------------------------------------------------ */
+
+typedef struct {
+    sim_worker *w;
+    sg_comm_t *comms;
+    void **slots;
+    size_t n, nrecv, cap;
+} round_t;
+
+static void round_init(round_t *rd, sim_worker *w, size_t cap)
+{
+    rd->w = w;
+    rd->cap = cap ? cap : 1;
+    rd->n = rd->nrecv = 0;
+    rd->comms = malloc(rd->cap * sizeof *rd->comms);
+    rd->slots = malloc(rd->cap * sizeof *rd->slots);
+    if (!rd->comms || !rd->slots) abort(); /* the child's memory: it reports the signal */
+}
+
+static void round_free(round_t *rd)
+{
+    free(rd->comms);
+    free(rd->slots);
+}
+
+/* Receives are posted before sends, in the order both sides agree on (channel, then child). */
+static void round_recv(round_t *rd, uint32_t src)
+{
+    rd->slots[rd->nrecv] = NULL;
+    rd->comms[rd->n++] = sim_irecv(rd->w, src, &rd->slots[rd->nrecv]);
+    rd->nrecv++;
+}
+
+static void round_send(round_t *rd, uint32_t dst, uint64_t bytes)
+{
+    rd->comms[rd->n++] = sim_isend_sync(rd->w, dst, bytes);
+}
+
+/* The receives must all be posted before the first send: slots are indexed by receive. */
+static void round_wait(round_t *rd)
+{
+    if (rd->n) sg_comm_wait_all(rd->comms, rd->n);
+    for (size_t i = 0; i < rd->nrecv; i++) rd->w->recv += sim_payload(rd->slots[i]);
+    rd->n = rd->nrecv = 0;
+}
+
+/* ---- rings ------------------------------------------------------------------------------------- */
+
+/* A ring collective of one rank over a ring of n members, per channel. */
+typedef enum { RING_VECTOR, RING_BLOCKS } ring_kind;
+typedef struct {
+    uint32_t n, C;
+    uint32_t pos[MAXC], next[MAXC], prev[MAXC];
+    uint64_t count[MAXC]; /* elements: the channel's part of the vector, or of every block */
+    uint64_t e;           /* bytes an element */
+    uint64_t chunk;       /* elements of a chunk */
+    ring_kind kind;
+    uint32_t s0, s1;      /* RING_VECTOR: steps [s0, s1) of the 2 (n - 1) of an allreduce */
+    int approx_ok;        /* every rank of the collective runs as many loops of this ring */
+} ring_plan;
+
+static uint64_t divup(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+static uint64_t vec_loops(const ring_plan *rp, uint32_t c)
+{
+    uint64_t per = (uint64_t)rp->n * rp->chunk;
+    return rp->count[c] ? divup(rp->count[c], per) : 0;
+}
+
+static uint64_t ring_loops(const ring_plan *rp, uint32_t c)
+{
+    if (rp->kind == RING_BLOCKS) return rp->count[c] ? divup(rp->count[c], rp->chunk) : 0;
+    return vec_loops(rp, c);
+}
+
+/* Elements of chunk k (of n) in loop l of channel c, NCCL's split: full loops carry n chunks
+ * of `chunk` elements; the last one the rest over n, rounded up to 16 bytes, the last chunks
+ * shorter or empty. */
+static uint64_t vec_chunk(const ring_plan *rp, uint32_t c, uint64_t l, uint32_t k)
+{
+    uint64_t per = (uint64_t)rp->n * rp->chunk, off = l * per, rem = rp->count[c] - off;
+    uint64_t cc = rp->chunk;
+    if (rem < per) {
+        uint64_t align = rp->e <= 16 && 16 % rp->e == 0 ? 16 / rp->e : 1;
+        cc = divup(divup(rem, rp->n), align) * align;
+    }
+    uint64_t start = (uint64_t)k * cc;
+    if (start >= rem) return 0;
+    return rem - start < cc ? rem - start : cc;
+}
+
+uint32_t sim_nccl_ring_chunk(uint32_t n, uint32_t q, uint32_t s)
+{
+    return (uint32_t)(((uint64_t)q + 2u * n - 1u - s % (2u * n)) % n);
+}
+
+static uint64_t step_bytes(const ring_plan *rp, uint32_t c, uint64_t l, uint32_t s)
+{
+    uint32_t n = rp->n, q = rp->pos[c];
+    if (rp->kind == RING_BLOCKS) {
+        uint64_t left = rp->count[c] - l * rp->chunk;
+        return (left < rp->chunk ? left : rp->chunk) * rp->e;
+    }
+    return vec_chunk(rp, c, l, sim_nccl_ring_chunk(n, q, s)) * rp->e;
+}
+
+/* One step of every channel still in loop l. */
+static void ring_step(round_t *rd, const ring_plan *rp, uint64_t l, uint32_t s)
+{
+    for (uint32_t c = 0; c < rp->C; c++)
+        if (l < ring_loops(rp, c)) round_recv(rd, rp->prev[c]);
+    for (uint32_t c = 0; c < rp->C; c++)
+        if (l < ring_loops(rp, c)) round_send(rd, rp->next[c], step_bytes(rp, c, l, s));
+    round_wait(rd);
+}
+
+static void ring_run(sim_worker *w, const deftsim_sim_params *p, const ring_plan *rp)
+{
+    if (rp->n < 2) return;
+    uint32_t s0 = rp->kind == RING_BLOCKS ? 0 : rp->s0;
+    uint32_t s1 = rp->kind == RING_BLOCKS ? rp->n - 1 : rp->s1;
+    uint64_t loops = 0;
+    int same = 1;
+    for (uint32_t c = 0; c < rp->C; c++) {
+        uint64_t lc = ring_loops(rp, c);
+        if (c && lc != loops) same = 0;
+        if (lc > loops) loops = lc;
+    }
+    round_t rd;
+    round_init(&rd, w, 2 * (size_t)rp->C);
+    uint32_t steps = s1 - s0;
+    /* Approximate mode (every channel the same number of loops, so that every rank agrees as
+     * often): each loop runs SIM_APPROX_RING_STEPS steps, the rest at the longest sampled step
+     * of all ranks, from the latest end (a ring moves at the pace of its slowest hop). */
+    int approx = p->mode == DEFTSIM_SIM_APPROXIMATE && same && rp->approx_ok &&
+                 steps > SIM_APPROX_RING_STEPS;
+    for (uint64_t l = 0; l < loops; l++) {
+        double last = 0;
+        for (uint32_t s = s0; s < s1; s++) {
+            if (approx && s - s0 == SIM_APPROX_RING_STEPS) break;
+            double t0 = sim_now();
+            ring_step(&rd, rp, l, s);
+            last = sim_now() - t0;
+        }
+        if (approx) {
+            double end, step;
+            sim_approx_agree(w, sim_now(), last, &end, &step);
+            sim_sleep(end + (double)(steps - SIM_APPROX_RING_STEPS) * step - sim_now());
+        }
+    }
+    round_free(&rd);
+}
+
+/* Splits `count` elements over C channels, the first count mod C one larger. */
+static void split(uint64_t count, uint32_t C, uint64_t *out)
+{
+    for (uint32_t c = 0; c < C; c++) out[c] = count / C + (c < count % C);
+}
+
+static uint32_t channels(const deftsim_sim_params *p)
+{
+    uint32_t C = p->nccl_channels ? p->nccl_channels : 1;
+    return C > MAXC ? MAXC : C;
+}
+
+/* Element size: the step's elem_bytes when it divides the bytes, else bytes. */
+static uint64_t elem_of(const deftsim_sim_params *p, uint64_t bytes)
+{
+    return p->elem_bytes && bytes % p->elem_bytes == 0 ? p->elem_bytes : 1;
+}
+
+static uint64_t step_size(const deftsim_sim_params *p)
+{
+    uint64_t b = p->nccl_buffsize ? p->nccl_buffsize : DEFTSIM_NCCL_BUFFSIZE_DEFAULT;
+    return b / 8 ? b / 8 : 1;
+}
+
+/* The ring over all P ranks in NCCL's order. */
+static void plan_global(ring_plan *rp, const deftsim_sim_params *p, uint32_t r, uint64_t e)
+{
+    uint32_t P = p->P, G = gpn(p);
+    rp->n = P;
+    rp->approx_ok = 1;
+    rp->C = channels(p);
+    rp->e = e;
+    rp->chunk = 4 * step_size(p) / e ? 4 * step_size(p) / e : 1;
+    for (uint32_t c = 0; c < rp->C; c++) {
+        uint32_t q = sim_nccl_ring_pos(P, G, c, r);
+        rp->pos[c] = q;
+        rp->next[c] = sim_nccl_ring_rank(P, G, c, (q + 1) % P);
+        rp->prev[c] = sim_nccl_ring_rank(P, G, c, (q + P - 1) % P);
+    }
+}
+
+static void ring_allreduce(sim_worker *w, const deftsim_sim_params *p, uint64_t bytes)
+{
+    uint64_t e = elem_of(p, bytes);
+    ring_plan rp;
+    plan_global(&rp, p, sim_rank(w), e);
+    rp.kind = RING_VECTOR;
+    rp.s0 = 0;
+    rp.s1 = 2 * (rp.n - 1);
+    split(bytes / e, rp.C, rp.count);
+    ring_run(w, p, &rp);
+}
+
+/* Every block `bytes` long (padded or equal). */
+static void ring_allgather(sim_worker *w, const deftsim_sim_params *p, uint64_t bytes)
+{
+    uint64_t e = elem_of(p, bytes);
+    ring_plan rp;
+    plan_global(&rp, p, sim_rank(w), e);
+    rp.kind = RING_BLOCKS;
+    split(bytes / e, rp.C, rp.count);
+    ring_run(w, p, &rp);
+}
+
+/* ---- hierarchical ------------------------------------------------------------------------------- */
+
+static void hierarchical(sim_worker *w, const deftsim_sim_params *p, uint64_t bytes)
+{
+    uint32_t P = p->P, G = gpn(p), r = sim_rank(w), N = P / G, n = r / G, l = r % G;
+    uint64_t e = elem_of(p, bytes);
+    /* Inside the node: NCCL's ring order over the node's G GPUs. */
+    ring_plan in;
+    in.n = G;
+    in.approx_ok = 1;
+    in.C = channels(p);
+    in.e = e;
+    in.chunk = 4 * step_size(p) / e ? 4 * step_size(p) / e : 1;
+    in.kind = RING_VECTOR;
+    split(bytes / e, in.C, in.count);
+    for (uint32_t c = 0; c < in.C; c++) {
+        uint32_t q = sim_nccl_ring_pos(G, G, c, l);
+        in.pos[c] = q;
+        in.next[c] = n * G + sim_nccl_ring_rank(G, G, c, (q + 1) % G);
+        in.prev[c] = n * G + sim_nccl_ring_rank(G, G, c, (q + G - 1) % G);
+    }
+    /* Across nodes: the ranks of local rank l, one a node, a ring of N. Its vector: the chunks
+     * this rank owns after the reduce-scatter (chunk q of every loop, per channel). */
+    ring_plan out = in;
+    out.n = N;
+    for (uint32_t c = 0; c < in.C; c++) {
+        uint64_t own = 0;
+        for (uint64_t k = 0; k < vec_loops(&in, c); k++) own += vec_chunk(&in, c, k, in.pos[c]);
+        out.count[c] = own;
+        out.pos[c] = n;
+        out.next[c] = ((n + 1) % N) * G + l;
+        out.prev[c] = ((n + N - 1) % N) * G + l;
+    }
+    /* The rings of the local ranks own chunks that may differ by an alignment: approximate
+     * mode only when they all run as many loops (every rank agrees as often). */
+    for (uint32_t c = 0; c < in.C; c++)
+        for (uint32_t q = 0; q < G; q++) {
+            uint64_t own = 0;
+            for (uint64_t k = 0; k < vec_loops(&in, c); k++) own += vec_chunk(&in, c, k, q);
+            ring_plan t = out;
+            t.count[c] = own;
+            if (ring_loops(&t, c) != ring_loops(&out, 0)) out.approx_ok = 0;
+        }
+    in.s0 = 0;
+    in.s1 = G - 1; /* reduce-scatter */
+    if (G > 1) ring_run(w, p, &in);
+    out.s0 = 0;
+    out.s1 = 2 * (N - 1);
+    if (N > 1) ring_run(w, p, &out);
+    in.s0 = G - 1;
+    in.s1 = 2 * (G - 1); /* allgather */
+    if (G > 1) ring_run(w, p, &in);
+}
+
+/* ---- tree --------------------------------------------------------------------------------------- */
+
+typedef struct {
+    sim_nccl_links l;
+    uint32_t h, d, hr;      /* height, depth, the root's height */
+    uint32_t hc[3];         /* the children's heights */
+    uint64_t bytes, chunks;
+} tree_ch;
+
+static uint64_t tree_chunk_bytes(const tree_ch *t, uint64_t csz, uint64_t k)
+{
+    uint64_t left = t->bytes - k * csz;
+    return left < csz ? left : csz;
+}
+
+static void tree_allreduce(sim_worker *w, const deftsim_sim_params *p, uint64_t bytes)
+{
+    uint32_t P = p->P, G = gpn(p), C = channels(p), T = 2 * C, r = sim_rank(w);
+    uint64_t e = elem_of(p, bytes), csz = step_size(p) / e * e;
+    if (!csz) csz = e;
+    uint64_t part[2 * MAXC];
+    split(bytes / e, T, part);
+    tree_ch *t = malloc(T * sizeof *t);
+    if (!t) abort();
+    uint64_t rounds = 0;
+    for (uint32_t c = 0; c < T; c++) {
+        sim_nccl_tree(P, G, C, c, r, &t[c].l);
+        t[c].h = tree_height(P, G, C, c, r);
+        t[c].d = tree_depth(P, G, C, c, r);
+        for (uint32_t k = 0; k < t[c].l.ndown; k++)
+            t[c].hc[k] = tree_height(P, G, C, c, (uint32_t)t[c].l.down[k]);
+        /* the root's height: the broadcast of chunk k leaves the root as soon as it reduced it */
+        uint32_t root = r;
+        sim_nccl_links l = t[c].l;
+        while (l.up >= 0) {
+            root = (uint32_t)l.up;
+            sim_nccl_tree(P, G, C, c, root, &l);
+        }
+        t[c].hr = tree_height(P, G, C, c, root);
+        t[c].bytes = part[c] * e;
+        t[c].chunks = divup(t[c].bytes, csz);
+        uint64_t last = t[c].chunks ? t[c].hr + t[c].d + t[c].chunks : 0;
+        if (last > rounds) rounds = last;
+    }
+    round_t rd;
+    round_init(&rd, w, 8 * (size_t)T);
+    /* NCCL's split tree: the reduce up and the broadcast down run at once. In round u a rank of
+     * height h sends chunk u - h up (its child of height h' sends chunk u - h' in it); the root
+     * (height H) reduces chunk k in round k + H - 1 and sends it down in round k + H; a rank at
+     * depth d receives chunk u - H - d + 1 from its parent and sends chunk u - H - d down. */
+    for (uint64_t u = 0; u < rounds; u++) {
+        for (uint32_t c = 0; c < T; c++)
+            for (uint32_t k = 0; k < t[c].l.ndown; k++)
+                if (u >= t[c].hc[k] && u - t[c].hc[k] < t[c].chunks) round_recv(&rd, (uint32_t)t[c].l.down[k]);
+        for (uint32_t c = 0; c < T; c++) {
+            uint64_t off = (uint64_t)t[c].hr + t[c].d; /* down: chunk u - off sent, u - off + 1 received */
+            if (t[c].l.up >= 0 && u + 1 >= off && u + 1 - off < t[c].chunks) round_recv(&rd, (uint32_t)t[c].l.up);
+        }
+        for (uint32_t c = 0; c < T; c++)
+            if (t[c].l.up >= 0 && u >= t[c].h && u - t[c].h < t[c].chunks)
+                round_send(&rd, (uint32_t)t[c].l.up, tree_chunk_bytes(&t[c], csz, u - t[c].h));
+        for (uint32_t c = 0; c < T; c++) {
+            uint64_t off = (uint64_t)t[c].hr + t[c].d;
+            if (u >= off && u - off < t[c].chunks)
+                for (uint32_t k = 0; k < t[c].l.ndown; k++)
+                    round_send(&rd, (uint32_t)t[c].l.down[k], tree_chunk_bytes(&t[c], csz, u - off));
+        }
+        round_wait(&rd);
+    }
+    round_free(&rd);
+    free(t);
+}
+
+/* ---- auto: NCCL's tuning model ----------------------------------------------------------------- */
+
+/* NCCL's figures for its Simple protocol (src/graph/tuning.cc, NCCL 2.2x): base latency of
+ * ring and tree, microseconds; hardware latency per step over NVLink and over the network;
+ * the tree's bandwidth correction by log2(bytes / 64). */
+#define BASE_LAT_US 8.4
+#define RING_NVL_LAT_US 3.4
+#define TREE_NVL_LAT_US 4.0
+#define NET_LAT_US 14.0
+static const double tree_correction[24] = {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5,
+                                           .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9, .9};
+
+static uint32_t log2_floor(uint64_t v)
+{
+    uint32_t l = 0;
+    while (v >>= 1) l++;
+    return l;
+}
+
+double sim_nccl_predict_us(const deftsim_sim_params *p, deftsim_nccl_algo a, uint64_t bytes)
+{
+    uint32_t P = p->P, G = gpn(p), N = (P + G - 1) / G, C = channels(p);
+    double ppn = (double)P / N, gbps = p->bandwidth / 1e9; /* GB/s, NCCL's unit */
+    if (P < 2) return 0;
+    if (a == DEFTSIM_NCCL_TREE) {
+        double bw = gbps * 0.92 * 0.5;
+        int lg = bytes >> 6 ? (int)log2_floor(bytes >> 6) : -1;
+        if (lg >= 0 && lg < 24) bw *= tree_correction[lg];
+        double lat = BASE_LAT_US + 2 * ((ppn - 1) * TREE_NVL_LAT_US + log2_floor(N) * NET_LAT_US);
+        return lat + (double)bytes / (1000 * bw);
+    }
+    uint32_t steps = 2 * (P - 1), inter = N > 1 ? 2 * (N - 1) : 0;
+    double lat = BASE_LAT_US + (steps - inter) * RING_NVL_LAT_US + inter * NET_LAT_US;
+    if (N > 1 && bytes / ((uint64_t)C * P) >= 64) lat *= 1.4; /* the ring's plateau */
+    double bw = gbps * P / (2.0 * (P - 1));
+    return lat + (double)bytes / (1000 * bw);
+}
+
+deftsim_nccl_algo sim_nccl_pick(const deftsim_sim_params *p, uint64_t bytes)
+{
+    return sim_nccl_predict_us(p, DEFTSIM_NCCL_TREE, bytes) <
+                   sim_nccl_predict_us(p, DEFTSIM_NCCL_RING, bytes)
+               ? DEFTSIM_NCCL_TREE
+               : DEFTSIM_NCCL_RING;
+}
+
+/* ---- entry points ------------------------------------------------------------------------------- */
+
+void sim_nccl_allreduce(sim_worker *w, const deftsim_sim_params *p, uint64_t bytes)
+{
+    if (sim_size(w) < 2 || bytes == 0) return;
+    deftsim_nccl_algo a = p->nccl_algorithm;
+    if (a == DEFTSIM_NCCL_AUTO) a = sim_nccl_pick(p, bytes);
+    /* Hierarchical needs whole nodes; with a partial last node it is NCCL's ring. */
+    if (a == DEFTSIM_NCCL_HIERARCHICAL && p->P % gpn(p)) a = DEFTSIM_NCCL_RING;
+    switch (a) {
+    case DEFTSIM_NCCL_TREE: tree_allreduce(w, p, bytes); return;
+    case DEFTSIM_NCCL_HIERARCHICAL: hierarchical(w, p, bytes); return;
+    default: ring_allreduce(w, p, bytes); return;
+    }
+}
+
+/* A ring broadcast of `bytes` from root, per channel a pipelined chain. */
+void sim_nccl_bcast(sim_worker *w, const deftsim_sim_params *p, uint32_t root, uint64_t bytes)
+{
+    uint32_t P = p->P, G = gpn(p), C = channels(p), r = sim_rank(w);
+    if (P < 2 || bytes == 0) return;
+    uint64_t e = elem_of(p, bytes), csz = step_size(p) / e * e, part[MAXC];
+    if (!csz) csz = e;
+    split(bytes / e, C, part);
+    uint32_t rel[MAXC], next[MAXC], prev[MAXC];
+    /* The rounds this rank takes part in: from the one it receives its first chunk in to the
+     * one it sends its last (every other round has nothing of it). */
+    uint64_t nch[MAXC], first = UINT64_MAX, rounds = 0;
+    for (uint32_t c = 0; c < C; c++) {
+        uint32_t q = sim_nccl_ring_pos(P, G, c, r), q0 = sim_nccl_ring_pos(P, G, c, root);
+        rel[c] = (q + P - q0) % P;
+        next[c] = sim_nccl_ring_rank(P, G, c, (q + 1) % P);
+        prev[c] = sim_nccl_ring_rank(P, G, c, (q + P - 1) % P);
+        nch[c] = divup(part[c] * e, csz);
+        if (!nch[c]) continue;
+        if (rel[c] + nch[c] > rounds) rounds = rel[c] + nch[c];
+        if ((rel[c] ? rel[c] - 1 : 0) < first) first = rel[c] ? rel[c] - 1 : 0;
+    }
+    round_t rd;
+    round_init(&rd, w, 2 * (size_t)C);
+    for (uint64_t t = first; t < rounds; t++) {
+        for (uint32_t c = 0; c < C; c++)
+            if (rel[c] > 0 && t + 1 >= rel[c] && t + 1 - rel[c] < nch[c]) round_recv(&rd, prev[c]);
+        for (uint32_t c = 0; c < C; c++)
+            if (rel[c] + 1 < P && t >= rel[c] && t - rel[c] < nch[c]) {
+                uint64_t k = t - rel[c], left = part[c] * e - k * csz;
+                round_send(&rd, next[c], left < csz ? left : csz);
+            }
+        round_wait(&rd);
+    }
+    round_free(&rd);
+}
+
+/* A group: a receive from every other rank (ascending), a send to every other rank of its
+ * bytes (bytes[r], or `one` for all), one wait. */
+static void group_p2p(sim_worker *w, const uint64_t *bytes, uint64_t one)
+{
+    uint32_t P = sim_size(w), r = sim_rank(w);
+    round_t rd;
+    round_init(&rd, w, 2 * (size_t)P);
+    for (uint32_t i = 1; i < P; i++) round_recv(&rd, (r + P - i) % P);
+    for (uint32_t i = 1; i < P; i++) round_send(&rd, (r + i) % P, bytes ? bytes[r] : one);
+    round_wait(&rd);
+    round_free(&rd);
+}
+
+void sim_nccl_alltoall(sim_worker *w, const deftsim_sim_params *p, uint64_t bytes)
+{
+    (void)p;
+    if (sim_size(w) < 2) return;
+    group_p2p(w, NULL, bytes);
+}
+
+void sim_nccl_allgather(sim_worker *w, const deftsim_sim_params *p, const uint64_t *bytes,
+                        const sim_ag_info *info)
+{
+    uint32_t P = sim_size(w);
+    if (P < 2) return;
+    if (info->equal) {
+        if (bytes[0]) ring_allgather(w, p, bytes[0]);
+        return;
+    }
+    switch (p->nccl_allgatherv) {
+    case DEFTSIM_NCCL_AGV_BCAST:
+        for (uint32_t root = 0; root < P; root++) sim_nccl_bcast(w, p, root, bytes[root]);
+        return;
+    case DEFTSIM_NCCL_AGV_P2P: group_p2p(w, bytes, 0); return;
+    default: {
+        uint64_t mx = 0;
+        for (uint32_t q = 0; q < P; q++)
+            if (bytes[q] > mx) mx = bytes[q];
+        if (mx) ring_allgather(w, p, mx);
+        return;
+    }
+    }
+}

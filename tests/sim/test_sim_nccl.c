@@ -1,0 +1,573 @@
+/* test_sim_nccl.c - NCCL's algorithms (library = nccl, sim/sim_nccl.c) against their closed
+ * forms (suite fast): on the flat cluster under CM02 without crosstraffic, every link equal,
+ * with gpus_per_node = 8 on 1, 2 and 8 nodes (the multi-GPU platform is validated with it:
+ * here the message patterns are); the ring orders and trees are what NCCL builds; every rank
+ * ends with every block and every contribution exactly once; the bytes moved. */
+#include <criterion/criterion.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "deftsim_schedule.h"
+#include "deftsim_sim.h"
+#include "sim_internal.h"
+#include "simtest.h"
+#include "vsize.h"
+
+#define STEP (512u * 1024u)  /* NCCL_BUFFSIZE / 8 at the default 4 MiB */
+#define CHUNK (4u * STEP)    /* a ring chunk */
+
+static double rel(double got, double want) { return fabs(got - want) / want; }
+
+/* The flat cluster of P hosts, every link equal, as a platform file: with gpus_per_node = G
+ * > 1 a generated platform would have nodes with their own links (sim_nodes.c, validated in
+ * test_sim_nodes.c); a file keeps today's links and only groups its hosts G a node for NCCL's
+ * algorithms, whose message patterns are what this file checks. */
+static const char *flat_file(uint32_t P)
+{
+    static char path[64][256];
+    static uint32_t made[64];
+    size_t slot = 0;
+    while (slot < 63 && made[slot] && made[slot] != P) slot++;
+    if (made[slot] != P) {
+        deftsim_sim_params f;
+        simtest_params(&f, P);
+        snprintf(path[slot], sizeof path[slot], "/tmp/deftsim-nccl-flat-%ld-P%u.xml",
+                 (long)getpid(), P);
+        cr_assert_eq(deftsim_sim_write_platform(&f, path[slot]), DEFTSIM_OK, "%s",
+                     deftsim_error_message());
+        made[slot] = P;
+    }
+    return path[slot];
+}
+
+static void nccl_params(deftsim_sim_params *p, uint32_t P, uint32_t G, uint32_t C,
+                        deftsim_nccl_algo a)
+{
+    simtest_params(p, P);
+    if (G > 1) {
+        p->topology = DEFTSIM_TOPO_FILE;
+        p->platform_file = flat_file(P);
+    }
+    p->library = DEFTSIM_LIB_NCCL;
+    p->gpus_per_node = G;
+    p->nccl_channels = C;
+    p->nccl_algorithm = a;
+}
+
+/* k messages of b bytes at once on a host's link: 2 L + k (b + 16) / B. */
+static double t_k(const deftsim_sim_params *p, uint32_t k, double b)
+{
+    return 2 * p->latency + k * (b + p->envelope_bytes) / p->bandwidth;
+}
+
+static double run1(const deftsim_sim_params *p, deftsim_step_kind k, uint64_t size, int uneven,
+                   uint32_t root, deftsim_sim_result *keep)
+{
+    deftsim_schedule s;
+    simtest_one_step(&s, p->P, k, size, uneven, root);
+    double *t = simtest_run(p, &s, 1, keep);
+    double v = t[0];
+    free(t);
+    deftsim_schedule_free(&s);
+    return v;
+}
+
+/* Ring allreduce: loops of P chunks of up to 2 MiB a channel, 2 (P - 1) steps each, every
+ * step C chunks on every link: sum over loops of 2 (P - 1) (2 L + C (chunk + 16) / B), which
+ * for one loop is 2 (P - 1) / P S / B plus the latency terms. */
+static double ring_ar_formula(const deftsim_sim_params *p, uint64_t S)
+{
+    uint32_t P = p->P, C = p->nccl_channels;
+    double per = (double)S / C, t = 0; /* bytes a channel */
+    while (per > 0) {
+        double loop = per < (double)P * CHUNK ? per : (double)P * CHUNK;
+        t += 2.0 * (P - 1) * t_k(p, C, loop / P);
+        per -= loop;
+    }
+    return t;
+}
+
+Test(sim_nccl, ring_allreduce_matches_its_closed_form)
+{
+    const uint32_t nodes[] = {1, 2, 8}, Cs[] = {1, 2, 4};
+    int checked = 0;
+    for (size_t ni = 0; ni < 3; ni++)
+        for (size_t ci = 0; ci < 3; ci++) {
+            uint32_t G = 8, P = nodes[ni] * G, C = Cs[ci];
+            deftsim_sim_params p;
+            nccl_params(&p, P, G, C, DEFTSIM_NCCL_RING);
+            const uint64_t sizes[] = {4ull * P * C * 1000, 4ull * P * C * 1024 * 1024 + 0,
+                                      4ull * (P * C * 1000 + 37)};
+            for (size_t si = 0; si < 3; si++) {
+                double t = run1(&p, DEFTSIM_STEP_ALLREDUCE, sizes[si], 0, 0, NULL);
+                double f = ring_ar_formula(&p, sizes[si]);
+                printf("nccl ring allreduce N=%u G=%u P=%2u C=%u %10llu B: simulated %.9e s, "
+                       "formula %.9e s (%+.2e)\n", nodes[ni], G, P, C,
+                       (unsigned long long)sizes[si], t, f, (t - f) / f);
+                cr_expect_lt(rel(t, f), si == 2 ? 1e-2 : 1e-6, "P=%u C=%u %llu: %.12e vs %.12e",
+                             P, C, (unsigned long long)sizes[si], t, f);
+                checked++;
+            }
+        }
+    cr_expect_eq(checked, 27);
+}
+
+/* Ring allgather of b-byte blocks (padded to the largest when uneven): per loop of one chunk
+ * of every block, P - 1 steps of C chunks a link. */
+static double ring_ag_formula(const deftsim_sim_params *p, uint64_t b)
+{
+    uint32_t P = p->P, C = p->nccl_channels;
+    double per = (double)b / C, t = 0;
+    while (per > 0) {
+        double c = per < CHUNK ? per : CHUNK;
+        t += (P - 1) * t_k(p, C, c);
+        per -= c;
+    }
+    return t;
+}
+
+/* Ring broadcast from a root: n chunks of 512 KiB a channel through P - 1 hops, n + P - 2
+ * rounds; the last chunk shorter costs its own round. */
+static double bcast_formula(const deftsim_sim_params *p, uint64_t b)
+{
+    uint32_t P = p->P, C = p->nccl_channels;
+    double per = (double)b / C;
+    double n = ceil(per / STEP), last = per - (n - 1) * STEP;
+    if (n == 1) return (P - 1) * t_k(p, C, per);
+    return (n + P - 3) * t_k(p, C, STEP) + t_k(p, C, last);
+}
+
+Test(sim_nccl, ring_allgather_and_broadcast_match_their_closed_forms)
+{
+    const uint32_t nodes[] = {1, 2, 8};
+    for (size_t ni = 0; ni < 3; ni++)
+        for (uint32_t C = 1; C <= 2; C++) {
+            uint32_t G = 8, P = nodes[ni] * G;
+            deftsim_sim_params p;
+            nccl_params(&p, P, G, C, DEFTSIM_NCCL_RING);
+            const uint64_t sizes[] = {4096, 3u << 20, 10000004};
+            for (size_t si = 0; si < 3; si++) {
+                for (int uneven = 0; uneven < 2; uneven++) {
+                    deftsim_sim_result r;
+                    double t = run1(&p, DEFTSIM_STEP_ALLGATHER, sizes[si], uneven, 0, &r);
+                    uint64_t mx = uneven ? 0 : sizes[si];
+                    for (uint32_t q = 0; uneven && q < P; q++)
+                        if (deftsim_test_vsize(sizes[si], q) > mx) mx = deftsim_test_vsize(sizes[si], q);
+                    double f = ring_ag_formula(&p, mx);
+                    printf("nccl ring allgather%s P=%2u C=%u %9llu B: simulated %.9e s, formula "
+                           "%.9e s (%+.2e)\n", uneven ? " (pad)" : "      ", P, C,
+                           (unsigned long long)sizes[si], t, f, (t - f) / f);
+                    cr_expect_lt(rel(t, f), 1e-2, "allgather P=%u C=%u %llu", P, C,
+                                 (unsigned long long)sizes[si]);
+                    /* Padded blocks travel padded: every rank receives P - 1 largest blocks. */
+                    for (uint32_t w = 0; w < P; w++)
+                        cr_expect_eq(r.recv[w], (uint64_t)(P - 1) * mx, "rank %u received %llu", w,
+                                     (unsigned long long)r.recv[w]);
+                    deftsim_sim_result_free(&r);
+                }
+                uint32_t root = P - 3;
+                deftsim_sim_result r;
+                double t = run1(&p, DEFTSIM_STEP_BCAST, sizes[si], 0, root, &r);
+                double f = bcast_formula(&p, sizes[si]);
+                printf("nccl ring broadcast       P=%2u C=%u %9llu B: simulated %.9e s, formula "
+                       "%.9e s (%+.2e)\n", P, C, (unsigned long long)sizes[si], t, f, (t - f) / f);
+                cr_expect_lt(rel(t, f), 1e-2, "bcast P=%u C=%u %llu: %.12e vs %.12e", P, C,
+                             (unsigned long long)sizes[si], t, f);
+                for (uint32_t w = 0; w < P; w++) {
+                    cr_expect_eq(r.recv[w], w == root ? 0 : sizes[si], "bcast rank %u", w);
+                    /* the rank before the root on every channel's ring sends nothing */
+                }
+                deftsim_sim_result_free(&r);
+            }
+        }
+}
+
+/* Hierarchical: the ring reduce-scatter over G GPUs, the ring allreduce over N nodes of S / G,
+ * the ring allgather over G: (G - 1) t(C, S/(C G)) twice plus 2 (N - 1) t(C, S/(C G N)). */
+Test(sim_nccl, hierarchical_allreduce_matches_its_closed_form)
+{
+    const uint32_t nodes[] = {1, 2, 8};
+    for (size_t ni = 0; ni < 3; ni++)
+        for (uint32_t C = 1; C <= 2; C++) {
+            uint32_t G = 8, N = nodes[ni], P = N * G;
+            deftsim_sim_params p;
+            nccl_params(&p, P, G, C, DEFTSIM_NCCL_HIERARCHICAL);
+            const uint64_t sizes[] = {4ull * P * C * 256, 4ull * P * C * 256 * 64, 4ull * (P * C * 2000 + 13)};
+            for (size_t si = 0; si < 3; si++) {
+                double S = (double)sizes[si];
+                double f = 2.0 * (G - 1) * t_k(&p, C, S / (C * G)) +
+                           (N > 1 ? 2.0 * (N - 1) * t_k(&p, C, S / (C * G * N)) : 0);
+                double t = run1(&p, DEFTSIM_STEP_ALLREDUCE, sizes[si], 0, 0, NULL);
+                printf("nccl hierarchical allreduce N=%u G=%u C=%u %9llu B: simulated %.9e s, "
+                       "formula %.9e s (%+.2e)\n", N, G, C, (unsigned long long)sizes[si], t, f,
+                       (t - f) / f);
+                cr_expect_lt(rel(t, f), si == 2 ? 1e-2 : 1e-6, "N=%u C=%u %llu: %.12e vs %.12e", N,
+                             C, (unsigned long long)sizes[si], t, f);
+            }
+        }
+}
+
+/* The tree's pipeline (NCCL's split tree: reduce and broadcast at once): in each round every
+ * rank's messages of every tree channel leave at once; the round lasts 2 L + (the most loaded
+ * host link's bytes in it) / B. Summed over the rounds, with the library's trees: a rank of
+ * height h sends chunk u - h up in round u, a rank at depth d chunk u - H - d down (H the
+ * root's height). */
+static double tree_formula(const deftsim_sim_params *p, uint64_t S)
+{
+    uint32_t P = p->P, G = p->gpus_per_node, C = p->nccl_channels, T = 2 * C;
+    uint64_t e = 4, count = S / e;
+    double *up = calloc(P, sizeof *up), *down = calloc(P, sizeof *down);
+    uint32_t *h = calloc((size_t)P * T, sizeof *h), *d = calloc((size_t)P * T, sizeof *d);
+    sim_nccl_links *L = calloc((size_t)P * T, sizeof *L);
+    cr_assert(up && down && h && d && L);
+    uint64_t part[128], nch[128], H[128], rounds = 0;
+    for (uint32_t c = 0; c < T; c++) {
+        part[c] = (count / T + (c < count % T)) * e;
+        nch[c] = (part[c] + STEP - 1) / STEP;
+        for (uint32_t r = 0; r < P; r++) sim_nccl_tree(P, G, C, c, r, &L[c * P + r]);
+        /* heights bottom-up and depths top-down (repeated until stable) */
+        for (int it = 0; it < 64; it++)
+            for (uint32_t r = 0; r < P; r++) {
+                uint32_t hh = 0;
+                for (uint32_t k = 0; k < L[c * P + r].ndown; k++) {
+                    uint32_t x = h[c * P + (uint32_t)L[c * P + r].down[k]] + 1;
+                    if (x > hh) hh = x;
+                }
+                h[c * P + r] = hh;
+                d[c * P + r] = L[c * P + r].up < 0 ? 0 : d[c * P + (uint32_t)L[c * P + r].up] + 1;
+            }
+        for (uint32_t r = 0; r < P; r++)
+            if (L[c * P + r].up < 0) H[c] = h[c * P + r];
+        for (uint32_t r = 0; r < P; r++)
+            if (H[c] + d[c * P + r] + nch[c] > rounds) rounds = H[c] + d[c * P + r] + nch[c];
+    }
+    double t = 0;
+    for (uint64_t u = 0; u < rounds; u++) {
+        memset(up, 0, P * sizeof *up);
+        memset(down, 0, P * sizeof *down);
+        int any = 0;
+        for (uint32_t c = 0; c < T; c++)
+            for (uint32_t r = 0; r < P; r++) {
+                const sim_nccl_links *l = &L[c * P + r];
+                for (int phase = 0; phase < 2; phase++) {
+                    uint64_t k0 = phase ? H[c] + d[c * P + r] : h[c * P + r];
+                    if (u < k0 || u - k0 >= nch[c]) continue;
+                    uint64_t k = u - k0;
+                    double b = (double)(part[c] - k * STEP < STEP ? part[c] - k * STEP : STEP) + 16;
+                    if (phase == 0 && l->up >= 0) {
+                        up[r] += b;
+                        down[l->up] += b;
+                        any = 1;
+                    }
+                    for (uint32_t j = 0; phase == 1 && j < l->ndown; j++) {
+                        up[r] += b;
+                        down[l->down[j]] += b;
+                        any = 1;
+                    }
+                }
+            }
+        double mx = 0;
+        for (uint32_t r = 0; r < P; r++) {
+            if (up[r] > mx) mx = up[r];
+            if (down[r] > mx) mx = down[r];
+        }
+        if (any) t += 2 * p->latency + mx / p->bandwidth;
+    }
+    free(up);
+    free(down);
+    free(h);
+    free(d);
+    free(L);
+    return t;
+}
+
+Test(sim_nccl, tree_allreduce_matches_its_pipeline)
+{
+    const uint32_t nodes[] = {1, 2, 8};
+    for (size_t ni = 0; ni < 3; ni++)
+        for (uint32_t C = 1; C <= 2; C++) {
+            uint32_t G = 8, P = nodes[ni] * G;
+            deftsim_sim_params p;
+            nccl_params(&p, P, G, C, DEFTSIM_NCCL_TREE);
+            const uint64_t sizes[] = {4096, 4ull << 20, 4ull * (16u << 20) + 4 * 37};
+            for (size_t si = 0; si < 3; si++) {
+                deftsim_sim_result r;
+                double t = run1(&p, DEFTSIM_STEP_ALLREDUCE, sizes[si], 0, 0, &r);
+                double f = tree_formula(&p, sizes[si]);
+                printf("nccl tree allreduce N=%u G=%u C=%u %9llu B: simulated %.9e s, pipeline "
+                       "%.9e s (%+.2e)\n", nodes[ni], G, C, (unsigned long long)sizes[si], t, f,
+                       (t - f) / f);
+                cr_expect_lt(rel(t, f), 1e-2, "tree N=%u C=%u %llu: %.12e vs %.12e", nodes[ni],
+                             C, (unsigned long long)sizes[si], t, f);
+                /* Every rank receives the whole vector once going down, and sends up what it
+                 * reduced: S in all from the parents, S in all to them (but the roots). */
+                uint64_t down_total = 0;
+                for (uint32_t w = 0; w < P; w++) down_total += r.recv[w];
+                cr_expect_eq(down_total, 2 * (uint64_t)(P - 1) * sizes[si],
+                             "tree: %llu bytes received in all", (unsigned long long)down_total);
+                deftsim_sim_result_free(&r);
+            }
+        }
+}
+
+/* NCCL's ring order: every channel's ring is a permutation, node after node, entering node n
+ * at GPU c + 1 and leaving it from GPU c: channels leave through different GPUs (NICs). */
+Test(sim_nccl, ring_orders_are_nccl_rings)
+{
+    const uint32_t Ps[] = {8, 13, 16, 64, 30}, Gs[] = {8, 4, 8, 8, 1};
+    for (size_t i = 0; i < 5; i++) {
+        uint32_t P = Ps[i], G = Gs[i];
+        for (uint32_t c = 0; c < 8; c++) {
+            char *seen = calloc(P, 1);
+            cr_assert(seen);
+            for (uint32_t pos = 0; pos < P; pos++) {
+                uint32_t r = sim_nccl_ring_rank(P, G, c, pos);
+                cr_assert_lt(r, P);
+                cr_expect_eq(seen[r], 0, "P=%u G=%u c=%u: rank %u twice", P, G, c, r);
+                seen[r] = 1;
+                cr_expect_eq(sim_nccl_ring_pos(P, G, c, r), pos);
+                cr_expect_eq(r / G, pos / G, "the ring goes node by node");
+                uint32_t g = P - (r / G) * G < G ? P - (r / G) * G : G;
+                if (pos % G == g - 1 && G > 1 && g == G)
+                    cr_expect_eq(r % G, c % G, "channel %u leaves node %u from GPU %u", c, r / G, r % G);
+            }
+            free(seen);
+        }
+    }
+}
+
+/* Every rank ends the ring allreduce with every chunk reduced over every rank exactly once,
+ * and the ring allgather with every block once: tokens through the library's chunk order. */
+Test(sim_nccl, rings_deliver_every_block_once)
+{
+    for (uint32_t n = 2; n <= 17; n++) {
+        /* have[q][k]: the set of contributions to chunk k that position q holds (bit mask) */
+        uint64_t *have = calloc((size_t)n * n, sizeof *have), *nxt = calloc((size_t)n * n, sizeof *nxt);
+        cr_assert(have && nxt);
+        for (uint32_t q = 0; q < n; q++)
+            for (uint32_t k = 0; k < n; k++) have[q * n + k] = 1ull << q;
+        for (uint32_t s = 0; s < 2 * (n - 1); s++) {
+            memcpy(nxt, have, (size_t)n * n * sizeof *have);
+            for (uint32_t q = 0; q < n; q++) {
+                uint32_t k = sim_nccl_ring_chunk(n, q, s), to = (q + 1) % n;
+                if (s < n - 1) { /* reduce: the receiver adds what it gets, never twice */
+                    cr_expect_eq(have[to * n + k] & have[q * n + k], 0, "n=%u step %u: twice", n, s);
+                    nxt[to * n + k] = have[to * n + k] | have[q * n + k];
+                } else { /* allgather: the receiver takes the reduced chunk */
+                    cr_expect_eq(have[q * n + k], (1ull << n) - 1, "n=%u step %u: sends a partial chunk", n, s);
+                    nxt[to * n + k] = have[q * n + k];
+                }
+            }
+            memcpy(have, nxt, (size_t)n * n * sizeof *have);
+        }
+        for (uint32_t q = 0; q < n; q++)
+            for (uint32_t k = 0; k < n; k++)
+                cr_expect_eq(have[q * n + k], (1ull << n) - 1, "n=%u: position %u chunk %u", n, q, k);
+        /* the allgather: position q forwards the block of position q - s in step s */
+        for (uint32_t q = 0; q < n; q++) {
+            uint64_t got = 1ull << q;
+            for (uint32_t s = 0; s < n - 1; s++) {
+                uint32_t from = (q + n - 1) % n, block = (from + n - s) % n;
+                cr_expect_eq(got & (1ull << block), 0, "n=%u: block %u twice", n, block);
+                got |= 1ull << block;
+            }
+            cr_expect_eq(got, (1ull << n) - 1);
+        }
+        free(have);
+        free(nxt);
+    }
+}
+
+/* The trees: a spanning tree of every channel over all ranks, parent and child agree; over the
+ * nodes the double binary tree makes every node a leaf in one of its two trees (with N odd,
+ * NCCL shifts the second tree by one rank instead of mirroring it, and one node is interior in
+ * both). */
+Test(sim_nccl, trees_are_nccl_double_binary_trees)
+{
+    for (uint32_t N = 1; N <= 40; N++) {
+        uint32_t interior = 0;
+        for (uint32_t n = 0; n < N; n++) {
+            int both = 1;
+            for (uint32_t which = 0; which < 2; which++) {
+                int32_t u, a, b;
+                sim_nccl_dtree(N, n, which, &u, &a, &b);
+                if (a < 0 && b < 0) both = 0;
+                if (u >= 0) {
+                    int32_t uu, ua, ub;
+                    sim_nccl_dtree(N, (uint32_t)u, which, &uu, &ua, &ub);
+                    cr_expect(ua == (int32_t)n || ub == (int32_t)n, "N=%u tree %u: %u's parent %d disowns it", N, which, n, u);
+                }
+            }
+            if (both) interior++;
+        }
+        /* Mirrored (N even): complementary. Shifted (N odd, NCCL's choice): one node is
+         * interior in both. */
+        cr_expect_eq(interior, N % 2 && N > 1 ? 1u : 0u, "N=%u: %u nodes interior in both trees", N, interior);
+    }
+    const uint32_t Ps[] = {8, 16, 64, 20, 7};
+    const uint32_t Gs[] = {8, 8, 8, 8, 1};
+    for (size_t i = 0; i < 5; i++)
+        for (uint32_t tc = 0; tc < 4; tc++) {
+            uint32_t P = Ps[i], G = Gs[i];
+            uint32_t roots = 0, reached = 0;
+            for (uint32_t r = 0; r < P; r++) {
+                sim_nccl_links l;
+                sim_nccl_tree(P, G, 2, tc, r, &l);
+                if (l.up < 0) roots++;
+                for (uint32_t k = 0; k < l.ndown; k++) {
+                    sim_nccl_links c;
+                    sim_nccl_tree(P, G, 2, tc, (uint32_t)l.down[k], &c);
+                    cr_expect_eq(c.up, (int32_t)r, "P=%u tc=%u: child %d of %u", P, tc, l.down[k], r);
+                    reached++;
+                }
+            }
+            cr_expect_eq(roots, 1, "P=%u G=%u tree %u: %u roots", P, G, tc, roots);
+            cr_expect_eq(reached, P - 1, "every rank but the root a child once");
+        }
+}
+
+/* Allgatherv mappings on uneven blocks (P = 16 on 2 nodes): pad moves padded blocks, bcast and
+ * p2p the blocks themselves; every rank gets every other block. Alltoall is a group. */
+Test(sim_nccl, allgatherv_mappings_and_groups)
+{
+    const uint32_t P = 16, G = 8;
+    deftsim_sim_params p;
+    nccl_params(&p, P, G, 2, DEFTSIM_NCCL_RING);
+    const uint64_t size = 100000;
+    uint64_t total = 0, mx = 0;
+    for (uint32_t q = 0; q < P; q++) {
+        total += deftsim_test_vsize(size, q);
+        if (deftsim_test_vsize(size, q) > mx) mx = deftsim_test_vsize(size, q);
+    }
+    const deftsim_nccl_agv modes[] = {DEFTSIM_NCCL_AGV_PAD, DEFTSIM_NCCL_AGV_BCAST, DEFTSIM_NCCL_AGV_P2P};
+    double t[3];
+    for (int m = 0; m < 3; m++) {
+        p.nccl_allgatherv = modes[m];
+        deftsim_sim_result r;
+        t[m] = run1(&p, DEFTSIM_STEP_ALLGATHER, size, 1, 0, &r);
+        for (uint32_t w = 0; w < P; w++) {
+            uint64_t want = m == 0 ? (P - 1) * mx : total - deftsim_test_vsize(size, w);
+            cr_expect_eq(r.recv[w], want, "%s rank %u: received %llu, want %llu",
+                         deftsim_nccl_agv_name(modes[m]), w, (unsigned long long)r.recv[w],
+                         (unsigned long long)want);
+        }
+        printf("nccl allgatherv %-5s P=16: %.9e s, %llu messages\n", deftsim_nccl_agv_name(modes[m]),
+               t[m], (unsigned long long)r.messages);
+        deftsim_sim_result_free(&r);
+    }
+    /* p2p: every rank sends its block to the 15 others at once on its link, receives 15
+     * blocks at once on its own: the largest rank's link bounds it. */
+    double f = 2 * p.latency + (P - 1) * ((double)mx + 16) / p.bandwidth;
+    cr_expect_lt(rel(t[2], f), 1e-6, "p2p %.12e vs %.12e", t[2], f);
+    double a = run1(&p, DEFTSIM_STEP_ALLTOALL, 65536, 0, 0, NULL);
+    double fa = t_k(&p, P - 1, 65536);
+    printf("nccl alltoall (group) P=16 64 KiB: %.9e s, formula %.9e s\n", a, fa);
+    cr_expect_lt(rel(a, fa), 1e-6);
+}
+
+/* auto: NCCL's model picks the tree for small messages across many nodes and the ring for
+ * large ones; what auto runs is what it picks. */
+Test(sim_nccl, auto_follows_the_tuning_model)
+{
+    deftsim_sim_params p;
+    nccl_params(&p, 64, 8, 2, DEFTSIM_NCCL_AUTO);
+    cr_expect_eq(sim_nccl_pick(&p, 4096), DEFTSIM_NCCL_TREE);
+    cr_expect_eq(sim_nccl_pick(&p, 1ull << 30), DEFTSIM_NCCL_RING);
+    for (uint32_t N = 1; N <= 128; N *= 2) {
+        nccl_params(&p, 8 * N, 8, 2, DEFTSIM_NCCL_AUTO);
+        uint64_t cross = 0;
+        for (uint64_t b = 64; b <= (1ull << 34); b *= 2)
+            if (sim_nccl_pick(&p, b) == DEFTSIM_NCCL_RING && !cross) cross = b;
+            else if (sim_nccl_pick(&p, b) == DEFTSIM_NCCL_TREE) cross = 0;
+        printf("nccl auto at 25 Gbit/s, G=8, N=%3u: ring from %llu bytes on (tree below)\n", N,
+               (unsigned long long)cross);
+    }
+    nccl_params(&p, 64, 8, 2, DEFTSIM_NCCL_AUTO);
+    for (uint64_t b = 4096; b <= (64u << 20); b *= 128) {
+        double ta = run1(&p, DEFTSIM_STEP_ALLREDUCE, b, 0, 0, NULL);
+        p.nccl_algorithm = sim_nccl_pick(&p, b);
+        double tp = run1(&p, DEFTSIM_STEP_ALLREDUCE, b, 0, 0, NULL);
+        p.nccl_algorithm = DEFTSIM_NCCL_AUTO;
+        cr_expect_eq(ta, tp, "auto at %llu bytes", (unsigned long long)b);
+    }
+}
+
+/* library = mpi stays MPI's whatever gpus_per_node says (on one platform: a generated one
+ * with G > 1 has other links); G = 1 runs NCCL's ring over ranks. */
+Test(sim_nccl, mpi_is_unchanged_and_approximate_rings)
+{
+    deftsim_sim_params p;
+    simtest_params(&p, 16);
+    p.topology = DEFTSIM_TOPO_FILE;
+    p.platform_file = flat_file(16);
+    p.allreduce = DEFTSIM_AR_RING;
+    double a = run1(&p, DEFTSIM_STEP_ALLREDUCE, 4u * 16 * 1000, 0, 0, NULL);
+    p.gpus_per_node = 8;
+    double b = run1(&p, DEFTSIM_STEP_ALLREDUCE, 4u * 16 * 1000, 0, 0, NULL);
+    cr_expect_eq(a, b);
+    cr_expect_lt(rel(a, simtest_formula(&p, DEFTSIM_STEP_ALLREDUCE, 4u * 16 * 1000)), 1e-6);
+    /* approximate mode: sampled NCCL rings within 1e-9 of the exact ones on equal chunks */
+    nccl_params(&p, 96, 8, 2, DEFTSIM_NCCL_RING);
+    deftsim_sim_result re, ra;
+    double te = run1(&p, DEFTSIM_STEP_ALLREDUCE, 4ull * 96 * 2 * 50000, 0, 0, &re);
+    p.mode = DEFTSIM_SIM_APPROXIMATE;
+    double ta = run1(&p, DEFTSIM_STEP_ALLREDUCE, 4ull * 96 * 2 * 50000, 0, 0, &ra);
+    printf("nccl ring allreduce P=96 approximate %.9e s (%llu messages), exact %.9e s (%llu)\n", ta,
+           (unsigned long long)ra.messages, te, (unsigned long long)re.messages);
+    cr_expect_lt(rel(ta, te), 1e-9);
+    cr_expect_lt(ra.messages, re.messages / 5);
+    deftsim_sim_result_free(&re);
+    deftsim_sim_result_free(&ra);
+    p.nccl_algorithm = DEFTSIM_NCCL_HIERARCHICAL;
+    double he = 0, ha = 0;
+    ha = run1(&p, DEFTSIM_STEP_ALLREDUCE, 4ull * 96 * 2 * 50000, 0, 0, NULL);
+    p.mode = DEFTSIM_SIM_EXACT;
+    he = run1(&p, DEFTSIM_STEP_ALLREDUCE, 4ull * 96 * 2 * 50000, 0, 0, NULL);
+    printf("nccl hierarchical P=96 approximate %.9e s, exact %.9e s\n", ha, he);
+    cr_expect_lt(rel(ha, he), 1e-9);
+}
+
+/* Partial nodes (G not dividing P), tiny and empty vectors, every algorithm: each finishes
+ * (no deadlock), a broadcast delivers the payload to every rank but the root, what is sent is
+ * received, and a tree or ring allreduce delivers at least the vector to every rank. */
+Test(sim_nccl, partial_nodes_and_tiny_sizes_finish)
+{
+    const uint32_t Ps[] = {13, 5, 30, 2}, Gs[] = {8, 8, 4, 8};
+    const uint64_t sizes[] = {0, 4, 4 * 7, 4 * 1001, 3u << 20};
+    for (size_t i = 0; i < 4; i++)
+        for (int a = 0; a < DEFTSIM_NCCL_ALGO_COUNT; a++) {
+            deftsim_sim_params p;
+            nccl_params(&p, Ps[i], Gs[i], 3, (deftsim_nccl_algo)a);
+            p.nccl_allgatherv = (deftsim_nccl_agv)(a % DEFTSIM_NCCL_AGV_COUNT);
+            for (size_t si = 0; si < 5; si++) {
+                uint32_t P = Ps[i];
+                deftsim_schedule s[3];
+                simtest_one_step(&s[0], P, DEFTSIM_STEP_ALLREDUCE, sizes[si], 0, 0);
+                simtest_one_step(&s[1], P, DEFTSIM_STEP_BCAST, sizes[si], 0, P / 2);
+                simtest_one_step(&s[2], P, DEFTSIM_STEP_ALLGATHER, sizes[si], 1, 0);
+                deftsim_sim_result r;
+                free(simtest_run(&p, s, 3, &r));
+                for (int k = 0; k < 3; k++) {
+                    uint64_t ts = 0, tr = 0;
+                    for (uint32_t w = 0; w < P; w++) {
+                        uint64_t got = r.recv[((size_t)k) * P + w];
+                        ts += r.sent[((size_t)k) * P + w];
+                        tr += got;
+                        if (k == 1)
+                            cr_expect_eq(got, w == P / 2 ? 0 : sizes[si], "P=%u G=%u %s bcast %llu: rank %u got %llu",
+                                         P, Gs[i], deftsim_nccl_algo_name(p.nccl_algorithm),
+                                         (unsigned long long)sizes[si], w, (unsigned long long)got);
+                        if (k == 0 && a != DEFTSIM_NCCL_HIERARCHICAL)
+                            cr_expect_geq(got, sizes[si] * (P - 1) / P, "allreduce rank %u", w);
+                    }
+                    cr_expect_eq(ts, tr, "what is sent is received");
+                    deftsim_schedule_free(&s[k]);
+                }
+                deftsim_sim_result_free(&r);
+            }
+        }
+}
