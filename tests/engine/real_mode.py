@@ -171,6 +171,42 @@ def check_measured(P, head, real):
     return kinds
 
 
+def check_analyze(P, ref, real, head, rb):
+    """deftsim analyze: measured.csv and the table in summary.md for the real rows only."""
+    run([EXE, "analyze", ref, "-q"], f"P={P}: analyze alone")
+    if os.path.exists(os.path.join(ref, "measured.csv")):
+        fail(f"P={P}: measured.csv without measured rows")
+    p = run([EXE, "analyze", real], f"P={P}: analyze under mpirun")
+    with open(os.path.join(real, "summary.md")) as f:
+        if "## Measured against simulated communication" not in f.read():
+            fail(f"P={P}: summary.md has no measured table")
+    if "Measured against simulated" not in p.stdout:
+        fail(f"P={P}: analyze printed no measured table")
+    c = {n: head.index(n) for n in head}
+    want = {}
+    for r in rb:  # worker 0's collective rows: the table's lines, with their means
+        if r[c["worker"]] != "0" or r[c["measured_seconds"]] == "":
+            continue
+        k = (r[c["method"]], r[c["phase_index"]], r[c["phase"]])
+        want.setdefault(k, []).append(float(r[c["measured_seconds"]]))
+    with open(os.path.join(real, "measured.csv"), newline="") as f:
+        got = [x for x in csv.DictReader(f) if x["phase_index"] != "-1"]
+    if len(got) != len(want):
+        fail(f"P={P}: measured.csv has {len(got)} collectives, the rows {len(want)}")
+        return
+    for x in got:
+        v = want.get((x["method"], x["phase_index"], x["collective"]))
+        mean = sum(v) / len(v) if v else float("nan")
+        if not v or abs(float(x["measured_seconds"]) - mean) > 1e-12 + 1e-9 * mean:
+            fail(f"P={P}: measured.csv {x['method']} {x['collective']}: "
+                 f"{x['measured_seconds']} against the rows' mean {mean}")
+            return
+        sim, ratio = float(x["simulated_seconds"]), x["ratio"]
+        if sim > 0 and abs(float(ratio) - mean / sim) > 1e-9 * mean / sim:
+            fail(f"P={P}: measured.csv {x['method']} {x['collective']}: ratio {ratio}")
+            return
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="deftsim_real_")
     try:
@@ -196,6 +232,7 @@ def main():
             allkinds |= check_measured(P, hb, rb) or set()
             print(f"P={P}: {len(rb)} rows, every untimed column as the one-process run's",
                   flush=True)
+            check_analyze(P, ref, real, hb, rb)
         want = {"allgather", "allreduce", "bcast", "sendrecv", "p2p"}
         if not want <= allkinds:
             fail(f"collective kinds seen {sorted(allkinds)}, expected at least {sorted(want)}")
