@@ -7,6 +7,7 @@
 #include "deftsim_net_mpi.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -370,6 +371,10 @@ static deftsim_status run_point(uint64_t *w, size_t nw, size_t n, uint32_t P, ui
         st = deftsim_error_set(DEFTSIM_E_NOMEM, "real mode: out of memory");
     if (!st && n) st = execute_words(w, 1, P, elem, sec, cnt, cnt + S, 0);
     if (!st) st = execute_words(w, n, P, elem, sec, cnt, cnt + S, 1);
+    if (st == DEFTSIM_E_NOMEM) { /* on this rank alone: the others would wait for it */
+        fprintf(stderr, "deftsim: rank %d: %s\n", g_rank, deftsim_error_message());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
     if (!st) {
         for (size_t g = 0; g < S; g++) if (isnan(sec[g])) sec[g] = -1;
         MPI_Reduce(sec, secmax, (int)S, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
@@ -445,9 +450,10 @@ deftsim_status deftsim_mpi_serve(void)
         deftsim_mpi_result dummy;
         memset(&dummy, 0, sizeof dummy);
         uint32_t P = (uint32_t)(h[2] & 0xffffffffu), elem = (uint32_t)(h[2] >> 32);
-        deftsim_status st = run_point(w, h[3], h[1], P, elem, &dummy);
+        /* An error here is rank 0's too (the same checks on the same words, at the same
+         * step): it reports it; this rank waits for the next point or the release. */
+        (void)run_point(w, h[3], h[1], P, elem, &dummy);
         free(w);
-        if (st) return st;
     }
 }
 

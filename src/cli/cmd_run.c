@@ -136,7 +136,6 @@ int deftsim_cmd_run(int argc, char **argv)
             if ((st = deftsim_mpi_serve())) rc = deftsim_cli_fail(st);
             goto done;
         }
-        quiet |= dry;
     }
     if (!quiet) opt.progress = (deftsim_run_progress){deftsim_cli_run_progress, stderr};
     if ((st = deftsim_engine_new(cfg, &opt, &e))) {
