@@ -180,10 +180,13 @@ static void write_rows(const deftsim_measured *m, FILE *f, int md)
         size_t n = means(g, &a, &s, &p);
         double ratio = s > 0 ? a / s : NAN;
         if (md) {
+            /* "-": no value (no simulation, or a simulated time of 0) */
+            snprintf(b[0], 40, "%.3g", a * 1e6);
+            snprintf(b[1], 40, "%.3g", s * 1e6);
             snprintf(b[3], 40, "%.3g", ratio);
-            fprintf(f, "| %s | %s | %ld | %s | %s | %zu | %.0f | %.3g | %.3g | %s |\n", g->method,
-                    g->dens, g->P, g->phase, g->kind, n, p, a * 1e6, s * 1e6,
-                    isnan(ratio) ? "" : b[3]);
+            fprintf(f, "| %s | %s | %ld | %s | %s | %zu | %.0f | %s | %s | %s |\n", g->method,
+                    g->dens, g->P, g->phase, g->kind, n, p, isnan(a) ? "-" : b[0],
+                    isnan(s) ? "-" : b[1], isnan(ratio) ? "-" : b[3]);
             continue;
         }
         fprintf(f, "%s,%s,%ld,%s,%s,%ld,%zu,%s,%s,%s,%s\n", g->method, g->dens, g->P, g->phase,
