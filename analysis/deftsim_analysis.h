@@ -52,6 +52,22 @@ const char *deftsim_csvr_path(const deftsim_csvr *r);
  * (deftsim_parse_double) or the call fails naming the file, line and column. */
 deftsim_status deftsim_csvr_number(const deftsim_csvr *r, size_t col, double *out);
 
+/* ---- the real network mode's table (measured.c, docs/CLUSTER.md "Real mode") ------------- */
+
+typedef struct deftsim_measured deftsim_measured;
+
+deftsim_status deftsim_measured_new(deftsim_measured **out);
+void deftsim_measured_free(deftsim_measured *m);
+/* Reads a file of deftsim rows; the rows without comm_measured_seconds (and files without the
+ * real mode's columns) add nothing. */
+deftsim_status deftsim_measured_add_file(deftsim_measured *m, const char *path);
+/* Groups (method, density, P, collective or the whole iteration) with measured times. */
+size_t deftsim_measured_count(const deftsim_measured *m);
+/* measured.csv: one line a group (docs/ANALYSIS.md), written atomically. */
+deftsim_status deftsim_measured_write_csv(const deftsim_measured *m, const char *path);
+/* The table as Markdown, with its heading. */
+void deftsim_measured_write_md(const deftsim_measured *m, FILE *f);
+
 /* ---- statistics ---------------------------------------------------------------------------- */
 
 /* Median of n values (sorts x in place); NaN when n = 0. For even n, the mean of the two middle

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what deftsim needs on Debian 12 (as root), skipping what is already there:
 # the build tools and libraries from Debian (valgrind for the memcheck pass, clang and its
-# sanitizer and libFuzzer runtimes for the -Dfuzz=true build), and a Python virtual environment
+# sanitizer and libFuzzer runtimes for the -Dfuzz=true build, Open MPI for the real network mode
+# of -Dmpi), and a Python virtual environment
 # (.venv) with numpy and safetensors for the interoperability tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,7 +10,8 @@ cd "$(dirname "$0")/.."
 pkgs=(gcc pkg-config meson ninja-build git
       libsimgrid-dev simgrid libgsl-dev libcriterion-dev libinih-dev libjansson-dev zlib1g-dev
       libopenblas-dev gnuplot-nox dataset-fashion-mnist
-      python3 python3-venv valgrind clang libclang-rt-14-dev)
+      python3 python3-venv valgrind clang libclang-rt-14-dev
+      libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -30,6 +30,7 @@ static const char *const train_model_names[] = {"mlp", "cnn", NULL};
 static const char *const timing_statistic_names[] = {"min", "median", NULL};
 static const char *const timing_cache_names[] = {"cold", "warm", NULL};
 static const char *const spread_names[] = {"params", "uniform", NULL};
+const char *const deftsim_exec_network_names[] = {"simulate", "mpi", NULL};
 
 /* Enum fields are stored through int-sized copies (see deftsim_cfg_commit()). */
 _Static_assert(sizeof(deftsim_method) == sizeof(int), "enum storage");
@@ -52,6 +53,7 @@ _Static_assert(sizeof(deftsim_train_model) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_timing_statistic) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_timing_cache) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_backward_spread) == sizeof(int), "enum storage");
+_Static_assert(sizeof(deftsim_exec_network) == sizeof(int), "enum storage");
 
 static const char *enum_name(const char *const *names, size_t count, int v)
 {
@@ -89,7 +91,7 @@ static const int value_byte_choices[] = {4, 2, 0};
 
 static const char *const section_names[] = {"scenario", "gradients", "synthetic", "sparsify",
                                             "workers", "device", "engine", "timing",
-                                            "network", "train", "compute"};
+                                            "network", "train", "compute", "execute"};
 #define NSECTIONS (sizeof section_names / sizeof section_names[0])
 
 #define F(field) offsetof(deftsim_config, field)
@@ -354,6 +356,11 @@ static const keydef keys[] = {
     {KEY("compute", "overlap", "0 or 1", "1",
          "dense: each bucket's allreduce starts once the backward pass produced its gradients"),
      .type = T_INT, .off = F(compute.overlap), .imin = 0, .imax = 1},
+
+    /* [execute]: where a point's communication runs (docs/CLUSTER.md, "Real mode"). */
+    {KEY("execute", "network", "one of: simulate, mpi", "simulate",
+         "simulate: SimGrid only; mpi: also run every schedule over MPI (mpirun -n P deftsim run)"),
+     .type = T_ENUM, .off = F(execute.network), .names = deftsim_exec_network_names},
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 

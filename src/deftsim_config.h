@@ -70,6 +70,12 @@ typedef enum { DEFTSIM_TIMING_COLD, DEFTSIM_TIMING_WARM } deftsim_timing_cache;
  * (docs/COMPUTE.md). */
 typedef enum { DEFTSIM_SPREAD_PARAMS, DEFTSIM_SPREAD_UNIFORM } deftsim_backward_spread;
 
+/* [execute] network: where a point's communication runs. SIMULATE: SimGrid only; MPI: rank 0
+ * runs the engine, then every iteration's schedule also runs over MPI between the ranks of
+ * mpirun (docs/CLUSTER.md, "Real mode"). */
+typedef enum { DEFTSIM_EXEC_SIMULATE, DEFTSIM_EXEC_MPI } deftsim_exec_network;
+extern const char *const deftsim_exec_network_names[]; /* NULL-terminated */
+
 struct deftsim_config_origin; /* private: where each key got its value, for messages */
 
 /* A fully resolved configuration: every field holds a value (defaults filled in). Strings are
@@ -179,6 +185,9 @@ typedef struct deftsim_config {
         double bucket_mb, first_bucket_mb; /* DDP's bucket caps, MiB */
         int overlap;              /* dense: bucket allreduces overlap the backward pass */
     } compute;
+    struct {
+        deftsim_exec_network network; /* simulate; mpi: also over MPI (docs/CLUSTER.md) */
+    } execute;
 
     char *path;                   /* the scenario file, or NULL when built in code */
     struct deftsim_config_origin *origin;

@@ -16,6 +16,7 @@
 #include "deftsim_csv.h"
 #include "deftsim_folder.h"
 #include "deftsim_manifest.h"
+#include "deftsim_net_mpi.h"
 #include "deftsim_par.h"
 #include "deftsim_util.h"
 
@@ -340,6 +341,28 @@ static deftsim_status compute_open(deftsim_engine *e)
     return DEFTSIM_OK;
 }
 
+/* [execute] network = mpi: MPI must be running (mpirun -n P deftsim run), and every worker
+ * count must be the number of ranks. */
+static deftsim_status check_real_mode(const deftsim_config *cfg)
+{
+    if (cfg->execute.network != DEFTSIM_EXEC_MPI) return DEFTSIM_OK;
+    if (!deftsim_mpi_built() || !deftsim_mpi_active())
+        return deftsim_error_set(DEFTSIM_E_INPUT, "[execute] network = mpi: %s",
+                                 deftsim_mpi_built() ? "only 'mpirun -n P deftsim run SCENARIO' "
+                                 "runs it (not sweep or train)"
+                                 : "this deftsim was built without MPI (install libopenmpi-dev "
+                                 "and rebuild with -Dmpi=enabled)");
+    for (size_t i = 0; i < cfg->workers.ncounts; i++)
+        if (cfg->workers.counts[i] != deftsim_mpi_size())
+            return deftsim_error_set(DEFTSIM_E_INPUT, "[execute] network = mpi: [workers] counts "
+                                     "holds P = %lld but mpirun started %d ranks: every point "
+                                     "must have P equal to the number of ranks (run one mpirun "
+                                     "per P, e.g. --set workers.counts=%d)",
+                                     (long long)cfg->workers.counts[i], deftsim_mpi_size(),
+                                     deftsim_mpi_size());
+    return DEFTSIM_OK;
+}
+
 deftsim_status deftsim_engine_new(const deftsim_config *cfg, const deftsim_run_options *opt,
                                   deftsim_engine **out)
 {
@@ -352,6 +375,7 @@ deftsim_status deftsim_engine_new(const deftsim_config *cfg, const deftsim_run_o
     if ((st = deftsim_config_clone(cfg, &e->cfg))) goto fail;
     if ((st = deftsim_config_check(e->cfg))) goto fail;
     if ((st = deftsim_platform_record_read(e->cfg, &e->platform))) goto fail;
+    if ((st = check_real_mode(e->cfg))) goto fail;
     if (e->opt.dump_dir && !(e->dump_dir = strdup(e->opt.dump_dir))) {
         st = deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory");
         goto fail;
@@ -442,8 +466,9 @@ typedef struct {
     row_buffer rb;
     deftsim_point_sim psim;
     deftsim_sim_result sres;
+    deftsim_mpi_result mres;      /* [execute] network = mpi: the measured times and bytes */
     deftsim_schedule full;        /* [compute]: the iteration's schedule around the sparsifier's */
-    int in_iter, simulated;
+    int in_iter, simulated, measured;
 } point_run;
 
 /* The sparsifier (and its shadows), the accumulators, the timing protocol, the point's file
@@ -517,11 +542,23 @@ static deftsim_status point_iterations(deftsim_engine *e, const point_desc *pd, 
         rec->prepare_seconds += t1 - t0;
         rec->step_seconds += t2 - t1;
         if ((st = deftsim_point_sim_add(&pr->psim, r, pr->m.coll_step, pr->m.ncoll,
-                                        e->cfg->network.simulate)))
+                                        e->cfg->network.simulate ||
+                                        e->cfg->execute.network == DEFTSIM_EXEC_MPI)))
             return st;
         if (e->dump_dir && (st = deftsim_rows_dump(ps, pd, pr->sp, r))) return st;
     }
     return DEFTSIM_OK;
+}
+
+/* [execute] network = mpi: the point's schedules run over MPI by every rank. */
+static deftsim_status real_mode(const deftsim_point_sim *psim, deftsim_mpi_result *mres)
+{
+    const deftsim_schedule **scheds = malloc((psim->n ? psim->n : 1) * sizeof *scheds);
+    if (!scheds) return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory");
+    for (size_t i = 0; i < psim->n; i++) scheds[i] = &psim->it[i].sched;
+    deftsim_status st = deftsim_mpi_execute(scheds, psim->n, psim->elem_bytes, mres);
+    free(scheds);
+    return st;
 }
 
 /* The network simulation of the point's iterations ([network] simulate = 1), then its rows
@@ -541,10 +578,15 @@ static deftsim_status point_finish(deftsim_engine *e, point_run *pr, point_recor
         rec->sim_messages = pr->sres.messages;
         rec->sim_peak_rss = pr->sres.peak_rss_bytes;
     }
+    if (cfg->execute.network == DEFTSIM_EXEC_MPI) {
+        if ((st = real_mode(&pr->psim, &pr->mres))) return st;
+        pr->measured = 1;
+    }
     char run_cols[1024];
     if ((st = deftsim_point_sim_run_cols(cfg, &e->platform, run_cols, sizeof run_cols))) return st;
     if ((st = deftsim_point_sim_emit(pr->f, &pr->rb, &pr->psim, pr->ps.P,
-                                     pr->simulated ? &pr->sres : NULL, run_cols)))
+                                     pr->simulated ? &pr->sres : NULL, run_cols,
+                                     pr->measured ? &pr->mres : NULL)))
         return st;
     st = deftsim_afile_commit(pr->af);
     pr->af = NULL;
@@ -558,6 +600,7 @@ static void point_close(point_run *pr)
     deftsim_point_sim_free(&pr->psim);
     deftsim_schedule_free(&pr->full);
     deftsim_sim_result_free(&pr->sres);
+    deftsim_mpi_result_free(&pr->mres);
     deftsim_rows_metrics_free(&pr->m);
     deftsim_acc_free(&pr->ps);
     deftsim_timing_free(pr->tm);

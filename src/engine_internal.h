@@ -15,6 +15,7 @@
 #include "deftsim_kernels.h"
 #include "deftsim_noise.h"
 #include "deftsim_platform.h"
+#include "deftsim_net_mpi.h"
 #include "deftsim_point_sim.h"
 #include "deftsim_profile.h"
 #include "deftsim_sparsify.h"
@@ -224,7 +225,7 @@ deftsim_status deftsim_rows_dump(const point_state *ps, const point_desc *pd,
 /* Writes the buffered rows to out with the simulated columns appended (empty without res). */
 deftsim_status deftsim_point_sim_emit(FILE *out, row_buffer *rb, const deftsim_point_sim *s,
                                       uint32_t P, const deftsim_sim_result *res,
-                                      const char *run_cols);
+                                      const char *run_cols, const deftsim_mpi_result *mres);
 /* The simulated run's columns: net_topology .. sim_mode. */
 deftsim_status deftsim_point_sim_run_cols(const deftsim_config *cfg,
                                           const deftsim_platform_record *plat, char *buf,

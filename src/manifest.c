@@ -11,6 +11,7 @@
 
 #include "deftsim_build_info.h"
 #include "deftsim_machine.h"
+#include "deftsim_net_mpi.h"
 #include "deftsim_noise.h"
 #include "deftsim_timing.h"
 #include "deftsim_util.h"
@@ -18,6 +19,27 @@
 #include "deftsim_kcuda.h"
 #endif
 #include "engine_internal.h"
+
+/* ---- the real network mode: the MPI library, the ranks, and the collective algorithms the
+ * run forced through Open MPI's MCA variables (OMPI_MCA_coll_*); Open MPI does not report the
+ * algorithm its coll/tuned component picks for a call (docs/CLUSTER.md, "Real mode"). */
+extern char **environ;
+
+static json_t *mpi_json(void)
+{
+    json_t *vars = json_object();
+    for (char **e = environ; e && *e; e++) {
+        const char *eq = strchr(*e, '=');
+        if (!eq || strncmp(*e, "OMPI_MCA_coll", 13) != 0) continue;
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int)(eq - *e), *e);
+        json_object_set_new(vars, name, json_string(eq + 1));
+    }
+    return json_pack("{s:s, s:i, s:o, s:s}", "library", deftsim_mpi_library(), "ranks",
+                     deftsim_mpi_size(), "mca_coll", vars, "algorithms",
+                     json_object_size(vars) ? "as mca_coll forces them"
+                                            : "chosen by the library (not reported)");
+}
 
 /* ---- the machine ---------------------------------------------------------------------------- */
 
@@ -94,6 +116,7 @@ static json_t *manifest_json(const deftsim_engine *e, const char *started, const
         return NULL;
     }
     json_object_set_new(root, "machine", deftsim_manifest_machine());
+    if (cfg->execute.network == DEFTSIM_EXEC_MPI) json_object_set_new(root, "mpi", mpi_json());
     json_object_set_new(root, "kernels",
                         json_pack("{s:s, s:i, s:i}", "backend", deftsim_kctx_backend(e->kctx),
                                   "threads", (int)deftsim_kctx_threads(e->kctx), "prep_threads",

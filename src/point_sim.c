@@ -3,6 +3,7 @@
 #include "deftsim_point_sim.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -148,10 +149,33 @@ double deftsim_point_sim_select_critical(const deftsim_point_sim *s,
     return crit;
 }
 
+/* The real mode's columns of row pi of worker w in iteration i (empty without mres):
+ * measured_seconds, measured_bytes_sent and _recv for a collective row, then the iteration's
+ * comm_measured_seconds; the line's end. */
+static void measured_cols(FILE *out, const deftsim_point_sim *s, const deftsim_mpi_result *mres,
+                          size_t i, uint32_t w, size_t pi)
+{
+    char b[2][40];
+    if (!mres || i >= mres->n) {
+        fputs(",,,,\n", out);
+        return;
+    }
+    const deftsim_sim_iter *it = &s->it[i];
+    size_t head = s->nmodel + it->nphases;
+    if (pi >= head && pi - head < it->ncoll) {
+        size_t g = mres->first[i] + it->coll_step[pi - head];
+        fprintf(out, ",%s,%" PRIu64 ",%" PRIu64, dbl(b[0], mres->seconds[g]),
+                mres->sent[g * mres->P + w], mres->recv[g * mres->P + w]);
+    } else {
+        fputs(",,,", out);
+    }
+    fprintf(out, ",%s\n", dbl(b[1], mres->comm_seconds[i]));
+}
+
 /* Writes the buffered rows to out with the simulated columns appended (empty without res). */
 deftsim_status deftsim_point_sim_emit(FILE *out, row_buffer *rb, const deftsim_point_sim *s,
                                       uint32_t P, const deftsim_sim_result *res,
-                                      const char *run_cols)
+                                      const char *run_cols, const deftsim_mpi_result *mres)
 {
     if (rb->failed) return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory buffering rows");
     if (rb->werr) return deftsim_row_buffer_error(rb, rb->werr);
@@ -192,7 +216,8 @@ deftsim_status deftsim_point_sim_emit(FILE *out, row_buffer *rb, const deftsim_p
                     fprintf(out, ",%s,%s", dbl(b[3], x), dbl(b[4], y));
                 else
                     fputs(",,", out);
-                fprintf(out, ",%s,%s\n", itcols, run_cols);
+                fprintf(out, ",%s,%s", itcols, run_cols);
+                measured_cols(out, s, mres, i, w, pi);
                 prev = rb->end[row];
             }
     }

@@ -45,6 +45,8 @@ static const char *const columns[] = {
     "sim_start", "sim_end", "comm_seconds", "select_critical_seconds", "iteration_seconds",
     "net_topology", "net_model", "net_bandwidth", "net_latency", "net_allgather",
     "net_allreduce", "net_bcast", "sim_mode",
+    /* the real network mode ([execute] network = mpi): the row, the iteration */
+    "measured_seconds", "measured_bytes_sent", "measured_bytes_recv", "comm_measured_seconds",
 };
 #define NCOLUMNS (sizeof columns / sizeof columns[0])
 

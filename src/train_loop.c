@@ -183,6 +183,11 @@ deftsim_status deftsim_trainer_new(const deftsim_config *cfg, deftsim_trainer **
                                w, deftsim_device_kind_name(c->device.kind));
         goto fail;
     }
+    if (c->execute.network == DEFTSIM_EXEC_MPI) { /* docs/CLUSTER.md, "Real mode" */
+        st = deftsim_error_set(DEFTSIM_E_INPUT, "[execute] network = mpi: only 'mpirun -n P "
+                               "deftsim run SCENARIO' runs it (not sweep or train)");
+        goto fail;
+    }
     if ((st = deftsim_kctx_new(&tr->kctx, "cpu", (unsigned)c->device.threads))) {
         st = deftsim_error_wrap(st, "[device] threads = %d", c->device.threads);
         goto fail;

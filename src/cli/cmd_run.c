@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "deftsim_config.h"
 #include "deftsim_engine.h"
+#include "deftsim_net_mpi.h"
 #include "deftsim_util.h"
 #include "progress.h"
 
@@ -123,6 +124,19 @@ int deftsim_cmd_run(int argc, char **argv)
         goto done;
     }
     if (deftsim_cli_parse_only) goto done;
+    if (cfg->execute.network == DEFTSIM_EXEC_MPI && deftsim_mpi_built()) {
+        /* Real mode (docs/CLUSTER.md): rank 0 runs the engine, the others execute its
+         * points' schedules with it until it releases them. */
+        int rank, size;
+        if ((st = deftsim_mpi_init(&rank, &size))) {
+            rc = deftsim_cli_fail(st);
+            goto done;
+        }
+        if (rank != 0) {
+            if ((st = deftsim_mpi_serve())) rc = deftsim_cli_fail(st);
+            goto done;
+        }
+    }
     if (!quiet) opt.progress = (deftsim_run_progress){deftsim_cli_run_progress, stderr};
     if ((st = deftsim_engine_new(cfg, &opt, &e))) {
         rc = deftsim_cli_fail(st);
@@ -143,6 +157,8 @@ int deftsim_cmd_run(int argc, char **argv)
         fprintf(stderr, "deftsim run: %zu points, %llu rows in %.2f s -> %s/rows.csv\n", sum.points,
                 (unsigned long long)sum.rows, sum.seconds, cfg->scenario.output);
 done:
+    deftsim_mpi_release();
+    deftsim_mpi_finalize();
     deftsim_engine_free(e);
     deftsim_config_free(cfg);
     deftsim_cli_sets_free(&sets);

@@ -391,7 +391,7 @@ Test(config_override, bad)
          "oktopk_variant, oktopk_warmup)"},
         {"sparsifier.densities=0.1", DEFTSIM_E_USAGE,
          "--set sparsifier.densities: unknown section (sections: scenario, gradients, synthetic, "
-         "sparsify, workers, device, engine, timing, network, train, compute)"},
+         "sparsify, workers, device, engine, timing, network, train, compute, execute)"},
         {"network.latency=2s", DEFTSIM_E_INPUT, "--set network.latency: 2s (2 s) is outside [0, 1] s"},
         {"network.bandwith=1Gbps", DEFTSIM_E_USAGE,
          "--set network.bandwith: unknown key (keys: simulate, topology, platform_file, "
@@ -689,13 +689,14 @@ Test(config_names, methods)
 
 Test(config_names, schema)
 {
-    cr_expect_eq(deftsim_config_section_count(), 11);
+    cr_expect_eq(deftsim_config_section_count(), 12);
     cr_expect_str_eq(deftsim_config_section_name(7), "timing");
     cr_expect_str_eq(deftsim_config_section_name(8), "network");
     cr_expect_str_eq(deftsim_config_section_name(9), "train");
     cr_expect_str_eq(deftsim_config_section_name(10), "compute");
-    cr_expect_null(deftsim_config_section_name(11));
-    cr_expect_eq(deftsim_config_key_count(), 81);
+    cr_expect_str_eq(deftsim_config_section_name(11), "execute");
+    cr_expect_null(deftsim_config_section_name(12));
+    cr_expect_eq(deftsim_config_key_count(), 82);
     cr_expect_null(deftsim_config_key(deftsim_config_key_count()));
     /* Keys come grouped by section, in section order. */
     size_t s = 0;

@@ -1,0 +1,58 @@
+/* deftsim_net_mpi.h - the real network mode ([execute] network = mpi, docs/CLUSTER.md, "Real
+ * mode"): every iteration's schedule of a point executed over MPI between the ranks of
+ * mpirun, each collective with MPI's own call and the schedule's byte counts, timed after a
+ * barrier. Rank 0 runs the engine and hands each point's schedules to deftsim_mpi_execute();
+ * the other ranks wait in deftsim_mpi_serve() and execute them with it. Built without MPI
+ * (meson -Dmpi=disabled, or auto without it), every call but deftsim_mpi_built() fails with
+ * a message saying so. */
+#ifndef DEFTSIM_NET_MPI_H
+#define DEFTSIM_NET_MPI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "deftsim_error.h"
+#include "deftsim_schedule.h"
+
+/* What a point's execution measured, on rank 0. Steps are numbered over all iterations:
+ * iteration i's step k is first[i] + k. */
+typedef struct {
+    uint32_t P;
+    size_t n;             /* iterations */
+    size_t *first;        /* n + 1 entries */
+    double *seconds;      /* per step: max over ranks of its time after the barrier; NaN for
+                             a COMPUTE step (not executed) */
+    uint64_t *sent, *recv; /* per step and rank ([step * P + rank]): the bytes the executor
+                             counted (docs/CLUSTER.md, "What is counted") */
+    double *comm_seconds; /* per iteration: the sum of its collectives' seconds */
+} deftsim_mpi_result;
+
+/* 1 when deftsim was built with MPI. */
+int deftsim_mpi_built(void);
+
+/* MPI_Init_thread (funneled: only the main thread calls MPI); the rank and the number of
+ * ranks. Once per process. */
+deftsim_status deftsim_mpi_init(int *rank, int *size);
+
+/* 1 between deftsim_mpi_init() and deftsim_mpi_finalize(). */
+int deftsim_mpi_active(void);
+int deftsim_mpi_size(void);
+
+/* Ranks > 0: executes the points rank 0 hands out until it calls deftsim_mpi_release(). */
+deftsim_status deftsim_mpi_serve(void);
+
+/* Rank 0: runs the n schedules (all of P = the number of ranks) over MPI with every rank.
+ * elem_bytes: the value width, the element of an ALLREDUCE. */
+deftsim_status deftsim_mpi_execute(const deftsim_schedule *const *s, size_t n, uint32_t elem_bytes,
+                                   deftsim_mpi_result *res);
+
+/* Rank 0: the other ranks leave deftsim_mpi_serve() (once; later calls do nothing). */
+void deftsim_mpi_release(void);
+void deftsim_mpi_finalize(void);
+
+/* MPI_Get_library_version's text (first line), "" without MPI. */
+const char *deftsim_mpi_library(void);
+
+void deftsim_mpi_result_free(deftsim_mpi_result *res);
+
+#endif

@@ -1,0 +1,497 @@
+/* net_mpi.c - the real network mode (deftsim_net_mpi.h, docs/CLUSTER.md "Real mode"): rank 0
+ * serialises a point's schedules into 64-bit words and broadcasts them; every rank executes
+ * each collective with MPI's own call and the schedule's byte counts, timed from the end of a
+ * barrier with MPI_Wtime; rank 0 collects the maximum time over ranks and each rank's counted
+ * bytes. The payload is a zeroed buffer of the schedule's size: the time on the wire depends on
+ * the sizes, not on the values. */
+#include "deftsim_net_mpi.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void deftsim_mpi_result_free(deftsim_mpi_result *r)
+{
+    free(r->first);
+    free(r->seconds);
+    free(r->sent);
+    free(r->recv);
+    free(r->comm_seconds);
+    memset(r, 0, sizeof *r);
+}
+
+#ifndef DEFTSIM_HAVE_MPI
+
+static deftsim_status no_mpi(void)
+{
+    return deftsim_error_set(DEFTSIM_E_INPUT, "[execute] network = mpi: this deftsim was built "
+                             "without MPI (install libopenmpi-dev and rebuild with -Dmpi=enabled)");
+}
+int deftsim_mpi_built(void) { return 0; }
+deftsim_status deftsim_mpi_init(int *rank, int *size)
+{
+    *rank = 0;
+    *size = 1;
+    return no_mpi();
+}
+int deftsim_mpi_active(void) { return 0; }
+int deftsim_mpi_size(void) { return 1; }
+deftsim_status deftsim_mpi_serve(void) { return no_mpi(); }
+deftsim_status deftsim_mpi_execute(const deftsim_schedule *const *s, size_t n, uint32_t elem_bytes,
+                                   deftsim_mpi_result *res)
+{
+    (void)s, (void)n, (void)elem_bytes;
+    memset(res, 0, sizeof *res);
+    return no_mpi();
+}
+void deftsim_mpi_release(void) {}
+void deftsim_mpi_finalize(void) {}
+const char *deftsim_mpi_library(void) { return ""; }
+
+#else
+
+#include <limits.h>
+#include <mpi.h>
+#include <time.h>
+
+enum { CMD_STOP = 0, CMD_RUN = 1 };
+
+static int g_active, g_rank, g_size, g_released;
+static char g_lib[MPI_MAX_LIBRARY_VERSION_STRING + 1];
+
+int deftsim_mpi_built(void) { return 1; }
+int deftsim_mpi_active(void) { return g_active; }
+int deftsim_mpi_size(void) { return g_active ? g_size : 1; }
+const char *deftsim_mpi_library(void) { return g_lib; }
+
+deftsim_status deftsim_mpi_init(int *rank, int *size)
+{
+    int provided = 0, len = 0;
+    if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+        return deftsim_error_set(DEFTSIM_E_IO, "[execute] network = mpi: MPI_Init failed");
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    MPI_Get_library_version(g_lib, &len);
+    g_lib[len < 0 ? 0 : len] = 0;
+    char *nl = strchr(g_lib, '\n');
+    if (nl) *nl = 0;
+    for (char *c = g_lib; *c; c++)
+        if (*c == ',' || *c == '"' || (unsigned char)*c < 32) *c = ' ';
+    g_active = 1;
+    *rank = g_rank;
+    *size = g_size;
+    return DEFTSIM_OK;
+}
+
+void deftsim_mpi_finalize(void)
+{
+    if (!g_active) return;
+    MPI_Finalize();
+    g_active = 0;
+}
+
+/* ---- the words: per schedule its step count, per step kind, root, fan, flags, then for a
+ * collective its P * fan byte counts and for SENDRECV and P2P its P * fan peers. */
+
+typedef struct {
+    uint64_t *w;
+    size_t n, cap;
+} words;
+
+static int put(words *v, uint64_t x)
+{
+    if (v->n == v->cap) {
+        size_t nc = v->cap ? 2 * v->cap : 1024;
+        uint64_t *nw = realloc(v->w, nc * sizeof *nw);
+        if (!nw) return -1;
+        v->w = nw;
+        v->cap = nc;
+    }
+    v->w[v->n++] = x;
+    return 0;
+}
+
+static int has_peers(uint64_t kind) { return kind == DEFTSIM_STEP_SENDRECV || kind == DEFTSIM_STEP_P2P; }
+
+static int serialise(const deftsim_schedule *const *s, size_t n, words *v)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (put(v, s[i]->nsteps)) return -1;
+        for (size_t k = 0; k < s[i]->nsteps; k++) {
+            const deftsim_step *st = &s[i]->steps[k];
+            uint64_t fan = st->kind == DEFTSIM_STEP_P2P ? st->fan : 1;
+            if (put(v, st->kind) || put(v, st->root) || put(v, fan) || put(v, st->flags)) return -1;
+            if (st->kind == DEFTSIM_STEP_COMPUTE) continue;
+            for (uint64_t j = 0; j < s[i]->P * fan; j++)
+                if (put(v, st->bytes[j])) return -1;
+            if (has_peers(st->kind))
+                for (uint64_t j = 0; j < s[i]->P * fan; j++)
+                    if (put(v, st->peer[j])) return -1;
+        }
+    }
+    return 0;
+}
+
+/* A step read back from the words (pointers into them). */
+typedef struct {
+    uint64_t kind, root, fan, flags;
+    const uint64_t *bytes, *peer;
+} wstep;
+
+static const uint64_t *read_step(const uint64_t *p, uint32_t P, wstep *st)
+{
+    st->kind = p[0], st->root = p[1], st->fan = p[2], st->flags = p[3];
+    p += 4;
+    st->bytes = st->peer = NULL;
+    if (st->kind == DEFTSIM_STEP_COMPUTE) return p;
+    st->bytes = p;
+    p += P * st->fan;
+    if (has_peers(st->kind)) {
+        st->peer = p;
+        p += P * st->fan;
+    }
+    return p;
+}
+
+/* ---- execution */
+
+typedef struct {
+    char *sbuf, *rbuf;
+    size_t scap, rcap;
+    MPI_Request *req;
+    MPI_Status *stat;
+    int *cnt, *displ, *scnt, *sdispl;
+    size_t reqcap;
+} xbufs;
+
+static int grow(char **b, size_t *cap, size_t need)
+{
+    if (need <= *cap) return 0;
+    char *nb = realloc(*b, need);
+    if (!nb) return -1;
+    memset(nb + *cap, 0, need - *cap);
+    *b = nb;
+    *cap = need;
+    return 0;
+}
+
+static deftsim_status too_big(uint64_t b)
+{
+    return deftsim_error_set(DEFTSIM_E_INPUT, "[execute] network = mpi: a message of %llu bytes "
+                             "is over MPI's int count", (unsigned long long)b);
+}
+
+/* Point-to-point rounds: receives from every sender ascending (then slot), then the sends,
+ * then MPI_Waitall; a received byte count is MPI_Get_count's. */
+static deftsim_status run_p2p(const wstep *st, uint32_t P, int me, xbufs *x, uint64_t *sent,
+                              uint64_t *recv)
+{
+    uint64_t fan = st->fan, in = 0, out = 0;
+    int p2p = st->kind == DEFTSIM_STEP_P2P;
+    for (uint64_t j = 0; j < P * fan; j++) {
+        uint64_t pe = st->peer[j];
+        if (pe == DEFTSIM_NO_PEER || pe >= P || (p2p && pe == j / fan)) continue;
+        if (st->bytes[j] > INT_MAX) return too_big(st->bytes[j]);
+        if (pe == (uint64_t)me) in += st->bytes[j];
+        if (j / fan == (uint64_t)me && st->bytes[j] > out) out = st->bytes[j];
+    }
+    if (grow(&x->rbuf, &x->rcap, in + 1) || grow(&x->sbuf, &x->scap, out + 1))
+        return deftsim_error_set(DEFTSIM_E_NOMEM, "real mode: out of memory");
+    int nr = 0;
+    size_t off = 0;
+    for (uint64_t j = 0; j < P * fan; j++) {
+        uint64_t pe = st->peer[j], src = j / fan;
+        if (pe != (uint64_t)me || (p2p && src == pe)) continue;
+        MPI_Irecv(x->rbuf + off, (int)st->bytes[j], MPI_BYTE, (int)src, 0, MPI_COMM_WORLD, &x->req[nr++]);
+        off += st->bytes[j];
+    }
+    int nrecv = nr;
+    for (uint64_t j = (uint64_t)me * fan; j < ((uint64_t)me + 1) * fan; j++) {
+        uint64_t pe = st->peer[j];
+        if (pe == DEFTSIM_NO_PEER || pe >= P || (p2p && pe == (uint64_t)me)) continue;
+        MPI_Isend(x->sbuf, (int)st->bytes[j], MPI_BYTE, (int)pe, 0, MPI_COMM_WORLD, &x->req[nr++]);
+        *sent += st->bytes[j];
+    }
+    MPI_Waitall(nr, x->req, x->stat);
+    for (int q = 0; q < nrecv; q++) {
+        int c = 0;
+        MPI_Get_count(&x->stat[q], MPI_BYTE, &c);
+        *recv += (uint64_t)c;
+    }
+    return DEFTSIM_OK;
+}
+
+static MPI_Datatype reduce_type(uint64_t nb, uint32_t elem, int *count)
+{
+    if (elem == 4 && nb % 4 == 0) return *count = (int)(nb / 4), MPI_FLOAT;
+    if (elem == 2 && nb % 2 == 0) return *count = (int)(nb / 2), MPI_SHORT;
+    return *count = (int)nb, MPI_UNSIGNED_CHAR;
+}
+
+/* One collective with MPI's own call. The counts are the payload each rank contributes and
+ * receives (not what MPI's algorithm forwards on the way). */
+static deftsim_status run_coll(const wstep *st, uint32_t P, int me, uint32_t elem, xbufs *x,
+                               uint64_t *sent, uint64_t *recv)
+{
+    uint64_t total = 0, mine = st->bytes[me];
+    for (uint32_t r = 0; r < P; r++) total += st->bytes[r];
+    switch (st->kind) {
+    case DEFTSIM_STEP_ALLGATHER:
+        if (total > INT_MAX) return too_big(total);
+        if (grow(&x->sbuf, &x->scap, mine + 1) || grow(&x->rbuf, &x->rcap, total + 1)) break;
+        for (uint32_t r = 0, d = 0; r < P; d += (int)st->bytes[r], r++)
+            x->cnt[r] = (int)st->bytes[r], x->displ[r] = (int)d;
+        MPI_Allgatherv(x->sbuf, (int)mine, MPI_BYTE, x->rbuf, x->cnt, x->displ, MPI_BYTE, MPI_COMM_WORLD);
+        *sent += (P - 1) * mine;
+        *recv += total - mine;
+        return DEFTSIM_OK;
+    case DEFTSIM_STEP_ALLREDUCE: {
+        if (mine > INT_MAX) return too_big(mine);
+        if (grow(&x->sbuf, &x->scap, mine + 1) || grow(&x->rbuf, &x->rcap, mine + 1)) break;
+        int count;
+        MPI_Datatype t = reduce_type(mine, elem, &count);
+        MPI_Allreduce(x->sbuf, x->rbuf, count, t, MPI_SUM, MPI_COMM_WORLD);
+        *sent += mine;
+        *recv += mine;
+        return DEFTSIM_OK;
+    }
+    case DEFTSIM_STEP_BCAST: {
+        uint64_t nb = st->bytes[st->root];
+        if (nb > INT_MAX) return too_big(nb);
+        if (grow(&x->rbuf, &x->rcap, nb + 1)) break;
+        MPI_Bcast(x->rbuf, (int)nb, MPI_BYTE, (int)st->root, MPI_COMM_WORLD);
+        if ((uint64_t)me == st->root) *sent += (P - 1) * nb;
+        else *recv += nb;
+        return DEFTSIM_OK;
+    }
+    case DEFTSIM_STEP_ALLTOALL: {
+        int equal = 1;
+        uint64_t most = 0; /* the same check on every rank */
+        for (uint32_t r = 0; r < P; r++) {
+            equal &= st->bytes[r] == mine;
+            if (st->bytes[r] > most) most = st->bytes[r];
+        }
+        if (most * P > INT_MAX || total > INT_MAX) return too_big(most * P > total ? most * P : total);
+        if (grow(&x->sbuf, &x->scap, mine * P + 1) || grow(&x->rbuf, &x->rcap, total + 1)) break;
+        if (equal) {
+            MPI_Alltoall(x->sbuf, (int)mine, MPI_BYTE, x->rbuf, (int)mine, MPI_BYTE, MPI_COMM_WORLD);
+        } else {
+            for (uint32_t r = 0, d = 0; r < P; d += (int)st->bytes[r], r++) {
+                x->scnt[r] = (int)mine, x->sdispl[r] = (int)(r * mine);
+                x->cnt[r] = (int)st->bytes[r], x->displ[r] = (int)d;
+            }
+            MPI_Alltoallv(x->sbuf, x->scnt, x->sdispl, MPI_BYTE, x->rbuf, x->cnt, x->displ,
+                          MPI_BYTE, MPI_COMM_WORLD);
+        }
+        *sent += (P - 1) * mine;
+        *recv += total - mine;
+        return DEFTSIM_OK;
+    }
+    default:
+        return run_p2p(st, P, me, x, sent, recv);
+    }
+    return deftsim_error_set(DEFTSIM_E_NOMEM, "real mode: out of memory");
+}
+
+/* Executes the words' n schedules of P ranks; per step (over all iterations) this rank's
+ * seconds (NaN for COMPUTE) and counted bytes. timed = 0: a warm-up of the first schedule. */
+static deftsim_status execute_words(const uint64_t *w, size_t n, uint32_t P, uint32_t elem,
+                                    double *sec, uint64_t *sent, uint64_t *recv, int timed)
+{
+    xbufs x;
+    memset(&x, 0, sizeof x);
+    size_t reqcap = 0;
+    deftsim_status st = DEFTSIM_OK;
+    x.cnt = malloc(4 * (size_t)P * sizeof(int));
+    if (!x.cnt) return deftsim_error_set(DEFTSIM_E_NOMEM, "real mode: out of memory");
+    x.displ = x.cnt + P, x.scnt = x.cnt + 2 * P, x.sdispl = x.cnt + 3 * P;
+    size_t g = 0;
+    for (size_t i = 0; i < n && !st; i++) {
+        uint64_t nsteps = *w++;
+        for (uint64_t k = 0; k < nsteps && !st; k++, g++) {
+            wstep s;
+            w = read_step(w, P, &s);
+            if (timed) sec[g] = NAN, sent[g] = recv[g] = 0;
+            if (s.kind == DEFTSIM_STEP_COMPUTE) continue;
+            size_t need = (size_t)P * s.fan + P;
+            if (need > reqcap) {
+                free(x.req);
+                free(x.stat);
+                x.req = malloc(need * sizeof *x.req);
+                x.stat = malloc(need * sizeof *x.stat);
+                reqcap = need;
+                if (!x.req || !x.stat) {
+                    st = deftsim_error_set(DEFTSIM_E_NOMEM, "real mode: out of memory");
+                    break;
+                }
+            }
+            uint64_t a = 0, b = 0;
+            MPI_Barrier(MPI_COMM_WORLD);
+            double t0 = MPI_Wtime();
+            st = run_coll(&s, P, g_rank, elem, &x, &a, &b);
+            double t1 = MPI_Wtime();
+            if (timed) sec[g] = t1 - t0, sent[g] = a, recv[g] = b;
+        }
+    }
+    free(x.sbuf);
+    free(x.rbuf);
+    free(x.req);
+    free(x.stat);
+    free(x.cnt);
+    return st;
+}
+
+/* Every rank: the broadcast words, executed (a warm-up of the first schedule, then all of
+ * them timed), the times reduced and the counts gathered onto rank 0 (into res there). */
+static deftsim_status run_point(uint64_t *w, size_t nw, size_t n, uint32_t P, uint32_t elem,
+                                deftsim_mpi_result *res)
+{
+    (void)nw;
+    size_t S = 0;
+    {
+        const uint64_t *p = w;
+        for (size_t i = 0; i < n; i++) {
+            uint64_t ns = *p++;
+            for (uint64_t k = 0; k < ns; k++) {
+                wstep s;
+                p = read_step(p, P, &s);
+            }
+            S += ns;
+        }
+    }
+    double *sec = malloc((S + 1) * sizeof *sec), *secmax = NULL;
+    uint64_t *cnt = malloc((2 * S + 1) * sizeof *cnt), *all = NULL;
+    if (g_rank == 0) {
+        secmax = malloc((S + 1) * sizeof *secmax);
+        all = malloc((2 * S * P + 1) * sizeof *all);
+    }
+    deftsim_status st = DEFTSIM_OK;
+    if (!sec || !cnt || (g_rank == 0 && (!secmax || !all)))
+        st = deftsim_error_set(DEFTSIM_E_NOMEM, "real mode: out of memory");
+    if (!st && n) st = execute_words(w, 1, P, elem, sec, cnt, cnt + S, 0);
+    if (!st) st = execute_words(w, n, P, elem, sec, cnt, cnt + S, 1);
+    if (st == DEFTSIM_E_NOMEM) { /* on this rank alone: the others would wait for it */
+        fprintf(stderr, "deftsim: rank %d: %s\n", g_rank, deftsim_error_message());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    if (!st) {
+        for (size_t g = 0; g < S; g++) if (isnan(sec[g])) sec[g] = -1;
+        MPI_Reduce(sec, secmax, (int)S, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+        MPI_Gather(cnt, (int)(2 * S), MPI_UINT64_T, all, (int)(2 * S), MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    }
+    if (!st && g_rank == 0) {
+        res->P = P;
+        res->n = n;
+        res->first = malloc((n + 1) * sizeof *res->first);
+        res->seconds = malloc((S + 1) * sizeof *res->seconds);
+        res->sent = malloc((S * P + 1) * sizeof *res->sent);
+        res->recv = malloc((S * P + 1) * sizeof *res->recv);
+        res->comm_seconds = malloc((n + 1) * sizeof *res->comm_seconds);
+        if (!res->first || !res->seconds || !res->sent || !res->recv || !res->comm_seconds) {
+            st = deftsim_error_set(DEFTSIM_E_NOMEM, "real mode: out of memory");
+        } else {
+            const uint64_t *p = w;
+            size_t g = 0;
+            for (size_t i = 0; i < n; i++) {
+                uint64_t ns = *p++;
+                res->first[i] = g;
+                res->comm_seconds[i] = 0;
+                for (uint64_t k = 0; k < ns; k++, g++) {
+                    wstep s;
+                    p = read_step(p, P, &s);
+                    res->seconds[g] = s.kind == DEFTSIM_STEP_COMPUTE ? NAN : secmax[g];
+                    if (s.kind != DEFTSIM_STEP_COMPUTE) res->comm_seconds[i] += secmax[g];
+                    for (uint32_t r = 0; r < P; r++) {
+                        res->sent[g * P + r] = all[(size_t)r * 2 * S + g];
+                        res->recv[g * P + r] = all[(size_t)r * 2 * S + S + g];
+                    }
+                }
+            }
+            res->first[n] = g;
+        }
+    }
+    free(sec);
+    free(secmax);
+    free(cnt);
+    free(all);
+    return st;
+}
+
+/* The header goes out as a non-blocking broadcast on every rank (a blocking and a
+ * non-blocking collective do not match); ranks > 0 poll it every millisecond, so that a
+ * waiting rank leaves the cores to rank 0's engine. */
+static void bcast_header(uint64_t *h)
+{
+    MPI_Request rq;
+    MPI_Ibcast(h, 4, MPI_UINT64_T, 0, MPI_COMM_WORLD, &rq);
+    if (g_rank == 0) {
+        MPI_Wait(&rq, MPI_STATUS_IGNORE);
+        return;
+    }
+    for (;;) {
+        int done = 0;
+        MPI_Test(&rq, &done, MPI_STATUS_IGNORE);
+        if (done) return;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+deftsim_status deftsim_mpi_serve(void)
+{
+    for (;;) {
+        uint64_t h[4];
+        bcast_header(h);
+        if (h[0] != CMD_RUN) return DEFTSIM_OK;
+        uint64_t *w = malloc((h[3] + 1) * sizeof *w);
+        if (!w) MPI_Abort(MPI_COMM_WORLD, 1);
+        MPI_Bcast(w, (int)h[3], MPI_UINT64_T, 0, MPI_COMM_WORLD);
+        deftsim_mpi_result dummy;
+        memset(&dummy, 0, sizeof dummy);
+        uint32_t P = (uint32_t)(h[2] & 0xffffffffu), elem = (uint32_t)(h[2] >> 32);
+        /* An error here is rank 0's too (the same checks on the same words, at the same
+         * step): it reports it; this rank waits for the next point or the release. */
+        (void)run_point(w, h[3], h[1], P, elem, &dummy);
+        free(w);
+    }
+}
+
+deftsim_status deftsim_mpi_execute(const deftsim_schedule *const *s, size_t n, uint32_t elem_bytes,
+                                   deftsim_mpi_result *res)
+{
+    memset(res, 0, sizeof *res);
+    if (!g_active || g_rank != 0 || g_released)
+        return deftsim_error_set(DEFTSIM_E_INTERNAL, "real mode: MPI is not running on rank 0");
+    uint32_t P = n ? s[0]->P : (uint32_t)g_size;
+    if (P != (uint32_t)g_size)
+        return deftsim_error_set(DEFTSIM_E_INPUT, "[execute] network = mpi: a point of P = %u "
+                                 "cannot run on %d ranks", P, g_size);
+    words v = {0};
+    if (serialise(s, n, &v)) {
+        free(v.w);
+        return deftsim_error_set(DEFTSIM_E_NOMEM, "real mode: out of memory");
+    }
+    if (v.n > INT_MAX) {
+        free(v.w);
+        return deftsim_error_set(DEFTSIM_E_INPUT, "real mode: the point's schedules are too "
+                                 "large to broadcast");
+    }
+    uint64_t h[4] = {CMD_RUN, n, (uint64_t)P | ((uint64_t)elem_bytes << 32), v.n};
+    bcast_header(h);
+    MPI_Bcast(v.w, (int)v.n, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    deftsim_status st = run_point(v.w, v.n, n, P, elem_bytes, res);
+    free(v.w);
+    if (st) deftsim_mpi_result_free(res);
+    return st;
+}
+
+void deftsim_mpi_release(void)
+{
+    if (!g_active || g_rank != 0 || g_released) return;
+    uint64_t h[4] = {CMD_STOP, 0, 0, 0};
+    bcast_header(h);
+    g_released = 1;
+}
+
+#endif
