@@ -256,6 +256,13 @@ int deftsim_bench_sim(int argc, char **argv)
             deftsim_net_model_name(sp.model), sp.bandwidth, sp.latency, sp.crosstraffic,
             deftsim_allgather_name(sp.allgather), deftsim_allreduce_name(sp.allreduce),
             deftsim_bcast_name(sp.bcast), deftsim_sim_mode_name(sp.mode), reps, reps == 1 ? "" : "s");
+    if (sp.gpus_per_node > 1)
+        fprintf(csv ? stderr : stdout,
+                "  nodes of %u GPUs: %s of %g bytes/s and %g s per link, %u NICs of %g bytes/s "
+                "(the network above joins the NICs)\n",
+                sp.gpus_per_node, deftsim_intra_fabric_name(sp.intra_fabric), sp.intra_bandwidth,
+                sp.intra_latency, sp.nics_per_node,
+                sp.nic_bandwidth > 0 ? sp.nic_bandwidth : sp.bandwidth);
     if (sp.library == DEFTSIM_LIB_NCCL)
         fprintf(csv ? stderr : stdout,
                 "  library nccl: allreduce %s, %u channels, allgatherv %s, buffers of %llu bytes "
