@@ -23,8 +23,11 @@ static deftsim_status prepare_chunk(void *ctx, size_t c, unsigned thread)
     double *sum = e->sums + (size_t)thread * CHUNK;
     float *stage = e->stage + (size_t)thread * GEN_WORKERS * CHUNK;
     memset(sum, 0, cnt * sizeof *sum);
-    for (uint32_t w0 = 0; w0 < ps->P; w0 += GEN_WORKERS) {
-        uint32_t nw = ps->P - w0 < GEN_WORKERS ? ps->P - w0 : GEN_WORKERS;
+    /* quality = 0: only the tracked workers' residuals; the others' gradients fed the
+     * average alone. */
+    const uint32_t upto = ps->quality ? ps->P : ps->S;
+    for (uint32_t w0 = 0; w0 < upto; w0 += GEN_WORKERS) {
+        uint32_t nw = upto - w0 < GEN_WORKERS ? upto - w0 : GEN_WORKERS;
         const float *g[GEN_WORKERS];
         float *outs[GEN_WORKERS];
         for (uint32_t j = 0; j < nw; j++) outs[j] = stage + (size_t)j * CHUNK;
@@ -50,6 +53,7 @@ static deftsim_status prepare_chunk(void *ctx, size_t c, unsigned thread)
             }
         }
     }
+    if (!ps->quality) return DEFTSIM_OK;
     float *a = ps->avg + off;
     double inv = 1.0 / (double)ps->P, nn = 0;
     for (size_t i = 0; i < cnt; i++) {
@@ -76,9 +80,10 @@ static deftsim_status prepare_piece(void *ctx, size_t c, unsigned thread)
     void *scr = ps->pscratch + (size_t)thread * ps->pscratch_each;
     const deftsim_kseg seg = {0, cnt, 0};
     const int mode = ps->fresh ? DEFTSIM_KACC_COPY : DEFTSIM_KACC_ADD;
+    const uint32_t upto = ps->quality ? ps->P : ps->S; /* as prepare_chunk */
     memset(sum, 0, cnt * sizeof *sum);
-    for (uint32_t w0 = 0; w0 < ps->P; w0 += GEN_WORKERS) {
-        uint32_t nw = ps->P - w0 < GEN_WORKERS ? ps->P - w0 : GEN_WORKERS;
+    for (uint32_t w0 = 0; w0 < upto; w0 += GEN_WORKERS) {
+        uint32_t nw = upto - w0 < GEN_WORKERS ? upto - w0 : GEN_WORKERS;
         const float *g[GEN_WORKERS];
         float *outs[GEN_WORKERS];
         for (uint32_t j = 0; j < nw; j++) outs[j] = stage + (size_t)j * CHUNK;
@@ -99,6 +104,7 @@ static deftsim_status prepare_piece(void *ctx, size_t c, unsigned thread)
             }
         }
     }
+    if (!ps->quality) return DEFTSIM_OK;
     float *a = ps->avg + off;
     double inv = 1.0 / (double)ps->P;
     for (size_t i = 0; i < cnt; i++) a[i] = (float)(sum[i] * inv);
@@ -170,7 +176,7 @@ static void fused_free(point_state *ps)
 deftsim_status deftsim_acc_fused_init(point_state *ps, const deftsim_sparsifier *sp)
 {
     deftsim_engine *e = ps->e;
-    if (e->cfg->sparsify.deft_norms != DEFTSIM_DEFT_NORMS_FUSED) return DEFTSIM_OK;
+    if (ps->data_free || e->cfg->sparsify.deft_norms != DEFTSIM_DEFT_NORMS_FUSED) return DEFTSIM_OK;
     const deftsim_kseg *segs;
     size_t nseg;
     deftsim_sparsifier_norm_segments(sp, &segs, &nseg);
@@ -235,19 +241,24 @@ deftsim_status deftsim_acc_prepare(point_state *ps)
     deftsim_status st;
     if ((st = deftsim_gradsrc_prepare(e->src, ps->it, ps->P, e->prep_threads))) return st;
     size_t nchunks = (size_t)((ps->n + CHUNK - 1) / CHUNK);
+    ps->regen_cached = UINT32_MAX;
+    ps->norm2 = NAN;
+    /* quality = 0 and no residual to update (error_feedback = none): nothing to prepare. */
+    if (!ps->quality && !ps->S) return DEFTSIM_OK;
     if (ps->nseg) {
         if ((st = deftsim_par_run(e->prep_threads, ps->npieces, prepare_piece, ps))) return st;
         for (uint32_t w = 0; w < ps->S; w++) fold_norms(ps, w);
         /* The average's squared norm in the plain pass's chunks, so its bits do not depend
          * on deft_norms. */
-        if ((st = deftsim_par_run(e->prep_threads, nchunks, avg_norm2_chunk, ps))) return st;
+        if (ps->quality && (st = deftsim_par_run(e->prep_threads, nchunks, avg_norm2_chunk, ps)))
+            return st;
     } else if ((st = deftsim_par_run(e->prep_threads, nchunks, prepare_chunk, ps))) {
         return st;
     }
+    if (!ps->quality) return DEFTSIM_OK;
     double nn = 0;
     for (size_t c = 0; c < nchunks; c++) nn += ps->chunk_norm2[c];
     ps->norm2 = nn;
-    ps->regen_cached = UINT32_MAX;
     return DEFTSIM_OK;
 }
 
@@ -361,27 +372,31 @@ static float *pool_get(deftsim_engine *e, size_t i)
     return e->pool[i];
 }
 
-deftsim_status deftsim_acc_init(point_state *ps, deftsim_engine *e, uint32_t P)
+deftsim_status deftsim_acc_init(point_state *ps, deftsim_engine *e, uint32_t P, int data_free)
 {
     memset(ps, 0, sizeof *ps);
     ps->e = e;
     ps->P = P;
     ps->n = e->model->numel;
     ps->S = deftsim_engine_tracked_workers(e->cfg, P);
+    ps->quality = e->cfg->engine.quality;
+    ps->data_free = data_free;
+    ps->norm2 = NAN;
+    ps->regen_cached = UINT32_MAX;
+    ps->fresh = 1;
     size_t n = (size_t)ps->n;
     size_t nchunks = (n + CHUNK - 1) / CHUNK;
     ps->res = calloc(ps->S ? ps->S : 1, sizeof *ps->res);
     ps->chunk_norm2 = calloc(nchunks, sizeof(double));
     if (!ps->res || !ps->chunk_norm2) goto nomem;
+    if (data_free) return DEFTSIM_OK; /* no accumulator is ever formed */
     size_t next = 0;
-    if (!(ps->avg = pool_get(e, next++))) goto nomem;
+    if (ps->quality && !(ps->avg = pool_get(e, next++))) goto nomem;
     for (uint32_t w = 0; w < ps->S; w++)
         if (!(ps->res[w] = pool_get(e, next++))) goto nomem;
     if (ps->S < P && !(ps->regen = pool_get(e, next++))) goto nomem;
     if (!deftsim_gradsrc_maps(e->src) && deftsim_engine_needs_grad(e->cfg) &&
         !(ps->gradbuf = pool_get(e, next++))) goto nomem;
-    ps->regen_cached = UINT32_MAX;
-    ps->fresh = 1;
     return DEFTSIM_OK;
 nomem:;
     uint32_t S = ps->S;

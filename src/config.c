@@ -191,6 +191,9 @@ static const keydef keys[] = {
     {KEY("engine", "memory_budget", "number in (0, 1]", "0.8",
          "fraction of physical RAM the engine may use"),
      .type = T_DOUBLE, .off = F(engine.memory_budget), .lo = 0, .hi = 1, .flags = LO_OPEN},
+    {KEY("engine", "quality", "0 or 1", "1",
+         "1: the quality metrics (captured_frac .. acc_norm2); 0: not computed, columns empty"),
+     .type = T_INT, .off = F(engine.quality), .imin = 0, .imax = 1},
 
     /* [timing]: the measurement protocol of the compute phases (docs/TIMING.md). */
     {KEY("timing", "repeats", "integer in [1, 100]", "3",

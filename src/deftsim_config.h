@@ -122,6 +122,8 @@ typedef struct deftsim_config {
     } device;
     struct {
         double memory_budget;     /* fraction of physical RAM the engine may use */
+        int quality;              /* 1: the quality metrics (captured_frac .. acc_norm2); 0: none
+                                     computed, their columns empty (docs/OUTPUT.md) */
     } engine;
     struct {
         int repeats;                          /* R: timed runs of every compute phase */

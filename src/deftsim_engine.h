@@ -80,7 +80,8 @@ typedef struct {
     uint64_t bytes;             /* total */
     uint64_t residual_bytes;    /* accumulator buffers (the error-feedback residuals) */
     uint64_t sparsifier_bytes;  /* deftsim_sparsifier_memory() of the largest point */
-    uint64_t engine_bytes;      /* average accumulator, reference top-k, staging buffers */
+    uint64_t engine_bytes;      /* average accumulator and reference top-k ([engine]
+                                   quality = 1), staging buffers */
     int fits;                   /* bytes <= budget */
 } deftsim_memory_row;
 
@@ -146,6 +147,8 @@ typedef struct {
     double sim_seconds;      /* of which the network simulation ([network] simulate = 1) */
     uint64_t sim_messages;   /* point-to-point messages it simulated */
     deftsim_noise_sample machine_start, machine_end; /* the machine's state around the point */
+    uint64_t gradient_elements; /* gradient elements it read or generated (0: a data-free
+                                   point, [engine] quality = 0) */
 } deftsim_point_summary;
 
 /* Runs one point (method, density, P) over the source's iterations, as deftsim_engine_run()

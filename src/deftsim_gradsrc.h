@@ -78,5 +78,9 @@ deftsim_status deftsim_gradsrc_read(deftsim_gradsrc *g, size_t it, uint32_t w0, 
 deftsim_status deftsim_gradsrc_fill(deftsim_gradsrc *g, size_t it, uint32_t w, uint64_t off,
                                     size_t cnt, float *dst);
 const float *deftsim_gradsrc_map(deftsim_gradsrc *g, size_t it, uint32_t w);
+/* Gradient elements handed out so far by read, fill and map (map counts the whole gradient),
+ * over every thread: what the engine reports per point (deftsim_point_summary), so that a
+ * test can see that a point generated nothing. */
+uint64_t deftsim_gradsrc_elements(const deftsim_gradsrc *g);
 
 #endif

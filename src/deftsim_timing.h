@@ -38,7 +38,9 @@ uint64_t deftsim_timing_memory(int repeats, uint64_t n);
 void deftsim_timing_set_shadows(deftsim_timing *t, deftsim_sparsifier *const *shadows);
 
 /* Runs iteration it R times as described above; *res is the real step's result with the
- * estimated times. The spread of the repetitions is kept until the next call. */
+ * estimated times. The spread of the repetitions is kept until the next call. acc = NULL: the
+ * data-free step (deftsim_sparsifier_step_data_free, a method with
+ * DEFTSIM_METHOD_CAP_DATA_FREE) R times, estimated the same way. */
 deftsim_status deftsim_timing_step(deftsim_timing *t, deftsim_sparsifier *sp, uint64_t it,
                                    const deftsim_acc_provider *acc, deftsim_step_result **res);
 

@@ -65,6 +65,7 @@ static void fill_params(const deftsim_engine *e, deftsim_method m, double d, uin
     p->oktopk_warmup = (uint64_t)cfg->sparsify.oktopk_warmup;
     p->seed = cfg->scenario.seed;
     p->kctx = e->kctx;
+    p->skip_quality = !cfg->engine.quality;
 }
 
 /* What one worker count needs (the most over the scenario's methods and densities). */
@@ -75,8 +76,13 @@ static deftsim_status memory_for(const deftsim_engine *e, uint32_t P, deftsim_me
     uint32_t S = deftsim_engine_tracked_workers(cfg, P);
     memset(row, 0, sizeof *row);
     row->P = P;
-    /* S residuals, plus the buffer the others' accumulators are regenerated into. */
-    row->residual_bytes = (uint64_t)S * n * sizeof(float) + (S < P ? n * sizeof(float) : 0);
+    /* S residuals, plus the buffer the others' accumulators are regenerated into: none when
+     * every method's points are data-free (deftsim_engine_data_free). */
+    int reads = 0;
+    for (size_t mi = 0; mi < cfg->sparsify.nmethods; mi++)
+        reads |= !deftsim_engine_data_free(cfg, e->dump_dir, cfg->sparsify.methods[mi]);
+    if (reads)
+        row->residual_bytes = (uint64_t)S * n * sizeof(float) + (S < P ? n * sizeof(float) : 0);
     uint64_t best_sp = 0, best_ref = 0;
     for (size_t di = 0; di < cfg->sparsify.ndensities; di++) {
         double d = cfg->sparsify.densities[di];
@@ -96,11 +102,12 @@ static deftsim_status memory_for(const deftsim_engine *e, uint32_t P, deftsim_me
     row->sparsifier_bytes = best_sp;
     /* CLT-k's low-pass filter reads g_w next to acc_w: a synthetic gradient is regenerated
      * into a buffer of its own (a trace's is read in place). */
-    if (!deftsim_gradsrc_maps(e->src) && deftsim_engine_needs_grad(cfg))
+    if (reads && !deftsim_gradsrc_maps(e->src) && deftsim_engine_needs_grad(cfg))
         row->residual_bytes += n * sizeof(float);
-    /* The average accumulator, the reference top-k, per-worker bookkeeping and the staging
-     * buffers of the preparation threads. */
-    row->engine_bytes = n * sizeof(float) + best_ref + (uint64_t)P * 64 +
+    /* The average accumulator and the reference top-k ([engine] quality = 1), per-worker
+     * bookkeeping and the staging buffers of the preparation threads. */
+    uint64_t quality_bytes = cfg->engine.quality ? n * sizeof(float) + best_ref : 0;
+    row->engine_bytes = quality_bytes + (uint64_t)P * 64 +
                         (uint64_t)e->prep_threads * (GEN_WORKERS * CHUNK * sizeof(float) +
                                                      CHUNK * sizeof(double)) +
                         (n / CHUNK + 1) * sizeof(double) +
@@ -481,7 +488,8 @@ static deftsim_status point_open(deftsim_engine *e, const point_desc *pd, deftsi
     fill_params(e, method, pd->density, pd->P, &params);
     deftsim_status st;
     if ((st = deftsim_sparsifier_new(&params, &pr->sp))) return st;
-    if ((st = deftsim_acc_init(&pr->ps, e, pd->P))) return st;
+    if ((st = deftsim_acc_init(&pr->ps, e, pd->P, deftsim_engine_data_free(cfg, e->dump_dir, method))))
+        return st;
     if ((st = deftsim_acc_fused_init(&pr->ps, pr->sp))) return st;
     if ((st = deftsim_timing_new(cfg->timing.repeats, cfg->timing.statistic, cfg->timing.cache,
                                  pr->ps.n, &pr->tm)))
@@ -511,11 +519,11 @@ static deftsim_status point_iterations(deftsim_engine *e, const point_desc *pd, 
         ps->it = it;
         ps->src_iter = e->source_iter[it];
         double t0 = deftsim_now();
-        if ((st = deftsim_acc_prepare(ps))) return st;
+        if (!ps->data_free && (st = deftsim_acc_prepare(ps))) return st;
         ps->fresh = 0;
         double t1 = deftsim_now();
         deftsim_step_result *r = NULL;
-        st = deftsim_timing_step(pr->tm, pr->sp, it, &prov, &r);
+        st = deftsim_timing_step(pr->tm, pr->sp, it, ps->data_free ? NULL : &prov, &r);
         double t2 = deftsim_now();
         if (!st && ps->get_status) st = deftsim_error_set(ps->get_status, "%s", ps->get_msg);
         if (st) return st;
@@ -623,6 +631,7 @@ static deftsim_status run_point(deftsim_engine *e, deftsim_method method, double
     deftsim_kxfer x0;
     deftsim_kctx_transfers(e->kctx, &x0);
     deftsim_noise_sample_now(&rec->machine_start, NULL);
+    uint64_t g0 = deftsim_gradsrc_elements(e->src);
     double t_start = deftsim_now();
     if (!(st = point_open(e, &pd, method, csv_path, &pr))) {
         pr.in_iter = 1;
@@ -639,6 +648,7 @@ static deftsim_status run_point(deftsim_engine *e, deftsim_method method, double
         st = deftsim_error_wrap(st, "%s d=%s P=%u", pd.method, pd.dens_text, P);
     point_close(&pr);
     rec->seconds = deftsim_now() - t_start;
+    rec->gradient_elements = deftsim_gradsrc_elements(e->src) - g0;
     deftsim_noise_sample_now(&rec->machine_end, NULL);
     deftsim_kctx_transfers(e->kctx, &rec->xfer);
     rec->xfer.calls -= x0.calls;
@@ -711,6 +721,7 @@ deftsim_status deftsim_engine_run_point(deftsim_engine *e, deftsim_method method
         out->step_seconds = rec.step_seconds;
         out->sim_seconds = rec.sim_seconds;
         out->sim_messages = rec.sim_messages;
+        out->gradient_elements = rec.gradient_elements;
         out->machine_start = rec.machine_start;
         out->machine_end = rec.machine_end;
     }

@@ -74,6 +74,16 @@ static inline int deftsim_engine_needs_grad(const deftsim_config *cfg)
     return 0;
 }
 
+/* Whether a point of method m reads no gradient at all: nothing but the method's step could
+ * ([engine] quality = 0: no average; no --dump of the values), and its step does not need them
+ * (the registry's DEFTSIM_METHOD_CAP_DATA_FREE: dense). Its steps are then
+ * deftsim_sparsifier_step_data_free, with the same rows but the values. */
+static inline int deftsim_engine_data_free(const deftsim_config *cfg, const char *dump_dir,
+                                           deftsim_method m)
+{
+    return !cfg->engine.quality && !dump_dir && deftsim_method_has(m, DEFTSIM_METHOD_CAP_DATA_FREE);
+}
+
 /* 1 when the kernel backend copies data between host and device (cuda-staged). */
 static inline int deftsim_engine_moves_data(const deftsim_engine *e)
 {
@@ -92,6 +102,7 @@ typedef struct {
     double sim_seconds;        /* the network simulation's wall time */
     uint64_t sim_messages;     /* messages it simulated */
     uint64_t sim_peak_rss;     /* its process's peak resident bytes */
+    uint64_t gradient_elements; /* read from the gradient source (deftsim_gradsrc_elements) */
     deftsim_kxfer xfer;        /* the kernel context's copies over the point (cuda-staged) */
     deftsim_noise_sample machine_start, machine_end; /* the machine's state around the point */
 } point_record;
@@ -114,7 +125,9 @@ typedef struct {
     float *regen;             /* n floats: the accumulator of a worker without a residual */
     uint32_t regen_cached;    /* the worker whose accumulator regen holds (UINT32_MAX: none) */
     float *gradbuf;           /* n floats: g_w for CLT-k's filter (synthetic source) */
-    float *avg;               /* n floats: (1/P) sum_w acc_w */
+    float *avg;               /* n floats: (1/P) sum_w acc_w; NULL with quality = 0 */
+    int quality;              /* [engine] quality: the average, its norm, the captured norms */
+    int data_free;            /* the point's steps read no accumulator (deftsim_engine_data_free) */
     double *chunk_norm2;      /* per chunk: sum of avg^2, summed in chunk order afterwards */
     double norm2;
     size_t it;                /* iteration index */
@@ -144,15 +157,17 @@ typedef struct {
 /* Chunk c of the preparation pass: acc_w = residual_w + g_w for tracked workers, and the
  * average of every worker's accumulator, summed in worker order in double. */
 
-/* Maps the point's buffers from the engine's pool: the average, S residuals, the shared
- * buffer of the workers without one, and g_w for CLT-k when the source does not map it. */
-deftsim_status deftsim_acc_init(point_state *ps, deftsim_engine *e, uint32_t P);
+/* Maps the point's buffers from the engine's pool: the average (quality = 1), S residuals,
+ * the shared buffer of the workers without one, and g_w for CLT-k when the source does not map
+ * it; data_free: none of them (the point's steps read no accumulator). */
+deftsim_status deftsim_acc_init(point_state *ps, deftsim_engine *e, uint32_t P, int data_free);
 void deftsim_acc_free(point_state *ps);
 /* Turns the fused pass on when deft_norms = fused and the sparsifier reads fragment norms of
  * fragments that tile [0, n) in order (DEFT's do); otherwise leaves nseg = 0. */
 deftsim_status deftsim_acc_fused_init(point_state *ps, const deftsim_sparsifier *sp);
 /* Before each step: every tracked residual takes its gradient, the average accumulator and
- * its squared norm are computed. */
+ * its squared norm are computed (quality = 1; otherwise norm2 is NaN and the untracked
+ * workers' gradients are not generated here). */
 deftsim_status deftsim_acc_prepare(point_state *ps);
 /* The accumulator provider the sparsifier reads the point's accumulators through. */
 deftsim_acc_provider deftsim_acc_provider_of(point_state *ps);

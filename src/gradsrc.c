@@ -2,6 +2,7 @@
  * trace behind one table of functions. */
 #include "deftsim_gradsrc.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +15,7 @@ struct deftsim_gradsrc {
     void *impl;
     const deftsim_model *model;
     deftsim_source kind;
+    _Atomic uint64_t elements;  /* elements read, filled or mapped (deftsim_gradsrc_elements) */
 };
 
 /* ---- the synthetic generator ---------------------------------------------------------------- */
@@ -325,16 +327,25 @@ deftsim_status deftsim_gradsrc_read(deftsim_gradsrc *g, size_t it, uint32_t w0, 
                                     uint64_t off, size_t cnt, float *const *stage,
                                     const float **out)
 {
+    atomic_fetch_add_explicit(&g->elements, (uint64_t)nw * cnt, memory_order_relaxed);
     return g->ops->read(g->impl, it, w0, nw, off, cnt, stage, out);
 }
 
 deftsim_status deftsim_gradsrc_fill(deftsim_gradsrc *g, size_t it, uint32_t w, uint64_t off,
                                     size_t cnt, float *dst)
 {
+    atomic_fetch_add_explicit(&g->elements, (uint64_t)cnt, memory_order_relaxed);
     return g->ops->fill(g->impl, it, w, off, cnt, dst);
 }
 
 const float *deftsim_gradsrc_map(deftsim_gradsrc *g, size_t it, uint32_t w)
 {
-    return g->ops->map(g->impl, it, w);
+    const float *p = g->ops->map(g->impl, it, w);
+    if (p) atomic_fetch_add_explicit(&g->elements, g->model->numel, memory_order_relaxed);
+    return p;
+}
+
+uint64_t deftsim_gradsrc_elements(const deftsim_gradsrc *g)
+{
+    return atomic_load_explicit(&((deftsim_gradsrc *)g)->elements, memory_order_relaxed);
 }

@@ -137,6 +137,9 @@ deftsim_status deftsim_rows_metrics(point_state *ps, const point_desc *pd,
         c++;
     }
 
+    /* [engine] quality = 0: no average, no reference top-k; the columns stay empty. */
+    m->captured = m->topk = m->ratio = NAN;
+    if (!ps->quality) return DEFTSIM_OK;
     /* Captured norm: the aggregate's indices against the exact top-k of the average, both
      * summed in double over the same float values. */
     const float *a = ps->avg;
@@ -241,7 +244,8 @@ uint64_t deftsim_rows_write(row_buffer *rb, const point_state *ps, const point_d
     uint32_t P = ps->P;
     char b[23][40];
     const double *phmin = deftsim_timing_phase_min(tm), *phmax = deftsim_timing_phase_max(tm);
-    char itcols[1024];
+    char itcols[1024], lost_n[24] = "";
+    if (ps->quality) snprintf(lost_n, sizeof lost_n, "%" PRIu64, r->lost_entries);
     /* MiCRO and ExDyna: K / k, the threshold, the index allgather's padding m P / K - 1. */
     double cr = NAN, pad = NAN;
     if (r->count_control) {
@@ -250,12 +254,12 @@ uint64_t deftsim_rows_write(row_buffer *rb, const point_state *ps, const point_d
             pad = (double)r->count_max * (double)P / (double)r->count_total - 1.0;
     }
     snprintf(itcols, sizeof itcols,
-             "%u,%" PRIu64 ",%" PRIu64 ",%s,%s,%" PRIu64 ",%s,%s,%s,%s,%s,%s,%s,%" PRIu64
+             "%u,%" PRIu64 ",%" PRIu64 ",%s,%s,%" PRIu64 ",%s,%s,%s,%s,%s,%s,%s,%s"
              ",%s,%s,%s,%s,%s,%s,%s,%s,%s",
              r->leader, r->nnz, r->common_count, dbl(b[0], r->buildup), dbl(b[1], r->density_actual),
              r->kj_total, dbl(b[2], m->imbalance_seconds), dbl(b[3], m->imbalance_cost),
              dbl(b[4], m->captured), dbl(b[5], m->topk), dbl(b[6], m->ratio),
-             dbl(b[7], r->lost_mass), dbl(b[8], r->lost_abs_mass), r->lost_entries,
+             dbl(b[7], r->lost_mass), dbl(b[8], r->lost_abs_mass), lost_n,
              dbl(b[9], ps->norm2), dbl(b[10], prep_s), dbl(b[11], step_s), dbl(b[16], cr),
              dbl(b[17], r->threshold), dbl(b[18], pad), dbl(b[19], r->oktopk_threshold_local),
              dbl(b[20], r->oktopk_threshold_global), dbl(b[21], r->oktopk_region_balance));

@@ -337,6 +337,16 @@ deftsim_status deftsim_timing_step(deftsim_timing *t, deftsim_sparsifier *sp, ui
     deftsim_step_result *r = NULL;
     size_t nsteps0 = 0;
     *res = NULL;
+    if (!acc) { /* a data-free step: the same repetitions, no accumulator to copy or flush */
+        for (int rep = 0; rep < t->repeats; rep++) {
+            deftsim_sparsifier *one = rep + 1 < t->repeats && t->shadows ? t->shadows[rep] : sp;
+            if ((st = deftsim_sparsifier_step_data_free(one, it, &r))) return st;
+            if ((st = record(t, r, rep, &nsteps0))) return st;
+        }
+        if ((st = summarize(t, r))) return st;
+        *res = r;
+        return DEFTSIM_OK;
+    }
     t->real = acc;
     deftsim_acc_provider copy = {.get = copy_get,
                                  .ctx = t,

@@ -131,6 +131,9 @@ typedef struct {
     deftsim_oktopk_variant oktopk_variant; /* Ok-Topk's constants: VGG (default) or BERT */
     uint64_t oktopk_warmup;     /* Ok-Topk: dense iterations t < oktopk_warmup */
     deftsim_kctx *kctx;         /* the kernel backend and its threads */
+    int skip_quality;           /* 1: nobody reads lost_mass, lost_abs_mass, lost_entries: the
+                                   step leaves them NaN, NaN, 0 and skips the work only they
+                                   need (CLT-k's pass over g_w for the filter's loss) */
 } deftsim_sparsifier_params;
 
 /* What one iteration produced. Arrays are owned by the sparsifier and valid until its next
@@ -210,6 +213,14 @@ int deftsim_sparsifier_keeps_state(const deftsim_sparsifier *s);
 deftsim_status deftsim_sparsifier_step(deftsim_sparsifier *s, uint64_t t,
                                        const deftsim_acc_provider *acc, deftsim_step_result **res);
 
+/* Iteration t of a method with DEFTSIM_METHOD_CAP_DATA_FREE without any accumulator: the
+ * same result as deftsim_sparsifier_step would give (schedule, counts, bytes, costs, nnz, the
+ * aggregate's indices), except that the aggregate's values are not computed (agg_value is
+ * NULL), no phase runs (their times are 0) and no residual changes. DEFTSIM_E_USAGE for a
+ * method without the capability. */
+deftsim_status deftsim_sparsifier_step_data_free(deftsim_sparsifier *s, uint64_t t,
+                                                 deftsim_step_result **res);
+
 /* Worker w's selected indices of the last step (sorted ascending on first request), for --dump
  * and tests: the picks of its own selection (local_count[w] of them), not the common part. */
 deftsim_status deftsim_sparsifier_selection(deftsim_sparsifier *s, uint32_t w,
@@ -278,8 +289,11 @@ enum {
     DEFTSIM_METHOD_CAP_DEFAULT = 1u << 0,       /* in [sparsify] methods' default list */
     DEFTSIM_METHOD_CAP_KEEPS_STATE = 1u << 1,   /* deftsim_sparsifier_keeps_state() */
     DEFTSIM_METHOD_CAP_RAW_GRADIENTS = 1u << 2, /* may ask the provider for g_w (grad()) */
-    DEFTSIM_METHOD_CAP_OWN_MOMENTUM = 1u << 3   /* corrects momentum itself (DGC): deftsim
+    DEFTSIM_METHOD_CAP_OWN_MOMENTUM = 1u << 3,  /* corrects momentum itself (DGC): deftsim
                                                    train applies it inside the method */
+    DEFTSIM_METHOD_CAP_DATA_FREE = 1u << 4      /* its schedule, counts and bytes do not depend
+                                                   on the accumulators (dense): they come from
+                                                   deftsim_sparsifier_step_data_free() */
 };
 
 struct sp_method; /* a method's constructor and step (sp_internal.h) */

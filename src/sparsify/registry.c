@@ -33,7 +33,8 @@ static deftsim_method_desc table[DEFTSIM_METHOD_MAX] = {
                               deftsim_sp_gtopk_closed_form},
     [DEFTSIM_METHOD_DGC] = {"dgc", "DGC", "DGC", CAP_DEF | DEFTSIM_METHOD_CAP_OWN_MOMENTUM, 6,
                             &deftsim_sp_dgc, deftsim_sp_dgc_closed_form},
-    [DEFTSIM_METHOD_DENSE] = {"dense", "dense allreduce", "dense", CAP_DEF, 7, &deftsim_sp_dense,
+    [DEFTSIM_METHOD_DENSE] = {"dense", "dense allreduce", "dense",
+                              CAP_DEF | DEFTSIM_METHOD_CAP_DATA_FREE, 7, &deftsim_sp_dense,
                               deftsim_sp_dense_closed_form},
     [DEFTSIM_METHOD_MICRO] = {"micro", "MiCRO", "MiCRO", CAP_STATE, 9, &deftsim_sp_micro,
                               deftsim_sp_mcr_closed_form},
@@ -125,6 +126,11 @@ deftsim_status deftsim_method_register(const deftsim_method_desc *d, deftsim_met
         return deftsim_error_set(DEFTSIM_E_USAGE, "method registry: '%s' is taken", d->name);
     if (!d->impl || !d->impl->init || !d->impl->step)
         return deftsim_error_set(DEFTSIM_E_USAGE, "method registry: '%s' has no implementation",
+                                 d->name);
+    if ((d->caps & DEFTSIM_METHOD_CAP_DATA_FREE) && !d->impl->step_data_free)
+        return deftsim_error_set(DEFTSIM_E_USAGE,
+                                 "method registry: '%s' declares DEFTSIM_METHOD_CAP_DATA_FREE "
+                                 "without a data-free step",
                                  d->name);
     if (ntable == DEFTSIM_METHOD_MAX)
         return deftsim_error_set(DEFTSIM_E_USAGE, "method registry: full (%d methods)",

@@ -132,7 +132,8 @@ static deftsim_status cltk_step(deftsim_sparsifier *s, uint64_t t, const deftsim
             double t0 = sp_now(s);
             low_pass(s, acc, g, s->agg_idx, v, k);
             sp_charge(s, c_res, d->ph_residual, w, sp_now(s) - t0);
-            low_pass_loss(s, g, s->agg_idx, v, k, &r->lost_mass, &r->lost_abs_mass);
+            if (!s->p.skip_quality)
+                low_pass_loss(s, g, s->agg_idx, v, k, &r->lost_mass, &r->lost_abs_mass);
         } else {
             SP_TIMED(s, c_res, d->ph_residual, w,
                      deftsim_k_zero_at(s->kc, acc, n, s->agg_idx, k));
@@ -145,7 +146,7 @@ static deftsim_status cltk_step(deftsim_sparsifier *s, uint64_t t, const deftsim
     return DEFTSIM_OK;
 }
 
-const sp_method deftsim_sp_cltk = {cltk_init, cltk_step, NULL};
+const sp_method deftsim_sp_cltk = {cltk_init, cltk_step, NULL, NULL};
 
 /* `deftsim bench sim` (t = 0: the leader is worker 0): the leader's k indices, the k values. */
 deftsim_status deftsim_sp_cltk_closed_form(const deftsim_closed_form_in *in, uint32_t P,

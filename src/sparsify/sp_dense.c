@@ -1,5 +1,6 @@
 /* sp_dense.c - the dense reference point: every worker allreduces its whole accumulator; the
- * residual is zero. No selection, so no phases: the step's cost is the allreduce alone. */
+ * residual is zero. No selection, so no phases: the step's cost is the allreduce alone, and
+ * nothing of it but the values depends on the data (DEFTSIM_METHOD_CAP_DATA_FREE). */
 #include <string.h>
 
 #include "sp_internal.h"
@@ -13,16 +14,24 @@ static deftsim_status dense_init(deftsim_sparsifier *s)
     return DEFTSIM_OK;
 }
 
-static deftsim_status dense_step(deftsim_sparsifier *s, uint64_t t, const deftsim_acc_provider *a)
+/* The schedule: one allreduce of the n values (none at P = 1), whatever the data. */
+static deftsim_status dense_schedule(deftsim_sparsifier *s)
 {
-    (void)t;
-    deftsim_status st;
-    float *acc;
     if (s->P > 1) {
         deftsim_step *c = sp_collective(s, DEFTSIM_STEP_ALLREDUCE, "values");
         if (!c) return DEFTSIM_E_NOMEM;
         for (uint32_t w = 0; w < s->P; w++) c->bytes[w] = s->n * s->sv;
     }
+    s->res.common_count = s->n;
+    return DEFTSIM_OK;
+}
+
+static deftsim_status dense_step(deftsim_sparsifier *s, uint64_t t, const deftsim_acc_provider *a)
+{
+    (void)t;
+    deftsim_status st;
+    float *acc;
+    if ((st = dense_schedule(s))) return st;
     /* The allreduce, emulated: the sum in worker order. */
     for (uint32_t w = 0; w < s->P; w++) {
         if ((st = sp_get(a, w, &acc))) return st;
@@ -30,12 +39,22 @@ static deftsim_status dense_step(deftsim_sparsifier *s, uint64_t t, const deftsi
         memset(acc, 0, (size_t)s->n * sizeof *acc);
         if ((st = sp_release(a, w))) return st;
     }
-    s->res.common_count = s->n;
     sp_agg_finish(s, s->n);
     return DEFTSIM_OK;
 }
 
-const sp_method deftsim_sp_dense = {dense_init, dense_step, NULL};
+/* The same result without the data (DEFTSIM_METHOD_CAP_DATA_FREE): schedule and counts; the
+ * aggregate's indices are 0 .. n-1 from init. */
+static deftsim_status dense_step_data_free(deftsim_sparsifier *s, uint64_t t)
+{
+    (void)t;
+    deftsim_status st = dense_schedule(s);
+    if (st) return st;
+    sp_agg_counts(s, s->n);
+    return DEFTSIM_OK;
+}
+
+const sp_method deftsim_sp_dense = {dense_init, dense_step, NULL, dense_step_data_free};
 
 /* `deftsim bench sim`: one allreduce of the n values. */
 deftsim_status deftsim_sp_dense_closed_form(const deftsim_closed_form_in *in, uint32_t P,

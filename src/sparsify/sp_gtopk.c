@@ -255,7 +255,7 @@ static deftsim_status gtopk_step(deftsim_sparsifier *s, uint64_t t, const deftsi
     if (c_res == SIZE_MAX) return DEFTSIM_E_NOMEM;
 
     for (size_t j = 0; j < nF; j++) BIT_SET(d->mark, F[j]);
-    for (uint64_t e = 0; e < d->ndrop; e++)
+    for (uint64_t e = 0; !s->p.skip_quality && e < d->ndrop; e++)
         if (BIT_GET(d->mark, d->drop_idx[e])) {
             r->lost_mass += d->drop_val[e];
             r->lost_abs_mass += fabs((double)d->drop_val[e]);
@@ -289,7 +289,7 @@ static deftsim_status gtopk_step(deftsim_sparsifier *s, uint64_t t, const deftsi
     return DEFTSIM_OK;
 }
 
-const sp_method deftsim_sp_gtopk = {gtopk_init, gtopk_step, NULL};
+const sp_method deftsim_sp_gtopk = {gtopk_init, gtopk_step, NULL, NULL};
 
 /* `deftsim bench sim`: k pairs up the tree (the fold of the ranks beyond the largest power of
  * two first) and down in a broadcast. */

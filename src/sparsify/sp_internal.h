@@ -23,6 +23,9 @@ typedef struct sp_method {
     deftsim_status (*step)(deftsim_sparsifier *s, uint64_t t, const deftsim_acc_provider *acc);
     /* Frees what init() allocated outside sp_alloc() (may be NULL). */
     void (*fini)(deftsim_sparsifier *s);
+    /* DEFTSIM_METHOD_CAP_DATA_FREE: step()'s result without reading an accumulator (no
+     * values, no residuals, no timed phases); NULL for the other methods. */
+    deftsim_status (*step_data_free)(deftsim_sparsifier *s, uint64_t t);
 } sp_method;
 
 extern const sp_method deftsim_sp_deft, deftsim_sp_topk, deftsim_sp_topk_ag, deftsim_sp_cltk,
@@ -174,6 +177,8 @@ const double *sp_norms(const deftsim_acc_provider *a, uint32_t w);
 void sp_agg_add(deftsim_sparsifier *s, const float *v, uint64_t m, uint32_t w);
 /* agg_val[0..nnz) /= P and the derived metrics (nnz, build-up, density). */
 void sp_agg_finish(deftsim_sparsifier *s, uint64_t nnz);
+/* The derived metrics alone (sp_agg_finish's, for a step that computes no values). */
+void sp_agg_counts(deftsim_sparsifier *s, uint64_t nnz);
 
 /* The gather/residual pass over the union U = agg_idx[0..nnz): registers the gather and
  * residual COMPUTE steps (phases ph_gather and ph_residual) around the values' ALLREDUCE

@@ -151,8 +151,8 @@ static deftsim_status topk_ag_step(deftsim_sparsifier *s, uint64_t t,
     return DEFTSIM_OK;
 }
 
-const sp_method deftsim_sp_topk = {topk_init, topk_step, NULL};
-const sp_method deftsim_sp_topk_ag = {topk_ag_init, topk_ag_step, NULL};
+const sp_method deftsim_sp_topk = {topk_init, topk_step, NULL, NULL};
+const sp_method deftsim_sp_topk_ag = {topk_ag_init, topk_ag_step, NULL, NULL};
 
 /* `deftsim bench sim`: k indices per worker, and the values at a union of P independent,
  * uniformly spread k-subsets, which holds n (1 - (1 - k/n)^P) indices. */

@@ -251,6 +251,11 @@ void sp_agg_finish(deftsim_sparsifier *s, uint64_t nnz)
         for (uint64_t i = 0; i < nnz; i++) s->agg_val[i] *= inv;
     else
         for (uint64_t i = 0; i < nnz; i++) s->agg_val[i] /= (float)s->P;
+    sp_agg_counts(s, nnz);
+}
+
+void sp_agg_counts(deftsim_sparsifier *s, uint64_t nnz)
+{
     s->res.nnz = nnz;
     s->res.buildup = (double)nnz / (double)s->k;
     s->res.density_actual = (double)nnz / (double)s->n;
@@ -435,12 +440,9 @@ uint64_t deftsim_sparsifier_memory(const deftsim_sparsifier_params *p)
 
 /* ---- Steps ---------------------------------------------------------------------------- */
 
-deftsim_status deftsim_sparsifier_step(deftsim_sparsifier *s, uint64_t t,
-                                       const deftsim_acc_provider *acc, deftsim_step_result **res)
+/* The step result before a step: every per-step field cleared. */
+static void result_reset(deftsim_sparsifier *s)
 {
-    if (res) *res = NULL;
-    if (!s || !acc || !acc->get || !res)
-        return deftsim_error_set(DEFTSIM_E_USAGE, "sparsifier step: NULL argument");
     deftsim_step_result *r = &s->res;
     size_t P = s->P;
     deftsim_schedule_reset(&r->schedule, s->P);
@@ -456,7 +458,7 @@ deftsim_status deftsim_sparsifier_step(deftsim_sparsifier *s, uint64_t t,
     r->kj_total = 0;
     r->nnz = 0;
     r->buildup = r->density_actual = 0;
-    r->lost_mass = r->lost_abs_mass = 0;
+    r->lost_mass = r->lost_abs_mass = s->p.skip_quality ? NAN : 0;
     r->lost_entries = 0;
     r->count_control = 0;
     r->threshold = NAN;
@@ -465,17 +467,45 @@ deftsim_status deftsim_sparsifier_step(deftsim_sparsifier *s, uint64_t t,
     r->oktopk_warmup = r->oktopk_local_recompute = r->oktopk_global_recompute = r->oktopk_recut = 0;
     r->agg_index = s->agg_idx;
     r->agg_value = s->agg_val;
+}
 
-    deftsim_status st = s->m->step(s, t, acc);
+/* After a step: a failed one leaves no half-filled selection behind; a good one gets its
+ * bytes per worker. */
+static deftsim_status step_done(deftsim_sparsifier *s, deftsim_status st, deftsim_step_result **res)
+{
+    deftsim_step_result *r = &s->res;
     if (st) {
-        /* A failed step leaves no half-filled selection behind. */
-        memset(r->local_count, 0, P * sizeof *r->local_count);
+        memset(r->local_count, 0, s->P * sizeof *r->local_count);
         return st;
     }
     for (size_t i = 0; i < r->schedule.nsteps; i++)
         deftsim_step_traffic(&r->schedule.steps[i], s->P, s->sv, r->bytes_sent, r->bytes_recv);
     *res = r;
     return DEFTSIM_OK;
+}
+
+deftsim_status deftsim_sparsifier_step_data_free(deftsim_sparsifier *s, uint64_t t,
+                                                 deftsim_step_result **res)
+{
+    if (res) *res = NULL;
+    if (!s || !res) return deftsim_error_set(DEFTSIM_E_USAGE, "sparsifier step: NULL argument");
+    if (!s->m->step_data_free || !deftsim_method_has(s->p.method, DEFTSIM_METHOD_CAP_DATA_FREE))
+        return deftsim_error_set(DEFTSIM_E_USAGE,
+                                 "%s: its step reads the accumulators (no data-free step)",
+                                 s->name);
+    result_reset(s);
+    s->res.agg_value = NULL;
+    return step_done(s, s->m->step_data_free(s, t), res);
+}
+
+deftsim_status deftsim_sparsifier_step(deftsim_sparsifier *s, uint64_t t,
+                                       const deftsim_acc_provider *acc, deftsim_step_result **res)
+{
+    if (res) *res = NULL;
+    if (!s || !acc || !acc->get || !res)
+        return deftsim_error_set(DEFTSIM_E_USAGE, "sparsifier step: NULL argument");
+    result_reset(s);
+    return step_done(s, s->m->step(s, t, acc), res);
 }
 
 void deftsim_sparsifier_norm_segments(const deftsim_sparsifier *s, const deftsim_kseg **segs,
