@@ -152,7 +152,10 @@ repeats = 3
         with open(os.path.join(out, "rows.csv"), newline="") as f:
             rows = list(csv.DictReader(f))
         redone = [r for r in rows if r["method"] == "topk" and r["P"] == "4"]
-        check(redone and all(float(r["select_seconds_max"]) < 10 * float(r["select_seconds_min"])
+        # The edited rows had select_seconds_max written as exactly repr(10 * min); measured
+        # rows do not (a measured spread may itself exceed 10 under a sanitizer or load, so the
+        # check is on the edit, not on the spread).
+        check(redone and all(r["select_seconds_max"] != repr(float(r["select_seconds_min"]) * 10.0)
                              or float(r["select_seconds_min"]) == 0 for r in redone),
               "rows.csv holds the rerun point's new rows")
         check(not any(f.endswith(".tmp") or ".tmp." in f for f in os.listdir(os.path.join(out, "points"))),
