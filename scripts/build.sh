@@ -35,7 +35,9 @@ if [ "$valgrind" = 1 ]; then
   # Valgrind cannot run AddressSanitizer programs, and its reports want line numbers: a build
   # with debug information and no sanitizers, where tests/valgrind registers the memcheck
   # pass. No CUDA either (the static CUDA runtime would be in every process memcheck runs).
+  # No MPI either: Open MPI's libraries (libmpi, open-pal, hwloc, libevent) would load into
+  # every process memcheck traces, and real mode (the only user of MPI) is not in this pass.
   [ -f build-vg/build.ninja ] || meson setup build-vg -Dbuildtype=debugoptimized \
-      -Dcuda=disabled >/dev/null
+      -Dcuda=disabled -Dmpi=disabled >/dev/null
   ninja -C build-vg
 fi
