@@ -79,6 +79,8 @@ typedef enum {
 typedef enum {
     DEFTSIM_SIM_EXACT,       /* every message simulated */
     DEFTSIM_SIM_APPROXIMATE, /* ring steps sampled and scaled (docs/NETWORK.md); opt-in */
+    DEFTSIM_SIM_ANALYTIC,    /* contention-free closed form where it provably holds, else
+                                exact (docs/NETWORK.md, "Analytic mode"); opt-in */
     DEFTSIM_SIM_MODE_COUNT
 } deftsim_sim_mode;
 
@@ -234,7 +236,10 @@ typedef struct {
                                   mode) */
     double wall_seconds;       /* the simulation's wall time, fork to result */
     uint64_t peak_rss_bytes;   /* the simulating process's peak resident memory */
-    deftsim_sim_mode mode;
+    deftsim_sim_mode mode;     /* what ran: analytic mode gives ANALYTIC or, where its closed
+                                  form does not hold, EXACT */
+    char mode_note[256];       /* mode = analytic, EXACT ran: why ("crosstraffic is on", "two
+                                  messages in flight at once on the up link of worker 3 ...") */
 } deftsim_sim_result;
 
 /* Simulates the schedules one after another (each from a common start, see above). Every

@@ -431,32 +431,21 @@ static void schedule_totals(const deftsim_schedule *const *scheds, deftsim_sim_r
     }
 }
 
-deftsim_status deftsim_sim_run(const deftsim_sim_params *p, const deftsim_schedule *const *scheds,
-                               size_t nsched, deftsim_sim_result *out)
+/* One simulation in a forked child, its results in out (allocated). *not_analytic is set when
+ * the child answered that analytic mode does not hold (why says where). */
+static deftsim_status run_child(const deftsim_sim_params *p, const sim_platform_file *pf,
+                                const deftsim_schedule *const *scheds, size_t nsched,
+                                deftsim_sim_result *out, int *not_analytic, char *why, size_t cap)
 {
-    memset(out, 0, sizeof *out);
-    char tp[128];
-    uint64_t hosts;
-    sim_platform_file pf; /* the platform the child loads: the user's file or a generated one */
-    pf.fd = -1;
-    pf.tmp[0] = '\0';
-    deftsim_status st = deftsim_sim_platform_shape(p, tp, sizeof tp, &hosts);
-    if (st) return st;
-    if ((st = check_schedules(p, scheds, nsched))) return st;
-    if ((st = result_alloc(p, scheds, nsched, out))) goto fail;
     size_t cells = out->step_offset[nsched] * p->P;
-    if ((st = sim_platform_open(p, &pf))) goto fail;
-
+    deftsim_status st;
     int outp[2], errp[2];
-    if (pipe(outp) != 0) {
-        st = deftsim_error_set(DEFTSIM_E_RUNTIME, "network simulation: pipe: %s", strerror(errno));
-        goto fail;
-    }
+    if (pipe(outp) != 0)
+        return deftsim_error_set(DEFTSIM_E_RUNTIME, "network simulation: pipe: %s", strerror(errno));
     if (pipe(errp) != 0) {
         close(outp[0]);
         close(outp[1]);
-        st = deftsim_error_set(DEFTSIM_E_RUNTIME, "network simulation: pipe: %s", strerror(errno));
-        goto fail;
+        return deftsim_error_set(DEFTSIM_E_RUNTIME, "network simulation: pipe: %s", strerror(errno));
     }
     double t0 = deftsim_now();
     pid_t parent = getpid();
@@ -470,12 +459,12 @@ deftsim_status deftsim_sim_run(const deftsim_sim_params *p, const deftsim_schedu
         close(outp[1]);
         close(errp[0]);
         close(errp[1]);
-        goto fail;
+        return st;
     }
     if (pid == 0) {
         close(outp[0]);
         close(errp[0]);
-        sim_child_main(parent, outp[1], errp[1], p, pf.path, scheds, nsched, out->step_offset);
+        sim_child_main(parent, outp[1], errp[1], p, pf->path, scheds, nsched, out->step_offset);
     }
     close(outp[1]);
     close(errp[1]);
@@ -491,13 +480,55 @@ deftsim_status deftsim_sim_run(const deftsim_sim_params *p, const deftsim_schedu
     memset(&ru, 0, sizeof ru);
     while (wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {
     }
-    out->wall_seconds = deftsim_now() - t0;
-    out->peak_rss_bytes = (uint64_t)ru.ru_maxrss * 1024u;
+    out->wall_seconds += deftsim_now() - t0;
+    if ((uint64_t)ru.ru_maxrss * 1024u > out->peak_rss_bytes)
+        out->peak_rss_bytes = (uint64_t)ru.ru_maxrss * 1024u;
     tail_one_line(tail, &tail_len);
-    st = take_results(buf, have, read_failed, status, pf.is_fd ? "generated" : pf.path, tail,
+    sim_child_header h;
+    memset(&h, 0, sizeof h);
+    if (buf && have >= sizeof h) memcpy(&h, buf, sizeof h);
+    if (!read_failed && WIFEXITED(status) && WEXITSTATUS(status) == 0 && h.magic == SIM_MAGIC &&
+        h.rc == SIM_RC_NOT_ANALYTIC) {
+        size_t ml = h.msglen < cap - 1 ? h.msglen : cap - 1;
+        if (have >= sizeof h + ml) memcpy(why, buf + sizeof h, ml);
+        why[ml] = '\0';
+        *not_analytic = 1;
+        free(buf);
+        return DEFTSIM_OK;
+    }
+    st = take_results(buf, have, read_failed, status, pf->is_fd ? "generated" : pf->path, tail,
                       tail_len, out);
     free(buf);
+    return st;
+}
+
+deftsim_status deftsim_sim_run(const deftsim_sim_params *p, const deftsim_schedule *const *scheds,
+                               size_t nsched, deftsim_sim_result *out)
+{
+    memset(out, 0, sizeof *out);
+    char tp[128];
+    uint64_t hosts;
+    sim_platform_file pf; /* the platform the child loads: the user's file or a generated one */
+    pf.fd = -1;
+    pf.tmp[0] = '\0';
+    deftsim_status st = deftsim_sim_platform_shape(p, tp, sizeof tp, &hosts);
+    if (st) return st;
+    if ((st = check_schedules(p, scheds, nsched))) return st;
+    if ((st = result_alloc(p, scheds, nsched, out))) goto fail;
+    if ((st = sim_platform_open(p, &pf))) goto fail;
+    /* Analytic mode: the closed form where it holds, else the full simulation; out->mode and
+     * out->mode_note say which ran and why. */
+    deftsim_sim_params q = *p;
+    if (q.mode == DEFTSIM_SIM_ANALYTIC && !sim_analytic_eligible(&q, out->mode_note, sizeof out->mode_note))
+        q.mode = DEFTSIM_SIM_EXACT;
+    int not_analytic = 0;
+    st = run_child(&q, &pf, scheds, nsched, out, &not_analytic, out->mode_note, sizeof out->mode_note);
+    if (!st && not_analytic) {
+        q.mode = DEFTSIM_SIM_EXACT;
+        st = run_child(&q, &pf, scheds, nsched, out, &not_analytic, out->mode_note, sizeof out->mode_note);
+    }
     if (st) goto fail;
+    out->mode = q.mode;
     sim_platform_close(&pf);
     schedule_totals(scheds, out);
     return DEFTSIM_OK;

@@ -31,6 +31,7 @@ struct sim_worker {
     sim_ctx *ctx;
     uint64_t sent, recv;       /* payload bytes of the current step */
     uint64_t messages;
+    sim_rec *rec;              /* analytic mode: the posts and waits are recorded here */
     uint64_t agreements;       /* approximate mode: sim_approx_agree() calls so far */
     size_t cur_sched, cur_step;  /* where the worker is, for a deadlock report */
     int done;
@@ -70,6 +71,14 @@ struct sim_ctx {
     uint32_t approx_read[2];
 };
 
+/* Analytic mode (sim_analytic.c): runs the schedules of c on c->workers with the flow times
+ * of fm, each collective step recorded through run_step (the child's step runner) and
+ * replayed, filling c->out as the actors would. 0; SIM_RC_NOT_ANALYTIC when two messages
+ * would share a link (msg says where); -1 on failure (msg says why). */
+typedef void (*sim_step_fn)(sim_worker *w, size_t row, const deftsim_step *st);
+int sim_analytic_run(sim_ctx *c, sim_step_fn run_step, const sim_flow_model *fm, char *msg,
+                     size_t cap);
+
 /* A message's payload is its size, as a pointer, with the top bit set so that an empty
  * message is no null pointer (SimGrid refuses to send one); sim_payload() reads it back. */
 #define SIM_PAYLOAD_TAG ((uintptr_t)1 << (sizeof(uintptr_t) * 8 - 1))
@@ -85,5 +94,7 @@ sg_comm_t sim_irecv(sim_worker *w, uint32_t src, void **slot);
 /* A send that always waits for its receiver, whatever its size: NCCL's transport sends into a
  * buffer slot its receiver has granted, so no message is eager (sim_nccl.c). */
 sg_comm_t sim_isend_sync(sim_worker *w, uint32_t dst, uint64_t bytes);
+/* Waits for the n handles (all the worker posted since its last wait that are not eager). */
+void sim_wait_all(sim_worker *w, sg_comm_t *comms, size_t n);
 
 #endif

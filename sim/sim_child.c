@@ -73,7 +73,7 @@ static void run_sendrecv(sim_worker *w, size_t row, const deftsim_step *st)
         sg_comm_t s = step_send(w, peer, st->bytes[w->rank]);
         if (s) w->comms[n++] = s;
     }
-    if (n) sg_comm_wait_all(w->comms, n);
+    sim_wait_all(w, w->comms, n);
     for (size_t i = 0; i < nrecv; i++) w->recv += sim_payload(w->slots[i]);
 }
 
@@ -97,7 +97,7 @@ static void run_p2p(sim_worker *w, size_t row, const deftsim_step *st)
         sg_comm_t s = step_send(w, peer, st->bytes[at]);
         if (s) w->comms[n++] = s;
     }
-    if (n) sg_comm_wait_all(w->comms, n);
+    sim_wait_all(w, w->comms, n);
     for (size_t i = 0; i < nrecv; i++) w->recv += sim_payload(w->slots[i]);
 }
 
@@ -195,6 +195,53 @@ static void worker_main(int argc, char **argv)
     }
     if (c->has_async) async_post(w, 0, NULL);
     w->done = 1;
+}
+
+/* ---- analytic mode ----------------------------------------------------------------------------- */
+
+/* Two lone messages between the hosts of workers 0 and 1, one after the other, timed by
+ * SimGrid: a small one and a large one give the latency and the rate of every flow that has
+ * its links to itself (sim_analytic.c). */
+#define CALIB_SMALL 1.0
+#define CALIB_LARGE 1e9
+static double calib_end[2];
+
+static void calib_sender(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    sg_mailbox_t mb = sg_mailbox_by_name("calibration");
+    sg_mailbox_put(mb, sim_payload_of(0), (long)CALIB_SMALL);
+    sg_mailbox_put(mb, sim_payload_of(0), (long)CALIB_LARGE);
+}
+
+static void calib_receiver(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    sg_mailbox_t mb = sg_mailbox_by_name("calibration");
+    for (int i = 0; i < 2; i++) {
+        (void)sg_mailbox_get(mb);
+        calib_end[i] = simgrid_get_clock();
+    }
+}
+
+static int run_analytic(sim_ctx *c, sg_host_t *hosts, char *msg, size_t cap)
+{
+    sim_flow_model fm = {0, 1};
+    if (c->p->P >= 2) {
+        sg_actor_start(sg_actor_init("calibration-send", hosts[0]), calib_sender, 0, NULL);
+        sg_actor_start(sg_actor_init("calibration-recv", hosts[1]), calib_receiver, 0, NULL);
+        simgrid_run();
+        double d1 = calib_end[0], d2 = calib_end[1] - calib_end[0];
+        if (!(d2 > d1) || !(d1 > 0)) {
+            snprintf(msg, cap, "analytic mode: the calibration messages took %g and %g s", d1, d2);
+            return -1;
+        }
+        fm.R = (CALIB_LARGE - CALIB_SMALL) / (d2 - d1);
+        fm.L = d1 - CALIB_SMALL / fm.R;
+    }
+    return sim_analytic_run(c, run_step, &fm, msg, cap);
 }
 
 /* ---- set-up ------------------------------------------------------------------------------------ */
@@ -415,6 +462,7 @@ static int sim_child_run(const deftsim_sim_params *p, const char *platform_path,
             snprintf(msg, msgcap, "out of memory creating %u workers", P);
             goto done;
         }
+        if (p->mode == DEFTSIM_SIM_ANALYTIC) continue;
         char name[32];
         snprintf(name, sizeof name, "worker-%" PRIu32, r);
         sg_actor_t a = sg_actor_init(name, hosts[r]);
@@ -435,6 +483,10 @@ static int sim_child_run(const deftsim_sim_params *p, const char *platform_path,
         sg_actor_t b = sg_actor_init(name, hosts[r]);
         sg_actor_set_data(b, w);
         sg_actor_start(b, comm_main, 0, NULL);
+    }
+    if (p->mode == DEFTSIM_SIM_ANALYTIC) {
+        rc = run_analytic(&c, hosts, msg, msgcap);
+        goto done;
     }
     free(hosts);
     hosts = NULL;

@@ -24,6 +24,35 @@
 /* One worker's side of the simulation (an actor). */
 typedef struct sim_worker sim_worker;
 
+/* Analytic mode (sim_analytic.c): what a worker's collective posts, recorded instead of sent.
+ * A WAIT waits for every non-eager SEND and every RECV posted since the previous WAIT. */
+typedef enum { SIM_OP_SEND, SIM_OP_RECV, SIM_OP_WAIT } sim_op_kind;
+typedef struct {
+    uint64_t bytes;   /* SEND: payload bytes */
+    uint32_t peer;    /* SEND: the receiver; RECV: the sender */
+    uint8_t kind;     /* sim_op_kind */
+    uint8_t eager;    /* SEND: completes without the receiver */
+} sim_op;
+typedef struct {
+    sim_op *ops;
+    size_t n, cap;
+    int nomem;        /* a push failed: the recording is incomplete */
+} sim_rec;
+void sim_rec_push(sim_rec *r, sim_op_kind kind, uint32_t peer, uint64_t bytes, int eager);
+
+/* A lone message of s bytes (payload and envelope) takes L + s / R on the platform. */
+typedef struct {
+    double L, R;
+} sim_flow_model;
+
+/* Whether analytic mode can hold for p (a flat platform without backbone, one GPU a host,
+ * crosstraffic off, LV08 or CM02, no algorithm that reads what it receives); if not, why. */
+int sim_analytic_eligible(const deftsim_sim_params *p, char *why, size_t cap);
+
+/* The child's answer when analytic mode did not hold for the schedules (two messages met on a
+ * link): the caller runs the full simulation. */
+#define SIM_RC_NOT_ANALYTIC 1
+
 uint32_t sim_rank(const sim_worker *w);
 uint32_t sim_size(const sim_worker *w);
 

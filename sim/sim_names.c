@@ -23,7 +23,7 @@ const char *const deftsim_allgather_names[] = {"ring", "recursive_doubling", "br
 const char *const deftsim_allreduce_names[] = {"ring", "recursive_doubling", "rabenseifner", NULL};
 const char *const deftsim_bcast_names[] = {"binomial", "scatter_rdb_allgather",
                                            "scatter_ring_allgather", NULL};
-const char *const deftsim_sim_mode_names[] = {"exact", "approximate", NULL};
+const char *const deftsim_sim_mode_names[] = {"exact", "approximate", "analytic", NULL};
 const char *const deftsim_sim_compute_names[] = {"measured", "none", NULL};
 const char *const deftsim_net_library_names[] = {"mpi", "nccl", NULL};
 const char *const deftsim_nccl_algo_names[] = {"ring", "tree", "hierarchical", "auto", NULL};

@@ -203,7 +203,7 @@ static void round_send(round_t *rd, uint32_t dst, uint64_t bytes)
 /* The receives must all be posted before the first send: slots are indexed by receive. */
 static void round_wait(round_t *rd)
 {
-    if (rd->n) sg_comm_wait_all(rd->comms, rd->n);
+    sim_wait_all(rd->w, rd->comms, rd->n);
     for (size_t i = 0; i < rd->nrecv; i++) rd->w->recv += sim_payload(rd->slots[i]);
     rd->n = rd->nrecv = 0;
 }

@@ -31,6 +31,7 @@ double sim_now(void) { return simgrid_get_clock(); }
 
 void sim_sleep(double seconds)
 {
+    /* Approximate mode only, which never records. */
     if (seconds > 0) sg_actor_sleep_for(seconds);
 }
 
@@ -81,14 +82,25 @@ static sg_mailbox_t in_mailbox(sim_worker *w, uint32_t src)
 
 /* Starts a send; NULL when it is eager (detached: it completes without the sender). The
  * payload pointer is the payload size itself (sim_payload_of): the receiver reads it back. */
+/* Analytic mode records instead of sending (sim_analytic.c): a posted send or receive, and a
+ * wait for every non-eager one posted since the last wait. The handle a recorded post returns
+ * only has to be non-null. */
+static char rec_handle;
+#define REC_COMM ((sg_comm_t)(void *)&rec_handle)
+
 sg_comm_t sim_isend(sim_worker *w, uint32_t dst, uint64_t bytes)
 {
     const deftsim_sim_params *p = w->ctx->p;
+    w->sent += bytes;
+    w->messages++;
+    if (w->rec) {
+        int eager = bytes < p->eager_threshold;
+        sim_rec_push(w->rec, SIM_OP_SEND, dst, bytes, eager);
+        return eager ? NULL : REC_COMM;
+    }
     sg_mailbox_t mb = out_mailbox(w, dst);
     void *payload = sim_payload_of(bytes);
     long size = (long)(bytes + p->envelope_bytes);
-    w->sent += bytes;
-    w->messages++;
     if (bytes < p->eager_threshold) {
         sg_comm_detach(sg_mailbox_put_init(mb, payload, size), NULL);
         return NULL;
@@ -101,23 +113,50 @@ sg_comm_t sim_isend_sync(sim_worker *w, uint32_t dst, uint64_t bytes)
     const deftsim_sim_params *p = w->ctx->p;
     w->sent += bytes;
     w->messages++;
+    if (w->rec) {
+        sim_rec_push(w->rec, SIM_OP_SEND, dst, bytes, 0);
+        return REC_COMM;
+    }
     return sg_mailbox_put_async(out_mailbox(w, dst), sim_payload_of(bytes),
                                 (long)(bytes + p->envelope_bytes));
 }
 
 sg_comm_t sim_irecv(sim_worker *w, uint32_t src, void **slot)
 {
+    if (w->rec) {
+        sim_rec_push(w->rec, SIM_OP_RECV, src, 0, 0);
+        *slot = sim_payload_of(0);
+        return REC_COMM;
+    }
     return sg_mailbox_get_async(in_mailbox(w, src), slot);
+}
+
+void sim_wait_all(sim_worker *w, sg_comm_t *comms, size_t n)
+{
+    if (w->rec) {
+        sim_rec_push(w->rec, SIM_OP_WAIT, 0, 0, 0);
+        return;
+    }
+    if (n) sg_comm_wait_all(comms, n);
 }
 
 void sim_send(sim_worker *w, uint32_t dst, uint64_t bytes)
 {
     sg_comm_t c = sim_isend(w, dst, bytes);
-    if (c) sg_comm_wait(c);
+    if (w->rec) sim_wait_all(w, NULL, 0);
+    else if (c) sg_comm_wait(c);
 }
 
+/* In analytic mode a receive returns 0 bytes: no algorithm that reads what it received runs
+ * there (sim_analytic_eligible). */
 uint64_t sim_recv(sim_worker *w, uint32_t src)
 {
+    if (w->rec) {
+        void *slot;
+        sim_irecv(w, src, &slot);
+        sim_wait_all(w, NULL, 0);
+        return 0;
+    }
     void *data = NULL;
     sg_comm_wait(sg_mailbox_get_async(in_mailbox(w, src), &data));
     uint64_t got = sim_payload(data);
@@ -128,6 +167,13 @@ uint64_t sim_recv(sim_worker *w, uint32_t src)
 uint64_t sim_sendrecv(sim_worker *w, uint32_t dst, uint64_t sbytes, uint32_t src)
 {
     if (dst == w->rank && src == w->rank) return sbytes; /* a local copy */
+    if (w->rec) {
+        void *slot;
+        sim_isend(w, dst, sbytes);
+        sim_irecv(w, src, &slot);
+        sim_wait_all(w, NULL, 0);
+        return 0;
+    }
     void *data = NULL;
     sg_comm_t c[2];
     size_t n = 0;

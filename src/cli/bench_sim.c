@@ -126,12 +126,17 @@ static deftsim_status run_one(deftsim_sim_params *sp, deftsim_method method,
     *total_wall += med;
     if (rss > *peak) *peak = rss;
     if (csv)
-        printf("%u,%s,%zu,%" PRIu64 ",%.9g,%.6g,%.6g,%" PRIu64 "\n", P, deftsim_method_name(method),
-               s.nsteps, r.messages, r.iteration_seconds[0], med, walls[0], rss);
-    else
-        printf("%7u  %-8s %6zu %12" PRIu64 " %15.6e %10.3f %10.1f\n", P,
+        printf("%u,%s,%zu,%" PRIu64 ",%.9g,%.6g,%.6g,%" PRIu64 ",%s\n", P,
                deftsim_method_name(method), s.nsteps, r.messages, r.iteration_seconds[0], med,
-               (double)rss / 1048576.0);
+               walls[0], rss, deftsim_sim_mode_name(r.mode));
+    else
+        printf("%7u  %-8s %6zu %12" PRIu64 " %15.6e %10.3f %10.1f  %s\n", P,
+               deftsim_method_name(method), s.nsteps, r.messages, r.iteration_seconds[0], med,
+               (double)rss / 1048576.0, deftsim_sim_mode_name(r.mode));
+    /* Analytic mode that fell back to the full simulation: why. */
+    if (sp->mode == DEFTSIM_SIM_ANALYTIC && r.mode != DEFTSIM_SIM_ANALYTIC)
+        fprintf(csv ? stderr : stdout, "         %s P=%u ran exact: %s\n",
+                deftsim_method_name(method), P, r.mode_note);
     fflush(stdout);
     deftsim_sim_result_free(&r);
     deftsim_schedule_free(&s);
@@ -270,10 +275,11 @@ int deftsim_bench_sim(int argc, char **argv)
                 deftsim_nccl_algo_name(sp.nccl_algorithm), sp.nccl_channels,
                 deftsim_nccl_agv_name(sp.nccl_allgatherv), (unsigned long long)sp.nccl_buffsize);
     if (csv)
-        printf("P,method,steps,messages,simulated_seconds,wall_seconds,wall_min_seconds,peak_rss_bytes\n");
+        printf("P,method,steps,messages,simulated_seconds,wall_seconds,wall_min_seconds,peak_rss_bytes,"
+               "sim_mode\n");
     else
-        printf("%7s  %-8s %6s %12s %15s %10s %10s\n", "P", "method", "steps", "messages",
-               "simulated (s)", "wall (s)", "peak MiB");
+        printf("%7s  %-8s %6s %12s %15s %10s %10s  %s\n", "P", "method", "steps", "messages",
+               "simulated (s)", "wall (s)", "peak MiB", "ran");
     double total_wall[MAX_P] = {0};
     uint64_t peak[MAX_P] = {0};
     for (size_t pi = 0; pi < nP; pi++)
