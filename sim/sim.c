@@ -519,7 +519,8 @@ deftsim_status deftsim_sim_run(const deftsim_sim_params *p, const deftsim_schedu
     /* Analytic mode: the closed form where it holds, else the full simulation; out->mode and
      * out->mode_note say which ran and why. */
     deftsim_sim_params q = *p;
-    if (q.mode == DEFTSIM_SIM_ANALYTIC && !sim_analytic_eligible(&q, out->mode_note, sizeof out->mode_note))
+    if (q.mode == DEFTSIM_SIM_ANALYTIC && 
+        !sim_analytic_eligible(&q, scheds, nsched, out->mode_note, sizeof out->mode_note))
         q.mode = DEFTSIM_SIM_EXACT;
     int not_analytic = 0;
     st = run_child(&q, &pf, scheds, nsched, out, &not_analytic, out->mode_note, sizeof out->mode_note);

@@ -53,17 +53,31 @@ void sim_rec_push(sim_rec *r, sim_op_kind kind, uint32_t peer, uint64_t bytes, i
     r->ops[r->n++] = (sim_op){bytes, peer, (uint8_t)kind, (uint8_t)(eager ? 1 : 0)};
 }
 
-int sim_analytic_eligible(const deftsim_sim_params *p, char *why, size_t cap)
+/* Whether a step of this kind is in the schedules. */
+static int has_kind(const deftsim_schedule *const *scheds, size_t nsched, deftsim_step_kind k)
+{
+    for (size_t i = 0; i < nsched; i++)
+        for (size_t j = 0; j < scheds[i]->nsteps; j++)
+            if (scheds[i]->steps[j].kind == k) return 1;
+    return 0;
+}
+
+int sim_analytic_eligible(const deftsim_sim_params *p, const deftsim_schedule *const *scheds,
+                          size_t nsched, char *why, size_t cap)
 {
     const char *no = NULL;
+    int mpi = p->library == DEFTSIM_LIB_MPI;
     if (p->topology != DEFTSIM_TOPO_FLAT) no = "the topology is not flat";
     else if (p->backbone_bandwidth > 0) no = "the flat network has a shared backbone";
     else if (p->gpus_per_node > 1) no = "nodes hold several GPUs";
     else if (p->crosstraffic) no = "crosstraffic is on";
     else if (p->model != DEFTSIM_NET_LV08 && p->model != DEFTSIM_NET_CM02)
         no = "the model's factors depend on the message size";
-    else if (p->library == DEFTSIM_LIB_MPI && p->allgather == DEFTSIM_AG_RECURSIVE_DOUBLING)
+    else if (mpi && p->allgather == DEFTSIM_AG_RECURSIVE_DOUBLING &&
+             has_kind(scheds, nsched, DEFTSIM_STEP_ALLGATHER))
         no = "recursive-doubling allgather reads what it receives";
+    else if (mpi && p->bcast != DEFTSIM_BC_BINOMIAL && has_kind(scheds, nsched, DEFTSIM_STEP_BCAST))
+        no = "the scatter broadcasts read what they receive";
     if (no) snprintf(why, cap, "%s", no);
     return no == NULL;
 }

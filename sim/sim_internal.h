@@ -45,9 +45,11 @@ typedef struct {
     double L, R;
 } sim_flow_model;
 
-/* Whether analytic mode can hold for p (a flat platform without backbone, one GPU a host,
- * crosstraffic off, LV08 or CM02, no algorithm that reads what it receives); if not, why. */
-int sim_analytic_eligible(const deftsim_sim_params *p, char *why, size_t cap);
+/* Whether analytic mode can hold for the schedules on p (a flat platform without backbone, one GPU a host,
+ * crosstraffic off, LV08 or CM02, no algorithm that reads what it receives: MPI's
+ * recursive-doubling allgather and scatter broadcasts); if not, why. */
+int sim_analytic_eligible(const deftsim_sim_params *p, const deftsim_schedule *const *scheds,
+                          size_t nsched, char *why, size_t cap);
 
 /* The child's answer when analytic mode did not hold for the schedules (two messages met on a
  * link): the caller runs the full simulation. */

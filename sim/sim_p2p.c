@@ -147,8 +147,8 @@ void sim_send(sim_worker *w, uint32_t dst, uint64_t bytes)
     else if (c) sg_comm_wait(c);
 }
 
-/* In analytic mode a receive returns 0 bytes: no algorithm that reads what it received runs
- * there (sim_analytic_eligible). */
+/* In analytic mode a receive returns 0 bytes: no algorithm that reads what it received
+ * (recursive-doubling allgather, the scatter broadcasts) runs there (sim_analytic_eligible). */
 uint64_t sim_recv(sim_worker *w, uint32_t src)
 {
     if (w->rec) {

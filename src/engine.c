@@ -591,7 +591,9 @@ static deftsim_status point_finish(deftsim_engine *e, point_run *pr, point_recor
         pr->measured = 1;
     }
     char run_cols[1024];
-    if ((st = deftsim_point_sim_run_cols(cfg, &e->platform, run_cols, sizeof run_cols))) return st;
+    deftsim_sim_mode ran = pr->simulated ? pr->sres.mode : cfg->network.mode;
+    if ((st = deftsim_point_sim_run_cols(cfg, &e->platform, ran, run_cols, sizeof run_cols)))
+        return st;
     if ((st = deftsim_point_sim_emit(pr->f, &pr->rb, &pr->psim, pr->ps.P,
                                      pr->simulated ? &pr->sres : NULL, run_cols,
                                      pr->measured ? &pr->mres : NULL)))

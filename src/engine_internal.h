@@ -241,9 +241,9 @@ deftsim_status deftsim_rows_dump(const point_state *ps, const point_desc *pd,
 deftsim_status deftsim_point_sim_emit(FILE *out, row_buffer *rb, const deftsim_point_sim *s,
                                       uint32_t P, const deftsim_sim_result *res,
                                       const char *run_cols, const deftsim_mpi_result *mres);
-/* The simulated run's columns: net_topology .. sim_mode. */
+/* The simulated run's columns: net_topology .. sim_mode (the mode that ran). */
 deftsim_status deftsim_point_sim_run_cols(const deftsim_config *cfg,
-                                          const deftsim_platform_record *plat, char *buf,
-                                          size_t cap);
+                                          const deftsim_platform_record *plat,
+                                          deftsim_sim_mode ran, char *buf, size_t cap);
 
 #endif

@@ -227,12 +227,13 @@ deftsim_status deftsim_point_sim_emit(FILE *out, row_buffer *rb, const deftsim_p
     return DEFTSIM_OK;
 }
 
-/* The simulated run's columns: net_topology .. sim_mode. A user's platform file has no one
+/* The simulated run's columns: net_topology .. sim_mode (the mode that ran: analytic mode
+ * gives "analytic", or "exact" where the full simulation ran instead). A user's platform file has no one
  * link bandwidth or latency: net_topology names the file ("file:<name>", its copy under
  * platforms/) and those two stay empty. */
 deftsim_status deftsim_point_sim_run_cols(const deftsim_config *cfg,
-                                          const deftsim_platform_record *plat, char *buf,
-                                          size_t cap)
+                                          const deftsim_platform_record *plat,
+                                          deftsim_sim_mode ran, char *buf, size_t cap)
 {
     if (!cfg->network.simulate) {
         snprintf(buf, cap, ",,,,,,,off");
@@ -255,11 +256,11 @@ deftsim_status deftsim_point_sim_run_cols(const deftsim_config *cfg,
         fprintf(m, "nccl_ring+%s,nccl_%s,nccl_ring,%s",
                 deftsim_nccl_agv_name(cfg->network.nccl_allgatherv),
                 deftsim_nccl_algo_name(cfg->network.nccl_algorithm),
-                deftsim_sim_mode_name(cfg->network.mode));
+                deftsim_sim_mode_name(ran));
     else
         fprintf(m, "%s,%s,%s,%s", deftsim_allgather_name(cfg->network.allgather),
                 deftsim_allreduce_name(cfg->network.allreduce),
-                deftsim_bcast_name(cfg->network.bcast), deftsim_sim_mode_name(cfg->network.mode));
+                deftsim_bcast_name(cfg->network.bcast), deftsim_sim_mode_name(ran));
     int full = ftell(m) >= (long)cap - 1;
     fclose(m);
     if (full) return deftsim_error_set(DEFTSIM_E_INPUT, "[network] platform_file: name too long");
