@@ -27,6 +27,17 @@ typedef struct {
     double *comm_seconds; /* per iteration: the sum of its collectives' seconds */
 } deftsim_mpi_result;
 
+/* The number of ranks the MPI launcher that started this process asked for, read from its
+ * environment before any MPI call (Open MPI's OMPI_COMM_WORLD_SIZE, MPICH's and Slurm's PMI's
+ * PMI_SIZE): 0 when no launcher set it. Works in builds without MPI too. */
+int deftsim_mpi_launched_ranks(void);
+
+/* Spread mode (docs/CLUSTER.md, "Spread mode": a point's P simulated workers spread over the
+ * ranks of mpirun) is not in this deftsim. A command (run, sweep, train) started by a launcher
+ * with more than one rank outside real mode (real_mode = 0) would run every point once per
+ * rank into the same folder: an input error saying so. OK otherwise. */
+deftsim_status deftsim_mpi_check_launch(const char *command, int real_mode);
+
 /* 1 when deftsim was built with MPI. */
 int deftsim_mpi_built(void);
 

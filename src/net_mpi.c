@@ -21,6 +21,33 @@ void deftsim_mpi_result_free(deftsim_mpi_result *r)
     memset(r, 0, sizeof *r);
 }
 
+int deftsim_mpi_launched_ranks(void)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (!v || !*v) continue;
+        char *end;
+        long r = strtol(v, &end, 10);
+        if (*end == '\0' && r > 0 && r <= 1000000) return (int)r;
+    }
+    return 0;
+}
+
+deftsim_status deftsim_mpi_check_launch(const char *command, int real_mode)
+{
+    int r = deftsim_mpi_launched_ranks();
+    if (r <= 1 || real_mode) return DEFTSIM_OK;
+    return deftsim_error_set(
+        DEFTSIM_E_INPUT,
+        "deftsim %s: started by an MPI launcher with %d ranks outside real mode: spread mode "
+        "(a point's simulated workers spread over the ranks) is not in this deftsim, and %d "
+        "processes would each run every point into the same folder; run one process (without "
+        "mpirun), shards for several nodes (deftsim sweep --shard), or [execute] network = mpi "
+        "with 'mpirun -n P deftsim run' for real mode (docs/CLUSTER.md)",
+        command, r, r);
+}
+
 #ifndef DEFTSIM_HAVE_MPI
 
 static deftsim_status no_mpi(void)

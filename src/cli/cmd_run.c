@@ -124,6 +124,10 @@ int deftsim_cmd_run(int argc, char **argv)
         goto done;
     }
     if (deftsim_cli_parse_only) goto done;
+    if ((st = deftsim_mpi_check_launch("run", cfg->execute.network == DEFTSIM_EXEC_MPI))) {
+        rc = deftsim_cli_fail(st);
+        goto done;
+    }
     if (cfg->execute.network == DEFTSIM_EXEC_MPI && deftsim_mpi_built()) {
         /* Real mode (docs/CLUSTER.md): rank 0 runs the engine, the others execute its
          * points' schedules with it until it releases them. */

@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "deftsim_config.h"
+#include "deftsim_net_mpi.h"
 #include "deftsim_sweep.h"
 #include "deftsim_util.h"
 #include "progress.h"
@@ -271,6 +272,10 @@ int deftsim_cmd_sweep(int argc, char **argv)
         goto done;
     }
     if (deftsim_cli_parse_only) goto done;
+    if ((st = deftsim_mpi_check_launch("sweep", 0))) {
+        rc = deftsim_cli_fail(st);
+        goto done;
+    }
     so.vary = vary;
     so.nvary = nvary;
     if (!quiet) {

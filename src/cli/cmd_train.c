@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "deftsim_config.h"
+#include "deftsim_net_mpi.h"
 #include "deftsim_nn.h"
 #include "deftsim_train.h"
 #include "deftsim_util.h"
@@ -121,6 +122,10 @@ int deftsim_cmd_train(int argc, char **argv)
         goto done;
     }
     if (deftsim_cli_parse_only) goto done;
+    if ((st = deftsim_mpi_check_launch("train", 0))) {
+        rc = deftsim_cli_fail(st);
+        goto done;
+    }
     deftsim_train_summary sum;
     const deftsim_train_progress lines = {deftsim_cli_train_progress, stderr};
     if ((st = deftsim_train_run(cfg, quiet ? NULL : &lines, &sum))) {
