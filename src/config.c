@@ -246,7 +246,7 @@ static const keydef keys[] = {
     {KEY("network", "eager_threshold", "integer in [0, 2147483647]", "65536",
          "bytes: a smaller send returns at once, a larger one waits for its receiver"),
      .type = T_INT, .off = F(network.eager_threshold), .imin = 0, .imax = INT32_MAX},
-    {KEY("network", "mode", "one of: exact, approximate", "exact",
+    {KEY("network", "mode", "one of: exact, approximate, analytic", "exact",
          "approximate: equal-block rings simulate 6 steps and scale (named in every row)"),
      .type = T_ENUM, .off = F(network.mode), .names = deftsim_sim_mode_names},
     {KEY("network", "compute", "one of: measured, none", "measured",
