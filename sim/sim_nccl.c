@@ -298,6 +298,16 @@ static void ring_run(sim_worker *w, const deftsim_sim_params *p, const ring_plan
      * of all ranks, from the latest end (a ring moves at the pace of its slowest hop). */
     int approx = p->mode == DEFTSIM_SIM_APPROXIMATE && same && rp->approx_ok &&
                  steps > SIM_APPROX_RING_STEPS;
+    /* A ring that follows a broadcast (or uneven compute) starts skewed: a rank waits for
+     * late neighbours, and a sampled step that includes that wait is no step of the ring's
+     * pace. In the exact ring every rank's last step depends, through the ring, on the latest
+     * starter, so the ring ends as if all had started with it: approximate mode starts the
+     * ring from the latest start, then samples steady steps. */
+    if (approx) {
+        double start, unused;
+        sim_approx_agree(w, sim_now(), 0, &start, &unused);
+        sim_sleep(start - sim_now());
+    }
     for (uint64_t l = 0; l < loops; l++) {
         double last = 0;
         for (uint32_t s = s0; s < s1; s++) {

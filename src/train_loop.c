@@ -11,6 +11,7 @@
 #include <jansson.h>
 
 #include "deftsim_build_info.h"
+#include "deftsim_compute.h"
 #include "deftsim_csv.h"
 #include "deftsim_fmnist.h"
 #include "deftsim_folder.h"
@@ -212,6 +213,10 @@ typedef struct {
     uint64_t perm_epoch;
     double *grad_s, *acc_s;      /* P: this iteration's measured gradient and accumulator times */
     deftsim_point_sim sim;       /* one schedule per iteration when simulating */
+    deftsim_compute_plan compute; /* [compute] (has_compute): its steps replace "gradient" */
+    deftsim_schedule full;       /* [compute]: the iteration around the sparsifier's steps */
+    int has_compute, bucketed;
+    size_t acc_step;             /* the "accumulate" step's index in every schedule */
 } point_state;
 
 static void point_state_free(point_state *ps)
@@ -233,6 +238,8 @@ static void point_state_free(point_state *ps)
     free(ps->grad_s);
     free(ps->acc_s);
     deftsim_point_sim_free(&ps->sim);
+    if (ps->has_compute) deftsim_compute_plan_free(&ps->compute);
+    deftsim_schedule_free(&ps->full);
     memset(ps, 0, sizeof *ps);
 }
 
@@ -253,6 +260,14 @@ static deftsim_status point_state_init(point_state *ps, const deftsim_trainer *t
     ps->dgc = deftsim_method_has(method, DEFTSIM_METHOD_CAP_OWN_MOMENTUM);
     ps->perm_epoch = UINT64_MAX;
     deftsim_point_sim_init(&ps->sim, P);
+    deftsim_schedule_init(&ps->full, P);
+    ps->acc_step = 1;
+    if (deftsim_compute_enabled(tr->cfg)) { /* as run and sweep: docs/COMPUTE.md */
+        deftsim_status st = deftsim_compute_plan_init(tr->cfg, m, &ps->compute);
+        if (st) return st;
+        ps->has_compute = 1;
+        ps->bucketed = method == DEFTSIM_METHOD_DENSE && P > 1;
+    }
     int fail = 0;
     ps->params = zeros(ps->n, &fail);
     ps->mom = zeros(ps->n, &fail);
@@ -376,14 +391,29 @@ static deftsim_status add_schedule(point_state *ps, uint64_t T, const deftsim_st
     if (!s)
         return deftsim_error_set(DEFTSIM_E_NOMEM, "train: out of memory for %" PRIu64
                                  " schedules", T);
-    deftsim_step *g = deftsim_schedule_add(s, DEFTSIM_STEP_COMPUTE, "gradient");
-    deftsim_step *a = g ? deftsim_schedule_add(s, DEFTSIM_STEP_COMPUTE, "accumulate") : NULL;
-    if (!a) return deftsim_error_wrap(DEFTSIM_E_NOMEM, "train: schedule");
-    for (uint32_t w = 0; w < ps->P; w++) {
-        g->seconds[w] = ps->grad_s[w];
-        a->seconds[w] = ps->acc_s[w];
+    if (!ps->has_compute) {
+        deftsim_step *g = deftsim_schedule_add(s, DEFTSIM_STEP_COMPUTE, "gradient");
+        if (!g) return deftsim_error_wrap(DEFTSIM_E_NOMEM, "train: schedule");
+        for (uint32_t w = 0; w < ps->P; w++) g->seconds[w] = ps->grad_s[w];
+    } else { /* [compute]'s forward and backward (and dense's buckets) instead of "gradient" */
+        deftsim_status st = deftsim_compute_schedule(&ps->compute, &r->schedule, ps->bucketed,
+                                                     r->value_wire_bytes, &ps->full);
+        if (st) return st;
+        size_t last = 0;
+        for (size_t k = 0; k < ps->full.nsteps; k++)
+            if (!strcmp(ps->full.steps[k].name, DEFTSIM_COMPUTE_BACKWARD)) last = k;
+        for (size_t k = 0; k <= last; k++)
+            if (!deftsim_schedule_add_copy(s, &ps->full.steps[k]))
+                return deftsim_error_wrap(DEFTSIM_E_NOMEM, "train: schedule");
+        ps->acc_step = last + 1;
     }
-    if (deftsim_point_sim_copy_steps(s, &r->schedule))
+    deftsim_step *a = deftsim_schedule_add(s, DEFTSIM_STEP_COMPUTE, "accumulate");
+    if (!a) return deftsim_error_wrap(DEFTSIM_E_NOMEM, "train: schedule");
+    for (uint32_t w = 0; w < ps->P; w++) a->seconds[w] = ps->acc_s[w];
+    for (size_t k = ps->has_compute ? ps->acc_step : 0; ps->has_compute && k < ps->full.nsteps; k++)
+        if (!deftsim_schedule_add_copy(s, &ps->full.steps[k]))
+            return deftsim_error_wrap(DEFTSIM_E_NOMEM, "train: schedule");
+    if (!ps->has_compute && deftsim_point_sim_copy_steps(s, &r->schedule))
         return deftsim_error_wrap(DEFTSIM_E_NOMEM, "train: schedule");
     deftsim_step *u = deftsim_schedule_add(s, DEFTSIM_STEP_COMPUTE, "update");
     if (!u) return deftsim_error_wrap(DEFTSIM_E_NOMEM, "train: schedule");
@@ -422,7 +452,8 @@ static deftsim_status simulate(const deftsim_config *cfg, point_state *ps, uint3
                                deftsim_train_result *out)
 {
     deftsim_status st;
-    if ((st = use_median(ps, 0)) || (st = use_median(ps, 1))) return st;
+    if ((!ps->has_compute && (st = use_median(ps, 0))) || (st = use_median(ps, ps->acc_step)))
+        return st;
     ps->sim.elem_bytes = elem_bytes;
     deftsim_sim_params sp;
     deftsim_point_sim_params(cfg, &ps->sim, &sp);

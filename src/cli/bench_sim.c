@@ -73,7 +73,9 @@ static void usage(FILE *out)
             "  --reps N          runs of each simulation; the median wall time is reported\n"
             "                    (default 1)\n"
             "  --csv             one CSV row per (P, method)\n"
-            "  --set KEY=VALUE   a [network] key, as in a scenario (network.allgather=ring, ...)\n"
+            "  --set KEY=VALUE   a [network] key, as in a scenario (network.allgather=ring,\n"
+            "                    network.preset=dgx-h100, ...); communication only: [compute]\n"
+            "                    keys are refused (deftsim run, sweep and train take them)\n"
             "  -h, --help        this help\n"
             "Targets (docs/NETWORK.md), for the default methods together with the default\n"
             "algorithms: P = 1024 within 10 s and P = 4096 within 60 s under 1 GiB of memory\n"
@@ -210,7 +212,9 @@ int deftsim_bench_sim(int argc, char **argv)
         case 'c': csv = 1; break;
         case 's':
             if (strncmp(optarg, "network.", 8) != 0)
-                return deftsim_cli_usage_error("bench sim", "--set %s: only network.* keys", optarg);
+                return deftsim_cli_usage_error("bench sim", "--set %s: only network.* keys (the bench "
+                                               "times communication alone; [compute] applies to "
+                                               "run, sweep and train)", optarg);
             if (nov == MAX_OV) return deftsim_cli_usage_error("bench sim", "too many --set");
             ov[nov++] = optarg;
             break;

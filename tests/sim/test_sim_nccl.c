@@ -571,3 +571,64 @@ Test(sim_nccl, partial_nodes_and_tiny_sizes_finish)
             }
         }
 }
+
+/* Approximate mode after a broadcast (CLT-k's schedule: the leader's indices broadcast, then an
+ * allreduce of the values; DGC-like: a broadcast, an allgather, an allreduce): NCCL's ring
+ * broadcast leaves the ranks up to P hops apart, and the sampled ring steps must not charge
+ * that skew to every skipped step (before the fix: 16 times the exact time). On the flat file
+ * grouped 8 a node: within the 1.5 % docs/NETWORK.md gives for approximate mode. On a
+ * generated multi-GPU platform (NVLink hops faster than the NICs' ones) the exact ring absorbs
+ * part of the skew on its fast hops, which approximate mode, starting the ring from the latest
+ * rank, does not: measured +2.0 % to +11 % (docs/NETWORK.md, "Approximate mode"), held to 12 %. */
+static void bcast_then(deftsim_schedule *s, uint32_t P, uint64_t size, int with_allgather)
+{
+    deftsim_schedule_init(s, P);
+    deftsim_step *b = deftsim_schedule_add(s, DEFTSIM_STEP_BCAST, "bcast");
+    cr_assert(b);
+    b->root = 0;
+    b->bytes[0] = size;
+    if (with_allgather) {
+        deftsim_step *g = deftsim_schedule_add(s, DEFTSIM_STEP_ALLGATHER, "allgather");
+        cr_assert(g);
+        for (uint32_t r = 0; r < P; r++) g->bytes[r] = size / 8;
+    }
+    deftsim_step *a = deftsim_schedule_add(s, DEFTSIM_STEP_ALLREDUCE, "allreduce");
+    cr_assert(a);
+    for (uint32_t r = 0; r < P; r++) a->bytes[r] = size;
+}
+
+Test(sim_nccl, approximate_after_a_broadcast)
+{
+    const uint32_t P = 64;
+    const uint64_t sizes[] = {4u * 50000, 4u * 1000000};
+    for (int generated = 0; generated < 2; generated++)
+        for (int ag = 0; ag < 4; ag++) {
+            uint64_t size = sizes[ag / 2];
+            deftsim_sim_params p;
+            nccl_params(&p, P, 8, 2, DEFTSIM_NCCL_RING);
+            if (generated) {
+                p.topology = DEFTSIM_TOPO_FLAT;
+                p.platform_file = NULL;
+            }
+            deftsim_schedule s;
+            bcast_then(&s, P, size, ag % 2);
+            deftsim_sim_result re, ra;
+            double *te = simtest_run(&p, &s, 1, &re);
+            p.mode = DEFTSIM_SIM_APPROXIMATE;
+            double *ta = simtest_run(&p, &s, 1, &ra);
+            printf("nccl P=%u %s %llu B bcast%s + ring allreduce: approximate %.9e s (%llu "
+                   "messages), exact %.9e s (%llu), %+.3e\n",
+                   P, generated ? "generated 8-GPU nodes" : "flat file", (unsigned long long)size,
+                   ag % 2 ? " + allgather" : "",
+                   ta[0], (unsigned long long)ra.messages, te[0], (unsigned long long)re.messages,
+                   (ta[0] - te[0]) / te[0]);
+            cr_expect_lt(rel(ta[0], te[0]), generated ? 0.12 : 1.5e-2, "approximate %.9e, exact %.9e",
+                         ta[0], te[0]);
+            cr_expect_lt(ra.messages, re.messages);
+            free(te);
+            free(ta);
+            deftsim_sim_result_free(&re);
+            deftsim_sim_result_free(&ra);
+            deftsim_schedule_free(&s);
+        }
+}

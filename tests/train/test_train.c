@@ -404,6 +404,77 @@ Test(train, simulated_time, .init = setup, .fini = teardown)
     deftsim_config_free(cfg);
 }
 
+/* [compute] in training (as in run and sweep, docs/COMPUTE.md): the given forward and backward
+ * durations replace the measured gradient step in simulated time, so each of the 6
+ * iterations lasts at least forward + backward more than its collectives; without overlap the
+ * simulated time exceeds communication by at least that; dense with overlap (DDP buckets)
+ * hides part of its allreduce behind the backward pass. A [compute] table without a row for
+ * the trained network is an error naming the table and the model. */
+static deftsim_config *with_compute(const char *compute)
+{
+    char extra[512];
+    snprintf(extra, sizeof extra, "[compute]\n%s", compute);
+    return scenario(extra, "dense", "2");
+}
+
+static double sim_of(deftsim_config *cfg, deftsim_method m, double d, double *comm)
+{
+    deftsim_trainer *tr;
+    cr_assert_eq(deftsim_trainer_new(cfg, &tr), DEFTSIM_OK, "%s", deftsim_error_message());
+    deftsim_train_options opt;
+    deftsim_train_options_default(&opt);
+    opt.iterations = 6;
+    opt.evaluate = 0;
+    opt.simulate = 1;
+    deftsim_train_result r;
+    cr_assert_eq(deftsim_trainer_point(tr, m, d, 2, &opt, &r), DEFTSIM_OK, "%s",
+                 deftsim_error_message());
+    double s = r.rows[r.nrows - 1].sim_seconds;
+    *comm = r.rows[r.nrows - 1].sim_comm_seconds;
+    deftsim_train_result_free(&r);
+    deftsim_trainer_free(tr);
+    return s;
+}
+
+Test(train, compute_section, .init = setup, .fini = teardown)
+{
+    const double fw = 0.5, bw = 1.0; /* far above the MLP's own gradient time on this machine */
+    double comm0, comm1, comm2, comm3;
+    deftsim_config *plain = scenario("", "dense", "2");
+    double s0 = sim_of(plain, DEFTSIM_METHOD_TOPK, 0.01, &comm0);
+    deftsim_config *c1 = with_compute("forward = 0.5\nbackward = 1\noverlap = 0\n");
+    double s1 = sim_of(c1, DEFTSIM_METHOD_TOPK, 0.01, &comm1);
+    double s2 = sim_of(c1, DEFTSIM_METHOD_DENSE, 1.0, &comm2);
+    deftsim_config *c2 = with_compute("forward = 0.5\nbackward = 1\noverlap = 1\nbucket_mb = 0.05\nfirst_bucket_mb = 0.05\n");
+    double s3 = sim_of(c2, DEFTSIM_METHOD_DENSE, 1.0, &comm3);
+    fprintf(stderr, "train with [compute]: topk %.6f s (without [compute] %.6f s), dense %.6f s, "
+            "dense overlapped %.6f s (collectives %.6f, %.6f)\n", s1, s0, s2, s3, comm2, comm3);
+    cr_expect_lt(s0, 6 * (fw + bw) / 10, "without [compute] the measured MLP step is short");
+    cr_expect_geq(s1, 6 * (fw + bw) + comm1 - 1e-9);
+    cr_expect_geq(s2, 6 * (fw + bw) + comm2 - 1e-9);
+    cr_expect_lt(s3, s2, "DDP's buckets overlap the backward pass");
+    cr_expect_geq(s3, 6 * (fw + bw) - 1e-9);
+    deftsim_config_free(plain);
+    deftsim_config_free(c1);
+    deftsim_config_free(c2);
+    /* a table without the trained network's row */
+    char path[128], text[512];
+    snprintf(path, sizeof path, "%s/compute.csv", tmp);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fprintf(f, "model,device,batch,forward_ms,backward_ms,source\nresnet18,x,16,1,2,s\n");
+    fclose(f);
+    snprintf(text, sizeof text,
+             "[scenario]\nname = t\noutput = %s/out\n[gradients]\nmodel = train/models/fmnist_mlp.csv\n"
+             "[compute]\ntable = %s\n", tmp, path);
+    deftsim_config *c3 = NULL;
+    cr_expect_eq(deftsim_config_parse(text, "test.ini", NULL, 0, &c3), DEFTSIM_E_INPUT);
+    fprintf(stderr, "no row: %s\n", deftsim_error_message());
+    cr_expect(strstr(deftsim_error_message(), "has no row for model fmnist_mlp"), "%s",
+              deftsim_error_message());
+    if (c3) deftsim_config_free(c3);
+}
+
 /* The progress callback hears one ROW per row of the curve, carrying the point and the row
  * itself, in order; the library prints nothing. */
 typedef struct {
