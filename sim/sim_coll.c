@@ -74,6 +74,12 @@ static int ring_approx_sizes(sim_worker *w, const deftsim_sim_params *p, uint32_
     if (p->mode != DEFTSIM_SIM_APPROXIMATE || steps <= SIM_APPROX_RING_STEPS) return 0;
     uint32_t P = sim_size(w), r = sim_rank(w);
     uint32_t left = (r + P - 1) % P, right = (r + 1) % P;
+    /* The ranks first wait for the latest of them to enter the ring (after a broadcast they
+     * enter up to log2 P hops apart): in the full ring every rank's last step waits for it
+     * anyway, and a sampled step that included the wait would be charged for every step. */
+    double start, unused;
+    sim_approx_agree(w, sim_now(), 0, &start, &unused);
+    sim_sleep(start - sim_now());
     double last = 0;
     for (uint32_t i = 0; i < SIM_APPROX_RING_STEPS; i++) {
         double t0 = sim_now();
