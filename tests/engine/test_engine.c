@@ -1311,7 +1311,9 @@ Test(engine, network_compute_none_is_the_bytes_alone)
 }
 
 /* simulate = 0: the simulated columns stay empty and the rows say so; approximate mode is
- * named in every row it produced. */
+ * named in every row it produced; analytic mode names the mode that ran: analytic for a
+ * Bruck allgather of equal blocks from a common start, exact on a fat tree (outside its
+ * premise), with the same simulated times as the full simulation. */
 Test(engine, network_off_and_approximate_are_named)
 {
     const char *off[] = {"network.simulate=0", "sparsify.methods=topk, gtopk"};
@@ -1334,6 +1336,31 @@ Test(engine, network_off_and_approximate_are_named)
         cr_assert_str_eq(cell(ta, r, "net_allgather"), "ring");
         cr_assert(num(ta, r, "iteration_seconds") > 0);
     }
+    const char *an[] = {"network.mode=analytic", "network.compute=none",
+                        "sparsify.methods=topk-ag"};
+    run_ok("analytic", NULL, an, 3);
+    const char *ex[] = {"network.mode=exact", "network.compute=none", "sparsify.methods=topk-ag"};
+    run_ok("analytic_ref", NULL, ex, 3);
+    const char *ft[] = {"network.mode=analytic", "network.topology=fattree",
+                        "sparsify.methods=topk-ag"};
+    run_ok("analytic_ft", NULL, ft, 3);
+    char *pan = in_tmp("analytic/rows.csv"), *pex = in_tmp("analytic_ref/rows.csv");
+    char *pft = in_tmp("analytic_ft/rows.csv");
+    table *tan = load_csv(pan), *tex = load_csv(pex), *tft = load_csv(pft);
+    cr_assert(tan->nrows > 0 && tft->nrows > 0);
+    cr_assert_eq(tan->nrows, tex->nrows);
+    for (size_t r = 0; r < tan->nrows; r++) {
+        cr_expect_str_eq(cell(tan, r, "sim_mode"), "analytic");
+        double x = num(tan, r, "iteration_seconds"), y = num(tex, r, "iteration_seconds");
+        cr_expect(fabs(x - y) <= 1e-9 * y + 4e-9, "row %zu: %.12e vs %.12e", r, x, y);
+    }
+    for (size_t r = 0; r < tft->nrows; r++) cr_expect_str_eq(cell(tft, r, "sim_mode"), "exact");
+    table_free(tan);
+    table_free(tex);
+    table_free(tft);
+    free(pan);
+    free(pex);
+    free(pft);
     char *plat = in_tmp("off/platforms");
     struct stat sb;
     cr_expect_neq(stat(plat, &sb), 0, "no simulation, no platform");
