@@ -406,9 +406,9 @@ Test(train, simulated_time, .init = setup, .fini = teardown)
 
 /* [compute] in training (as in run and sweep, docs/COMPUTE.md): the given forward and backward
  * durations replace the measured gradient step in simulated time, so each of the 6
- * iterations lasts at least forward + backward more than its collectives; without overlap the
- * simulated time exceeds communication by at least that; dense with overlap (DDP buckets)
- * hides part of its allreduce behind the backward pass. A [compute] table without a row for
+ * iterations lasts at least forward + backward; without overlap the simulated time exceeds
+ * communication by at least that; dense with overlap (DDP buckets) at least forward plus
+ * backward. A [compute] table without a row for
  * the trained network is an error naming the table and the model. */
 static deftsim_config *with_compute(const char *compute)
 {
@@ -449,11 +449,14 @@ Test(train, compute_section, .init = setup, .fini = teardown)
     double s3 = sim_of(c2, DEFTSIM_METHOD_DENSE, 1.0, &comm3);
     fprintf(stderr, "train with [compute]: topk %.6f s (without [compute] %.6f s), dense %.6f s, "
             "dense overlapped %.6f s (collectives %.6f, %.6f)\n", s1, s0, s2, s3, comm2, comm3);
-    cr_expect_lt(s0, 6 * (fw + bw) / 10, "without [compute] the measured MLP step is short");
+    /* Only bounds that hold whatever the measured steps took (the accumulate and update steps
+     * stay measured, and a test must not depend on how fast this machine is: under valgrind
+     * the MLP's own gradient step takes seconds). That the buckets overlap the backward pass
+     * is the simulation's (tests/sim, async_collectives_overlap_compute_in_order). */
     cr_expect_geq(s1, 6 * (fw + bw) + comm1 - 1e-9);
     cr_expect_geq(s2, 6 * (fw + bw) + comm2 - 1e-9);
-    cr_expect_lt(s3, s2, "DDP's buckets overlap the backward pass");
     cr_expect_geq(s3, 6 * (fw + bw) - 1e-9);
+    cr_expect_gt(comm3, 0, "dense with buckets still communicates");
     deftsim_config_free(plain);
     deftsim_config_free(c1);
     deftsim_config_free(c2);
