@@ -120,7 +120,7 @@ typedef struct {
     an_item *items;
     size_t nitems, itemcap;
     an_flow *flows, *sorted;
-    size_t nflows, flowcap;
+    size_t nflows;
     uint32_t *bucket;        /* P + 1: counting sort of the flows by link */
     double *up_busy, *down_busy; /* the latest end of an earlier collective's flow, per link */
     uint64_t *sent, *recv;
@@ -288,8 +288,6 @@ static int link_shared(an_engine *E, int by)
 static int replay(an_engine *E, const double *entry, double *end)
 {
     uint32_t P = E->P;
-    size_t posts = 0;
-    for (uint32_t r = 0; r < P; r++) posts += E->rec[r].n;
     E->nitems = E->nflows = 0;
     memset(E->tab, 0, E->tabcap * sizeof *E->tab);
     E->rq_head = E->rq_len = 0;
@@ -308,7 +306,6 @@ static int replay(an_engine *E, const double *entry, double *end)
         E->rq_len--;
         run_rank(E, r);
     }
-    (void)posts;
     for (uint32_t r = 0; r < P; r++) {
         if (E->pc[r] < E->rec[r].n || E->outstanding[r]) {
             snprintf(E->msg, E->msgcap,
@@ -342,7 +339,7 @@ static int engine_reserve(an_engine *E, size_t posts)
     an_pair *tab = realloc(E->tab, tabcap * sizeof *tab);
     if (tab) E->tab = tab;
     if (!items || !flows || !sorted || !tab) return -1;
-    E->itemcap = E->flowcap = cap;
+    E->itemcap = cap; /* the flows and their sorted copy hold as many */
     E->tabcap = tabcap;
     return 0;
 }
