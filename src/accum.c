@@ -176,7 +176,10 @@ static void fused_free(point_state *ps)
 deftsim_status deftsim_acc_fused_init(point_state *ps, const deftsim_sparsifier *sp)
 {
     deftsim_engine *e = ps->e;
-    if (ps->data_free || e->cfg->sparsify.deft_norms != DEFTSIM_DEFT_NORMS_FUSED) return DEFTSIM_OK;
+    /* Spread mode forms the accumulators in its own passes: the sparsifier's norm pass runs
+     * (the same bits, docs/SPARSIFIERS.md). */
+    if (ps->data_free || ps->team || e->cfg->sparsify.deft_norms != DEFTSIM_DEFT_NORMS_FUSED)
+        return DEFTSIM_OK;
     const deftsim_kseg *segs;
     size_t nseg;
     deftsim_sparsifier_norm_segments(sp, &segs, &nseg);
@@ -232,6 +235,95 @@ static const double *acc_norms(void *ctx, uint32_t w)
     return NULL;
 }
 
+/* ---- spread mode: this rank's block (deftsim_team.h) ----------------------------------------
+ * Pass 1, on every rank at once: the block's tracked residuals take their gradients. Pass 2,
+ * a chain over the ranks: the running double sums of the average (ps->dsum) take the block's
+ * accumulators in worker order, as prepare_chunk adds them; the last rank forms the average
+ * and its norm, which every rank then receives. */
+
+static deftsim_status spread_update_chunk(void *ctx, size_t c, unsigned thread)
+{
+    point_state *ps = ctx;
+    deftsim_engine *e = ps->e;
+    uint64_t off = (uint64_t)c * CHUNK;
+    size_t cnt = (size_t)(ps->n - off < CHUNK ? ps->n - off : CHUNK);
+    float *stage = e->stage + (size_t)thread * GEN_WORKERS * CHUNK;
+    const uint32_t end = ps->hi < ps->S ? ps->hi : ps->S;
+    for (uint32_t w0 = ps->lo; w0 < end; w0 += GEN_WORKERS) {
+        uint32_t nw = end - w0 < GEN_WORKERS ? end - w0 : GEN_WORKERS;
+        const float *g[GEN_WORKERS];
+        float *outs[GEN_WORKERS];
+        for (uint32_t j = 0; j < nw; j++) outs[j] = stage + (size_t)j * CHUNK;
+        deftsim_status st = deftsim_gradsrc_read(e->src, ps->it, w0, nw, off, cnt, outs, g);
+        if (st) return st;
+        for (uint32_t j = 0; j < nw; j++) {
+            float *r = ps->res[w0 + j] + off;
+            const float *gw = g[j];
+            if (ps->fresh)
+                memcpy(r, gw, cnt * sizeof *r);
+            else
+                for (size_t i = 0; i < cnt; i++) r[i] += gw[i];
+        }
+    }
+    return DEFTSIM_OK;
+}
+
+static deftsim_status spread_sum_chunk(void *ctx, size_t c, unsigned thread)
+{
+    point_state *ps = ctx;
+    deftsim_engine *e = ps->e;
+    uint64_t off = (uint64_t)c * CHUNK;
+    size_t cnt = (size_t)(ps->n - off < CHUNK ? ps->n - off : CHUNK);
+    float *stage = e->stage + (size_t)thread * GEN_WORKERS * CHUNK;
+    double *sum = ps->dsum + off;
+    for (uint32_t w = ps->lo; w < ps->hi && w < ps->S; w++) {
+        const float *r = ps->res[w] + off;
+        for (size_t i = 0; i < cnt; i++) sum[i] += (double)r[i];
+    }
+    uint32_t from = ps->lo > ps->S ? ps->lo : ps->S;
+    for (uint32_t w0 = from; w0 < ps->hi; w0 += GEN_WORKERS) {
+        uint32_t nw = ps->hi - w0 < GEN_WORKERS ? ps->hi - w0 : GEN_WORKERS;
+        const float *g[GEN_WORKERS];
+        float *outs[GEN_WORKERS];
+        for (uint32_t j = 0; j < nw; j++) outs[j] = stage + (size_t)j * CHUNK;
+        deftsim_status st = deftsim_gradsrc_read(e->src, ps->it, w0, nw, off, cnt, outs, g);
+        if (st) return st;
+        for (uint32_t j = 0; j < nw; j++)
+            for (size_t i = 0; i < cnt; i++) sum[i] += (double)g[j][i];
+    }
+    if (ps->team->rank + 1 < ps->team->size) return DEFTSIM_OK;
+    float *a = ps->avg + off;
+    double inv = 1.0 / (double)ps->P, nn = 0;
+    for (size_t i = 0; i < cnt; i++) {
+        a[i] = (float)(sum[i] * inv);
+        nn += (double)a[i] * (double)a[i];
+    }
+    ps->chunk_norm2[c] = nn;
+    return DEFTSIM_OK;
+}
+
+static deftsim_status spread_prepare(point_state *ps, size_t nchunks)
+{
+    deftsim_engine *e = ps->e;
+    const deftsim_team *t = ps->team;
+    deftsim_status st;
+    if ((st = deftsim_par_run(e->prep_threads, nchunks, spread_update_chunk, ps))) return st;
+    if (!ps->quality) return DEFTSIM_OK;
+    uint64_t bytes = ps->n * sizeof *ps->dsum;
+    if (t->rank == 0) memset(ps->dsum, 0, bytes);
+    if ((st = deftsim_team_chain_in(t, ps->dsum, bytes)) ||
+        (st = deftsim_par_run(e->prep_threads, nchunks, spread_sum_chunk, ps)) ||
+        (st = deftsim_team_chain_out(t, ps->dsum, bytes)))
+        return deftsim_error_wrap(st, "spread mode, the average accumulator");
+    double nn = 0;
+    for (size_t c = 0; c < nchunks; c++) nn += ps->chunk_norm2[c];
+    ps->norm2 = nn;
+    if ((st = deftsim_team_chain_bcast(t, ps->avg, ps->n * sizeof *ps->avg)) ||
+        (st = deftsim_team_chain_bcast(t, &ps->norm2, sizeof ps->norm2)))
+        return deftsim_error_wrap(st, "spread mode, the average accumulator");
+    return DEFTSIM_OK;
+}
+
 /* Runs before each step: every tracked residual takes its gradient, the average accumulator
  * and its squared norm are computed. A trace's gradients are checked finite first (once per
  * iteration and worker for the whole run). */
@@ -245,6 +337,7 @@ deftsim_status deftsim_acc_prepare(point_state *ps)
     ps->norm2 = NAN;
     /* quality = 0 and no residual to update (error_feedback = none): nothing to prepare. */
     if (!ps->quality && !ps->S) return DEFTSIM_OK;
+    if (ps->team) return spread_prepare(ps, nchunks);
     if (ps->nseg) {
         if ((st = deftsim_par_run(e->prep_threads, ps->npieces, prepare_piece, ps))) return st;
         for (uint32_t w = 0; w < ps->S; w++) fold_norms(ps, w);
@@ -303,6 +396,13 @@ static float *acc_get(void *ctx, uint32_t w)
                                             w, ps->P));
         return NULL;
     }
+    if (w < ps->lo || w >= ps->hi) {
+        provider_fail(ps, deftsim_error_set(DEFTSIM_E_INTERNAL,
+                                            "accumulator provider: worker %u requested, this "
+                                            "rank holds workers %u to %u",
+                                            w, ps->lo, ps->hi - 1));
+        return NULL;
+    }
     if (w < ps->S) return ps->res[w];
     if (ps->regen_cached == w) return ps->regen;
     ps->regen_cached = UINT32_MAX;
@@ -354,6 +454,7 @@ static const float *acc_grad(void *ctx, uint32_t w)
 void deftsim_acc_free(point_state *ps)
 {
     fused_free(ps);
+    free(ps->dsum);
     free(ps->res);
     free(ps->chunk_norm2);
     memset(ps, 0, sizeof *ps);
@@ -386,15 +487,20 @@ deftsim_status deftsim_acc_init(point_state *ps, deftsim_engine *e, uint32_t P, 
     ps->fresh = 1;
     size_t n = (size_t)ps->n;
     size_t nchunks = (n + CHUNK - 1) / CHUNK;
+    ps->team = e->opt.team && e->opt.team->size > 1 ? e->opt.team : NULL;
+    deftsim_team_block(ps->team, P, &ps->lo, &ps->hi);
     ps->res = calloc(ps->S ? ps->S : 1, sizeof *ps->res);
     ps->chunk_norm2 = calloc(nchunks, sizeof(double));
     if (!ps->res || !ps->chunk_norm2) goto nomem;
     if (data_free) return DEFTSIM_OK; /* no accumulator is ever formed */
     size_t next = 0;
     if (ps->quality && !(ps->avg = pool_get(e, next++))) goto nomem;
-    for (uint32_t w = 0; w < ps->S; w++)
+    if (ps->team && ps->quality && !(ps->dsum = malloc(n * sizeof *ps->dsum)))
+        goto nomem;
+    /* Only this process's block keeps residuals here (all of them without spread mode). */
+    for (uint32_t w = ps->lo; w < ps->S && w < ps->hi; w++)
         if (!(ps->res[w] = pool_get(e, next++))) goto nomem;
-    if (ps->S < P && !(ps->regen = pool_get(e, next++))) goto nomem;
+    if (ps->S < ps->hi && !(ps->regen = pool_get(e, next++))) goto nomem;
     if (!deftsim_gradsrc_maps(e->src) && deftsim_engine_needs_grad(e->cfg) &&
         !(ps->gradbuf = pool_get(e, next++))) goto nomem;
     return DEFTSIM_OK;

@@ -33,6 +33,7 @@
 #include <stdio.h>
 
 #include "deftsim_config.h"
+#include "deftsim_team.h"
 #include "deftsim_error.h"
 #include "deftsim_noise.h"
 
@@ -70,6 +71,9 @@ typedef struct {
      * online CPU. Preparation is not timed and never overlaps a timed kernel; the kernels use
      * [device] threads. */
     unsigned prep_threads;
+    /* Spread mode (docs/CLUSTER.md): the ranks this process is one of, each holding a block of
+     * every point's workers (deftsim_team.h); only rank 0 writes results. NULL: one process. */
+    const deftsim_team *team;
 } deftsim_run_options;
 
 void deftsim_run_options_default(deftsim_run_options *o);

@@ -13,6 +13,7 @@
 
 #include "deftsim_error.h"
 #include "deftsim_schedule.h"
+#include "deftsim_team.h"
 
 /* What a point's execution measured, on rank 0. Steps are numbered over all iterations:
  * iteration i's step k is first[i] + k. */
@@ -32,11 +33,21 @@ typedef struct {
  * PMI_SIZE): 0 when no launcher set it. Works in builds without MPI too. */
 int deftsim_mpi_launched_ranks(void);
 
-/* Spread mode (docs/CLUSTER.md, "Spread mode": a point's P simulated workers spread over the
- * ranks of mpirun) is not in this deftsim. A command (run, sweep, train) started by a launcher
- * with more than one rank outside real mode (real_mode = 0) would run every point once per
- * rank into the same folder: an input error saying so. OK otherwise. */
-deftsim_status deftsim_mpi_check_launch(const char *command, int real_mode);
+/* Whether a command started by an MPI launcher with more than one rank runs in spread mode
+ * (docs/CLUSTER.md, "Spread mode": a point's P simulated workers spread over the ranks).
+ * run and sweep do outside real mode (real_mode = 0); train does not: an input error saying
+ * so; so is a build without MPI under a launcher of several ranks. *spread is set to 1 when
+ * the command should call deftsim_mpi_spread_team(). */
+deftsim_status deftsim_mpi_check_launch(const char *command, int real_mode, int *spread);
+
+/* Spread mode: MPI_Init (as deftsim_mpi_init) and the team of MPI_COMM_WORLD's ranks
+ * (deftsim_team.h): its operations over MPI, messages of any size. */
+deftsim_status deftsim_mpi_spread_team(deftsim_team *t);
+
+/* Spread mode after a failure on this rank: the other ranks wait in a collective that will
+ * never complete, so every rank ends at once (MPI_Abort with this exit status). No-op
+ * without MPI. */
+void deftsim_mpi_abort(int code);
 
 /* 1 when deftsim was built with MPI. */
 int deftsim_mpi_built(void);

@@ -66,6 +66,25 @@ static void fill_params(const deftsim_engine *e, deftsim_method m, double d, uin
     p->seed = cfg->scenario.seed;
     p->kctx = e->kctx;
     p->skip_quality = !cfg->engine.quality;
+    p->team = e->opt.team && e->opt.team->size > 1 ? e->opt.team : NULL;
+}
+
+/* Spread mode: whether this process writes the results (rank 0; every process otherwise). */
+static int writes(const deftsim_engine *e) { return !e->opt.team || e->opt.team->rank == 0; }
+
+/* The accumulator buffers of the rank whose block of P workers needs the most (S of them
+ * tracked): its residuals, plus the shared buffer when it holds an untracked worker. */
+static uint64_t block_buffers(const deftsim_engine *e, uint32_t P, uint32_t S)
+{
+    uint32_t R = e->opt.team && e->opt.team->size > 1 ? e->opt.team->size : 1;
+    uint64_t best = 0;
+    for (uint32_t r = 0; r < R; r++) {
+        uint32_t lo = deftsim_team_first(P, R, r), hi = deftsim_team_first(P, R, r + 1);
+        uint64_t b = (uint64_t)(hi < S ? hi : S) - (lo < S ? lo : S) + (S < hi ? 1 : 0);
+        if (lo == hi) b = 0;
+        if (b > best) best = b;
+    }
+    return best;
 }
 
 /* What one worker count needs (the most over the scenario's methods and densities). */
@@ -81,8 +100,8 @@ static deftsim_status memory_for(const deftsim_engine *e, uint32_t P, deftsim_me
     int reads = 0;
     for (size_t mi = 0; mi < cfg->sparsify.nmethods; mi++)
         reads |= !deftsim_engine_data_free(cfg, e->dump_dir, cfg->sparsify.methods[mi]);
-    if (reads)
-        row->residual_bytes = (uint64_t)S * n * sizeof(float) + (S < P ? n * sizeof(float) : 0);
+    /* Spread mode: what the rank with the largest block holds. */
+    if (reads) row->residual_bytes = block_buffers(e, P, S) * n * sizeof(float);
     uint64_t best_sp = 0, best_ref = 0;
     for (size_t di = 0; di < cfg->sparsify.ndensities; di++) {
         double d = cfg->sparsify.densities[di];
@@ -107,6 +126,8 @@ static deftsim_status memory_for(const deftsim_engine *e, uint32_t P, deftsim_me
     /* The average accumulator and the reference top-k ([engine] quality = 1), per-worker
      * bookkeeping and the staging buffers of the preparation threads. */
     uint64_t quality_bytes = cfg->engine.quality ? n * sizeof(float) + best_ref : 0;
+    /* Spread mode: the running double sums of the average that travel between the ranks. */
+    if (cfg->engine.quality && e->opt.team && e->opt.team->size > 1) quality_bytes += n * sizeof(double);
     row->engine_bytes = quality_bytes + (uint64_t)P * 64 +
                         (uint64_t)e->prep_threads * (GEN_WORKERS * CHUNK * sizeof(float) +
                                                      CHUNK * sizeof(double)) +
@@ -502,6 +523,7 @@ static deftsim_status point_open(deftsim_engine *e, const point_desc *pd, deftsi
             if ((st = deftsim_sparsifier_new(&params, &pr->shadows[i]))) return st;
         deftsim_timing_set_shadows(pr->tm, pr->shadows);
     }
+    if (!writes(e)) return DEFTSIM_OK; /* spread mode: rank 0 writes the rows */
     if ((st = deftsim_afile_open(&pr->af, csv_path))) return st;
     pr->f = deftsim_afile_stream(pr->af);
     deftsim_rows_header(pr->f);
@@ -532,6 +554,10 @@ static deftsim_status point_iterations(deftsim_engine *e, const point_desc *pd, 
                                      "%s: step result for P = %u, k = %" PRIu64 ", n = %" PRIu64
                                      "; expected %u, %" PRIu64 ", %" PRIu64,
                                      pd->method, r->P, r->k, r->n, pd->P, pd->k, ps->n);
+        rec->prepare_seconds += t1 - t0;
+        rec->step_seconds += t2 - t1;
+        /* Spread mode: every rank holds the step's result; rank 0 writes it. */
+        if (!writes(e)) continue;
         /* [compute]: the rows and the simulation see the whole iteration's schedule. */
         deftsim_step_result whole;
         if (pd->compute) {
@@ -547,8 +573,6 @@ static deftsim_status point_iterations(deftsim_engine *e, const point_desc *pd, 
         rec->rows += deftsim_rows_write(&pr->rb, ps, pd, r, &pr->m, t1 - t0, t2 - t1, pr->tm);
         if (pr->rb.werr) /* stop at once: the point cannot be written */
             return deftsim_row_buffer_error(&pr->rb, pr->rb.werr);
-        rec->prepare_seconds += t1 - t0;
-        rec->step_seconds += t2 - t1;
         if ((st = deftsim_point_sim_add(&pr->psim, r, pr->m.coll_step, pr->m.ncoll,
                                         e->cfg->network.simulate ||
                                         e->cfg->execute.network == DEFTSIM_EXEC_MPI)))
@@ -575,6 +599,7 @@ static deftsim_status point_finish(deftsim_engine *e, point_run *pr, point_recor
 {
     const deftsim_config *cfg = e->cfg;
     deftsim_status st;
+    if (!writes(e)) return DEFTSIM_OK; /* spread mode: rank 0 simulates and writes */
     if (cfg->network.simulate) {
         deftsim_sim_params sp_net;
         deftsim_point_sim_params(cfg, &pr->psim, &sp_net);
@@ -783,15 +808,40 @@ static void report_point(const deftsim_engine *e, const point_record *rec, size_
     e->opt.progress.fn(e->opt.progress.user, &p);
 }
 
+/* Spread mode, ranks > 0: every point with rank 0, writing nothing. */
+static deftsim_status spread_follow(deftsim_engine *e, deftsim_run_summary *summary, double t0)
+{
+    const deftsim_config *cfg = e->cfg;
+    deftsim_status st = staging_alloc(e);
+    size_t done = 0;
+    for (size_t mi = 0; mi < cfg->sparsify.nmethods && !st; mi++)
+        for (size_t di = 0; di < cfg->sparsify.ndensities && !st; di++)
+            for (size_t ci = 0; ci < cfg->workers.ncounts && !st; ci++) {
+                point_record rec;
+                memset(&rec, 0, sizeof rec);
+                rec.method = deftsim_method_name(cfg->sparsify.methods[mi]);
+                rec.density = cfg->sparsify.densities[di];
+                rec.P = (uint32_t)cfg->workers.counts[ci];
+                st = run_point(e, cfg->sparsify.methods[mi], rec.density, rec.P, NULL, &rec);
+                if (!st) done++;
+            }
+    if (summary) {
+        summary->points = done;
+        summary->seconds = deftsim_now() - t0;
+    }
+    return st;
+}
+
 deftsim_status deftsim_engine_run(deftsim_engine *e, deftsim_run_summary *summary)
 {
     const deftsim_config *cfg = e->cfg;
     deftsim_status st = deftsim_engine_check_memory(e);
     if (st) return st;
     /* Before anything is created or removed in the folder. */
-    if ((st = deftsim_engine_check_output(e))) return st;
+    if (writes(e) && (st = deftsim_engine_check_output(e))) return st;
     if (summary) memset(summary, 0, sizeof *summary);
     double t0 = deftsim_now();
+    if (!writes(e)) return spread_follow(e, summary, t0);
     char started[64], finished[64], dir[4200];
     deftsim_utc_now(started, sizeof started);
     snprintf(dir, sizeof dir, "%s/points", cfg->scenario.output);

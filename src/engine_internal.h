@@ -120,6 +120,9 @@ typedef struct {
     deftsim_engine *e;
     uint32_t P;
     uint32_t S;               /* workers 0 .. S-1 keep residuals */
+    uint32_t lo, hi;          /* the workers this process holds (spread mode: its block) */
+    const deftsim_team *team; /* spread mode's ranks (deftsim_team.h); NULL: one process */
+    double *dsum;             /* spread mode, quality = 1: n running sums of the average */
     uint64_t n;
     float **res;              /* S residual buffers (acc_w after preparation) */
     float *regen;             /* n floats: the accumulator of a worker without a residual */

@@ -34,18 +34,28 @@ int deftsim_mpi_launched_ranks(void)
     return 0;
 }
 
-deftsim_status deftsim_mpi_check_launch(const char *command, int real_mode)
+deftsim_status deftsim_mpi_check_launch(const char *command, int real_mode, int *spread)
 {
     int r = deftsim_mpi_launched_ranks();
+    *spread = 0;
     if (r <= 1 || real_mode) return DEFTSIM_OK;
-    return deftsim_error_set(
-        DEFTSIM_E_INPUT,
-        "deftsim %s: started by an MPI launcher with %d ranks outside real mode: spread mode "
-        "(a point's simulated workers spread over the ranks) is not in this deftsim, and %d "
-        "processes would each run every point into the same folder; run one process (without "
-        "mpirun), shards for several nodes (deftsim sweep --shard), or [execute] network = mpi "
-        "with 'mpirun -n P deftsim run' for real mode (docs/CLUSTER.md)",
-        command, r, r);
+    if (strcmp(command, "run") != 0)
+        return deftsim_error_set(
+            DEFTSIM_E_INPUT,
+            "deftsim %s: started by an MPI launcher with %d ranks: spread mode (a point's "
+            "simulated workers spread over the ranks) runs 'deftsim run' only (a sweep "
+            "spreads over nodes as shards: deftsim sweep --shard I/N), and %d processes would each run every point into the same folder; run one "
+            "process (docs/CLUSTER.md)",
+            command, r, r);
+    if (!deftsim_mpi_built())
+        return deftsim_error_set(
+            DEFTSIM_E_INPUT,
+            "deftsim %s: started by an MPI launcher with %d ranks, but this deftsim was built "
+            "without MPI: spread mode needs it (install libopenmpi-dev and rebuild with "
+            "-Dmpi=enabled), and %d processes would each run every point into the same folder",
+            command, r, r);
+    *spread = 1;
+    return DEFTSIM_OK;
 }
 
 #ifndef DEFTSIM_HAVE_MPI
@@ -74,6 +84,12 @@ deftsim_status deftsim_mpi_execute(const deftsim_schedule *const *s, size_t n, u
 }
 void deftsim_mpi_release(void) {}
 void deftsim_mpi_finalize(void) {}
+deftsim_status deftsim_mpi_spread_team(deftsim_team *t)
+{
+    memset(t, 0, sizeof *t);
+    return no_mpi();
+}
+void deftsim_mpi_abort(int code) { (void)code; }
 const char *deftsim_mpi_library(void) { return ""; }
 
 #else
@@ -519,6 +535,120 @@ void deftsim_mpi_release(void)
     uint64_t h[4] = {CMD_STOP, 0, 0, 0};
     bcast_header(h);
     g_released = 1;
+}
+
+
+/* ---- spread mode's team ---------------------------------------------------------------------
+ * MPI counts are ints: every message goes in pieces of at most 1 GiB. */
+
+#define PIECE ((uint64_t)1 << 30)
+
+static deftsim_status mpi_fail(const char *what, int rc)
+{
+    char msg[MPI_MAX_ERROR_STRING + 1];
+    int len = 0;
+    if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) len = 0;
+    msg[len] = 0;
+    return deftsim_error_set(DEFTSIM_E_IO, "spread mode: %s failed on rank %d: %s", what, g_rank,
+                             msg);
+}
+
+static deftsim_status team_send(void *ctx, uint32_t to, const void *buf, uint64_t bytes)
+{
+    (void)ctx;
+    const char *p = buf;
+    do {
+        int c = (int)(bytes < PIECE ? bytes : PIECE);
+        int rc = MPI_Send(p, c, MPI_BYTE, (int)to, 7, MPI_COMM_WORLD);
+        if (rc != MPI_SUCCESS) return mpi_fail("MPI_Send", rc);
+        p += c;
+        bytes -= (uint64_t)c;
+    } while (bytes);
+    return DEFTSIM_OK;
+}
+
+static deftsim_status team_recv(void *ctx, uint32_t from, void *buf, uint64_t bytes)
+{
+    (void)ctx;
+    char *p = buf;
+    do {
+        int c = (int)(bytes < PIECE ? bytes : PIECE);
+        int rc = MPI_Recv(p, c, MPI_BYTE, (int)from, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) return mpi_fail("MPI_Recv", rc);
+        p += c;
+        bytes -= (uint64_t)c;
+    } while (bytes);
+    return DEFTSIM_OK;
+}
+
+static deftsim_status team_bcast(void *ctx, uint32_t root, void *buf, uint64_t bytes)
+{
+    (void)ctx;
+    char *p = buf;
+    do {
+        int c = (int)(bytes < PIECE ? bytes : PIECE);
+        int rc = MPI_Bcast(p, c, MPI_BYTE, (int)root, MPI_COMM_WORLD);
+        if (rc != MPI_SUCCESS) return mpi_fail("MPI_Bcast", rc);
+        p += c;
+        bytes -= (uint64_t)c;
+    } while (bytes);
+    return DEFTSIM_OK;
+}
+
+/* One allgatherv when every part and the total fit an int; else a broadcast per rank. */
+static deftsim_status team_allgatherv(void *ctx, const void *mine, void *all, const uint64_t *bytes)
+{
+    uint64_t total = 0, off = 0;
+    for (int r = 0; r < g_size; r++) total += bytes[r];
+    char *a = all;
+    for (int r = 0; r < g_rank; r++) off += bytes[r];
+    if (total < (uint64_t)INT_MAX) {
+        int *cnt = malloc((size_t)g_size * 2 * sizeof *cnt);
+        if (!cnt) return deftsim_error_set(DEFTSIM_E_NOMEM, "spread mode: out of memory");
+        int *displ = cnt + g_size, d = 0;
+        for (int r = 0; r < g_size; r++) {
+            cnt[r] = (int)bytes[r];
+            displ[r] = d;
+            d += cnt[r];
+        }
+        int rc;
+        if ((const char *)mine == a + off)
+            rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_BYTE, a, cnt, displ, MPI_BYTE, MPI_COMM_WORLD);
+        else
+            rc = MPI_Allgatherv(mine, cnt[g_rank], MPI_BYTE, a, cnt, displ, MPI_BYTE,
+                                MPI_COMM_WORLD);
+        free(cnt);
+        return rc == MPI_SUCCESS ? DEFTSIM_OK : mpi_fail("MPI_Allgatherv", rc);
+    }
+    if ((const char *)mine != a + off && bytes[g_rank]) memmove(a + off, mine, bytes[g_rank]);
+    off = 0;
+    for (int r = 0; r < g_size; r++) {
+        deftsim_status st;
+        if (bytes[r] && (st = team_bcast(ctx, (uint32_t)r, a + off, bytes[r]))) return st;
+        off += bytes[r];
+    }
+    return DEFTSIM_OK;
+}
+
+deftsim_status deftsim_mpi_spread_team(deftsim_team *t)
+{
+    memset(t, 0, sizeof *t);
+    int rank, size;
+    deftsim_status st = deftsim_mpi_init(&rank, &size);
+    if (st) return st;
+    g_released = 1; /* no server loop to release: every rank runs the engine */
+    t->rank = (uint32_t)rank;
+    t->size = (uint32_t)size;
+    t->allgatherv = team_allgatherv;
+    t->send = team_send;
+    t->recv = team_recv;
+    t->bcast = team_bcast;
+    return DEFTSIM_OK;
+}
+
+void deftsim_mpi_abort(int code)
+{
+    if (g_active) MPI_Abort(MPI_COMM_WORLD, code);
 }
 
 #endif

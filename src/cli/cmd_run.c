@@ -124,9 +124,21 @@ int deftsim_cmd_run(int argc, char **argv)
         goto done;
     }
     if (deftsim_cli_parse_only) goto done;
-    if ((st = deftsim_mpi_check_launch("run", cfg->execute.network == DEFTSIM_EXEC_MPI))) {
+    int spread = 0;
+    deftsim_team team;
+    if ((st = deftsim_mpi_check_launch("run", cfg->execute.network == DEFTSIM_EXEC_MPI, &spread))) {
         rc = deftsim_cli_fail(st);
         goto done;
+    }
+    if (spread) {
+        /* Spread mode (docs/CLUSTER.md): every rank runs the engine on its block of each
+         * point's workers; rank 0 writes. */
+        if ((st = deftsim_mpi_spread_team(&team))) {
+            rc = deftsim_cli_fail(st);
+            goto done;
+        }
+        opt.team = &team;
+        if (team.rank != 0) quiet = 1;
     }
     if (cfg->execute.network == DEFTSIM_EXEC_MPI && deftsim_mpi_built()) {
         /* Real mode (docs/CLUSTER.md): rank 0 runs the engine, the others execute its
@@ -147,13 +159,20 @@ int deftsim_cmd_run(int argc, char **argv)
         goto done;
     }
     if (dry) {
-        deftsim_engine_print_plan(e, stdout);
+        if (!opt.team || opt.team->rank == 0) deftsim_engine_print_plan(e, stdout);
         if ((st = deftsim_engine_check_memory(e)) || (st = deftsim_engine_check_output(e)))
             rc = deftsim_cli_fail(st);
         goto done;
     }
     deftsim_run_summary sum;
     if ((st = deftsim_engine_run(e, &sum))) {
+        if (opt.team) {
+            /* The other ranks wait for this one in a collective: end them all, with this
+             * rank's message. The folder is left as a killed run leaves it. */
+            st = deftsim_error_wrap(st, "spread mode, rank %u of %u", opt.team->rank,
+                                    opt.team->size);
+            deftsim_mpi_abort(deftsim_cli_fail(st));
+        }
         rc = deftsim_cli_fail(st);
         goto done;
     }

@@ -272,7 +272,8 @@ int deftsim_cmd_sweep(int argc, char **argv)
         goto done;
     }
     if (deftsim_cli_parse_only) goto done;
-    if ((st = deftsim_mpi_check_launch("sweep", 0))) {
+    int spread_ = 0;
+    if ((st = deftsim_mpi_check_launch("sweep", 0, &spread_))) {
         rc = deftsim_cli_fail(st);
         goto done;
     }

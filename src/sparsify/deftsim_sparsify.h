@@ -39,6 +39,7 @@
 
 #include "deftsim_error.h"
 #include "deftsim_kernels.h"
+#include "deftsim_team.h"
 #include "deftsim_model.h"
 #include "deftsim_schedule.h"
 
@@ -131,6 +132,10 @@ typedef struct {
     deftsim_oktopk_variant oktopk_variant; /* Ok-Topk's constants: VGG (default) or BERT */
     uint64_t oktopk_warmup;     /* Ok-Topk: dense iterations t < oktopk_warmup */
     deftsim_kctx *kctx;         /* the kernel backend and its threads */
+    /* Spread mode (deftsim_team.h): this process holds and selects for its block of the P
+     * workers only; the provider serves only those, and what crosses workers is shared with
+     * the other ranks, which run the same steps. NULL: one process, every worker. */
+    const deftsim_team *team;
     int skip_quality;           /* 1: nobody reads lost_mass, lost_abs_mass, lost_entries: the
                                    step leaves them NaN, NaN, 0 and skips the work only they
                                    need (CLT-k's pass over g_w for the filter's loss) */

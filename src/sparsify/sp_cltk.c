@@ -105,17 +105,29 @@ static deftsim_status cltk_step(deftsim_sparsifier *s, uint64_t t, const deftsim
     size_t c_res = sp_compute(s, d->ph_residual);
     if (c_res == SIZE_MAX) return DEFTSIM_E_NOMEM;
 
-    if ((st = sp_get(a, lead, &acc))) return st;
-    SP_TIMED(s, c_select, d->ph_select, lead,
-             deftsim_k_topk(s->kc, acc, n, k, s->sel, s->scratch, s->scratch_bytes));
-    s->sel_start[lead] = 0;
-    r->local_count[lead] = s->k;
-    r->cost[lead] = sp_topk_cost(s->n, s->k);
+    if (sp_mine(s, lead)) {
+        if ((st = sp_get(a, lead, &acc))) return st;
+        SP_TIMED(s, c_select, d->ph_select, lead,
+                 deftsim_k_topk(s->kc, acc, n, k, s->sel, s->scratch, s->scratch_bytes));
+        s->sel_start[lead] = 0;
+        r->local_count[lead] = s->k;
+        r->cost[lead] = sp_topk_cost(s->n, s->k);
+    }
+    /* Spread mode: the leader's indices from its rank (the broadcast). */
+    if ((st = sp_share_sel(s, NULL))) return st;
     /* The aggregate's support: the leader's indices, sorted (bookkeeping, untimed). */
     memcpy(s->agg_idx, s->sel, k * sizeof *s->agg_idx);
     sp_sort_idx(s->agg_idx, k);
 
-    for (uint32_t w = 0; w < P; w++) {
+    /* The values' sum and the filter's lost mass run in worker order: in spread mode a chain
+     * over the ranks' blocks. */
+    double lost[2] = {r->lost_mass, r->lost_abs_mass};
+    if ((st = sp_chain_in(s, s->agg_val, k * sizeof *s->agg_val)) ||
+        (st = sp_chain_in(s, lost, sizeof lost)))
+        return st;
+    r->lost_mass = lost[0];
+    r->lost_abs_mass = lost[1];
+    for (uint32_t w = s->lo; w < s->hi; w++) {
         if ((st = sp_get(a, w, &acc))) return st;
         const float *g = NULL;
         if (filter && !(g = a->grad(a->ctx, w)))
@@ -142,11 +154,20 @@ static deftsim_status cltk_step(deftsim_sparsifier *s, uint64_t t, const deftsim
         if (w) sp_agg_add(s, v, k, w);
         if ((st = sp_release(a, w))) return st;
     }
+    lost[0] = r->lost_mass;
+    lost[1] = r->lost_abs_mass;
+    if ((st = sp_chain_out(s, s->agg_val, k * sizeof *s->agg_val)) ||
+        (st = sp_chain_out(s, lost, sizeof lost)) ||
+        (st = sp_chain_bcast(s, s->agg_val, k * sizeof *s->agg_val)) ||
+        (st = sp_chain_bcast(s, lost, sizeof lost)))
+        return st;
+    r->lost_mass = lost[0];
+    r->lost_abs_mass = lost[1];
     sp_agg_finish(s, s->k);
     return DEFTSIM_OK;
 }
 
-const sp_method deftsim_sp_cltk = {cltk_init, cltk_step, NULL, NULL};
+const sp_method deftsim_sp_cltk = {cltk_init, cltk_step, NULL, NULL, 1};
 
 /* `deftsim bench sim` (t = 0: the leader is worker 0): the leader's k indices, the k values. */
 deftsim_status deftsim_sp_cltk_closed_form(const deftsim_closed_form_in *in, uint32_t P,

@@ -234,7 +234,7 @@ static deftsim_status deft_step(deftsim_sparsifier *s, uint64_t t, const deftsim
     return DEFTSIM_OK;
 }
 
-const sp_method deftsim_sp_deft = {deft_init, deft_step, deft_fini, NULL};
+const sp_method deftsim_sp_deft = {deft_init, deft_step, deft_fini, NULL, 0};
 
 /* `deftsim bench sim` (t = 0: the leader is worker 0): the packing, the counts, ceil(k / P)
  * indices per worker (uniformly spread selections: a union of k) and the k values. */

@@ -32,13 +32,18 @@ static deftsim_status dense_step(deftsim_sparsifier *s, uint64_t t, const deftsi
     deftsim_status st;
     float *acc;
     if ((st = dense_schedule(s))) return st;
-    /* The allreduce, emulated: the sum in worker order. */
-    for (uint32_t w = 0; w < s->P; w++) {
+    /* The allreduce, emulated: the sum in worker order (in spread mode a chain over the
+     * ranks' blocks). */
+    const uint64_t bytes = s->n * sizeof *s->agg_val;
+    if ((st = sp_chain_in(s, s->agg_val, bytes))) return st;
+    for (uint32_t w = s->lo; w < s->hi; w++) {
         if ((st = sp_get(a, w, &acc))) return st;
         sp_agg_add(s, acc, s->n, w);
         memset(acc, 0, (size_t)s->n * sizeof *acc);
         if ((st = sp_release(a, w))) return st;
     }
+    if ((st = sp_chain_out(s, s->agg_val, bytes)) || (st = sp_chain_bcast(s, s->agg_val, bytes)))
+        return st;
     sp_agg_finish(s, s->n);
     return DEFTSIM_OK;
 }
@@ -54,7 +59,7 @@ static deftsim_status dense_step_data_free(deftsim_sparsifier *s, uint64_t t)
     return DEFTSIM_OK;
 }
 
-const sp_method deftsim_sp_dense = {dense_init, dense_step, NULL, dense_step_data_free};
+const sp_method deftsim_sp_dense = {dense_init, dense_step, NULL, dense_step_data_free, 1};
 
 /* `deftsim bench sim`: one allreduce of the n values. */
 deftsim_status deftsim_sp_dense_closed_form(const deftsim_closed_form_in *in, uint32_t P,

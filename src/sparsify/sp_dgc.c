@@ -338,7 +338,7 @@ static deftsim_status dgc_step(deftsim_sparsifier *s, uint64_t t, const deftsim_
     return DEFTSIM_OK;
 }
 
-const sp_method deftsim_sp_dgc = {dgc_init, dgc_step, dgc_fini, NULL};
+const sp_method deftsim_sp_dgc = {dgc_init, dgc_step, dgc_fini, NULL, 0};
 
 /* `deftsim bench sim`: per tensor, ceil(numel d) pairs of a matrix or filter, or every value of
  * a 1-D tensor. */

@@ -289,7 +289,7 @@ static deftsim_status gtopk_step(deftsim_sparsifier *s, uint64_t t, const deftsi
     return DEFTSIM_OK;
 }
 
-const sp_method deftsim_sp_gtopk = {gtopk_init, gtopk_step, NULL, NULL};
+const sp_method deftsim_sp_gtopk = {gtopk_init, gtopk_step, NULL, NULL, 0};
 
 /* `deftsim bench sim`: k pairs up the tree (the fold of the ranks beyond the largest power of
  * two first) and down in a broadcast. */

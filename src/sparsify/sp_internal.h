@@ -26,6 +26,8 @@ typedef struct sp_method {
     /* DEFTSIM_METHOD_CAP_DATA_FREE: step()'s result without reading an accumulator (no
      * values, no residuals, no timed phases); NULL for the other methods. */
     deftsim_status (*step_data_free)(deftsim_sparsifier *s, uint64_t t);
+    /* 1: step() runs in spread mode (sp_mine, the shares of sp_team.c); 0: refused there. */
+    int spread;
 } sp_method;
 
 extern const sp_method deftsim_sp_deft, deftsim_sp_topk, deftsim_sp_topk_ag, deftsim_sp_cltk,
@@ -74,6 +76,8 @@ struct deftsim_sparsifier {
     sp_allocs allocs;
 
     uint32_t P;
+    uint32_t lo, hi;      /* the workers this process holds: all of them, or its block in
+                             spread mode (p.team) */
     uint64_t n, k;
     uint32_t si, sv;      /* wire widths of an index and a value */
     uint32_t count_bytes; /* wire width of a count (DEFT's counts allgather) */
@@ -163,6 +167,28 @@ static inline double sp_now(const deftsim_sparsifier *s)
         sp_charge((s), (stp), (ph), (w), sp_now((s)) - t0_);                                   \
         if (st) return st;                                                                     \
     } while (0)
+
+/* ---- Spread mode (sp_team.c, deftsim_team.h) --------------------------------------------
+ * With a team, every rank runs the same step for all P workers, but only a worker's own rank
+ * touches its accumulator (sp_mine): per-worker work runs on the owner, and what the
+ * cross-worker steps read is shared before they run, so that every rank holds the same
+ * selections, counts and aggregate as one process would. Without a team all are no-ops. */
+
+static inline int sp_mine(const deftsim_sparsifier *s, uint32_t w) { return w >= s->lo && w < s->hi; }
+static inline int sp_spread(const deftsim_sparsifier *s) { return s->p.team && s->p.team->size > 1; }
+
+/* Every worker's selection from its owner: sel_start, local_count, cost and the picks
+ * sel[sel_start[w] .. + local_count[w]), plus vals at the same positions when not NULL. */
+deftsim_status sp_share_sel(deftsim_sparsifier *s, float *vals);
+/* base holds `each` bytes per worker, worker-major for all P: every worker's from its owner. */
+deftsim_status sp_share_fixed(deftsim_sparsifier *s, void *base, size_t each);
+/* An ordered sum over workers that runs across the ranks (deftsim_team_chain_*). */
+deftsim_status sp_chain_in(deftsim_sparsifier *s, void *buf, uint64_t bytes);
+deftsim_status sp_chain_out(deftsim_sparsifier *s, void *buf, uint64_t bytes);
+deftsim_status sp_chain_bcast(deftsim_sparsifier *s, void *buf, uint64_t bytes);
+/* After a step: each worker's measured phases, COMPUTE-step times, cost and local count from
+ * its owner (the times of the steps every rank runs are the owner's measurement too). */
+deftsim_status sp_share_done(deftsim_sparsifier *s);
 
 /* ---- Accumulators ---------------------------------------------------------------------- */
 

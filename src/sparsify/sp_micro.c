@@ -153,7 +153,7 @@ static deftsim_status micro_step(deftsim_sparsifier *s, uint64_t t, const deftsi
     return sp_mcr_step(s, t, a);
 }
 
-const sp_method deftsim_sp_micro = {micro_init, micro_step, NULL, NULL};
+const sp_method deftsim_sp_micro = {micro_init, micro_step, NULL, NULL, 0};
 
 /* `deftsim bench sim` (MiCRO and ExDyna) at the target: K = k in all, balanced partitions,
  * m = ceil(k / P) per worker. */

@@ -618,7 +618,7 @@ static deftsim_status ok_step(deftsim_sparsifier *s, uint64_t t, const deftsim_a
     return DEFTSIM_OK;
 }
 
-const sp_method deftsim_sp_oktopk = {ok_init, ok_step, ok_fini, NULL};
+const sp_method deftsim_sp_oktopk = {ok_init, ok_step, ok_fini, NULL, 0};
 
 /* `deftsim bench sim`: a sparse step between recomputations: every worker's k picks spread
  * evenly over the P regions, every owner keeps k / P of them (docs/SPARSIFIERS.md, Ok-Topk). */

@@ -79,8 +79,16 @@ static deftsim_status topk_step(deftsim_sparsifier *s, uint64_t t, const deftsim
 
     size_t c_select = sp_compute(s, d->ph_select);
     if (c_select == SIZE_MAX) return DEFTSIM_E_NOMEM;
-    for (uint32_t w = 0; w < P; w++) {
+    for (uint32_t w = s->lo; w < s->hi; w++) {
         if ((st = sp_get(a, w, &acc)) || (st = select_w(s, d, acc, w, c_select))) return st;
+    }
+    /* Spread mode: every worker's picks from its rank, for the union every rank computes. */
+    if (sp_spread(s)) {
+        if ((st = sp_share_sel(s, NULL))) return st;
+        for (uint32_t w = 0; w < P; w++) {
+            d->lists[w] = s->sel + s->sel_start[w];
+            d->lens[w] = (size_t)s->res.local_count[w];
+        }
     }
     if (P > 1) {
         deftsim_step *c = sp_collective(s, DEFTSIM_STEP_ALLGATHER, "indices");
@@ -116,13 +124,21 @@ static deftsim_status topk_ag_step(deftsim_sparsifier *s, uint64_t t,
            c_res = sp_compute(s, d->ph_residual);
     if (c_select == SIZE_MAX || c_gather == SIZE_MAX || c_res == SIZE_MAX) return DEFTSIM_E_NOMEM;
     /* One pass: a worker's residual depends only on its own picks. */
-    for (uint32_t w = 0; w < P; w++) {
+    for (uint32_t w = s->lo; w < s->hi; w++) {
         if ((st = sp_get(a, w, &acc)) || (st = select_w(s, d, acc, w, c_select))) return st;
         const deftsim_kidx *idx = d->lists[w];
         SP_TIMED(s, c_gather, d->ph_gather, w,
                  deftsim_k_gather(s->kc, acc, n, idx, k, d->vals + (size_t)w * k));
         SP_TIMED(s, c_res, d->ph_residual, w, deftsim_k_zero_at(s->kc, acc, n, idx, k));
         if ((st = sp_release(a, w))) return st;
+    }
+    /* Spread mode: every worker's pairs from its rank (the values lie at the picks' places). */
+    if (sp_spread(s)) {
+        if ((st = sp_share_sel(s, d->vals))) return st;
+        for (uint32_t w = 0; w < P; w++) {
+            d->lists[w] = s->sel + s->sel_start[w];
+            d->lens[w] = (size_t)s->res.local_count[w];
+        }
     }
     if (P > 1) {
         deftsim_step *c = sp_collective(s, DEFTSIM_STEP_ALLGATHER, "pairs");
@@ -151,8 +167,8 @@ static deftsim_status topk_ag_step(deftsim_sparsifier *s, uint64_t t,
     return DEFTSIM_OK;
 }
 
-const sp_method deftsim_sp_topk = {topk_init, topk_step, NULL, NULL};
-const sp_method deftsim_sp_topk_ag = {topk_ag_init, topk_ag_step, NULL, NULL};
+const sp_method deftsim_sp_topk = {topk_init, topk_step, NULL, NULL, 1};
+const sp_method deftsim_sp_topk_ag = {topk_ag_init, topk_ag_step, NULL, NULL, 1};
 
 /* `deftsim bench sim`: k indices per worker, and the values at a union of P independent,
  * uniformly spread k-subsets, which holds n (1 - (1 - k/n)^P) indices. */

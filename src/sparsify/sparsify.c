@@ -52,6 +52,11 @@ static deftsim_status check_params(const deftsim_sparsifier_params *p)
     if (!(p->cltk_beta >= 0 && p->cltk_beta <= 1))
         return deftsim_error_set(DEFTSIM_E_USAGE, "%s: cltk_beta %g is outside [0, 1]", name,
                                  p->cltk_beta);
+    if (p->team && p->team->size > 1 && !method_of(p->method)->spread)
+        return deftsim_error_set(DEFTSIM_E_UNSUPPORTED,
+                                 "%s: spread mode (mpirun without [execute] network = mpi) does "
+                                 "not run this method yet; run it as one process (docs/CLUSTER.md)",
+                                 name);
     return DEFTSIM_OK;
 }
 
@@ -294,7 +299,9 @@ deftsim_status sp_gather_residual(deftsim_sparsifier *s, const deftsim_acc_provi
     }
     size_t c_res = sp_compute(s, ph_residual);
     if (c_res == SIZE_MAX) return DEFTSIM_E_NOMEM;
-    for (uint32_t w = 0; w < P; w++) {
+    /* Spread mode: the running sum of the workers before this rank's block arrives first. */
+    if ((st = sp_chain_in(s, s->agg_val, nnz * sizeof *s->agg_val))) return st;
+    for (uint32_t w = s->lo; w < s->hi; w++) {
         if ((st = sp_get(a, w, &acc))) return st;
         float *v = w == 0 ? s->agg_val : vals;
         SP_TIMED(s, c_gather, ph_gather, w,
@@ -304,6 +311,9 @@ deftsim_status sp_gather_residual(deftsim_sparsifier *s, const deftsim_acc_provi
                  deftsim_k_zero_at(s->kc, acc, n, s->agg_idx, (size_t)nnz));
         if ((st = sp_release(a, w))) return st;
     }
+    if ((st = sp_chain_out(s, s->agg_val, nnz * sizeof *s->agg_val)) ||
+        (st = sp_chain_bcast(s, s->agg_val, nnz * sizeof *s->agg_val)))
+        return st;
     sp_agg_finish(s, nnz);
     return DEFTSIM_OK;
 }
@@ -360,6 +370,7 @@ static deftsim_status setup(deftsim_sparsifier *s, const deftsim_sparsifier_para
     s->name = deftsim_method_name(p->method);
     s->dry = dry;
     s->P = p->P;
+    deftsim_team_block(p->team, s->P, &s->lo, &s->hi);
     s->n = p->model->numel;
     s->k = deftsim_k_of_density(p->density, s->n);
     if (p->wire == DEFTSIM_WIRE_REFERENCE) {
@@ -474,6 +485,7 @@ static void result_reset(deftsim_sparsifier *s)
 static deftsim_status step_done(deftsim_sparsifier *s, deftsim_status st, deftsim_step_result **res)
 {
     deftsim_step_result *r = &s->res;
+    if (!st) st = sp_share_done(s);
     if (st) {
         memset(r->local_count, 0, s->P * sizeof *r->local_count);
         return st;

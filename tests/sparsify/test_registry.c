@@ -173,7 +173,7 @@ static deftsim_status firstk_step(deftsim_sparsifier *s, uint64_t t, const defts
     return sp_gather_residual(s, a, s->k, d->vals, d->ph_gather, d->ph_residual);
 }
 
-static const sp_method firstk_impl = {firstk_init, firstk_step, NULL, NULL};
+static const sp_method firstk_impl = {firstk_init, firstk_step, NULL, NULL, 0};
 
 static deftsim_status firstk_closed_form(const deftsim_closed_form_in *in, uint32_t P,
                                          deftsim_schedule *s)
