@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
-"""Spread mode (docs/CLUSTER.md, "Spread mode") is not in this deftsim: a command started by
-an MPI launcher with more than one rank outside real mode is refused before it writes
-anything, instead of running every point once per rank into the same folder.
+"""Spread mode (docs/CLUSTER.md, "Spread mode") runs `deftsim run` only: the other commands
+started by an MPI launcher with more than one rank outside real mode are refused before they
+write anything, instead of running every point once per rank into the same folder; so is
+`deftsim run` in a build without MPI. (tests/engine/spread_mode.py runs spread mode itself.)
 
 Checked, in every build (the launcher is recognised from its environment, not through MPI):
 
-  - `deftsim run`, `deftsim sweep` and `deftsim train` with OMPI_COMM_WORLD_SIZE = 2, and
-    `deftsim run` with PMI_SIZE = 3: exit status 2, the message naming the command, the
-    number of ranks and spread mode, and no output folder;
+  - `deftsim sweep` and `deftsim train` with OMPI_COMM_WORLD_SIZE = 2, `deftsim train` with
+    PMI_SIZE = 3, and in a build without MPI `deftsim run` with either: exit status 2, the
+    message naming the command, the number of ranks and spread mode, and no output folder;
   - OMPI_COMM_WORLD_SIZE = 1 (mpirun -n 1) runs as one process: exit 0 and rows.csv;
-  - with MPI built and mpirun on PATH: `mpirun --oversubscribe -n 2 deftsim run` is refused
-    the same way on both ranks, and no output folder is created.
+  - with MPI built and mpirun on PATH: `mpirun --oversubscribe -n 2 deftsim train` is
+    refused the same way on both ranks, and no output folder is created.
 
 Run by meson test (suite fast); DEFTSIM_EXE, DEFTSIM_SOURCE_ROOT and DEFTSIM_MPI as
 tests/engine/meson.build sets.
@@ -94,16 +95,19 @@ def refused(cmd, env, ranks, command, out, what):
 
 with tempfile.TemporaryDirectory() as tmp:
     run_ini, run_out = scenario(tmp, "r")
-    refused([EXE, "run", "-q", run_ini], env_with("OMPI_COMM_WORLD_SIZE", "2"), 2, "run",
-            run_out, "run, OMPI_COMM_WORLD_SIZE=2")
-    refused([EXE, "run", "-q", run_ini], env_with("PMI_SIZE", "3"), 3, "run", run_out,
-            "run, PMI_SIZE=3")
+    if os.environ.get("DEFTSIM_MPI") != "1":
+        refused([EXE, "run", "-q", run_ini], env_with("OMPI_COMM_WORLD_SIZE", "2"), 2, "run",
+                run_out, "run, OMPI_COMM_WORLD_SIZE=2")
+        refused([EXE, "run", "-q", run_ini], env_with("PMI_SIZE", "3"), 3, "run", run_out,
+                "run, PMI_SIZE=3")
     sweep_ini, sweep_out = scenario(tmp, "s")
     refused([EXE, "sweep", "-q", sweep_ini], env_with("OMPI_COMM_WORLD_SIZE", "2"), 2, "sweep",
             sweep_out, "sweep, OMPI_COMM_WORLD_SIZE=2")
     train_ini, train_out = scenario(tmp, "t", train=True)
     refused([EXE, "train", "-q", train_ini], env_with("OMPI_COMM_WORLD_SIZE", "2"), 2, "train",
             train_out, "train, OMPI_COMM_WORLD_SIZE=2")
+    refused([EXE, "train", "-q", train_ini], env_with("PMI_SIZE", "3"), 3, "train",
+            train_out, "train, PMI_SIZE=3")
 
     p = subprocess.run([EXE, "run", "-q", run_ini], capture_output=True, text=True,
                        timeout=120, env=env_with("OMPI_COMM_WORLD_SIZE", "1"))
@@ -116,17 +120,17 @@ with tempfile.TemporaryDirectory() as tmp:
         env = env_with(None, None)
         env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
         env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        p = subprocess.run([mpirun, "--oversubscribe", "-n", "2", EXE, "run", "-q", run_ini],
+        p = subprocess.run([mpirun, "--oversubscribe", "-n", "2", EXE, "train", "-q", train_ini],
                            capture_output=True, text=True, timeout=120, env=env)
         if p.returncode == 0:
-            fail("mpirun -n 2 deftsim run: exit 0, expected a refusal")
+            fail("mpirun -n 2 deftsim train: exit 0, expected a refusal")
         if p.stderr.count("spread mode") < 2 and p.stdout.count("spread mode") < 2:
-            fail(f"mpirun -n 2 deftsim run: not refused on both ranks\n{p.stdout}\n{p.stderr}")
-        if os.path.exists(run_out):
-            fail(f"mpirun -n 2 deftsim run: {run_out} was created")
+            fail(f"mpirun -n 2 deftsim train: not refused on both ranks\n{p.stdout}\n{p.stderr}")
+        if os.path.exists(train_out):
+            fail(f"mpirun -n 2 deftsim train: {train_out} was created")
     else:
         print("no MPI build or no mpirun: the mpirun case skipped")
 
 if failures:
     sys.exit(f"{len(failures)} failures")
-print("spread mode refused outside real mode under an MPI launcher")
+print("spread mode: train and sweep (and run without MPI) refused under an MPI launcher")
