@@ -114,7 +114,7 @@ static deftsim_status cltk_step(deftsim_sparsifier *s, uint64_t t, const deftsim
         r->cost[lead] = sp_topk_cost(s->n, s->k);
     }
     /* Spread mode: the leader's indices from its rank (the broadcast). */
-    if ((st = sp_share_sel(s, NULL))) return st;
+    if ((st = sp_share_sel(s, NULL, 0))) return st;
     /* The aggregate's support: the leader's indices, sorted (bookkeeping, untimed). */
     memcpy(s->agg_idx, s->sel, k * sizeof *s->agg_idx);
     sp_sort_idx(s->agg_idx, k);

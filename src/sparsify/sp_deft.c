@@ -142,11 +142,17 @@ static deftsim_status deft_step(deftsim_sparsifier *s, uint64_t t, const deftsim
     size_t c_select = sp_compute(s, d->ph_select);
     if (c_select == SIZE_MAX) return DEFTSIM_E_NOMEM;
 
-    /* The leader: its norms and k_j drive the packing. */
-    if ((st = sp_get(a, lead, &acc))) return st;
-    uint64_t lead_total;
-    if ((st = norms_and_k(s, d, acc, sp_norms(a, lead), lead, c_norms, c_alloc, d->kj_lead,
-                          &lead_total)))
+    /* The leader: its norms and k_j drive the packing (spread mode: on the leader's rank,
+     * which broadcasts its k_j). */
+    uint64_t lead_total = 0;
+    if (sp_mine(s, lead)) {
+        if ((st = sp_get(a, lead, &acc))) return st;
+        if ((st = norms_and_k(s, d, acc, sp_norms(a, lead), lead, c_norms, c_alloc, d->kj_lead,
+                              &lead_total)))
+            return st;
+    }
+    if ((st = sp_bcast_from(s, lead, d->kj_lead, d->nfrag * sizeof *d->kj_lead)) ||
+        (st = sp_bcast_from(s, lead, &lead_total, sizeof lead_total)))
         return st;
     r->kj_total = lead_total;
     deftsim_deft_packing_free(&d->pack);
@@ -159,7 +165,7 @@ static deftsim_status deft_step(deftsim_sparsifier *s, uint64_t t, const deftsim
 
     /* Selection pass: every worker its bin, with its own k_j. */
     uint64_t off = 0, maxcount = 0;
-    for (uint32_t w = 0; w < P; w++) {
+    for (uint32_t w = s->lo; w < s->hi; w++) {
         if ((st = sp_get(a, w, &acc))) return st;
         const uint64_t *kj = d->kj_lead;
         if (w != lead) {
@@ -195,6 +201,17 @@ static deftsim_status deft_step(deftsim_sparsifier *s, uint64_t t, const deftsim
         d->lens[w] = (size_t)count;
         off += count;
         if (count > maxcount) maxcount = count;
+    }
+    /* Spread mode: each rank laid out its own block's picks; every worker's, in worker order. */
+    if (sp_spread(s)) {
+        if ((st = sp_share_sel(s, NULL, 1))) return st;
+        off = maxcount = 0;
+        for (uint32_t w = 0; w < P; w++) {
+            d->lists[w] = s->sel + s->sel_start[w];
+            d->lens[w] = (size_t)r->local_count[w];
+            off += r->local_count[w];
+            if (r->local_count[w] > maxcount) maxcount = r->local_count[w];
+        }
     }
 
     /* Common fragments: nobody selects in them, every worker sends all of them. */
@@ -234,7 +251,7 @@ static deftsim_status deft_step(deftsim_sparsifier *s, uint64_t t, const deftsim
     return DEFTSIM_OK;
 }
 
-const sp_method deftsim_sp_deft = {deft_init, deft_step, deft_fini, NULL, 0};
+const sp_method deftsim_sp_deft = {deft_init, deft_step, deft_fini, NULL, 1};
 
 /* `deftsim bench sim` (t = 0: the leader is worker 0): the packing, the counts, ceil(k / P)
  * indices per worker (uniformly spread selections: a union of k) and the k values. */

@@ -178,8 +178,12 @@ static inline int sp_mine(const deftsim_sparsifier *s, uint32_t w) { return w >=
 static inline int sp_spread(const deftsim_sparsifier *s) { return s->p.team && s->p.team->size > 1; }
 
 /* Every worker's selection from its owner: sel_start, local_count, cost and the picks
- * sel[sel_start[w] .. + local_count[w]), plus vals at the same positions when not NULL. */
-deftsim_status sp_share_sel(deftsim_sparsifier *s, float *vals);
+ * sel[sel_start[w] .. + local_count[w]), plus vals at the same positions when not NULL.
+ * compact = 1: the owners laid their picks out on their own (each block from offset 0); the
+ * share lays every worker's back to back in worker order, as one process does. */
+deftsim_status sp_share_sel(deftsim_sparsifier *s, float *vals, int compact);
+/* buf (bytes) on every rank as worker w's rank holds it. */
+deftsim_status sp_bcast_from(deftsim_sparsifier *s, uint32_t w, void *buf, uint64_t bytes);
 /* base holds `each` bytes per worker, worker-major for all P: every worker's from its owner. */
 deftsim_status sp_share_fixed(deftsim_sparsifier *s, void *base, size_t each);
 /* An ordered sum over workers that runs across the ranks (deftsim_team_chain_*). */

@@ -34,7 +34,7 @@ typedef struct {
     uint64_t sorted;
 } sel_head;
 
-deftsim_status sp_share_sel(deftsim_sparsifier *s, float *vals)
+deftsim_status sp_share_sel(deftsim_sparsifier *s, float *vals, int compact)
 {
     if (!sp_spread(s)) return DEFTSIM_OK;
     const deftsim_team *t = s->p.team;
@@ -61,18 +61,24 @@ deftsim_status sp_share_sel(deftsim_sparsifier *s, float *vals)
     free(mine);
     if (st) return st;
     const char *q = all;
+    uint64_t next = 0;
     for (uint32_t w = 0; w < s->P; w++) {
         sel_head h;
         memcpy(&h, q, sizeof h);
         q += sizeof h;
         size_t c = (size_t)h.count;
+        /* compact: the picks back to back in worker order, as one process lays them out;
+         * every worker's (this rank's too) copied from the gathered message. */
+        if (compact) h.start = next;
+        next += h.count;
         s->sel_start[w] = h.start;
         r->local_count[w] = h.count;
         r->cost[w] = h.cost;
         s->sel_sorted[w] = (unsigned char)h.sorted;
-        if (!sp_mine(s, w) && c) memcpy(s->sel + h.start, q, c * sizeof(deftsim_kidx));
+        int copy = compact || !sp_mine(s, w);
+        if (copy && c) memcpy(s->sel + h.start, q, c * sizeof(deftsim_kidx));
         q += c * sizeof(deftsim_kidx);
-        if (vals && !sp_mine(s, w) && c) memcpy(vals + h.start, q, c * sizeof(float));
+        if (vals && copy && c) memcpy(vals + h.start, q, c * sizeof(float));
         if (vals) q += c * sizeof(float);
     }
     free(all);
@@ -128,4 +134,11 @@ deftsim_status sp_share_done(deftsim_sparsifier *s)
         }
     free(buf);
     return st;
+}
+
+deftsim_status sp_bcast_from(deftsim_sparsifier *s, uint32_t w, void *buf, uint64_t bytes)
+{
+    if (!sp_spread(s) || !bytes) return DEFTSIM_OK;
+    const deftsim_team *t = s->p.team;
+    return t->bcast(t->ctx, deftsim_team_owner(s->P, t->size, w), buf, bytes);
 }

@@ -84,7 +84,7 @@ static deftsim_status topk_step(deftsim_sparsifier *s, uint64_t t, const deftsim
     }
     /* Spread mode: every worker's picks from its rank, for the union every rank computes. */
     if (sp_spread(s)) {
-        if ((st = sp_share_sel(s, NULL))) return st;
+        if ((st = sp_share_sel(s, NULL, 0))) return st;
         for (uint32_t w = 0; w < P; w++) {
             d->lists[w] = s->sel + s->sel_start[w];
             d->lens[w] = (size_t)s->res.local_count[w];
@@ -134,7 +134,7 @@ static deftsim_status topk_ag_step(deftsim_sparsifier *s, uint64_t t,
     }
     /* Spread mode: every worker's pairs from its rank (the values lie at the picks' places). */
     if (sp_spread(s)) {
-        if ((st = sp_share_sel(s, d->vals))) return st;
+        if ((st = sp_share_sel(s, d->vals, 0))) return st;
         for (uint32_t w = 0; w < P; w++) {
             d->lists[w] = s->sel + s->sel_start[w];
             d->lens[w] = (size_t)s->res.local_count[w];
