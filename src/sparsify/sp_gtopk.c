@@ -205,7 +205,7 @@ static deftsim_status gtopk_step(deftsim_sparsifier *s, uint64_t t, const deftsi
 
     size_t c_select = sp_compute(s, d->ph_select), c_gather = sp_compute(s, d->ph_gather);
     if (c_select == SIZE_MAX || c_gather == SIZE_MAX) return DEFTSIM_E_NOMEM;
-    for (uint32_t w = 0; w < P; w++) {
+    for (uint32_t w = s->lo; w < s->hi; w++) {
         if ((st = sp_get(a, w, &acc))) return st;
         deftsim_kidx *idx = s->sel + (size_t)w * k;
         SP_TIMED(s, c_select, d->ph_select, w,
@@ -215,8 +215,11 @@ static deftsim_status gtopk_step(deftsim_sparsifier *s, uint64_t t, const deftsi
         s->sel_start[w] = (uint64_t)w * k;
         r->local_count[w] = s->k;
         r->cost[w] = sp_topk_cost(s->n, s->k);
-        d->cur_n[w] = k;
     }
+    /* Spread mode: every worker's (index, value) set from its rank; the tree then runs on
+     * every rank alike. */
+    if ((st = sp_share_sel(s, d->pvals, 0))) return st;
+    for (uint32_t w = 0; w < P; w++) d->cur_n[w] = k;
     memcpy(d->cur_idx, s->sel, (size_t)P * k * sizeof *d->cur_idx);
     memcpy(d->cur_val, d->pvals, (size_t)P * k * sizeof *d->cur_val);
     d->ndrop = 0;
@@ -262,7 +265,7 @@ static deftsim_status gtopk_step(deftsim_sparsifier *s, uint64_t t, const deftsi
             r->lost_entries++;
         }
 
-    for (uint32_t w = 0; w < P; w++) {
+    for (uint32_t w = s->lo; w < s->hi; w++) {
         if ((st = sp_get(a, w, &acc))) return st;
         const deftsim_kidx *idx = s->sel + (size_t)w * k;
         double t0 = sp_now(s);
@@ -289,7 +292,7 @@ static deftsim_status gtopk_step(deftsim_sparsifier *s, uint64_t t, const deftsi
     return DEFTSIM_OK;
 }
 
-const sp_method deftsim_sp_gtopk = {gtopk_init, gtopk_step, NULL, NULL, 0};
+const sp_method deftsim_sp_gtopk = {gtopk_init, gtopk_step, NULL, NULL, 1};
 
 /* `deftsim bench sim`: k pairs up the tree (the fold of the ranks beyond the largest power of
  * two first) and down in a broadcast. */
