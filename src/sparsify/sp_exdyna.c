@@ -120,4 +120,4 @@ static deftsim_status exdyna_step(deftsim_sparsifier *s, uint64_t t,
     return sp_mcr_step(s, t, a);
 }
 
-const sp_method deftsim_sp_exdyna = {exdyna_init, exdyna_step, NULL, NULL, 0};
+const sp_method deftsim_sp_exdyna = {exdyna_init, exdyna_step, NULL, NULL, 1};

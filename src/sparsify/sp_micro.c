@@ -68,7 +68,7 @@ deftsim_status sp_mcr_step(deftsim_sparsifier *s, uint64_t t, const deftsim_acc_
     size_t c_filter = sp_compute(s, d->ph_filter);
     if (c_filter == SIZE_MAX) return DEFTSIM_E_NOMEM;
     uint64_t K = 0, m = 0;
-    for (uint32_t w = 0; w < P; w++) {
+    for (uint32_t w = s->lo; w < s->hi; w++) {
         uint32_t c = (uint32_t)((t % P + w) % P);
         uint64_t lo = d->lo[c], len = d->len[c];
         deftsim_kidx *out = s->sel + lo;
@@ -90,8 +90,13 @@ deftsim_status sp_mcr_step(deftsim_sparsifier *s, uint64_t t, const deftsim_acc_
         s->sel_start[w] = lo;
         r->local_count[w] = cnt;
         r->cost[w] = (double)len;
-        d->lists[w] = out;
-        d->lens[w] = cnt;
+    }
+    /* Spread mode: every worker's picks from its rank (each at its partition's start). */
+    if ((st = sp_share_sel(s, NULL, 0))) return st;
+    for (uint32_t w = 0; w < P; w++) {
+        uint64_t cnt = r->local_count[w];
+        d->lists[w] = s->sel + s->sel_start[w];
+        d->lens[w] = (size_t)cnt;
         d->counts[w] = cnt;
         K += cnt;
         if (cnt > m) m = cnt;
@@ -153,7 +158,7 @@ static deftsim_status micro_step(deftsim_sparsifier *s, uint64_t t, const deftsi
     return sp_mcr_step(s, t, a);
 }
 
-const sp_method deftsim_sp_micro = {micro_init, micro_step, NULL, NULL, 0};
+const sp_method deftsim_sp_micro = {micro_init, micro_step, NULL, NULL, 1};
 
 /* `deftsim bench sim` (MiCRO and ExDyna) at the target: K = k in all, balanced partitions,
  * m = ceil(k / P) per worker. */
