@@ -41,6 +41,7 @@
 #include <stdio.h>
 
 #include "deftsim_config.h"
+#include "deftsim_team.h"
 #include "deftsim_error.h"
 
 typedef struct deftsim_sweep deftsim_sweep;
@@ -87,6 +88,11 @@ typedef struct {
     /* --shard I/N: run only the points whose plan index is shard_index mod shard_count
      * (shard_count 0: every point, no shards). 0 <= shard_index < shard_count. */
     unsigned shard_index, shard_count;
+    /* Spread mode (docs/CLUSTER.md): the ranks every point's workers are spread over; rank 0
+     * keeps the folder (state, manifest, point files, rows.csv), the others run the points
+     * it hands them. A point that fails on any rank ends the sweep (the CLI ends every rank).
+     * NULL: one process. */
+    const deftsim_team *team;
 } deftsim_sweep_options;
 
 typedef enum {

@@ -39,12 +39,12 @@ deftsim_status deftsim_mpi_check_launch(const char *command, int real_mode, int 
     int r = deftsim_mpi_launched_ranks();
     *spread = 0;
     if (r <= 1 || real_mode) return DEFTSIM_OK;
-    if (strcmp(command, "run") != 0)
+    if (strcmp(command, "run") != 0 && strcmp(command, "sweep") != 0)
         return deftsim_error_set(
             DEFTSIM_E_INPUT,
             "deftsim %s: started by an MPI launcher with %d ranks: spread mode (a point's "
-            "simulated workers spread over the ranks) runs 'deftsim run' only (a sweep "
-            "spreads over nodes as shards: deftsim sweep --shard I/N), and %d processes would each run every point into the same folder; run one "
+            "simulated workers spread over the ranks) runs 'deftsim run' and 'deftsim sweep' "
+            "only, and %d processes would each run every point into the same folder; run one "
             "process (docs/CLUSTER.md)",
             command, r, r);
     if (!deftsim_mpi_built())

@@ -396,7 +396,57 @@ static deftsim_run_options engine_options(const deftsim_sweep *s)
     deftsim_run_options_default(&o);
     o.ram_bytes = s->opt.ram_bytes;
     o.prep_threads = s->opt.prep_threads;
+    o.team = s->opt.team;
     return o;
+}
+
+/* Spread mode: more than one rank. */
+static const deftsim_team *spread_team(const deftsim_sweep *s)
+{
+    return s->opt.team && s->opt.team->size > 1 ? s->opt.team : NULL;
+}
+
+/* Spread mode: rank 0's list of the points to run (their indices), on every rank. *idx is
+ * allocated (free it). */
+static deftsim_status spread_list(const deftsim_sweep *s, uint64_t **idx, uint64_t *n)
+{
+    const deftsim_team *t = spread_team(s);
+    *idx = malloc((s->npoints ? s->npoints : 1) * sizeof **idx);
+    if (!*idx) return nomem();
+    *n = 0;
+    if (t->rank == 0)
+        for (size_t i = 0; i < s->npoints; i++)
+            if (s->points[i].state != DEFTSIM_POINT_DONE && s->points[i].in_shard) (*idx)[(*n)++] = i;
+    deftsim_status st = t->bcast(t->ctx, 0, n, sizeof *n);
+    if (!st && *n > s->npoints)
+        st = deftsim_error_set(DEFTSIM_E_INTERNAL, "spread mode: rank 0 sent %llu points of %zu",
+                               (unsigned long long)*n, s->npoints);
+    if (!st && *n) st = t->bcast(t->ctx, 0, *idx, *n * sizeof **idx);
+    return st;
+}
+
+/* Spread mode, ranks > 0: the points rank 0 runs, with it, writing nothing. */
+static deftsim_status spread_follow(deftsim_sweep *s, deftsim_sweep_summary *sum)
+{
+    uint64_t *idx, n;
+    deftsim_status st = spread_list(s, &idx, &n);
+    deftsim_run_options eo = engine_options(s);
+    deftsim_engine *e = NULL;
+    size_t e_variant = SIZE_MAX;
+    for (uint64_t j = 0; !st && j < n; j++) {
+        const point *p = &s->points[idx[j]];
+        if (p->variant != e_variant) {
+            deftsim_engine_free(e);
+            e = NULL;
+            e_variant = p->variant;
+            if ((st = deftsim_engine_new(s->variants[p->variant].cfg, &eo, &e))) break;
+        }
+        if (!(st = deftsim_engine_run_point(e, p->method, p->density, p->P, NULL, NULL)))
+            sum->ran++;
+    }
+    deftsim_engine_free(e);
+    free(idx);
+    return st;
 }
 
 deftsim_status deftsim_sweep_check_memory(deftsim_sweep *s, FILE *plan)
@@ -856,6 +906,9 @@ static deftsim_status run_points(deftsim_sweep *s, deftsim_sweep_summary *sum)
     size_t e_variant = SIZE_MAX;
     char *engine_error = NULL;
     deftsim_status engine_status = DEFTSIM_OK, st = DEFTSIM_OK;
+    /* Spread mode: the other ranks run the same points, in this order. */
+    uint64_t *list = NULL, nlist = 0;
+    if (spread_team(s) && (st = spread_list(s, &list, &nlist))) return st;
     for (size_t i = 0; i < s->npoints; i++) {
         point *p = &s->points[i];
         if (p->state == DEFTSIM_POINT_DONE || !p->in_shard) continue;
@@ -882,6 +935,9 @@ static deftsim_status run_points(deftsim_sweep *s, deftsim_sweep_summary *sum)
             st = deftsim_error_set(engine_status ? engine_status : DEFTSIM_E_RUNTIME, "%s",
                                    engine_error ? engine_error : "engine");
         else st = deftsim_engine_run_point(e, p->method, p->density, p->P, csv, &ps);
+        /* Spread mode: the other ranks cannot go on without this one; the sweep ends here,
+         * the folder as a killed sweep leaves it (the point stays to run). */
+        if (st && spread_team(s)) break;
         if (st) {
             char msg[2048];
             snprintf(msg, sizeof msg, "%s", deftsim_error_message());
@@ -896,6 +952,7 @@ static deftsim_status run_points(deftsim_sweep *s, deftsim_sweep_summary *sum)
     }
     deftsim_engine_free(e);
     free(engine_error);
+    free(list);
     return st;
 }
 
@@ -941,7 +998,14 @@ deftsim_status deftsim_sweep_run(deftsim_sweep *s, deftsim_sweep_summary *summar
     deftsim_sweep_summary sum;
     memset(&sum, 0, sizeof sum);
     double t0 = deftsim_now();
-    deftsim_status st = sweep_begin(s, &sum);
+    deftsim_status st;
+    if (spread_team(s) && spread_team(s)->rank > 0) {
+        st = spread_follow(s, &sum);
+        sum.seconds = deftsim_now() - t0;
+        if (summary) *summary = sum;
+        return st;
+    }
+    st = sweep_begin(s, &sum);
     if (st) return st;
     tell(s, (deftsim_sweep_event){.kind = DEFTSIM_SWEEP_BEGIN, .skipped = sum.skipped,
                                   .noisy = sum.noisy});

@@ -272,10 +272,21 @@ int deftsim_cmd_sweep(int argc, char **argv)
         goto done;
     }
     if (deftsim_cli_parse_only) goto done;
-    int spread_ = 0;
-    if ((st = deftsim_mpi_check_launch("sweep", 0, &spread_))) {
+    int spread = 0;
+    deftsim_team team;
+    if ((st = deftsim_mpi_check_launch("sweep", 0, &spread))) {
         rc = deftsim_cli_fail(st);
         goto done;
+    }
+    if (spread) {
+        /* Spread mode (docs/CLUSTER.md): every rank runs each point on its block of the
+         * workers; rank 0 keeps the folder and reports. */
+        if ((st = deftsim_mpi_spread_team(&team))) {
+            rc = deftsim_cli_fail(st);
+            goto done;
+        }
+        so.team = &team;
+        if (team.rank != 0) quiet = 1;
     }
     so.vary = vary;
     so.nvary = nvary;
@@ -292,7 +303,15 @@ int deftsim_cmd_sweep(int argc, char **argv)
         rc = deftsim_cli_fail(st);
         goto done;
     }
-    rc = dry ? dry_run(sw, &so) : run_sweep(sw, quiet);
+    if (spread && dry && team.rank != 0) {
+        /* The plan is rank 0's to print; every rank checks its own memory. */
+        rc = (st = deftsim_sweep_check_memory(sw, NULL)) ? deftsim_cli_fail(st) : 0;
+    } else {
+        rc = dry ? dry_run(sw, &so) : run_sweep(sw, quiet);
+    }
+    /* Spread mode: a rank that failed ends them all (the others wait for it in MPI). */
+    if (spread && rc && !dry) deftsim_mpi_abort(rc);
+    deftsim_mpi_finalize();
 done:
     deftsim_sweep_free(sw);
     deftsim_cli_sweep_progress_free(bar);

@@ -12,6 +12,7 @@ one rank holds a single worker). Checked:
     text in both runs: selections, counts, bytes, the aggregate's metrics (captured norm,
     lost mass, thresholds) and, with compute = none, the simulated times;
   - only rank 0 wrote: one rows.csv and one manifest, the point files of one run;
+  - `mpirun -n 3 deftsim sweep` gives the rows.csv of a one-process sweep (untimed columns);
   - the memory plan is per rank: with a --ram that refuses ResNet-18 at P = 12 as one process
     (exit 2, the plan's message), the same point's plan fits on each of 4 ranks
     (--dry-run exits 0);
@@ -145,6 +146,17 @@ compute = none
             if p.stderr.count("points,") > 1 or p.stderr.count("-> ") > 1:
                 fail(f"R={R}: more than one rank reported the run:\n{p.stderr}")
             print(f"R={R}: {len(ref[1])} rows, untimed columns equal", flush=True)
+
+        # deftsim sweep in spread mode: the same rows.csv as one process's sweep.
+        sw1 = os.path.join(tmp, "sweep1")
+        run([EXE, "sweep", scen, "-o", sw1, "-q"], "sweep, one process")
+        sw3 = os.path.join(tmp, "sweep3")
+        p = run(mpi(3) + [EXE, "sweep", scen, "-o", sw3, "--progress", "lines"],
+                "sweep spread over 3 ranks")
+        compare("sweep R=3", rows(os.path.join(sw1, "rows.csv")), rows(os.path.join(sw3, "rows.csv")))
+        if p.stderr.count("points:") != 1:
+            fail(f"sweep R=3: not one closing line:\n{p.stderr}")
+        print("sweep R=3: rows.csv untimed columns equal", flush=True)
 
         # The memory plan per rank: ResNet-18, P = 12, full residuals of 44.7 MB each.
         big = os.path.join(tmp, "big.ini")
