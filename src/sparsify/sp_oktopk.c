@@ -11,7 +11,13 @@
  * global threshold G (every 32 steps: every nonzero sum, then the exact top-k of the union sets
  * G), and the owners' picks are allgathered. The aggregate counts only the workers that
  * selected an index; the residual is zeroed on the intersection of the local and global
- * selections. The BERT variant changes the constants and balances the allgather. */
+ * selections. The BERT variant changes the constants and balances the allgather.
+ *
+ * Spread mode (sp_internal.h): each rank runs the local selection and the residual for its own
+ * workers; the counts, thresholds, proposed boundaries and picks (with their values) are then
+ * shared, laid out as one process lays them out, and every rank runs the regions, the
+ * reductions and the global selection for all workers in one process's order. The warm-up's
+ * sum is a chain over the ranks. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +68,7 @@ typedef struct {
     deftsim_kidx *inter;      /* a worker's picks in the global selection (grown) */
     uint64_t inter_cap;
     uint64_t *rload;          /* P: entries each owner receives */
+    double *lused;            /* spread mode, P: each worker's local threshold of the step */
     size_t ph_threshold, ph_select, ph_reduce, ph_global, ph_residual;
 } ok_state;
 
@@ -98,6 +105,19 @@ static deftsim_status grow(void *pp, uint64_t *cap, uint64_t need, size_t el)
     return DEFTSIM_OK;
 }
 
+/* Room for need picks and their values (outside the timed regions). */
+static deftsim_status grow_picks(ok_state *d, uint64_t need)
+{
+    deftsim_status st = grow(&d->picks, &d->picks_cap, need, sizeof *d->picks);
+    if (st) return st;
+    if (d->picks_cap * sizeof *d->pvals > 0) {
+        float *nv = realloc(d->pvals, (size_t)d->picks_cap * sizeof *nv);
+        if (!nv) return deftsim_error_set(DEFTSIM_E_NOMEM, "oktopk: out of memory for values");
+        d->pvals = nv;
+    }
+    return DEFTSIM_OK;
+}
+
 static deftsim_status ok_init(deftsim_sparsifier *s)
 {
     deftsim_status st;
@@ -116,6 +136,8 @@ static deftsim_status ok_init(deftsim_sparsifier *s)
         (st = sp_alloc_n(s, &d->rload, P, sizeof *d->rload, "region loads")) ||
         (st = sp_alloc_n(s, &d->mark, (n + 63) / 64, sizeof *d->mark, "bitmap")) ||
         (st = sp_scratch_topk(s, (size_t)n, (size_t)s->k)))
+        return st;
+    if (sp_spread(s) && (st = sp_alloc_n(s, &d->lused, P, sizeof *d->lused, "thresholds")))
         return st;
     /* The picks and the union grow with the data; plan about 2k per worker and P k. */
     s->mem_bytes += P * 2 * s->k * (sizeof(deftsim_kidx) + sizeof(float)) +
@@ -139,13 +161,18 @@ static deftsim_status ok_dense(deftsim_sparsifier *s, const deftsim_acc_provider
         for (uint32_t w = 0; w < s->P; w++) c->bytes[w] = s->n * s->sv;
     }
     for (uint64_t i = 0; i < s->n; i++) s->agg_idx[i] = (deftsim_kidx)i;
-    for (uint32_t w = 0; w < s->P; w++) {
+    /* The sum in worker order: in spread mode a chain over the ranks' blocks. */
+    const uint64_t bytes = s->n * sizeof *s->agg_val;
+    if ((st = sp_chain_in(s, s->agg_val, bytes))) return st;
+    for (uint32_t w = s->lo; w < s->hi; w++) {
         if ((st = sp_get(a, w, &acc))) return st;
         sp_agg_add(s, acc, s->n, w);
         memset(acc, 0, (size_t)s->n * sizeof *acc);
         s->res.local_count[w] = 0;
         if ((st = sp_release(a, w))) return st;
     }
+    if ((st = sp_chain_out(s, s->agg_val, bytes)) || (st = sp_chain_bcast(s, s->agg_val, bytes)))
+        return st;
     s->res.common_count = s->n;
     sp_agg_finish(s, s->n);
     return DEFTSIM_OK;
@@ -178,6 +205,7 @@ typedef struct {
     uint64_t U;                 /* the global candidates (the union) */
     uint64_t nsel;              /* the global selection */
     size_t c_thr, c_sel, c_glob;
+    double *lused;              /* spread mode: P, each worker's threshold of this step */
 } ok_step_ctx;
 
 /* Worker w's local threshold: on recompute steps the exact k-th largest |acc|; otherwise
@@ -223,6 +251,58 @@ static deftsim_status ok_local_threshold(deftsim_sparsifier *s, ok_state *d, con
     return DEFTSIM_OK;
 }
 
+/* Spread mode, after this rank's workers have selected (their picks back to back from
+ * d->picks[0], `mine` of them): every worker's count, threshold of this step and of the next
+ * and, on re-cut steps, its proposed boundaries from its owner; then this rank's picks moved
+ * to their one-process place (after every earlier worker's) and every other worker's picks
+ * and values copied in, so that every rank holds one process's picks. x->total becomes every
+ * worker's picks together. */
+static deftsim_status ok_share_local(deftsim_sparsifier *s, ok_state *d, ok_step_ctx *x,
+                                     uint64_t mine)
+{
+    deftsim_step_result *r = &s->res;
+    deftsim_status st;
+    const uint32_t P = s->P;
+    /* Per worker: count, this step's threshold, the next step's, then P boundaries. */
+    const size_t each = 3 + (x->recut ? (size_t)P : 0);
+    uint64_t *buf = malloc((size_t)P * each * sizeof *buf);
+    if (!buf) return deftsim_error_set(DEFTSIM_E_NOMEM, "oktopk: out of memory");
+    for (uint32_t w = s->lo; w < s->hi; w++) {
+        uint64_t *b = buf + (size_t)w * each;
+        b[0] = r->local_count[w];
+        memcpy(&b[1], &x->lused[w], sizeof b[1]);
+        memcpy(&b[2], &d->lthr[w], sizeof b[2]);
+        if (x->recut) memcpy(&b[3], d->prop + (size_t)w * P, P * sizeof *b);
+    }
+    if ((st = sp_share_fixed(s, buf, each * sizeof *buf))) {
+        free(buf);
+        return st;
+    }
+    uint64_t total = 0, base = 0;
+    for (uint32_t w = 0; w < P; w++) {
+        const uint64_t *b = buf + (size_t)w * each;
+        if (w == s->lo) base = total;
+        if (!sp_mine(s, w)) {
+            memcpy(&x->lused[w], &b[1], sizeof b[1]);
+            memcpy(&d->lthr[w], &b[2], sizeof b[2]);
+            if (x->recut) memcpy(d->prop + (size_t)w * P, &b[3], P * sizeof *b);
+        }
+        total += b[0];
+    }
+    free(buf);
+    /* This rank's picks to their place, then every other worker's from its owner. */
+    if ((st = grow_picks(d, total))) return st;
+    s->sel = d->picks;
+    if (mine && base) {
+        memmove(d->picks + base, d->picks, (size_t)mine * sizeof *d->picks);
+        memmove(d->pvals + base, d->pvals, (size_t)mine * sizeof *d->pvals);
+    }
+    for (uint32_t w = s->lo; w < s->hi; w++) s->sel_start[w] += base;
+    if ((st = sp_share_sel(s, d->pvals))) return st;
+    x->total = total;
+    return DEFTSIM_OK;
+}
+
 /* 1. Every worker's local threshold and selection |acc| > L (sorted, with its values), the
  * band adjust of L for the next step and, on re-cut steps, its proposed region boundaries. */
 static deftsim_status ok_local(deftsim_sparsifier *s, ok_state *d, const deftsim_acc_provider *a,
@@ -236,7 +316,7 @@ static deftsim_status ok_local(deftsim_sparsifier *s, ok_state *d, const deftsim
     float *acc;
     uint64_t total = 0;
     double lsum = 0;
-    for (uint32_t w = 0; w < P; w++) {
+    for (uint32_t w = s->lo; w < s->hi; w++) {
         if ((st = sp_get(a, w, &acc))) return st;
         double thr = d->lthr[w];
         if ((st = ok_local_threshold(s, d, acc, w, x, &thr))) return st;
@@ -245,12 +325,7 @@ static deftsim_status ok_local(deftsim_sparsifier *s, ok_state *d, const deftsim
         /* The selection |acc| > L, sorted, and its values. */
         size_t cnt = 0;
         if ((st = deftsim_k_count_ge(s->kc, acc, (size_t)n, strict_above(thr), &cnt))) return st;
-        if ((st = grow(&d->picks, &d->picks_cap, total + cnt, sizeof *d->picks))) return st;
-        if (d->picks_cap * sizeof *d->pvals > 0) {
-            float *nv = realloc(d->pvals, (size_t)d->picks_cap * sizeof *nv);
-            if (!nv) return deftsim_error_set(DEFTSIM_E_NOMEM, "oktopk: out of memory for values");
-            d->pvals = nv;
-        }
+        if ((st = grow_picks(d, total + cnt))) return st;
         deftsim_kidx *idx = d->picks + total;
         size_t got = 0;
         double t0 = sp_now(s);
@@ -276,8 +351,15 @@ static deftsim_status ok_local(deftsim_sparsifier *s, ok_state *d, const deftsim
                 d->prop[(size_t)w * P + j] = got ? idx[q * j] : (uint64_t)(n * j / P);
         }
         total += got;
+        if (sp_spread(s)) x->lused[w] = thr;
     }
     s->sel = d->picks;
+    if (sp_spread(s)) {
+        if ((st = ok_share_local(s, d, x, total))) return st;
+        lsum = 0;
+        for (uint32_t w = 0; w < P; w++) lsum += x->lused[w];
+        total = x->total;
+    }
     r->oktopk_threshold_local = lsum / P;
     x->total = total;
     return DEFTSIM_OK;
@@ -546,19 +628,19 @@ static deftsim_status ok_global(deftsim_sparsifier *s, ok_state *d, ok_step_ctx 
     return DEFTSIM_OK;
 }
 
-/* 5. The residual: zero on the worker's picks that are in the global selection. */
+/* 5. The residual: zero on the worker's picks that are in the global selection (each rank
+ * its own workers'). */
 static deftsim_status ok_residual(deftsim_sparsifier *s, ok_state *d, const deftsim_acc_provider *a,
                                   uint64_t nsel)
 {
     deftsim_step_result *r = &s->res;
     deftsim_status st;
-    const uint32_t P = s->P;
     const uint64_t n = s->n;
     float *acc;
     for (uint64_t j = 0; j < nsel; j++) BIT_SET(d->mark, d->uni.idx[j]);
     size_t c_res = sp_compute(s, d->ph_residual);
     if (c_res == SIZE_MAX) return DEFTSIM_E_NOMEM;
-    for (uint32_t w = 0; w < P; w++) {
+    for (uint32_t w = s->lo; w < s->hi; w++) {
         if ((st = sp_get(a, w, &acc))) return st;
         const deftsim_kidx *idx = d->picks + s->sel_start[w];
         uint64_t m = r->local_count[w], mi = 0;
@@ -582,6 +664,7 @@ static deftsim_status ok_step(deftsim_sparsifier *s, uint64_t t, const deftsim_a
     deftsim_status st;
     ok_step_ctx x;
     memset(&x, 0, sizeof x);
+    x.lused = d->lused;
 
     r->oktopk_warmup = t < d->warmup;
     if (t < d->warmup) return ok_dense(s, a);
@@ -618,7 +701,7 @@ static deftsim_status ok_step(deftsim_sparsifier *s, uint64_t t, const deftsim_a
     return DEFTSIM_OK;
 }
 
-const sp_method deftsim_sp_oktopk = {ok_init, ok_step, ok_fini, NULL, 0};
+const sp_method deftsim_sp_oktopk = {ok_init, ok_step, ok_fini, NULL, 1};
 
 /* `deftsim bench sim`: a sparse step between recomputations: every worker's k picks spread
  * evenly over the P regions, every owner keeps k / P of them (docs/SPARSIFIERS.md, Ok-Topk). */
