@@ -12,7 +12,12 @@
  * allgather of variable-size (index, value) pairs per sparse tensor and one allreduce per dense
  * tensor, in parameter order, as the reference's per-tensor Horovod calls. Residual: the
  * worker's own picks and the dense tensors zeroed (momentum correction belongs to a training
- * run's optimizer and is not modelled: the accumulator is DGC's v with momentum 0). */
+ * run's optimizer and is not modelled: the accumulator is DGC's v with momentum 0).
+ *
+ * Spread mode: each rank selects, gathers and zeroes for its own block of workers; the dense
+ * tensors' sum runs as a chain in worker order; then every worker's pairs and per-tensor counts
+ * are shared, so that every rank fills the collectives' bytes, runs the sum of the gathered
+ * pairs and builds the aggregate as one process does. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -262,8 +267,11 @@ static deftsim_status dgc_step(deftsim_sparsifier *s, uint64_t t, const deftsim_
     if (c_sample == SIZE_MAX || c_filter == SIZE_MAX || c_gather == SIZE_MAX || c_res == SIZE_MAX)
         return DEFTSIM_E_NOMEM;
 
-    /* One pass: a worker's residual depends only on its own picks. */
-    for (uint32_t w = 0; w < P; w++) {
+    /* One pass: a worker's residual depends only on its own picks. The dense tensors' sum runs
+     * in worker order: in spread mode a chain over the ranks' blocks. */
+    const uint64_t dbytes = d->ndense * sizeof *d->dsum;
+    if ((st = sp_chain_in(s, d->dsum, dbytes))) return st;
+    for (uint32_t w = s->lo; w < s->hi; w++) {
         if ((st = sp_get(a, w, &acc))) return st;
         uint64_t base = (uint64_t)w * d->per_worker, total = 0;
         for (size_t li = 0; li < d->nt; li++) {
@@ -288,6 +296,19 @@ static deftsim_status dgc_step(deftsim_sparsifier *s, uint64_t t, const deftsim_
         if (!st) st = deftsim_k_zero_at(s->kc, acc, n, d->dense_list, (size_t)d->ndense);
         sp_charge(s, c_res, d->ph_residual, w, sp_now(s) - t0);
         if (st || (st = sp_release(a, w))) return st;
+    }
+    if ((st = sp_chain_out(s, d->dsum, dbytes)) || (st = sp_chain_bcast(s, d->dsum, dbytes)))
+        return st;
+    /* Spread mode: every worker's pairs and per-tensor counts from its rank, for the
+     * collectives' bytes, the sum and the aggregate every rank computes. */
+    if (sp_spread(s)) {
+        if ((st = sp_share_sel(s, d->vals)) ||
+            (st = sp_share_fixed(s, d->cnt, d->nt * sizeof *d->cnt)))
+            return st;
+        for (uint32_t w = 0; w < P; w++) {
+            d->lists[w] = s->sel + s->sel_start[w];
+            d->lens[w] = (size_t)r->local_count[w];
+        }
     }
     r->common_count = d->ndense;
 
@@ -338,7 +359,7 @@ static deftsim_status dgc_step(deftsim_sparsifier *s, uint64_t t, const deftsim_
     return DEFTSIM_OK;
 }
 
-const sp_method deftsim_sp_dgc = {dgc_init, dgc_step, dgc_fini, NULL, 0};
+const sp_method deftsim_sp_dgc = {dgc_init, dgc_step, dgc_fini, NULL, 1};
 
 /* `deftsim bench sim`: per tensor, ceil(numel d) pairs of a matrix or filter, or every value of
  * a 1-D tensor. */
