@@ -119,6 +119,15 @@ static deftsim_status cltk_step(deftsim_sparsifier *s, uint64_t t, const deftsim
     memcpy(s->agg_idx, s->sel, k * sizeof *s->agg_idx);
     sp_sort_idx(s->agg_idx, k);
 
+    /* Spread mode: the other workers' own top-k (charge = all) first, on every rank at once,
+     * so that only the sum below runs rank after rank. */
+    for (uint32_t w = s->lo; sp_spread(s) && all && w < s->hi; w++) {
+        if (w == lead) continue;
+        if ((st = sp_get(a, w, &acc))) return st;
+        SP_TIMED(s, c_select, d->ph_select, w,
+                 deftsim_k_topk(s->kc, acc, n, k, d->discard, s->scratch, s->scratch_bytes));
+        r->cost[w] = sp_topk_cost(s->n, s->k);
+    }
     /* The values' sum and the filter's lost mass run in worker order: in spread mode a chain
      * over the ranks' blocks. */
     double lost[2] = {r->lost_mass, r->lost_abs_mass};
@@ -132,7 +141,7 @@ static deftsim_status cltk_step(deftsim_sparsifier *s, uint64_t t, const deftsim
         const float *g = NULL;
         if (filter && !(g = a->grad(a->ctx, w)))
             return deftsim_error_set(DEFTSIM_E_RUNTIME, "cltk: no gradient for worker %u", w);
-        if (all && w != lead) {
+        if (all && w != lead && !sp_spread(s)) {
             SP_TIMED(s, c_select, d->ph_select, w,
                      deftsim_k_topk(s->kc, acc, n, k, d->discard, s->scratch, s->scratch_bytes));
             r->cost[w] = sp_topk_cost(s->n, s->k);

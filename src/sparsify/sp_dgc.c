@@ -38,6 +38,8 @@ typedef struct {
     deftsim_kidx *dense_list;   /* every element of the 1-D tensors */
     uint64_t ndense;
     float *dsum;                /* their allreduce sum */
+    float *dblk;                /* spread mode: this rank's workers' dense values, so that the
+                                   ranks select at once and only the sum runs as a chain */
     uint64_t *cnt;              /* P * nt: picks per worker and tensor */
     float *vals;                /* P * per_worker: values at the picks */
     float *sbuf;                /* samples of one tensor */
@@ -128,6 +130,8 @@ static deftsim_status dgc_init(deftsim_sparsifier *s)
     if ((st = sp_plan_common(s, P * per, agg_cap)) ||
         (st = sp_alloc_n(s, &d->dense_list, ndense, sizeof *d->dense_list, "dense indices")) ||
         (st = sp_alloc_n(s, &d->dsum, ndense, sizeof *d->dsum, "dense sums")) ||
+        (st = sp_alloc_n(s, &d->dblk, sp_spread(s) ? (uint64_t)(s->hi - s->lo) * ndense : 0,
+                         sizeof *d->dblk, "dense values")) ||
         (st = sp_alloc_n(s, &d->cnt, P * nt, sizeof *d->cnt, "counts")) ||
         (st = sp_alloc_n(s, &d->vals, P * per, sizeof *d->vals, "values")) ||
         (st = sp_alloc_n(s, &d->sbuf, maxsamples, sizeof *d->sbuf, "samples")) ||
@@ -268,9 +272,9 @@ static deftsim_status dgc_step(deftsim_sparsifier *s, uint64_t t, const deftsim_
         return DEFTSIM_E_NOMEM;
 
     /* One pass: a worker's residual depends only on its own picks. The dense tensors' sum runs
-     * in worker order: in spread mode a chain over the ranks' blocks. */
+     * in worker order: in spread mode the block's values are kept and summed afterwards, as a
+     * chain over the ranks' blocks. */
     const uint64_t dbytes = d->ndense * sizeof *d->dsum;
-    if ((st = sp_chain_in(s, d->dsum, dbytes))) return st;
     for (uint32_t w = s->lo; w < s->hi; w++) {
         if ((st = sp_get(a, w, &acc))) return st;
         uint64_t base = (uint64_t)w * d->per_worker, total = 0;
@@ -289,20 +293,32 @@ static deftsim_status dgc_step(deftsim_sparsifier *s, uint64_t t, const deftsim_
         SP_TIMED(s, c_gather, d->ph_gather, w,
                  deftsim_k_gather(s->kc, acc, n, s->sel + base, (size_t)total, d->vals + base));
         /* The dense tensors' allreduce, emulated (untimed: the collective's own work). */
-        for (uint64_t e = 0; e < d->ndense; e++)
-            d->dsum[e] = w == 0 ? acc[d->dense_list[e]] : d->dsum[e] + acc[d->dense_list[e]];
+        if (sp_spread(s)) {
+            float *b = d->dblk + (size_t)(w - s->lo) * d->ndense;
+            for (uint64_t e = 0; e < d->ndense; e++) b[e] = acc[d->dense_list[e]];
+        } else {
+            for (uint64_t e = 0; e < d->ndense; e++)
+                d->dsum[e] = w == 0 ? acc[d->dense_list[e]] : d->dsum[e] + acc[d->dense_list[e]];
+        }
         double t0 = sp_now(s);
         st = deftsim_k_zero_at(s->kc, acc, n, s->sel + base, (size_t)total);
         if (!st) st = deftsim_k_zero_at(s->kc, acc, n, d->dense_list, (size_t)d->ndense);
         sp_charge(s, c_res, d->ph_residual, w, sp_now(s) - t0);
         if (st || (st = sp_release(a, w))) return st;
     }
-    if ((st = sp_chain_out(s, d->dsum, dbytes)) || (st = sp_chain_bcast(s, d->dsum, dbytes)))
-        return st;
+    if (sp_spread(s)) {
+        if ((st = sp_chain_in(s, d->dsum, dbytes))) return st;
+        for (uint32_t w = s->lo; w < s->hi; w++) {
+            const float *b = d->dblk + (size_t)(w - s->lo) * d->ndense;
+            for (uint64_t e = 0; e < d->ndense; e++) d->dsum[e] = w == 0 ? b[e] : d->dsum[e] + b[e];
+        }
+        if ((st = sp_chain_out(s, d->dsum, dbytes)) || (st = sp_chain_bcast(s, d->dsum, dbytes)))
+            return st;
+    }
     /* Spread mode: every worker's pairs and per-tensor counts from its rank, for the
      * collectives' bytes, the sum and the aggregate every rank computes. */
     if (sp_spread(s)) {
-        if ((st = sp_share_sel(s, d->vals)) ||
+        if ((st = sp_share_sel(s, d->vals, 0)) ||
             (st = sp_share_fixed(s, d->cnt, d->nt * sizeof *d->cnt)))
             return st;
         for (uint32_t w = 0; w < P; w++) {

@@ -298,7 +298,7 @@ static deftsim_status ok_share_local(deftsim_sparsifier *s, ok_state *d, ok_step
         memmove(d->pvals + base, d->pvals, (size_t)mine * sizeof *d->pvals);
     }
     for (uint32_t w = s->lo; w < s->hi; w++) s->sel_start[w] += base;
-    if ((st = sp_share_sel(s, d->pvals))) return st;
+    if ((st = sp_share_sel(s, d->pvals, 0))) return st;
     x->total = total;
     return DEFTSIM_OK;
 }

@@ -3,7 +3,7 @@
 each point's P simulated workers over R ranks.
 
 Every method spread mode runs (SPREAD below) at d = 0.02 over three iterations of a small
-synthetic model (a table of ten tensors written here), with full error feedback, the quality
+synthetic model (a table of eleven tensors written here, 2-D weights and 1-D biases), with full error feedback, the quality
 metrics on and [network] compute = none, at P = 5 and 7, runs once as one process and under
 `mpirun --oversubscribe -n R` for R = 1, 2, 3 and 4 (P not divisible by R; at R = 4 and P = 5
 one rank holds a single worker). Checked:
@@ -11,6 +11,8 @@ one rank holds a single worker). Checked:
   - every column but the measured times (tests/reliability/rowcmp.py's MEASURED) is the same
     text in both runs: selections, counts, bytes, the aggregate's metrics (captured norm,
     lost mass, thresholds) and, with compute = none, the simulated times;
+  - the --dump of every worker's selection and of the aggregate's values (which no column
+    shows) has the same bytes;
   - only rank 0 wrote: one rows.csv and one manifest, the point files of one run;
   - `mpirun -n 3 deftsim sweep` gives the rows.csv of a one-process sweep (untimed columns);
   - the memory plan is per rank: with a --ram that refuses ResNet-18 at P = 12 as one process
@@ -58,9 +60,12 @@ SPREAD = os.environ.get("SPREAD_METHODS", "deft,topk,topk-ag,cltk,gtopk,dgc,dens
 NOT_YET = [m for m in os.environ.get("SPREAD_REFUSED", "").split(",") if m]
 COUNTS = [5, 7]
 RANKS = [1, 2, 3, 4]
-SHAPES = [(4000, "conv1.weight"), (64, "bn1.weight"), (9000, "conv2.weight"),
-          (128, "bn2.weight"), (15000, "layer3.weight"), (3000, "layer3.bias"),
-          (20000, "layer4.weight"), (512, "bn4.weight"), (5120, "fc.weight"), (10, "fc.bias")]
+# Weights of two dimensions and more (DGC samples and filters those; one-dimensional tensors
+# it sends dense), and one small 2-D tensor below DGC's sampling floor.
+SHAPES = [("16x250", "conv1.weight"), ("64", "bn1.weight"), ("30x300", "conv2.weight"),
+          ("128", "bn2.weight"), ("60x250", "layer3.weight"), ("3000", "layer3.bias"),
+          ("80x250", "layer4.weight"), ("3x10", "layer4.small"), ("512", "bn4.weight"),
+          ("10x512", "fc.weight"), ("10", "fc.bias")]
 
 failures = []
 
@@ -111,8 +116,11 @@ def main():
         model = os.path.join(tmp, "small.csv")
         with open(model, "w") as f:
             f.write("index,name,shape,numel\n")
-            for i, (n, name) in enumerate(SHAPES):
-                f.write(f"{i},{name},{n},{n}\n")
+            for i, (shape, name) in enumerate(SHAPES):
+                numel = 1
+                for d in shape.split("x"):
+                    numel *= int(d)
+                f.write(f"{i},{name},{shape},{numel}\n")
         scen = os.path.join(tmp, "spread.ini")
         with open(scen, "w") as f:
             f.write(f"""[scenario]
@@ -133,12 +141,25 @@ counts = {", ".join(str(c) for c in COUNTS)}
 compute = none
 """)
         one = os.path.join(tmp, "one")
-        run([EXE, "run", scen, "-o", one, "-q"], "one process")
+        run([EXE, "run", scen, "-o", one, "-q", "--dump", os.path.join(tmp, "dump1")],
+            "one process")
         ref = rows(os.path.join(one, "rows.csv"))
+        dumps = sorted(os.path.relpath(x, os.path.join(tmp, "dump1"))
+                       for x in glob.glob(os.path.join(tmp, "dump1", "**", "*.npy"), recursive=True))
+        if not dumps:
+            fail("the one-process run dumped nothing")
         for R in RANKS:
             out = os.path.join(tmp, f"R{R}")
-            p = run(mpi(R) + [EXE, "run", scen, "-o", out], f"spread over {R} ranks")
+            dump = os.path.join(tmp, f"dump{R}x")
+            p = run(mpi(R) + [EXE, "run", scen, "-o", out, "--dump", dump],
+                    f"spread over {R} ranks")
             compare(f"R={R}", ref, rows(os.path.join(out, "rows.csv")))
+            # The selections and the aggregate's values, which no column shows: the same bytes.
+            for rel in dumps:
+                a, b = os.path.join(tmp, "dump1", rel), os.path.join(dump, rel)
+                if not os.path.exists(b) or open(a, "rb").read() != open(b, "rb").read():
+                    fail(f"R={R}: dump {rel} differs from one process's")
+                    break
             files = sorted(os.path.basename(x) for x in glob.glob(os.path.join(out, "points", "*")))
             want = sorted(os.path.basename(x) for x in glob.glob(os.path.join(one, "points", "*")))
             if files != want:
