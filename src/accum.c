@@ -241,6 +241,9 @@ static const double *acc_norms(void *ctx, uint32_t w)
  * accumulators in worker order, as prepare_chunk adds them; the last rank forms the average
  * and its norm, which every rank then receives. */
 
+/* The chunks of one piece of spread mode's chain (4 Mi elements: 32 MiB of running sums). */
+#define SPREAD_PIECE_CHUNKS 512u
+
 static deftsim_status spread_update_chunk(void *ctx, size_t c, unsigned thread)
 {
     point_state *ps = ctx;
@@ -271,6 +274,7 @@ static deftsim_status spread_update_chunk(void *ctx, size_t c, unsigned thread)
 static deftsim_status spread_sum_chunk(void *ctx, size_t c, unsigned thread)
 {
     point_state *ps = ctx;
+    c += ps->chunk0;
     deftsim_engine *e = ps->e;
     uint64_t off = (uint64_t)c * CHUNK;
     size_t cnt = (size_t)(ps->n - off < CHUNK ? ps->n - off : CHUNK);
@@ -309,17 +313,36 @@ static deftsim_status spread_prepare(point_state *ps, size_t nchunks)
     deftsim_status st;
     if ((st = deftsim_par_run(e->prep_threads, nchunks, spread_update_chunk, ps))) return st;
     if (!ps->quality) return DEFTSIM_OK;
-    uint64_t bytes = ps->n * sizeof *ps->dsum;
-    if (t->rank == 0) memset(ps->dsum, 0, bytes);
-    if ((st = deftsim_team_chain_in(t, ps->dsum, bytes)) ||
-        (st = deftsim_par_run(e->prep_threads, nchunks, spread_sum_chunk, ps)) ||
-        (st = deftsim_team_chain_out(t, ps->dsum, bytes)))
+    if (t->rank == 0) memset(ps->dsum, 0, ps->n * sizeof *ps->dsum);
+    /* In pieces, so that the ranks work at once, each on the piece the rank before it has
+     * passed on (a pipeline: R - 1 pieces of delay, not R - 1 whole passes). */
+    const size_t per = SPREAD_PIECE_CHUNKS;
+    for (size_t c0 = 0; c0 < nchunks; c0 += per) {
+        size_t cnt = nchunks - c0 < per ? nchunks - c0 : per;
+        uint64_t off = (uint64_t)c0 * CHUNK, len = (uint64_t)cnt * CHUNK;
+        if (off + len > ps->n) len = ps->n - off;
+        double *piece = ps->dsum + off;
+        ps->chunk0 = c0;
+        if ((st = deftsim_team_chain_in(t, piece, len * sizeof *piece)) ||
+            (st = deftsim_par_run(e->prep_threads, cnt, spread_sum_chunk, ps)) ||
+            (st = deftsim_team_chain_out(t, piece, len * sizeof *piece)))
+            return deftsim_error_wrap(st, "spread mode, the average accumulator");
+    }
+    ps->chunk0 = 0;
+    /* Only rank 0 reads the average (the quality metrics): the last rank sends it there. */
+    uint32_t last = t->size - 1;
+    if (t->rank == last) {
+        double nn = 0;
+        for (size_t c = 0; c < nchunks; c++) nn += ps->chunk_norm2[c];
+        ps->norm2 = nn;
+    }
+    if (last != 0 && t->rank == last &&
+        ((st = t->send(t->ctx, 0, ps->avg, ps->n * sizeof *ps->avg)) ||
+         (st = t->send(t->ctx, 0, &ps->norm2, sizeof ps->norm2))))
         return deftsim_error_wrap(st, "spread mode, the average accumulator");
-    double nn = 0;
-    for (size_t c = 0; c < nchunks; c++) nn += ps->chunk_norm2[c];
-    ps->norm2 = nn;
-    if ((st = deftsim_team_chain_bcast(t, ps->avg, ps->n * sizeof *ps->avg)) ||
-        (st = deftsim_team_chain_bcast(t, &ps->norm2, sizeof ps->norm2)))
+    if (last != 0 && t->rank == 0 &&
+        ((st = t->recv(t->ctx, last, ps->avg, ps->n * sizeof *ps->avg)) ||
+         (st = t->recv(t->ctx, last, &ps->norm2, sizeof ps->norm2))))
         return deftsim_error_wrap(st, "spread mode, the average accumulator");
     return DEFTSIM_OK;
 }

@@ -235,6 +235,9 @@ void deftsim_engine_print_plan(const deftsim_engine *e, FILE *f)
         fprintf(f, " (sampled_workers = %u)", pl->sampled_workers);
     fprintf(f, "\nmemory budget %s = %g of %s RAM\n", human_bytes(pl->budget_bytes, b1, sizeof b1),
             pl->budget_fraction, human_bytes(pl->ram_bytes, b2, sizeof b2));
+    if (e->opt.team && e->opt.team->size > 1)
+        fprintf(f, "spread mode: per rank, of %u ranks (the rank with the most workers of each "
+                "P; RAM and budget are each rank's)\n", e->opt.team->size);
     fprintf(f, "%8s %12s %12s %12s %12s  %s\n", "P", "total", "residuals", "sparsifier",
             "engine", "fits");
     for (size_t i = 0; i < pl->ncounts; i++) {

@@ -123,6 +123,7 @@ typedef struct {
     uint32_t lo, hi;          /* the workers this process holds (spread mode: its block) */
     const deftsim_team *team; /* spread mode's ranks (deftsim_team.h); NULL: one process */
     double *dsum;             /* spread mode, quality = 1: n running sums of the average */
+    size_t chunk0;            /* spread mode: the first chunk of the piece being summed */
     uint64_t n;
     float **res;              /* S residual buffers (acc_w after preparation) */
     float *regen;             /* n floats: the accumulator of a worker without a residual */

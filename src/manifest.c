@@ -41,6 +41,13 @@ static json_t *mpi_json(void)
                                             : "chosen by the library (not reported)");
 }
 
+json_t *deftsim_manifest_spread(const deftsim_team *t)
+{
+    return json_pack("{s:i, s:s, s:s}", "ranks", (int)t->size, "library", deftsim_mpi_library(),
+                     "workers", "contiguous blocks: rank r holds floor(r P / R) .. "
+                                "floor((r + 1) P / R) - 1");
+}
+
 /* ---- the machine ---------------------------------------------------------------------------- */
 
 json_t *deftsim_manifest_machine(void)
@@ -117,6 +124,7 @@ static json_t *manifest_json(const deftsim_engine *e, const char *started, const
     }
     json_object_set_new(root, "machine", deftsim_manifest_machine());
     if (cfg->execute.network == DEFTSIM_EXEC_MPI) json_object_set_new(root, "mpi", mpi_json());
+    if (e->opt.team && e->opt.team->size > 1) json_object_set_new(root, "spread", deftsim_manifest_spread(e->opt.team));
     json_object_set_new(root, "kernels",
                         json_pack("{s:s, s:i, s:i}", "backend", deftsim_kctx_backend(e->kctx),
                                   "threads", (int)deftsim_kctx_threads(e->kctx), "prep_threads",

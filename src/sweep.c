@@ -33,6 +33,7 @@ deftsim_status deftsim_sweep_nomem(void)
 }
 
 static deftsim_status nomem(void) { return deftsim_sweep_nomem(); }
+static const deftsim_team *spread_team(const deftsim_sweep *s);
 
 size_t deftsim_sweep_point_count(const deftsim_sweep *s) { return s->npoints; }
 size_t deftsim_sweep_variant_count(const deftsim_sweep *s) { return s->nvariants; }
@@ -271,6 +272,7 @@ json_t *deftsim_sweep_manifest_json(const deftsim_sweep *s, const char *status,
                                         s->started ? s->started : "", finished);
     if (!root) return NULL;
     json_object_set_new(root, "machine", deftsim_manifest_machine());
+    if (spread_team(s)) json_object_set_new(root, "spread", deftsim_manifest_spread(spread_team(s)));
     json_object_set_new(root, "timing", deftsim_timing_json(s->base));
     json_object_set_new(root, "identity", json_deep_copy(s->identity));
     json_t *axes = json_array();

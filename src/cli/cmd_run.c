@@ -159,9 +159,12 @@ int deftsim_cmd_run(int argc, char **argv)
         goto done;
     }
     if (dry) {
-        if (!opt.team || opt.team->rank == 0) deftsim_engine_print_plan(e, stdout);
-        if ((st = deftsim_engine_check_memory(e)) || (st = deftsim_engine_check_output(e)))
-            rc = deftsim_cli_fail(st);
+        int first = !opt.team || opt.team->rank == 0;
+        if (first) deftsim_engine_print_plan(e, stdout);
+        /* Spread mode: every rank plans alike; rank 0 says what it found. */
+        if ((st = deftsim_engine_check_memory(e)) ||
+            (first && (st = deftsim_engine_check_output(e))))
+            rc = first ? deftsim_cli_fail(st) : deftsim_status_exit_code(st);
         goto done;
     }
     deftsim_run_summary sum;
