@@ -8,6 +8,7 @@
 
 #include <jansson.h>
 
+#include "deftsim_engine.h"
 #include "deftsim_platform.h"
 #include "deftsim_sweep.h"
 
@@ -109,5 +110,16 @@ int deftsim_sweep_shard_tmp_name(const char *name);
 /* Expands the axes of s->base and s->opt into variants (their configurations checked and
  * their platform files read), points and the identity (sweep_plan.c). */
 deftsim_status deftsim_sweep_plan(deftsim_sweep *s);
+
+/* ---- sweep.c and sweep_spread.c ---------------------------------------------------------- */
+
+/* The engine options of every point: RAM, preparation threads, the team. */
+deftsim_run_options deftsim_sweep_engine_options(const deftsim_sweep *s);
+/* Spread mode: the team when it has more than one rank, else NULL. */
+const deftsim_team *deftsim_sweep_spread_team(const deftsim_sweep *s);
+/* Spread mode: rank 0's list of the points to run (indices), on every rank; *idx allocated. */
+deftsim_status deftsim_sweep_spread_list(const deftsim_sweep *s, uint64_t **idx, uint64_t *n);
+/* Spread mode, ranks > 0: the points rank 0 runs, with it, writing nothing. */
+deftsim_status deftsim_sweep_spread_follow(deftsim_sweep *s, deftsim_sweep_summary *sum);
 
 #endif

@@ -159,6 +159,19 @@ static int run_sweep(deftsim_sweep *sw, int quiet)
     return 0;
 }
 
+/* Under mpirun: spread mode (docs/CLUSTER.md), every rank running each point on its block of
+ * the workers; rank 0 keeps the folder and reports. */
+static deftsim_status spread_setup(int *spread, deftsim_team *team, deftsim_sweep_options *so,
+                                   int *quiet)
+{
+    deftsim_status st = deftsim_mpi_check_launch("sweep", 0, spread);
+    if (st || !*spread) return st;
+    if ((st = deftsim_mpi_spread_team(team))) return st;
+    so->team = team;
+    if (team->rank != 0) *quiet = 1;
+    return DEFTSIM_OK;
+}
+
 int deftsim_cmd_sweep(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -274,19 +287,9 @@ int deftsim_cmd_sweep(int argc, char **argv)
     if (deftsim_cli_parse_only) goto done;
     int spread = 0;
     deftsim_team team;
-    if ((st = deftsim_mpi_check_launch("sweep", 0, &spread))) {
+    if ((st = spread_setup(&spread, &team, &so, &quiet))) {
         rc = deftsim_cli_fail(st);
         goto done;
-    }
-    if (spread) {
-        /* Spread mode (docs/CLUSTER.md): every rank runs each point on its block of the
-         * workers; rank 0 keeps the folder and reports. */
-        if ((st = deftsim_mpi_spread_team(&team))) {
-            rc = deftsim_cli_fail(st);
-            goto done;
-        }
-        so.team = &team;
-        if (team.rank != 0) quiet = 1;
     }
     so.vary = vary;
     so.nvary = nvary;
