@@ -75,6 +75,11 @@ void deftsim_mpi_finalize(void);
 /* MPI_Get_library_version's text (first line), "" without MPI. */
 const char *deftsim_mpi_library(void);
 
+/* Real mode: where the collectives' payload lives, with the reason: "device: the MPI library
+ * is CUDA-aware ..." (deftsim built with CUDA, a usable device on every rank, and an MPI that
+ * declares CUDA support) or "host: ..." naming what is missing. "" without MPI. */
+const char *deftsim_mpi_buffers(void);
+
 void deftsim_mpi_result_free(deftsim_mpi_result *res);
 
 #endif

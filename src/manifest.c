@@ -35,10 +35,11 @@ static json_t *mpi_json(void)
         snprintf(name, sizeof name, "%.*s", (int)(eq - *e), *e);
         json_object_set_new(vars, name, json_string(eq + 1));
     }
-    return json_pack("{s:s, s:i, s:o, s:s}", "library", deftsim_mpi_library(), "ranks",
+    return json_pack("{s:s, s:i, s:o, s:s, s:s}", "library", deftsim_mpi_library(), "ranks",
                      deftsim_mpi_size(), "mca_coll", vars, "algorithms",
                      json_object_size(vars) ? "as mca_coll forces them"
-                                            : "chosen by the library (not reported)");
+                                            : "chosen by the library (not reported)",
+                     "buffers", deftsim_mpi_buffers());
 }
 
 json_t *deftsim_manifest_spread(const deftsim_team *t)

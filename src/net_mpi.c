@@ -91,12 +91,24 @@ deftsim_status deftsim_mpi_spread_team(deftsim_team *t)
 }
 void deftsim_mpi_abort(int code) { (void)code; }
 const char *deftsim_mpi_library(void) { return ""; }
+const char *deftsim_mpi_buffers(void) { return ""; }
 
 #else
 
 #include <limits.h>
 #include <mpi.h>
 #include <time.h>
+
+/* Open MPI declares its CUDA support in mpi-ext.h (MPIX_CUDA_AWARE_SUPPORT at build time,
+ * MPIX_Query_cuda_support() at run time). */
+#if defined(OPEN_MPI) && OPEN_MPI && defined(__has_include)
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>
+#endif
+#endif
+#ifdef DEFTSIM_HAVE_CUDA
+#include "deftsim_kcuda.h"
+#endif
 
 enum { CMD_STOP = 0, CMD_RUN = 1 };
 
@@ -197,20 +209,70 @@ static const uint64_t *read_step(const uint64_t *p, uint32_t P, wstep *st)
     return p;
 }
 
+/* ---- where the payload lives ----------------------------------------------------------------
+ * Device memory when deftsim has CUDA, this rank has a usable device and the MPI library says
+ * it is CUDA-aware: the collectives then move device buffers directly, as a training job's
+ * do. Otherwise host memory. Every rank must agree (one rank's host buffer against another's
+ * device buffer would time something else), so the choice is the minimum over the ranks. */
+
+static int g_dev_ok = -1;         /* this rank could use device buffers */
+static char g_dev_why[256];
+
+static void device_decide(void)
+{
+    if (g_dev_ok >= 0) return;
+    g_dev_ok = 0;
+#ifndef DEFTSIM_HAVE_CUDA
+    snprintf(g_dev_why, sizeof g_dev_why, "host: this deftsim was built without CUDA");
+#else
+    const char *why = deftsim_kcuda_unavailable();
+    if (why) {
+        snprintf(g_dev_why, sizeof g_dev_why, "host: %s", why);
+        return;
+    }
+#if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
+    if (MPIX_Query_cuda_support()) {
+        g_dev_ok = 1;
+        snprintf(g_dev_why, sizeof g_dev_why,
+                 "device: the MPI library is CUDA-aware (MPIX_Query_cuda_support)");
+    } else {
+        snprintf(g_dev_why, sizeof g_dev_why, "host: the MPI library was built CUDA-aware, but "
+                 "its CUDA support is off at run time (MPIX_Query_cuda_support = 0)");
+    }
+#else
+    snprintf(g_dev_why, sizeof g_dev_why,
+             "host: the MPI library does not declare CUDA support (no MPIX_CUDA_AWARE_SUPPORT "
+             "in mpi-ext.h)");
+#endif
+#endif
+}
+
+const char *deftsim_mpi_buffers(void)
+{
+    device_decide();
+    return g_dev_why;
+}
+
 /* ---- execution */
 
 typedef struct {
     char *sbuf, *rbuf;
     size_t scap, rcap;
+    int dev;                      /* sbuf and rbuf are device memory of a fixed capacity */
+#ifdef DEFTSIM_HAVE_CUDA
+    deftsim_kcuda_pool *pool;
+    deftsim_kctx *kc;
+#endif
     MPI_Request *req;
     MPI_Status *stat;
     int *cnt, *displ, *scnt, *sdispl;
     size_t reqcap;
 } xbufs;
 
-static int grow(char **b, size_t *cap, size_t need)
+static int grow(const xbufs *x, char **b, size_t *cap, size_t need)
 {
     if (need <= *cap) return 0;
+    if (x->dev) return -1; /* device buffers are sized for the whole point at once */
     char *nb = realloc(*b, need);
     if (!nb) return -1;
     memset(nb + *cap, 0, need - *cap);
@@ -239,7 +301,7 @@ static deftsim_status run_p2p(const wstep *st, uint32_t P, int me, xbufs *x, uin
         if (pe == (uint64_t)me) in += st->bytes[j];
         if (j / fan == (uint64_t)me && st->bytes[j] > out) out = st->bytes[j];
     }
-    if (grow(&x->rbuf, &x->rcap, in + 1) || grow(&x->sbuf, &x->scap, out + 1))
+    if (grow(x, &x->rbuf, &x->rcap, in + 1) || grow(x, &x->sbuf, &x->scap, out + 1))
         return deftsim_error_set(DEFTSIM_E_NOMEM, "real mode: out of memory");
     int nr = 0;
     size_t off = 0;
@@ -282,7 +344,7 @@ static deftsim_status run_coll(const wstep *st, uint32_t P, int me, uint32_t ele
     switch (st->kind) {
     case DEFTSIM_STEP_ALLGATHER:
         if (total > INT_MAX) return too_big(total);
-        if (grow(&x->sbuf, &x->scap, mine + 1) || grow(&x->rbuf, &x->rcap, total + 1)) break;
+        if (grow(x, &x->sbuf, &x->scap, mine + 1) || grow(x, &x->rbuf, &x->rcap, total + 1)) break;
         for (uint32_t r = 0, d = 0; r < P; d += (int)st->bytes[r], r++)
             x->cnt[r] = (int)st->bytes[r], x->displ[r] = (int)d;
         MPI_Allgatherv(x->sbuf, (int)mine, MPI_BYTE, x->rbuf, x->cnt, x->displ, MPI_BYTE, MPI_COMM_WORLD);
@@ -291,7 +353,7 @@ static deftsim_status run_coll(const wstep *st, uint32_t P, int me, uint32_t ele
         return DEFTSIM_OK;
     case DEFTSIM_STEP_ALLREDUCE: {
         if (mine > INT_MAX) return too_big(mine);
-        if (grow(&x->sbuf, &x->scap, mine + 1) || grow(&x->rbuf, &x->rcap, mine + 1)) break;
+        if (grow(x, &x->sbuf, &x->scap, mine + 1) || grow(x, &x->rbuf, &x->rcap, mine + 1)) break;
         int count;
         MPI_Datatype t = reduce_type(mine, elem, &count);
         MPI_Allreduce(x->sbuf, x->rbuf, count, t, MPI_SUM, MPI_COMM_WORLD);
@@ -302,7 +364,7 @@ static deftsim_status run_coll(const wstep *st, uint32_t P, int me, uint32_t ele
     case DEFTSIM_STEP_BCAST: {
         uint64_t nb = st->bytes[st->root];
         if (nb > INT_MAX) return too_big(nb);
-        if (grow(&x->rbuf, &x->rcap, nb + 1)) break;
+        if (grow(x, &x->rbuf, &x->rcap, nb + 1)) break;
         MPI_Bcast(x->rbuf, (int)nb, MPI_BYTE, (int)st->root, MPI_COMM_WORLD);
         if ((uint64_t)me == st->root) *sent += (P - 1) * nb;
         else *recv += nb;
@@ -316,7 +378,7 @@ static deftsim_status run_coll(const wstep *st, uint32_t P, int me, uint32_t ele
             if (st->bytes[r] > most) most = st->bytes[r];
         }
         if (most * P > INT_MAX || total > INT_MAX) return too_big(most * P > total ? most * P : total);
-        if (grow(&x->sbuf, &x->scap, mine * P + 1) || grow(&x->rbuf, &x->rcap, total + 1)) break;
+        if (grow(x, &x->sbuf, &x->scap, mine * P + 1) || grow(x, &x->rbuf, &x->rcap, total + 1)) break;
         if (equal) {
             MPI_Alltoall(x->sbuf, (int)mine, MPI_BYTE, x->rbuf, (int)mine, MPI_BYTE, MPI_COMM_WORLD);
         } else {
@@ -337,15 +399,80 @@ static deftsim_status run_coll(const wstep *st, uint32_t P, int me, uint32_t ele
     return deftsim_error_set(DEFTSIM_E_NOMEM, "real mode: out of memory");
 }
 
+/* The most any step of the words can ask of one payload buffer: what the whole point needs
+ * when the buffers cannot grow (device memory). */
+static uint64_t words_most(const uint64_t *w, size_t n, uint32_t P)
+{
+    uint64_t most = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t ns = *w++;
+        for (uint64_t k = 0; k < ns; k++) {
+            wstep s;
+            w = read_step(w, P, &s);
+            if (s.kind == DEFTSIM_STEP_COMPUTE) continue;
+            uint64_t sum = 0, top = 0;
+            for (uint64_t j = 0; j < P * s.fan; j++) {
+                sum += s.bytes[j];
+                if (s.bytes[j] > top) top = s.bytes[j];
+            }
+            if (sum > most) most = sum;
+            if (top * P > most) most = top * P;
+        }
+    }
+    return most + 1;
+}
+
+static void device_free(xbufs *x)
+{
+#ifdef DEFTSIM_HAVE_CUDA
+    if (x->dev) {
+        deftsim_kcuda_pool_free(x->pool);
+        deftsim_kctx_free(x->kc);
+        x->sbuf = x->rbuf = NULL;
+    }
+#else
+    (void)x;
+#endif
+}
+
+/* dev = 1: the payload buffers in device memory, zeroed, each of `most` bytes. */
+static deftsim_status device_alloc(xbufs *x, int dev, uint64_t most)
+{
+    if (!dev) return DEFTSIM_OK;
+#ifdef DEFTSIM_HAVE_CUDA
+    deftsim_status st;
+    void *a = NULL, *b = NULL;
+    if ((st = deftsim_kctx_new(&x->kc, "cuda", 1)) ||
+        (st = deftsim_kcuda_pool_new((size_t)(2 * most + 1024), &x->pool)) ||
+        (st = deftsim_kcuda_alloc(x->pool, (size_t)most, &a)) ||
+        (st = deftsim_kcuda_alloc(x->pool, (size_t)most, &b)) ||
+        (st = deftsim_kcuda_memset(x->kc, a, 0, (size_t)most)) ||
+        (st = deftsim_kcuda_memset(x->kc, b, 0, (size_t)most)) || (st = deftsim_kcuda_sync(x->kc)))
+        return deftsim_error_wrap(st, "real mode, device buffers of %llu bytes",
+                                  (unsigned long long)most);
+    x->dev = 1;
+    x->sbuf = a;
+    x->rbuf = b;
+    x->scap = x->rcap = (size_t)most;
+    return DEFTSIM_OK;
+#else
+    (void)x, (void)most;
+    return deftsim_error_set(DEFTSIM_E_INTERNAL, "real mode: device buffers without CUDA");
+#endif
+}
+
 /* Executes the words' n schedules of P ranks; per step (over all iterations) this rank's
- * seconds (NaN for COMPUTE) and counted bytes. timed = 0: a warm-up of the first schedule. */
+ * seconds (NaN for COMPUTE) and counted bytes. timed = 0: a warm-up of the first schedule.
+ * dev = 1: the payload in device memory. */
 static deftsim_status execute_words(const uint64_t *w, size_t n, uint32_t P, uint32_t elem,
-                                    double *sec, uint64_t *sent, uint64_t *recv, int timed)
+                                    double *sec, uint64_t *sent, uint64_t *recv, int timed,
+                                    int dev)
 {
     xbufs x;
     memset(&x, 0, sizeof x);
     size_t reqcap = 0;
-    deftsim_status st = DEFTSIM_OK;
+    deftsim_status st = device_alloc(&x, dev, dev ? words_most(w, n, P) : 0);
+    if (st) return st;
     x.cnt = malloc(4 * (size_t)P * sizeof(int));
     if (!x.cnt) return deftsim_error_set(DEFTSIM_E_NOMEM, "real mode: out of memory");
     x.displ = x.cnt + P, x.scnt = x.cnt + 2 * P, x.sdispl = x.cnt + 3 * P;
@@ -377,8 +504,12 @@ static deftsim_status execute_words(const uint64_t *w, size_t n, uint32_t P, uin
             if (timed) sec[g] = t1 - t0, sent[g] = a, recv[g] = b;
         }
     }
-    free(x.sbuf);
-    free(x.rbuf);
+    if (x.dev) {
+        device_free(&x);
+    } else {
+        free(x.sbuf);
+        free(x.rbuf);
+    }
     free(x.req);
     free(x.stat);
     free(x.cnt);
@@ -412,8 +543,14 @@ static deftsim_status run_point(uint64_t *w, size_t nw, size_t n, uint32_t P, ui
     deftsim_status st = DEFTSIM_OK;
     if (!sec || !cnt || (g_rank == 0 && (!secmax || !all)))
         st = deftsim_error_set(DEFTSIM_E_NOMEM, "real mode: out of memory");
-    if (!st && n) st = execute_words(w, 1, P, elem, sec, cnt, cnt + S, 0);
-    if (!st) st = execute_words(w, n, P, elem, sec, cnt, cnt + S, 1);
+    /* Device buffers only when every rank can use them. */
+    device_decide();
+    int dev = g_dev_ok;
+    MPI_Allreduce(MPI_IN_PLACE, &dev, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!dev && g_dev_ok)
+        snprintf(g_dev_why, sizeof g_dev_why, "host: another rank cannot use device buffers");
+    if (!st && n) st = execute_words(w, 1, P, elem, sec, cnt, cnt + S, 0, dev);
+    if (!st) st = execute_words(w, n, P, elem, sec, cnt, cnt + S, 1, dev);
     if (st == DEFTSIM_E_NOMEM) { /* on this rank alone: the others would wait for it */
         fprintf(stderr, "deftsim: rank %d: %s\n", g_rank, deftsim_error_message());
         MPI_Abort(MPI_COMM_WORLD, 1);

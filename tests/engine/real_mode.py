@@ -20,12 +20,15 @@ none, runs at P = 2, 3 and 4 twice: once as one process (network = simulate) and
     block, or the root's payload, once), and the same sum over the ranks of the sent bytes
     (every block delivered to P - 1 ranks). allreduce: each rank's vector, sent and received
     once, equals the reference ring's total traffic over 2 (P - 1) ranks' worth;
+  - the manifest's mpi.buffers says where the payload lived: "device: ..." (CUDA, a device on
+    every rank and a CUDA-aware MPI) or "host: ..." with what is missing;
   - a [workers] count other than the number of ranks is refused with exit status 2.
 
 Exit 77 (skipped) when deftsim was built without MPI or mpirun is missing. Run by meson test
 (suite fast); DEFTSIM_EXE, DEFTSIM_SOURCE_ROOT and DEFTSIM_MPI as tests/engine/meson.build sets.
 """
 import csv
+import json
 import math
 import os
 import shutil
@@ -231,6 +234,13 @@ def main():
             if methods != set(METHODS):
                 fail(f"P={P}: methods {sorted(methods)}")
             compare_untimed(P, ha, ra, rb)
+            # Where the payload lived, with the reason (device memory needs CUDA, a device on
+            # every rank and a CUDA-aware MPI; without them host memory, saying what is missing).
+            buffers = json.load(open(os.path.join(real, "manifest.json")))["mpi"].get("buffers", "")
+            if not (buffers.startswith("host: ") or buffers.startswith("device: ")):
+                fail(f"P={P}: manifest mpi.buffers = {buffers!r}")
+            elif P == 2:
+                print(f"payload buffers: {buffers}", flush=True)
             allkinds |= check_measured(P, hb, rb) or set()
             print(f"P={P}: {len(rb)} rows, every untimed column as the one-process run's",
                   flush=True)
