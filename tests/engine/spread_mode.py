@@ -20,8 +20,9 @@ one rank holds a single worker). Checked:
     (--dry-run exits 0);
   - a rank killed mid-point (SIGKILL to rank 1) ends the run with a non-zero exit and leaves
     no committed point file and no rows.csv;
-  - the methods spread mode does not run yet are refused with exit status 1 and a message
-    naming the method, before any row is written.
+  - a method spread mode does not run (SPREAD_REFUSED, a comma-separated list; empty since
+    every built-in method runs) is refused with a message naming it, before any row is
+    written (tests/sparsify/test_registry.c checks the refusal itself).
 
 Exit 77 (skipped) when deftsim was built without MPI or mpirun is missing. Run by meson test
 (suite fast); DEFTSIM_EXE, DEFTSIM_SOURCE_ROOT and DEFTSIM_MPI as tests/engine/meson.build sets.

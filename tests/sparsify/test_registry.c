@@ -270,6 +270,19 @@ Test(registry, registered_method_runs_through_the_sparsifier_api)
     cr_expect_eq(cf.nsteps, 1);
     cr_expect_eq(cf.steps[0].bytes[2], k * 4);
     deftsim_schedule_free(&cf);
+    /* Its table does not say it runs in spread mode: a team of two ranks is refused, naming
+     * the method; one rank (or none) is not spread mode. */
+    deftsim_team two = {.rank = 0, .size = 2}, one = {.rank = 0, .size = 1};
+    deftsim_sparsifier *t = NULL;
+    p.team = &two;
+    cr_expect_eq(deftsim_sparsifier_new(&p, &t), DEFTSIM_E_UNSUPPORTED);
+    cr_expect(strstr(deftsim_error_message(), "firstk") &&
+                  strstr(deftsim_error_message(), "spread mode"),
+              "%s", deftsim_error_message());
+    cr_expect_null(t);
+    p.team = &one;
+    cr_expect_eq(deftsim_sparsifier_new(&p, &t), DEFTSIM_OK, "%s", deftsim_error_message());
+    deftsim_sparsifier_free(t);
     sp_copies_free(before, P);
     sp_accs_free(a);
     deftsim_sparsifier_free(s);
