@@ -285,16 +285,19 @@ static void ring_run(sim_worker *w, const deftsim_sim_params *p, const ring_plan
     uint32_t s1 = rp->kind == RING_BLOCKS ? rp->n - 1 : rp->s1;
     uint64_t loops = 0;
     int same = 1;
+    /* A channel without data (a vector shorter than the channels) takes no part in any loop,
+     * so every loop still has the same channels at work: only those with data must agree. */
     for (uint32_t c = 0; c < rp->C; c++) {
         uint64_t lc = ring_loops(rp, c);
-        if (c && lc != loops) same = 0;
+        if (!lc) continue;
+        if (loops && lc != loops) same = 0;
         if (lc > loops) loops = lc;
     }
     round_t rd;
     round_init(&rd, w, 2 * (size_t)rp->C);
     uint32_t steps = s1 - s0;
-    /* Approximate mode (every channel the same number of loops, so that every rank agrees as
-     * often): each loop runs SIM_APPROX_RING_STEPS steps, the rest at the longest sampled step
+    /* Approximate mode (every channel with data the same number of loops, so that every rank
+     * agrees as often): each loop runs SIM_APPROX_RING_STEPS steps, the rest at the longest sampled step
      * of all ranks, from the latest end (a ring moves at the pace of its slowest hop). */
     int approx = p->mode == DEFTSIM_SIM_APPROXIMATE && same && rp->approx_ok &&
                  steps > SIM_APPROX_RING_STEPS;
