@@ -20,6 +20,8 @@ one rank holds a single worker). Checked:
     (--dry-run exits 0);
   - a rank killed mid-point (SIGKILL to rank 1) ends the run with a non-zero exit and leaves
     no committed point file and no rows.csv;
+  - a rank that fails (rank 0 refusing a folder that holds another run) ends every rank with
+    its message ("spread mode, rank 0 of 2: ...") and exit status 2, the folder untouched;
   - a method spread mode does not run (SPREAD_REFUSED, a comma-separated list; empty since
     every built-in method runs) is refused with a message naming it, before any row is
     written (tests/sparsify/test_registry.c checks the refusal itself).
@@ -240,6 +242,21 @@ counts = 12
         if committed or os.path.exists(os.path.join(out, "rows.csv")):
             fail(f"a killed rank left results: {committed}")
         print(f"killed rank 1: exit {proc.returncode}, nothing committed", flush=True)
+
+        # A rank that fails before any point (rank 0: the folder holds another run) ends every
+        # rank at once with its message and the input error's status, and writes nothing.
+        taken = os.path.join(tmp, "taken")
+        run([EXE, "run", big, "-o", taken, "-q", "--set", "scenario.seed=2",
+             "--set", "workers.counts=2"], "another run into the folder")
+        before = sorted(os.listdir(taken))
+        p = run(mpi(2) + [EXE, "run", scen, "-o", taken, "-q"], "spread into a taken folder",
+                expect=None, timeout=120)
+        if p.returncode != 2 or "spread mode, rank 0 of 2" not in p.stderr or \
+                "holds the results of another run" not in p.stderr:
+            fail(f"spread into a taken folder: exit {p.returncode}, stderr {p.stderr!r}")
+        if sorted(os.listdir(taken)) != before:
+            fail(f"spread into a taken folder changed it: {sorted(os.listdir(taken))}")
+        print(f"rank 0 refused the folder: exit {p.returncode}, every rank ended", flush=True)
 
         for m in NOT_YET:
             s2 = os.path.join(tmp, f"no_{m}.ini")
