@@ -690,46 +690,41 @@ static deftsim_status mpi_fail(const char *what, int rc)
                              msg);
 }
 
-static deftsim_status team_send(void *ctx, uint32_t to, const void *buf, uint64_t bytes)
+enum { OP_SEND, OP_RECV, OP_BCAST };
+
+/* One point-to-point message or broadcast of any size, in pieces of at most PIECE bytes. */
+static deftsim_status pieces(int op, int peer, char *p, uint64_t bytes)
 {
-    (void)ctx;
-    const char *p = buf;
+    static const char *const names[] = {"MPI_Send", "MPI_Recv", "MPI_Bcast"};
     do {
-        int c = (int)(bytes < PIECE ? bytes : PIECE);
-        int rc = MPI_Send(p, c, MPI_BYTE, (int)to, 7, MPI_COMM_WORLD);
-        if (rc != MPI_SUCCESS) return mpi_fail("MPI_Send", rc);
+        int c = (int)(bytes < PIECE ? bytes : PIECE), rc;
+        if (op == OP_SEND) rc = MPI_Send(p, c, MPI_BYTE, peer, 7, MPI_COMM_WORLD);
+        else if (op == OP_RECV)
+            rc = MPI_Recv(p, c, MPI_BYTE, peer, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        else rc = MPI_Bcast(p, c, MPI_BYTE, peer, MPI_COMM_WORLD);
+        if (rc != MPI_SUCCESS) return mpi_fail(names[op], rc);
         p += c;
         bytes -= (uint64_t)c;
     } while (bytes);
     return DEFTSIM_OK;
+}
+
+static deftsim_status team_send(void *ctx, uint32_t to, const void *buf, uint64_t bytes)
+{
+    (void)ctx;
+    return pieces(OP_SEND, (int)to, (char *)buf, bytes); /* MPI_Send only reads it */
 }
 
 static deftsim_status team_recv(void *ctx, uint32_t from, void *buf, uint64_t bytes)
 {
     (void)ctx;
-    char *p = buf;
-    do {
-        int c = (int)(bytes < PIECE ? bytes : PIECE);
-        int rc = MPI_Recv(p, c, MPI_BYTE, (int)from, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        if (rc != MPI_SUCCESS) return mpi_fail("MPI_Recv", rc);
-        p += c;
-        bytes -= (uint64_t)c;
-    } while (bytes);
-    return DEFTSIM_OK;
+    return pieces(OP_RECV, (int)from, buf, bytes);
 }
 
 static deftsim_status team_bcast(void *ctx, uint32_t root, void *buf, uint64_t bytes)
 {
     (void)ctx;
-    char *p = buf;
-    do {
-        int c = (int)(bytes < PIECE ? bytes : PIECE);
-        int rc = MPI_Bcast(p, c, MPI_BYTE, (int)root, MPI_COMM_WORLD);
-        if (rc != MPI_SUCCESS) return mpi_fail("MPI_Bcast", rc);
-        p += c;
-        bytes -= (uint64_t)c;
-    } while (bytes);
-    return DEFTSIM_OK;
+    return pieces(OP_BCAST, (int)root, buf, bytes);
 }
 
 /* One allgatherv when every part and the total fit an int; else a broadcast per rank. */
