@@ -33,6 +33,7 @@ struct sim_worker {
     uint64_t messages;
     sim_rec *rec;              /* analytic mode: the posts and waits are recorded here */
     uint64_t agreements;       /* approximate mode: sim_approx_agree() calls so far */
+    double run_end, run_pace;  /* approximate mode: the agreed end and pace of a run's rounds */
     size_t cur_sched, cur_step;  /* where the worker is, for a deadlock report */
     int done;
     uint32_t in_peer[MBOX_CACHE], out_peer[MBOX_CACHE];
@@ -60,6 +61,9 @@ struct sim_ctx {
     sim_ag_info *ag;           /* per global step row: ALLGATHER steps only */
     uint32_t **in_list;        /* per global step row: SENDRECV senders, grouped by receiver */
     uint32_t **in_off;         /* P + 1 offsets into in_list[row] */
+    /* Approximate mode, per global step row of a P2P step: its place in a run of like rounds
+     * (sim_child.c, like_rounds) and the run's length; len 0 for any other step. */
+    struct { uint32_t pos, len; } *p2p_run;
     uint32_t max_in;
     size_t max_steps;          /* the most steps of any schedule */
     int has_async;             /* some step is DEFTSIM_STEP_ASYNC: every worker has a second actor */

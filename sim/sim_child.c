@@ -77,11 +77,36 @@ static void run_sendrecv(sim_worker *w, size_t row, const deftsim_step *st)
     for (size_t i = 0; i < nrecv; i++) w->recv += sim_payload(w->slots[i]);
 }
 
+/* Approximate mode's sampled rounds of a run of len like rounds: SIM_APPROX_P2P_ROUNDS of
+ * them spread over the run, the first among them. */
+static int round_sampled(uint32_t pos, uint32_t len)
+{
+    for (uint32_t i = 0; i < SIM_APPROX_P2P_ROUNDS; i++)
+        if (pos == (uint32_t)((uint64_t)i * len / SIM_APPROX_P2P_ROUNDS)) return 1;
+    return 0;
+}
+
 /* A P2P round: every receive posted (senders ascending, each sender's messages in slot
- * order), then every send in slot order, then one wait for all of them. */
+ * order), then every send in slot order, then one wait for all of them. In approximate mode,
+ * in a run of like rounds longer than the samples: the run starts from the latest rank's
+ * start; after each sampled round every rank takes the latest end and the longest of those
+ * rounds, and the rounds up to the next sample pass at that pace. */
 static void run_p2p(sim_worker *w, size_t row, const deftsim_step *st)
 {
     sim_ctx *c = w->ctx;
+    uint32_t pos = c->p2p_run ? c->p2p_run[row].pos : 0, len = c->p2p_run ? c->p2p_run[row].len : 0;
+    int approx = c->p->mode == DEFTSIM_SIM_APPROXIMATE && len > SIM_APPROX_P2P_ROUNDS;
+    if (approx && !round_sampled(pos, len)) {
+        w->run_end += w->run_pace;
+        sim_sleep(w->run_end - sim_now());
+        return;
+    }
+    if (approx && pos == 0) {
+        double start, unused;
+        sim_approx_agree(w, sim_now(), 0, &start, &unused);
+        sim_sleep(start - sim_now());
+    }
+    double t0 = sim_now();
     const uint32_t *off = c->in_off[row], *list = c->in_list[row];
     size_t n = 0;
     for (uint32_t i = off[w->rank]; i < off[w->rank + 1]; i++) {
@@ -99,6 +124,10 @@ static void run_p2p(sim_worker *w, size_t row, const deftsim_step *st)
     }
     sim_wait_all(w, w->comms, n);
     for (size_t i = 0; i < nrecv; i++) w->recv += sim_payload(w->slots[i]);
+    if (approx) {
+        sim_approx_agree(w, sim_now(), sim_now() - t0, &w->run_end, &w->run_pace);
+        sim_sleep(w->run_end - sim_now());
+    }
 }
 
 static void run_step(sim_worker *w, size_t row, const deftsim_step *st)
@@ -114,7 +143,9 @@ static void run_step(sim_worker *w, size_t row, const deftsim_step *st)
     case DEFTSIM_STEP_ALLREDUCE: sim_allreduce(w, p, st->bytes[0]); return;
     case DEFTSIM_STEP_BCAST: sim_bcast(w, p, st->root, st->bytes[st->root]); return;
     case DEFTSIM_STEP_SENDRECV: run_sendrecv(w, row, st); return;
-    case DEFTSIM_STEP_ALLTOALL: sim_alltoall(w, p, st->bytes[w->rank]); return;
+    case DEFTSIM_STEP_ALLTOALL:
+        sim_alltoall(w, p, st->bytes[w->rank], w->ctx->ag[row].equal);
+        return;
     case DEFTSIM_STEP_P2P: run_p2p(w, row, st); return;
     }
 }
@@ -276,6 +307,61 @@ static int host_cmp(const void *x, const void *y)
 }
 
 /* What every worker reads but none writes: allgather sums and the SENDRECV receivers. */
+/* Approximate mode: the runs of like rounds, consecutive P2P steps of one schedule with the
+ * same name and fan in which every message of a slot carries the same bytes, whoever sends
+ * it and in whichever of the rounds (an empty slot, or one to the rank itself, matches any):
+ * rounds of one exchange whose pace, a round's time, the samples give (run_p2p). */
+static int p2p_like(const deftsim_step *st, uint32_t P, uint64_t *B)
+{
+    for (uint32_t r = 0; r < P; r++)
+        for (uint32_t j = 0; j < st->fan; j++) {
+            size_t at = (size_t)r * st->fan + j;
+            uint32_t d = st->peer[at];
+            if (d == DEFTSIM_NO_PEER || d == r) continue;
+            if (B[j] == UINT64_MAX) B[j] = st->bytes[at];
+            else if (B[j] != st->bytes[at]) return 0;
+        }
+    return 1;
+}
+
+static int like_rounds(sim_ctx *c)
+{
+    uint32_t P = c->p->P;
+    size_t rows = c->step_offset[c->nsched];
+    c->p2p_run = calloc(rows ? rows : 1, sizeof *c->p2p_run);
+    if (!c->p2p_run) return -1;
+    for (size_t i = 0; i < c->nsched; i++) {
+        const deftsim_schedule *s = c->scheds[i];
+        size_t k = 0;
+        while (k < s->nsteps) {
+            const deftsim_step *st = &s->steps[k];
+            if (st->kind != DEFTSIM_STEP_P2P || st->flags) {
+                k++;
+                continue;
+            }
+            uint64_t *B = malloc((st->fan ? st->fan : 1) * sizeof *B);
+            if (!B) return -1;
+            for (uint32_t j = 0; j < st->fan; j++) B[j] = UINT64_MAX;
+            size_t e = k;
+            while (e < s->nsteps) {
+                const deftsim_step *q = &s->steps[e];
+                if (q->kind != DEFTSIM_STEP_P2P || q->flags || q->fan != st->fan ||
+                    strcmp(q->name, st->name) || !p2p_like(q, P, B))
+                    break;
+                e++;
+            }
+            free(B);
+            if (e == k) e = k + 1; /* a round unlike itself: a run of one */
+            for (size_t m = k; m < e; m++) {
+                c->p2p_run[c->step_offset[i] + m].pos = (uint32_t)(m - k);
+                c->p2p_run[c->step_offset[i] + m].len = (uint32_t)(e - k);
+            }
+            k = e;
+        }
+    }
+    return 0;
+}
+
 static int precompute(sim_ctx *c, char *msg, size_t cap)
 {
     uint32_t P = c->p->P;
@@ -303,6 +389,10 @@ static int precompute(sim_ctx *c, char *msg, size_t cap)
                     if (st->bytes[r] != st->bytes[0]) a->equal = 0;
                 }
                 a->total = a->prefix[P];
+            } else if (st->kind == DEFTSIM_STEP_ALLTOALL) {
+                c->ag[row].equal = 1;
+                for (uint32_t r = 0; r < P; r++)
+                    if (st->bytes[r] != st->bytes[0]) c->ag[row].equal = 0;
             } else if (st->kind == DEFTSIM_STEP_SENDRECV) {
                 uint32_t *off = calloc((size_t)P + 2, sizeof *off);
                 if (!off) goto nomem;
@@ -353,6 +443,7 @@ static int precompute(sim_ctx *c, char *msg, size_t cap)
             }
         }
     }
+    if (c->p->mode == DEFTSIM_SIM_APPROXIMATE && like_rounds(c)) goto nomem;
     return 0;
 nomem:
     snprintf(msg, cap, "out of memory preparing the simulation");
@@ -370,6 +461,7 @@ static void ctx_free(sim_ctx *c)
         if (c->in_off) free(c->in_off[row]);
     }
     free(c->ag);
+    free(c->p2p_run);
     free(c->in_list);
     free(c->in_off);
     if (c->workers)

@@ -487,12 +487,12 @@ void sim_bcast(sim_worker *w, const deftsim_sim_params *p, uint32_t root, uint64
 
 /* ---- alltoall ---------------------------------------------------------------------------------- */
 
-void sim_alltoall(sim_worker *w, const deftsim_sim_params *p, uint64_t bytes)
+void sim_alltoall(sim_worker *w, const deftsim_sim_params *p, uint64_t bytes, int equal)
 {
     uint32_t P = sim_size(w), r = sim_rank(w);
     if (P < 2) return;
     if (p->library == DEFTSIM_LIB_NCCL) {
-        sim_nccl_alltoall(w, p, bytes);
+        sim_nccl_alltoall(w, p, bytes, equal);
         return;
     }
     for (uint32_t i = 1; i < P; i++) sim_sendrecv(w, (r + i) % P, bytes, (r + P - i) % P);

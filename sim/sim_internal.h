@@ -89,8 +89,9 @@ void sim_allgather(sim_worker *w, const deftsim_sim_params *p, const uint64_t *b
                    const sim_ag_info *info);
 void sim_allreduce(sim_worker *w, const deftsim_sim_params *p, uint64_t bytes);
 void sim_bcast(sim_worker *w, const deftsim_sim_params *p, uint32_t root, uint64_t bytes);
-/* Pairwise alltoall: rank r sends `bytes` to every other rank (MPI_Alltoall's equal blocks). */
-void sim_alltoall(sim_worker *w, const deftsim_sim_params *p, uint64_t bytes);
+/* Alltoall: rank r sends `bytes` to every other rank (MPI_Alltoall's equal blocks: pairwise
+ * under mpi); `equal`: every rank sends as many (approximate mode may sample NCCL's waves). */
+void sim_alltoall(sim_worker *w, const deftsim_sim_params *p, uint64_t bytes, int equal);
 
 /* ---- sim_nccl.c: NCCL's algorithms (library = nccl) ------------------------------------------ */
 
@@ -100,8 +101,24 @@ void sim_nccl_allgather(sim_worker *w, const deftsim_sim_params *p, const uint64
                         const sim_ag_info *info);
 void sim_nccl_allreduce(sim_worker *w, const deftsim_sim_params *p, uint64_t bytes);
 void sim_nccl_bcast(sim_worker *w, const deftsim_sim_params *p, uint32_t root, uint64_t bytes);
-/* A group of sends and receives: rank r sends `bytes` to every other rank, all at once. */
-void sim_nccl_alltoall(sim_worker *w, const deftsim_sim_params *p, uint64_t bytes);
+/* A group of sends and receives: rank r sends `bytes` to every other rank, in NCCL's waves. */
+void sim_nccl_alltoall(sim_worker *w, const deftsim_sim_params *p, uint64_t bytes, int equal);
+
+/* NCCL's grouped point to point (src/init.cc ncclP2pSchedule, src/enqueue.cc): the P rounds
+ * of rank `rank` (round 0 the rank itself): send[i] and recv[i], the peers of round i, by
+ * groups of gs ranks (8 across nodes, the node's GPUs on one node, cut to a divisor of every
+ * node's count) whose distances follow the quadratic sequence (x^2 + x) / 2 modulo the next
+ * power of two (those beyond the groups left out), then the gs ranks of each group; wave[i]
+ * (i >= 1), the batch of its channel that round i runs in: over Cp channels (a power of two),
+ * round i goes to the channel of its base (its group of rounds across nodes, i on one node)
+ * with log2 Cp bits reversed, and consecutive rounds of a channel share a batch while they
+ * are among the same 8 (NCCL_MAX_DEV_WORK_P2P_PER_BATCH). Returns the waves: the most batches
+ * of any channel. The same for every rank. */
+#define SIM_NCCL_P2P_BATCH 8u
+uint32_t sim_nccl_p2p_schedule(uint32_t P, uint32_t G, uint32_t Cp, uint32_t rank,
+                               uint32_t *send, uint32_t *recv, uint32_t *wave);
+/* The p2p channels: nccl_channels rounded up to a power of two. */
+uint32_t sim_nccl_p2p_channels(const deftsim_sim_params *p);
 
 /* NCCL's ring order of channel c over P ranks, G a node (worker w is GPU w mod G of node
  * w div G; the last node may hold fewer): nodes in order, and in node n its g GPUs from GPU
@@ -141,6 +158,10 @@ deftsim_nccl_algo sim_nccl_pick(const deftsim_sim_params *p, uint64_t bytes);
 
 /* Approximate mode: ring steps simulated before the rest is scaled from the last of them. */
 #define SIM_APPROX_RING_STEPS 6u
+/* Approximate mode: waves of an equal-block NCCL group simulated (spread over its waves). */
+#define SIM_APPROX_P2P_WAVES 4u
+/* Approximate mode: rounds of a run of like P2P rounds simulated (spread over the run). */
+#define SIM_APPROX_P2P_ROUNDS 4u
 
 /* ---- sim_platform.c ------------------------------------------------------------------------ */
 

@@ -27,8 +27,10 @@
  *   hierarchical     the ring reduce-scatter among a node's G GPUs, the ring allreduce of
  *                    each GPU's share among the GPUs of the same local rank (one per node),
  *                    the ring allgather in the node: three NCCL calls, one after another
- *   grouped p2p      every send and receive posted at once (ncclGroupStart/End), all waited
- *                    for: alltoall, allgatherv = p2p
+ *   grouped p2p      a send to and a receive from every other rank (ncclGroupStart/End) in
+ *                    NCCL's p2p order, batches of 8 rounds over the p2p channels, each
+ *                    channel's batches in turn (sim_nccl_p2p_schedule): alltoall,
+ *                    allgatherv = p2p
  *
  * Call order in sim/ (a file calls only files below it, never back up):
  *   sim.c          the caller's side: checks, forks the child, reads its results
@@ -618,24 +620,151 @@ void sim_nccl_bcast(sim_worker *w, const deftsim_sim_params *p, uint32_t root, u
     round_free(&rd);
 }
 
-/* A group: a receive from every other rank (ascending), a send to every other rank of its
- * bytes (bytes[r], or `one` for all), one wait. */
-static void group_p2p(sim_worker *w, const uint64_t *bytes, uint64_t one)
+/* ---- grouped point to point -------------------------------------------------------------------- */
+
+static uint32_t gcd32(uint32_t a, uint32_t b)
 {
-    uint32_t P = sim_size(w), r = sim_rank(w);
-    round_t rd;
-    round_init(&rd, w, 2 * (size_t)P);
-    for (uint32_t i = 1; i < P; i++) round_recv(&rd, (r + P - i) % P);
-    for (uint32_t i = 1; i < P; i++) round_send(&rd, (r + i) % P, bytes ? bytes[r] : one);
-    round_wait(&rd);
-    round_free(&rd);
+    while (b) {
+        uint32_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
 }
 
-void sim_nccl_alltoall(sim_worker *w, const deftsim_sim_params *p, uint64_t bytes)
+static uint32_t pow2_up(uint32_t v)
 {
-    (void)p;
+    uint32_t q = 1;
+    while (q < v) q <<= 1;
+    return q;
+}
+
+/* The low `bits` bits of x in reverse order. */
+static uint32_t reverse_bits(uint32_t x, uint32_t bits)
+{
+    uint32_t out = 0;
+    for (uint32_t b = 0; b < bits; b++) out |= ((x >> b) & 1u) << (bits - 1 - b);
+    return out;
+}
+
+uint32_t sim_nccl_p2p_channels(const deftsim_sim_params *p)
+{
+    uint32_t C = pow2_up(channels(p));
+    return C > MAXC ? MAXC : C;
+}
+
+uint32_t sim_nccl_p2p_schedule(uint32_t P, uint32_t G, uint32_t Cp, uint32_t rank,
+                               uint32_t *send, uint32_t *recv, uint32_t *wave)
+{
+    if (G < 1) G = 1;
+    if (G > P) G = P;
+    uint32_t nodes = (P + G - 1) / G;
+    /* The group size: NCCL_P2P_SCHEDULE_GROUP_SIZE (8) across nodes, the node's GPUs on one,
+     * cut down to a divisor of every node's GPU count. */
+    uint32_t gs = nodes > 1 ? SIM_NCCL_P2P_BATCH : G;
+    for (uint32_t n = 0; n < nodes; n++) {
+        uint32_t local = node_gpus(P, G, n);
+        if (local % gs || local < gs) gs = gcd32(gs, local);
+    }
+    /* Nodes are contiguous blocks of G ranks and gs divides every node's count, so the groups
+     * are the blocks of gs consecutive ranks. */
+    uint32_t ngroups = P / gs, group = rank / gs, local = rank % gs, g2 = pow2_up(ngroups);
+    uint32_t round = 0, gd = 0, gr = 0;
+    do {
+        if (gd < ngroups) {
+            uint32_t sg = (group + gd) % ngroups, rg = (group + ngroups - gd) % ngroups;
+            for (uint32_t d = 0; d < gs; d++, round++) {
+                send[round] = sg * gs + (local + d) % gs;
+                recv[round] = rg * gs + (local + gs - d) % gs;
+            }
+        }
+        gr++;
+        gd = (gd + gr) & (g2 - 1);
+    } while (gr != g2);
+    /* Channels and batches: round r's base channel (its group of gs rounds across nodes, or r
+     * itself on one node) with its bits reversed; on a channel, consecutive rounds share a
+     * batch while they are in the same block of 8 rounds (and at most 8 share one); each
+     * channel runs its batches in order. Round 0 (the rank itself) moves nothing. */
+    uint32_t bits = 0;
+    while ((1u << bits) < Cp) bits++;
+    uint32_t last_group[MAXC], count[MAXC], batches[MAXC], nwaves = 0;
+    for (uint32_t c = 0; c < MAXC; c++) last_group[c] = UINT32_MAX, count[c] = batches[c] = 0;
+    for (uint32_t r = 1; r < P; r++) {
+        uint32_t base = nodes > 1 ? (r / gs) * ((gs + SIM_NCCL_P2P_BATCH - 1) / SIM_NCCL_P2P_BATCH) +
+                                        (r % gs) / SIM_NCCL_P2P_BATCH
+                                  : r;
+        uint32_t c = reverse_bits(base & (Cp - 1), bits);
+        uint32_t blk = r / SIM_NCCL_P2P_BATCH;
+        if (last_group[c] != blk || count[c] == SIM_NCCL_P2P_BATCH) {
+            last_group[c] = blk;
+            count[c] = 0;
+            batches[c]++;
+        }
+        count[c]++;
+        wave[r] = batches[c] - 1;
+        if (batches[c] > nwaves) nwaves = batches[c];
+    }
+    return nwaves;
+}
+
+/* Approximate mode's sampled waves of an equal-block group: SIM_APPROX_P2P_WAVES of them,
+ * spread over the nwaves (the first among them). */
+static int wave_sampled(uint32_t v, uint32_t nwaves)
+{
+    for (uint32_t i = 0; i < SIM_APPROX_P2P_WAVES; i++)
+        if (v == (uint32_t)((uint64_t)i * nwaves / SIM_APPROX_P2P_WAVES)) return 1;
+    return 0;
+}
+
+/* A group of a send to and a receive from every other rank (rank r sends bytes[r], or `one`
+ * for all), as NCCL schedules it (sim_nccl_p2p_schedule): its waves one after another, in a
+ * wave every receive posted (rounds ascending), then every send, then one wait. Approximate
+ * mode, when every rank sends the same (`equal`) and there are more waves than samples:
+ * after a start from the latest rank's, the sampled waves run; after each, every rank takes
+ * the latest end and the longest of those waves, and the waves up to the next sample pass at
+ * that pace. */
+static void group_p2p(sim_worker *w, const deftsim_sim_params *p, const uint64_t *bytes,
+                      uint64_t one, int equal)
+{
+    uint32_t P = sim_size(w), r = sim_rank(w);
+    uint32_t *sched = malloc(3 * (size_t)P * sizeof *sched);
+    if (!sched) abort(); /* the child's memory: it reports the signal */
+    uint32_t *send = sched, *recv = sched + P, *wave = sched + 2 * (size_t)P;
+    uint32_t nwaves = sim_nccl_p2p_schedule(P, gpn(p), sim_nccl_p2p_channels(p), r, send, recv, wave);
+    int approx = p->mode == DEFTSIM_SIM_APPROXIMATE && equal && nwaves > SIM_APPROX_P2P_WAVES;
+    round_t rd;
+    round_init(&rd, w, 2 * (size_t)P);
+    double end = 0, pace = 0;
+    if (approx) {
+        double unused;
+        sim_approx_agree(w, sim_now(), 0, &end, &unused);
+        sim_sleep(end - sim_now());
+    }
+    for (uint32_t v = 0; v < nwaves; v++) {
+        if (approx && !wave_sampled(v, nwaves)) {
+            end += pace;
+            sim_sleep(end - sim_now());
+            continue;
+        }
+        double t0 = sim_now();
+        for (uint32_t i = 1; i < P; i++)
+            if (wave[i] == v) round_recv(&rd, recv[i]);
+        for (uint32_t i = 1; i < P; i++)
+            if (wave[i] == v) round_send(&rd, send[i], bytes ? bytes[r] : one);
+        round_wait(&rd);
+        if (approx) {
+            sim_approx_agree(w, sim_now(), sim_now() - t0, &end, &pace);
+            sim_sleep(end - sim_now());
+        }
+    }
+    round_free(&rd);
+    free(sched);
+}
+
+void sim_nccl_alltoall(sim_worker *w, const deftsim_sim_params *p, uint64_t bytes, int equal)
+{
     if (sim_size(w) < 2) return;
-    group_p2p(w, NULL, bytes);
+    group_p2p(w, p, NULL, bytes, equal);
 }
 
 void sim_nccl_allgather(sim_worker *w, const deftsim_sim_params *p, const uint64_t *bytes,
@@ -651,7 +780,7 @@ void sim_nccl_allgather(sim_worker *w, const deftsim_sim_params *p, const uint64
     case DEFTSIM_NCCL_AGV_BCAST:
         for (uint32_t root = 0; root < P; root++) sim_nccl_bcast(w, p, root, bytes[root]);
         return;
-    case DEFTSIM_NCCL_AGV_P2P: group_p2p(w, bytes, 0); return;
+    case DEFTSIM_NCCL_AGV_P2P: group_p2p(w, p, bytes, 0, 0); return;
     default: {
         uint64_t mx = 0;
         for (uint32_t q = 0; q < P; q++)
