@@ -77,26 +77,17 @@ static void run_sendrecv(sim_worker *w, size_t row, const deftsim_step *st)
     for (size_t i = 0; i < nrecv; i++) w->recv += sim_payload(w->slots[i]);
 }
 
-/* Approximate mode's sampled rounds of a run of len like rounds: SIM_APPROX_P2P_ROUNDS of
- * them spread over the run, the first among them. */
-static int round_sampled(uint32_t pos, uint32_t len)
-{
-    for (uint32_t i = 0; i < SIM_APPROX_P2P_ROUNDS; i++)
-        if (pos == (uint32_t)((uint64_t)i * len / SIM_APPROX_P2P_ROUNDS)) return 1;
-    return 0;
-}
-
 /* A P2P round: every receive posted (senders ascending, each sender's messages in slot
  * order), then every send in slot order, then one wait for all of them. In approximate mode,
- * in a run of like rounds longer than the samples: the run starts from the latest rank's
- * start; after each sampled round every rank takes the latest end and the longest of those
- * rounds, and the rounds up to the next sample pass at that pace. */
+ * in a run of more than SIM_APPROX_SEQ_MIN like rounds: the run starts from the latest rank's
+ * start; after each sampled round every rank takes the latest end, and the rounds up to the
+ * next sample pass at the pace of the longest sampled round so far, of any rank. */
 static void run_p2p(sim_worker *w, size_t row, const deftsim_step *st)
 {
     sim_ctx *c = w->ctx;
     uint32_t pos = c->p2p_run ? c->p2p_run[row].pos : 0, len = c->p2p_run ? c->p2p_run[row].len : 0;
-    int approx = c->p->mode == DEFTSIM_SIM_APPROXIMATE && len > SIM_APPROX_P2P_ROUNDS;
-    if (approx && !round_sampled(pos, len)) {
+    int approx = c->p->mode == DEFTSIM_SIM_APPROXIMATE && len > SIM_APPROX_SEQ_MIN;
+    if (approx && !sim_approx_seq_sampled(pos, len)) {
         w->run_end += w->run_pace;
         sim_sleep(w->run_end - sim_now());
         return;
@@ -105,6 +96,7 @@ static void run_p2p(sim_worker *w, size_t row, const deftsim_step *st)
         double start, unused;
         sim_approx_agree(w, sim_now(), 0, &start, &unused);
         sim_sleep(start - sim_now());
+        w->run_pace = 0;
     }
     double t0 = sim_now();
     const uint32_t *off = c->in_off[row], *list = c->in_list[row];
@@ -125,7 +117,9 @@ static void run_p2p(sim_worker *w, size_t row, const deftsim_step *st)
     sim_wait_all(w, w->comms, n);
     for (size_t i = 0; i < nrecv; i++) w->recv += sim_payload(w->slots[i]);
     if (approx) {
-        sim_approx_agree(w, sim_now(), sim_now() - t0, &w->run_end, &w->run_pace);
+        double longest;
+        sim_approx_agree(w, sim_now(), sim_now() - t0, &w->run_end, &longest);
+        if (longest > w->run_pace) w->run_pace = longest;
         sim_sleep(w->run_end - sim_now());
     }
 }

@@ -158,10 +158,15 @@ deftsim_nccl_algo sim_nccl_pick(const deftsim_sim_params *p, uint64_t bytes);
 
 /* Approximate mode: ring steps simulated before the rest is scaled from the last of them. */
 #define SIM_APPROX_RING_STEPS 6u
-/* Approximate mode: waves of an equal-block NCCL group simulated (spread over its waves). */
-#define SIM_APPROX_P2P_WAVES 4u
-/* Approximate mode: rounds of a run of like P2P rounds simulated (spread over the run). */
-#define SIM_APPROX_P2P_ROUNDS 4u
+/* Approximate mode's samples of a sequence of n like rounds (an equal-block NCCL group's
+ * waves, a run of like P2P rounds), when n > SIM_APPROX_SEQ_MIN: the first three (where
+ * rounds inside a node come first) and those at n / 4, n / 2 and 3 n / 4 (the far peers of a
+ * fat-tree). */
+#define SIM_APPROX_SEQ_MIN 8u
+static inline int sim_approx_seq_sampled(uint32_t i, uint32_t n)
+{
+    return i < 3 || i == n / 4 || i == n / 2 || i == 3 * (uint64_t)n / 4;
+}
 
 /* ---- sim_platform.c ------------------------------------------------------------------------ */
 

@@ -707,22 +707,13 @@ uint32_t sim_nccl_p2p_schedule(uint32_t P, uint32_t G, uint32_t Cp, uint32_t ran
     return nwaves;
 }
 
-/* Approximate mode's sampled waves of an equal-block group: SIM_APPROX_P2P_WAVES of them,
- * spread over the nwaves (the first among them). */
-static int wave_sampled(uint32_t v, uint32_t nwaves)
-{
-    for (uint32_t i = 0; i < SIM_APPROX_P2P_WAVES; i++)
-        if (v == (uint32_t)((uint64_t)i * nwaves / SIM_APPROX_P2P_WAVES)) return 1;
-    return 0;
-}
-
 /* A group of a send to and a receive from every other rank (rank r sends bytes[r], or `one`
  * for all), as NCCL schedules it (sim_nccl_p2p_schedule): its waves one after another, in a
  * wave every receive posted (rounds ascending), then every send, then one wait. Approximate
- * mode, when every rank sends the same (`equal`) and there are more waves than samples:
- * after a start from the latest rank's, the sampled waves run; after each, every rank takes
- * the latest end and the longest of those waves, and the waves up to the next sample pass at
- * that pace. */
+ * mode, when every rank sends the same (`equal`) and there are more than SIM_APPROX_SEQ_MIN
+ * waves: after a start from the latest rank's, the sampled waves run; after each, every rank
+ * takes the latest end, and the waves up to the next sample pass at the pace of the longest
+ * sampled wave so far, of any rank. */
 static void group_p2p(sim_worker *w, const deftsim_sim_params *p, const uint64_t *bytes,
                       uint64_t one, int equal)
 {
@@ -731,7 +722,7 @@ static void group_p2p(sim_worker *w, const deftsim_sim_params *p, const uint64_t
     if (!sched) abort(); /* the child's memory: it reports the signal */
     uint32_t *send = sched, *recv = sched + P, *wave = sched + 2 * (size_t)P;
     uint32_t nwaves = sim_nccl_p2p_schedule(P, gpn(p), sim_nccl_p2p_channels(p), r, send, recv, wave);
-    int approx = p->mode == DEFTSIM_SIM_APPROXIMATE && equal && nwaves > SIM_APPROX_P2P_WAVES;
+    int approx = p->mode == DEFTSIM_SIM_APPROXIMATE && equal && nwaves > SIM_APPROX_SEQ_MIN;
     round_t rd;
     round_init(&rd, w, 2 * (size_t)P);
     double end = 0, pace = 0;
@@ -741,7 +732,7 @@ static void group_p2p(sim_worker *w, const deftsim_sim_params *p, const uint64_t
         sim_sleep(end - sim_now());
     }
     for (uint32_t v = 0; v < nwaves; v++) {
-        if (approx && !wave_sampled(v, nwaves)) {
+        if (approx && !sim_approx_seq_sampled(v, nwaves)) {
             end += pace;
             sim_sleep(end - sim_now());
             continue;
@@ -753,7 +744,9 @@ static void group_p2p(sim_worker *w, const deftsim_sim_params *p, const uint64_t
             if (wave[i] == v) round_send(&rd, send[i], bytes ? bytes[r] : one);
         round_wait(&rd);
         if (approx) {
-            sim_approx_agree(w, sim_now(), sim_now() - t0, &end, &pace);
+            double longest;
+            sim_approx_agree(w, sim_now(), sim_now() - t0, &end, &longest);
+            if (longest > pace) pace = longest;
             sim_sleep(end - sim_now());
         }
     }
