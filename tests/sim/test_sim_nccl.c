@@ -745,11 +745,11 @@ Test(sim_nccl, alltoall_runs_in_nccls_waves)
 /* Ok-Topk's counts alltoall and split and reduce: rounds of 4 peers (w + i for i in the
  * round's 4 offsets), two messages to each. In approximate mode a run of such like rounds
  * samples 6 of them (sim_approx_seq_sampled), and an alltoall of equal blocks 6 of its waves
- * (at P = 256: 32 waves). Against the exact simulation at P = 64 and 256: on the flat file
- * grouped 8 a node equal to rounding; on generated 8-GPU nodes (default NVLink and NIC links)
- * within 8 % (measured +0.4 % to +6.0 %: a round that mixes peers inside and outside the
- * node, sampled among the first three, is slower than the rounds between nodes only, and
- * sets the pace). */
+ * (at P = 128: 16 waves). Against the exact simulation at P = 64 and 128 (P = 256 gave the
+ * same agreement, too slowly for this suite under the sanitizers): on the flat file grouped 8
+ * a node equal to rounding; on generated 8-GPU nodes (default NVLink and NIC links) within
+ * 8 % (a round that mixes peers inside and outside the node, sampled among the first three,
+ * is slower than the rounds between nodes only, and sets the pace). */
 static void reduce_rounds(deftsim_schedule *s, uint32_t P, uint64_t ib, uint64_t vb)
 {
     deftsim_schedule_init(s, P);
@@ -772,7 +772,7 @@ static void reduce_rounds(deftsim_schedule *s, uint32_t P, uint64_t ib, uint64_t
 
 Test(sim_nccl, approximate_groups_and_like_rounds)
 {
-    const uint32_t Ps[] = {64, 256};
+    const uint32_t Ps[] = {64, 128};
     for (int generated = 0; generated < 2; generated++)
         for (int k = 0; k < 2; k++)
             for (int big = 0; big < 2; big++) {
@@ -797,7 +797,7 @@ Test(sim_nccl, approximate_groups_and_like_rounds)
                        (unsigned long long)re.messages, (ta[0] - te[0]) / te[0]);
                 cr_expect_lt(rel(ta[0], te[0]), generated ? 0.08 : 1e-9, "approximate %.9e, exact %.9e",
                              ta[0], te[0]);
-                cr_expect_lt(ra.messages, re.messages * (k ? 0.2 : 0.6));
+                cr_expect_lt(ra.messages, re.messages * (k ? 0.5 : 0.6));
                 free(te);
                 free(ta);
                 deftsim_sim_result_free(&re);
