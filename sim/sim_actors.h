@@ -33,7 +33,7 @@ struct sim_worker {
     uint64_t messages;
     sim_rec *rec;              /* analytic mode: the posts and waits are recorded here */
     uint64_t agreements;       /* approximate mode: sim_approx_agree() calls so far */
-    double run_end, run_pace;  /* approximate mode: the agreed end and pace of a run's rounds */
+    sim_approx_seq run;        /* approximate mode: the run of like P2P rounds under way */
     size_t cur_sched, cur_step;  /* where the worker is, for a deadlock report */
     int done;
     uint32_t in_peer[MBOX_CACHE], out_peer[MBOX_CACHE];

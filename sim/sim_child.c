@@ -87,18 +87,8 @@ static void run_p2p(sim_worker *w, size_t row, const deftsim_step *st)
     sim_ctx *c = w->ctx;
     uint32_t pos = c->p2p_run ? c->p2p_run[row].pos : 0, len = c->p2p_run ? c->p2p_run[row].len : 0;
     int approx = c->p->mode == DEFTSIM_SIM_APPROXIMATE && len > SIM_APPROX_SEQ_MIN;
-    if (approx && !sim_approx_seq_sampled(pos, len)) {
-        w->run_end += w->run_pace;
-        sim_sleep(w->run_end - sim_now());
-        return;
-    }
-    if (approx && pos == 0) {
-        double start, unused;
-        sim_approx_agree(w, sim_now(), 0, &start, &unused);
-        sim_sleep(start - sim_now());
-        w->run_pace = 0;
-    }
-    double t0 = sim_now();
+    if (approx && pos == 0) sim_approx_seq_start(w, &w->run);
+    if (approx && !sim_approx_seq_round(w, &w->run, pos, len)) return;
     const uint32_t *off = c->in_off[row], *list = c->in_list[row];
     size_t n = 0;
     for (uint32_t i = off[w->rank]; i < off[w->rank + 1]; i++) {
@@ -116,12 +106,7 @@ static void run_p2p(sim_worker *w, size_t row, const deftsim_step *st)
     }
     sim_wait_all(w, w->comms, n);
     for (size_t i = 0; i < nrecv; i++) w->recv += sim_payload(w->slots[i]);
-    if (approx) {
-        double longest;
-        sim_approx_agree(w, sim_now(), sim_now() - t0, &w->run_end, &longest);
-        if (longest > w->run_pace) w->run_pace = longest;
-        sim_sleep(w->run_end - sim_now());
-    }
+    if (approx) sim_approx_seq_done(w, &w->run);
 }
 
 static void run_step(sim_worker *w, size_t row, const deftsim_step *st)

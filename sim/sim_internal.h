@@ -168,6 +168,18 @@ static inline int sim_approx_seq_sampled(uint32_t i, uint32_t n)
     return i < 3 || i == n / 4 || i == n / 2 || i == 3 * (uint64_t)n / 4;
 }
 
+/* A sequence of like rounds in approximate mode, as every rank runs it: _start starts it
+ * from the latest rank's start; _round, before round i of n, passes an unsampled round at the
+ * pace (0) or lets a sampled one run (1); _done, after a sampled round, takes the latest end
+ * over the ranks and keeps the longest sampled round so far as the pace. Every rank makes the
+ * same calls. */
+typedef struct {
+    double end, pace, t0;
+} sim_approx_seq;
+void sim_approx_seq_start(sim_worker *w, sim_approx_seq *q);
+int sim_approx_seq_round(sim_worker *w, sim_approx_seq *q, uint32_t i, uint32_t n);
+void sim_approx_seq_done(sim_worker *w, sim_approx_seq *q);
+
 /* ---- sim_platform.c ------------------------------------------------------------------------ */
 
 /* The SimGrid XML of a generated platform (not topology = file), malloc'd. */

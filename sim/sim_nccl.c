@@ -718,37 +718,30 @@ static void group_p2p(sim_worker *w, const deftsim_sim_params *p, const uint64_t
                       uint64_t one, int equal)
 {
     uint32_t P = sim_size(w), r = sim_rank(w);
-    uint32_t *sched = malloc(3 * (size_t)P * sizeof *sched);
+    uint32_t *sched = malloc((5 * (size_t)P + 1) * sizeof *sched);
     if (!sched) abort(); /* the child's memory: it reports the signal */
     uint32_t *send = sched, *recv = sched + P, *wave = sched + 2 * (size_t)P;
+    uint32_t *order = sched + 3 * (size_t)P, *first = sched + 4 * (size_t)P;
     uint32_t nwaves = sim_nccl_p2p_schedule(P, gpn(p), sim_nccl_p2p_channels(p), r, send, recv, wave);
+    /* The rounds by wave, ascending in each: wave v is order[first[v] .. first[v + 1]). */
+    for (uint32_t v = 0; v <= nwaves; v++) first[v] = 0;
+    for (uint32_t i = 1; i < P; i++) first[wave[i] + 1]++;
+    for (uint32_t v = 0; v < nwaves; v++) first[v + 1] += first[v];
+    for (uint32_t i = 1; i < P; i++) order[first[wave[i]]++] = i;
+    for (uint32_t v = nwaves; v > 0; v--) first[v] = first[v - 1];
+    first[0] = 0;
     int approx = p->mode == DEFTSIM_SIM_APPROXIMATE && equal && nwaves > SIM_APPROX_SEQ_MIN;
     round_t rd;
     round_init(&rd, w, 2 * (size_t)P);
-    double end = 0, pace = 0;
-    if (approx) {
-        double unused;
-        sim_approx_agree(w, sim_now(), 0, &end, &unused);
-        sim_sleep(end - sim_now());
-    }
+    sim_approx_seq q;
+    if (approx) sim_approx_seq_start(w, &q);
     for (uint32_t v = 0; v < nwaves; v++) {
-        if (approx && !sim_approx_seq_sampled(v, nwaves)) {
-            end += pace;
-            sim_sleep(end - sim_now());
-            continue;
-        }
-        double t0 = sim_now();
-        for (uint32_t i = 1; i < P; i++)
-            if (wave[i] == v) round_recv(&rd, recv[i]);
-        for (uint32_t i = 1; i < P; i++)
-            if (wave[i] == v) round_send(&rd, send[i], bytes ? bytes[r] : one);
+        if (approx && !sim_approx_seq_round(w, &q, v, nwaves)) continue;
+        for (uint32_t j = first[v]; j < first[v + 1]; j++) round_recv(&rd, recv[order[j]]);
+        for (uint32_t j = first[v]; j < first[v + 1]; j++)
+            round_send(&rd, send[order[j]], bytes ? bytes[r] : one);
         round_wait(&rd);
-        if (approx) {
-            double longest;
-            sim_approx_agree(w, sim_now(), sim_now() - t0, &end, &longest);
-            if (longest > pace) pace = longest;
-            sim_sleep(end - sim_now());
-        }
+        if (approx) sim_approx_seq_done(w, &q);
     }
     round_free(&rd);
     free(sched);

@@ -51,6 +51,34 @@ void sim_approx_agree(sim_worker *w, double end, double step, double *max_end, d
     }
 }
 
+void sim_approx_seq_start(sim_worker *w, sim_approx_seq *q)
+{
+    double unused;
+    sim_approx_agree(w, sim_now(), 0, &q->end, &unused);
+    sim_sleep(q->end - sim_now());
+    q->pace = 0;
+}
+
+int sim_approx_seq_round(sim_worker *w, sim_approx_seq *q, uint32_t i, uint32_t n)
+{
+    (void)w;
+    if (!sim_approx_seq_sampled(i, n)) {
+        q->end += q->pace;
+        sim_sleep(q->end - sim_now());
+        return 0;
+    }
+    q->t0 = sim_now();
+    return 1;
+}
+
+void sim_approx_seq_done(sim_worker *w, sim_approx_seq *q)
+{
+    double longest;
+    sim_approx_agree(w, sim_now(), sim_now() - q->t0, &q->end, &longest);
+    if (longest > q->pace) q->pace = longest;
+    sim_sleep(q->end - sim_now());
+}
+
 /* ---- point to point ---------------------------------------------------------------------------- */
 
 static sg_mailbox_t mailbox(uint32_t dst, uint32_t src)
