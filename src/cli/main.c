@@ -37,8 +37,8 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: deftsim [--version] [--help] <command> [<args>]\n"
             "\n"
-            "deftsim simulates how gradient sparsifiers (DEFT, Top-k, DGC, gTop-k, CLT-k) scale\n"
-            "with the number of workers. Commands:\n\n");
+            "deftsim simulates how gradient sparsifiers (DEFT, Top-k, DGC, gTop-k, CLT-k,\n"
+            "MiCRO, ExDyna, Ok-Topk) scale with the number of workers. Commands:\n\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
     fprintf(out, "\nRun 'deftsim <command> --help' for a command's options.\n");
