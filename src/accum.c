@@ -140,8 +140,16 @@ static void fold_norms(point_state *ps, uint32_t row)
     }
 }
 
-/* The regenerated accumulator (no residual: acc = g), formed piece by piece with the copy mode
- * of the same op; its norms go to row S. */
+/* Forgets what the slots hold (a new iteration). */
+static void regen_forget(point_state *ps)
+{
+    for (uint32_t j = 0; j < GEN_WORKERS; j++) ps->regen_held[j] = UINT32_MAX;
+    ps->last_get = UINT32_MAX;
+}
+
+/* The regenerated accumulators (no residual: acc = g) of workers regen_worker ..
+ * + regen_nw - 1 into slots regen_slot0 onwards, formed piece by piece with the copy mode of
+ * the same op; slot j's norms go to row S + j. */
 static deftsim_status regen_piece(void *ctx, size_t c, unsigned thread)
 {
     point_state *ps = ctx;
@@ -149,14 +157,24 @@ static deftsim_status regen_piece(void *ctx, size_t c, unsigned thread)
     uint64_t off = ps->piece_off[c];
     size_t cnt = ps->piece_len[c];
     float *stage = e->stage + (size_t)thread * GEN_WORKERS * CHUNK;
-    const float *g;
-    deftsim_status st = deftsim_gradsrc_read(e->src, ps->it, ps->regen_worker, 1, off, cnt, &stage, &g);
+    const uint32_t nw = ps->regen_nw;
+    const float *g[GEN_WORKERS];
+    float *outs[GEN_WORKERS] = {0};
+    for (uint32_t j = 0; j < nw; j++) outs[j] = stage + (size_t)j * CHUNK;
+    deftsim_status st = deftsim_gradsrc_read(e->src, ps->it, ps->regen_worker, nw, off, cnt, outs, g);
     if (st) return st;
     const deftsim_kseg seg = {0, cnt, 0};
-    return deftsim_k_accumulate(ps->pctx[thread], ps->regen_out + off, g, cnt, DEFTSIM_KACC_COPY,
-                                &seg, 1, &ps->part[(size_t)ps->S * ps->npieces + c],
-                                ps->pscratch + (size_t)thread * ps->pscratch_each,
-                                ps->pscratch_each);
+    for (uint32_t j = 0; j < nw; j++) {
+        uint32_t slot = ps->regen_slot0 + j;
+        float *dst = ps->regen[slot];
+        uint32_t row = ps->S + slot;
+        st = deftsim_k_accumulate(ps->pctx[thread], dst + off, g[j], cnt, DEFTSIM_KACC_COPY,
+                                  &seg, 1, &ps->part[(size_t)row * ps->npieces + c],
+                                  ps->pscratch + (size_t)thread * ps->pscratch_each,
+                                  ps->pscratch_each);
+        if (st) return st;
+    }
+    return DEFTSIM_OK;
 }
 
 static void fused_free(point_state *ps)
@@ -193,7 +211,7 @@ deftsim_status deftsim_acc_fused_init(point_state *ps, const deftsim_sparsifier 
     }
     if (pos != ps->n) return DEFTSIM_OK;
     deftsim_status st;
-    size_t rows = (size_t)ps->S + 1;
+    size_t rows = (size_t)ps->S + (ps->nregen ? ps->nregen : 1);
     ps->piece_off = malloc(np * sizeof *ps->piece_off);
     ps->piece_len = malloc(np * sizeof *ps->piece_len);
     ps->part = calloc(rows * np, sizeof *ps->part);
@@ -231,7 +249,8 @@ static const double *acc_norms(void *ctx, uint32_t w)
     point_state *ps = ctx;
     if (!ps->nseg || w >= ps->P) return NULL;
     if (w < ps->S) return ps->wnorms + (size_t)w * ps->nseg;
-    if (ps->regen_cached == w) return ps->wnorms + (size_t)ps->S * ps->nseg;
+    for (uint32_t j = 0; j < ps->nregen; j++)
+        if (ps->regen_held[j] == w) return ps->wnorms + (size_t)(ps->S + j) * ps->nseg;
     return NULL;
 }
 
@@ -356,7 +375,7 @@ deftsim_status deftsim_acc_prepare(point_state *ps)
     deftsim_status st;
     if ((st = deftsim_gradsrc_prepare(e->src, ps->it, ps->P, e->prep_threads))) return st;
     size_t nchunks = (size_t)((ps->n + CHUNK - 1) / CHUNK);
-    ps->regen_cached = UINT32_MAX;
+    regen_forget(ps);
     ps->norm2 = NAN;
     /* quality = 0 and no residual to update (error_feedback = none): nothing to prepare. */
     if (!ps->quality && !ps->S) return DEFTSIM_OK;
@@ -406,10 +425,54 @@ static void provider_fail(point_state *ps, deftsim_status st)
     snprintf(ps->get_msg, sizeof ps->get_msg, "%s", deftsim_error_message());
 }
 
+/* Chunk c of a block's regeneration: workers regen_worker .. + regen_nw - 1 from one
+ * generator call, into slots regen_slot0 onwards. */
+static deftsim_status regen_block_chunk(void *ctx, size_t c, unsigned thread)
+{
+    (void)thread;
+    point_state *ps = ctx;
+    uint64_t off = (uint64_t)c * REGEN_CHUNK;
+    size_t cnt = (size_t)(ps->n - off < REGEN_CHUNK ? ps->n - off : REGEN_CHUNK);
+    const uint32_t nw = ps->regen_nw;
+    const float *g[GEN_WORKERS];
+    float *outs[GEN_WORKERS] = {0};
+    for (uint32_t j = 0; j < nw; j++) outs[j] = ps->regen[ps->regen_slot0 + j] + off;
+    deftsim_status st = deftsim_gradsrc_read(ps->e->src, ps->it, ps->regen_worker, nw, off, cnt, outs, g);
+    if (st) return st;
+    for (uint32_t j = 0; j < nw; j++)
+        if (g[j] != outs[j]) memcpy(outs[j], g[j], cnt * sizeof *outs[j]);
+    return DEFTSIM_OK;
+}
+
+/* Workers w .. w + nw - 1 into slots slot0 onwards. */
+static deftsim_status regen_into_slots(point_state *ps, uint32_t w, uint32_t nw, uint32_t slot0)
+{
+    for (uint32_t j = 0; j < nw; j++) ps->regen_held[slot0 + j] = UINT32_MAX;
+    ps->regen_worker = w;
+    ps->regen_nw = nw;
+    ps->regen_slot0 = slot0;
+    deftsim_status st;
+    if (ps->nseg) {
+        st = deftsim_par_run(ps->e->prep_threads, ps->npieces, regen_piece, ps);
+        for (uint32_t j = 0; !st && j < nw; j++) fold_norms(ps, ps->S + slot0 + j);
+    } else if (nw == 1) {
+        st = regenerate(ps, w, ps->regen[slot0]);
+    } else {
+        size_t nchunks = (size_t)((ps->n + REGEN_CHUNK - 1) / REGEN_CHUNK);
+        st = deftsim_par_run(ps->e->prep_threads, nchunks, regen_block_chunk, ps);
+    }
+    if (st) return st;
+    for (uint32_t j = 0; j < nw; j++) ps->regen_held[slot0 + j] = w + j;
+    return DEFTSIM_OK;
+}
+
 /* The provider: a tracked worker's residual buffer (prepared before the step), else its
- * gradient regenerated (or copied from the trace) into the shared buffer. The sparsifier does
- * not write an accumulator before its last visit and releases it after, so a repeated get()
- * of the worker in the buffer returns it without regenerating. */
+ * gradient regenerated (or copied from the trace) into a slot. The sparsifier does not write
+ * an accumulator before its last visit and releases it after, so a repeated get() of a worker
+ * a slot holds returns it without regenerating. A get() of the worker after the last one
+ * asked for (a sparsifier walking the workers in ascending order) regenerates the next
+ * nregen workers at once, which one generator call does at a lower cost per worker; any
+ * other get() regenerates its worker alone, into a slot that holds none (slot 0 if all do). */
 static float *acc_get(void *ctx, uint32_t w)
 {
     point_state *ps = ctx;
@@ -427,31 +490,36 @@ static float *acc_get(void *ctx, uint32_t w)
         return NULL;
     }
     if (w < ps->S) return ps->res[w];
-    if (ps->regen_cached == w) return ps->regen;
-    ps->regen_cached = UINT32_MAX;
+    const uint32_t prev = ps->last_get;
+    ps->last_get = w;
+    for (uint32_t j = 0; j < ps->nregen; j++)
+        if (ps->regen_held[j] == w) return ps->regen[j];
     deftsim_status st;
-    if (ps->nseg) {
-        ps->regen_worker = w;
-        ps->regen_out = ps->regen;
-        st = deftsim_par_run(ps->e->prep_threads, ps->npieces, regen_piece, ps);
-        if (!st) fold_norms(ps, ps->S);
+    if (ps->nregen > 1 && prev != UINT32_MAX && w == prev + 1) {
+        uint32_t nw = ps->hi - w < ps->nregen ? ps->hi - w : ps->nregen;
+        st = regen_into_slots(ps, w, nw, 0);
+        if (!st) return ps->regen[0];
     } else {
-        st = regenerate(ps, w, ps->regen);
+        uint32_t slot = 0;
+        for (uint32_t j = 0; j < ps->nregen; j++)
+            if (ps->regen_held[j] == UINT32_MAX) {
+                slot = j;
+                break;
+            }
+        st = regen_into_slots(ps, w, 1, slot);
+        if (!st) return ps->regen[slot];
     }
-    if (st) {
-        provider_fail(ps, st);
-        return NULL;
-    }
-    ps->regen_cached = w;
-    return ps->regen;
+    provider_fail(ps, st);
+    return NULL;
 }
 
 /* The residual is already where it belongs (a tracked buffer, or dropped with the shared
- * one); only the cache of the shared buffer ends. */
+ * one); only what the slot holding the worker caches ends. */
 static deftsim_status acc_release(void *ctx, uint32_t w)
 {
     point_state *ps = ctx;
-    if (ps->regen_cached == w) ps->regen_cached = UINT32_MAX;
+    for (uint32_t j = 0; j < ps->nregen; j++)
+        if (ps->regen_held[j] == w) ps->regen_held[j] = UINT32_MAX;
     return DEFTSIM_OK;
 }
 
@@ -506,7 +574,7 @@ deftsim_status deftsim_acc_init(point_state *ps, deftsim_engine *e, uint32_t P, 
     ps->quality = e->cfg->engine.quality;
     ps->data_free = data_free;
     ps->norm2 = NAN;
-    ps->regen_cached = UINT32_MAX;
+    regen_forget(ps);
     ps->fresh = 1;
     size_t n = (size_t)ps->n;
     size_t nchunks = (n + CHUNK - 1) / CHUNK;
@@ -523,7 +591,14 @@ deftsim_status deftsim_acc_init(point_state *ps, deftsim_engine *e, uint32_t P, 
     /* Only this process's block keeps residuals here (all of them without spread mode). */
     for (uint32_t w = ps->lo; w < ps->S && w < ps->hi; w++)
         if (!(ps->res[w] = pool_get(e, next++))) goto nomem;
-    if (ps->S < ps->hi && !(ps->regen = pool_get(e, next++))) goto nomem;
+    /* The slots, when this process holds a worker without a residual. */
+    if (ps->S < ps->hi) {
+        uint32_t untracked = ps->hi - (ps->S > ps->lo ? ps->S : ps->lo);
+        uint32_t slots = deftsim_engine_regen_slots(e, P);
+        ps->nregen = slots < untracked ? slots : untracked;
+        for (uint32_t j = 0; j < ps->nregen; j++)
+            if (!(ps->regen[j] = pool_get(e, next++))) goto nomem;
+    }
     if (!deftsim_gradsrc_maps(e->src) && deftsim_engine_needs_grad(e->cfg) &&
         !(ps->gradbuf = pool_get(e, next++))) goto nomem;
     return DEFTSIM_OK;

@@ -87,6 +87,9 @@ typedef struct {
     uint64_t engine_bytes;      /* average accumulator and reference top-k ([engine]
                                    quality = 1), staging buffers */
     int fits;                   /* bytes <= budget */
+    uint32_t regen_slots;       /* buffers the accumulators of workers without a residual
+                                   are regenerated into (0: none has one; 1; up to 8 where
+                                   they fit), counted in residual_bytes */
 } deftsim_memory_row;
 
 typedef struct {

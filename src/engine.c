@@ -87,6 +87,19 @@ static uint64_t block_buffers(const deftsim_engine *e, uint32_t P, uint32_t S)
     return best;
 }
 
+/* The most workers without a residual that one rank's block of P holds. */
+static uint32_t untracked_in_block(const deftsim_engine *e, uint32_t P, uint32_t S)
+{
+    uint32_t R = e->opt.team && e->opt.team->size > 1 ? e->opt.team->size : 1;
+    uint32_t best = 0;
+    for (uint32_t r = 0; r < R; r++) {
+        uint32_t lo = deftsim_team_first(P, R, r), hi = deftsim_team_first(P, R, r + 1);
+        uint32_t from = lo > S ? lo : S;
+        if (hi > from && hi - from > best) best = hi - from;
+    }
+    return best;
+}
+
 /* What one worker count needs (the most over the scenario's methods and densities). */
 static deftsim_status memory_for(const deftsim_engine *e, uint32_t P, deftsim_memory_row *row)
 {
@@ -135,7 +148,31 @@ static deftsim_status memory_for(const deftsim_engine *e, uint32_t P, deftsim_me
                         deftsim_timing_memory(cfg->timing.repeats, n);
     row->bytes = row->residual_bytes + row->sparsifier_bytes + row->engine_bytes;
     row->fits = row->bytes <= e->plan.budget_bytes;
+    /* A generated source regenerates the accumulators of workers without a residual
+     * GEN_WORKERS at a time (accum.c's slots) where GEN_WORKERS - 1 more buffers fit in the
+     * budget beside the rest; else one at a time. */
+    uint32_t untracked = untracked_in_block(e, P, S);
+    row->regen_slots = reads && untracked ? 1 : 0;
+    if (reads && untracked > 1 && !deftsim_gradsrc_maps(e->src)) {
+        uint32_t slots = untracked < GEN_WORKERS ? untracked : GEN_WORKERS;
+        uint64_t more = (uint64_t)(slots - 1) * n * sizeof(float);
+        if (row->bytes + more <= e->plan.budget_bytes) {
+            row->regen_slots = slots;
+            row->residual_bytes += more;
+            row->bytes += more;
+        }
+    }
     return DEFTSIM_OK;
+}
+
+uint32_t deftsim_engine_regen_slots(const deftsim_engine *e, uint32_t P)
+{
+    deftsim_memory_row row;
+    if (memory_for(e, P, &row)) {
+        deftsim_error_clear();
+        return 1;
+    }
+    return row.regen_slots ? row.regen_slots : 1;
 }
 
 static deftsim_status compute_plan(deftsim_engine *e)
@@ -238,14 +275,15 @@ void deftsim_engine_print_plan(const deftsim_engine *e, FILE *f)
     if (e->opt.team && e->opt.team->size > 1)
         fprintf(f, "spread mode: per rank, of %u ranks (the rank with the most workers of each "
                 "P; RAM and budget are each rank's)\n", e->opt.team->size);
-    fprintf(f, "%8s %12s %12s %12s %12s  %s\n", "P", "total", "residuals", "sparsifier",
-            "engine", "fits");
+    fprintf(f, "%8s %12s %12s %12s %12s  %-4s  %s\n", "P", "total", "residuals", "sparsifier",
+            "engine", "fits", "regeneration slots");
     for (size_t i = 0; i < pl->ncounts; i++) {
         const deftsim_memory_row *r = &pl->rows[i];
-        fprintf(f, "%8u %12s %12s %12s %12s  %s\n", r->P, human_bytes(r->bytes, b1, sizeof b1),
+        fprintf(f, "%8u %12s %12s %12s %12s  %-4s  %u\n", r->P, human_bytes(r->bytes, b1, sizeof b1),
                 human_bytes(r->residual_bytes, b2, sizeof b2),
                 human_bytes(r->sparsifier_bytes, b3, sizeof b3),
-                human_bytes(r->engine_bytes, b4, sizeof b4), r->fits ? "yes" : "no");
+                human_bytes(r->engine_bytes, b4, sizeof b4), r->fits ? "yes" : "no",
+                r->regen_slots);
     }
     if (pl->largest_fit)
         fprintf(f, "largest P that fits: %u\n", pl->largest_fit);

@@ -53,6 +53,11 @@ struct deftsim_engine {
     deftsim_compute_plan compute; /* its times and DDP buckets for the model */
 };
 
+/* The regeneration slots of a point at P (point_state's regen): GEN_WORKERS where the memory
+ * plan has room for them beside everything else and the source generates its gradients, else
+ * 1 (engine.c's memory_for counts them). */
+uint32_t deftsim_engine_regen_slots(const deftsim_engine *e, uint32_t P);
+
 static inline uint32_t deftsim_engine_tracked_workers(const deftsim_config *cfg, uint32_t P)
 {
     switch (cfg->sparsify.error_feedback) {
@@ -126,8 +131,15 @@ typedef struct {
     size_t chunk0;            /* spread mode: the first chunk of the piece being summed */
     uint64_t n;
     float **res;              /* S residual buffers (acc_w after preparation) */
-    float *regen;             /* n floats: the accumulator of a worker without a residual */
-    uint32_t regen_cached;    /* the worker whose accumulator regen holds (UINT32_MAX: none) */
+    /* The accumulators of workers without a residual, regenerated into nregen buffers of n
+     * floats (the slots): one, or GEN_WORKERS where the memory plan has room for them
+     * (deftsim_engine_regen_slots), which a sparsifier visiting workers in ascending order
+     * fills GEN_WORKERS at a time from one generator call (deftsim_gen_fill_workers shares
+     * the signal among them). */
+    float *regen[GEN_WORKERS];
+    uint32_t regen_held[GEN_WORKERS]; /* the worker each slot holds (UINT32_MAX: none) */
+    uint32_t nregen;
+    uint32_t last_get;        /* the worker of the provider's last get() (UINT32_MAX: none) */
     float *gradbuf;           /* n floats: g_w for CLT-k's filter (synthetic source) */
     float *avg;               /* n floats: (1/P) sum_w acc_w; NULL with quality = 0 */
     int quality;              /* [engine] quality: the average, its norm, the captured norms */
@@ -137,8 +149,10 @@ typedef struct {
     size_t it;                /* iteration index */
     int fresh;                /* first iteration of the point: residuals are zero */
     uint64_t src_iter;        /* the generator's iteration or the trace's id */
-    uint32_t regen_worker;    /* the worker being regenerated */
-    float *regen_out;         /* into this buffer */
+    uint32_t regen_worker;    /* the first worker being regenerated */
+    uint32_t regen_nw;        /* how many (regen_piece, regen_block_chunk) */
+    float *regen_out;         /* into this buffer (regenerate: one worker) */
+    uint32_t regen_slot0;     /* or into slots regen_slot0 .. + regen_nw - 1 */
     deftsim_status get_status;
     char get_msg[1024];
     /* [sparsify] deft_norms = fused, for a sparsifier that reads fragment norms: the
@@ -150,8 +164,8 @@ typedef struct {
     size_t npieces;
     uint64_t *piece_off;
     uint32_t *piece_len;
-    double *part;             /* (S + 1) x npieces: each piece's sum of squares */
-    double *wnorms;           /* (S + 1) x nseg; row S: the regenerated worker */
+    double *part;             /* (S + nregen) x npieces: each piece's sum of squares */
+    double *wnorms;           /* (S + nregen) x nseg; row S + j: the worker in slot j */
     deftsim_kctx **pctx;      /* one single-thread cpu context per preparation thread */
     unsigned npctx;
     char *pscratch;

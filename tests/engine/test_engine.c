@@ -96,8 +96,9 @@ static deftsim_config *scenario(const char *out, const char *const *ov, size_t n
     return cfg;
 }
 
-static deftsim_run_summary run_ok(const char *out, const char *dump, const char *const *ov,
-                                  size_t nov)
+/* A run with the machine's RAM, or ram bytes of it (0: the machine's). */
+static deftsim_run_summary run_ok_ram(const char *out, const char *dump, const char *const *ov,
+                                      size_t nov, uint64_t ram)
 {
     deftsim_config *cfg = scenario(out, ov, nov);
     deftsim_run_options opt;
@@ -105,12 +106,19 @@ static deftsim_run_summary run_ok(const char *out, const char *dump, const char 
     char *dumpdir = dump ? in_tmp(dump) : NULL;
     opt.dump_dir = dumpdir;
     opt.prep_threads = 2;
+    opt.ram_bytes = ram;
     deftsim_run_summary sum;
     deftsim_status st = deftsim_run(cfg, &opt, &sum);
     cr_assert_eq(st, DEFTSIM_OK, "%s", deftsim_error_message());
     free(dumpdir);
     deftsim_config_free(cfg);
     return sum;
+}
+
+static deftsim_run_summary run_ok(const char *out, const char *dump, const char *const *ov,
+                                  size_t nov)
+{
+    return run_ok_ram(out, dump, ov, nov, 0);
 }
 
 /* Columns that hold measured times, or simulated times that start from them: they differ from
@@ -784,25 +792,110 @@ Test(engine, memory_budget_refusal_names_the_largest_p)
     cr_assert_eq(deftsim_engine_check_memory(e), DEFTSIM_E_INPUT);
     deftsim_engine_free(e);
 
-    /* Without feedback the accumulators take one buffer of n floats at any P, so everything
+    /* Without feedback the accumulators take the regeneration slots: one buffer of n floats
+     * per worker up to 8 (accum.c regenerates 8 at a time where they fit), so everything
      * fits. */
     const char *ovn[] = {"workers.counts=1..64", "sparsify.error_feedback=none"};
     e = engine_with(ovn, 2, ram);
     pl = deftsim_engine_memory(e);
-    for (size_t i = 0; i < pl->ncounts; i++)
-        cr_assert_eq(pl->rows[i].residual_bytes, (uint64_t)N * 4, "P = %u", pl->rows[i].P);
+    for (size_t i = 0; i < pl->ncounts; i++) {
+        uint32_t slots = pl->rows[i].P < 8 ? pl->rows[i].P : 8;
+        cr_assert_eq(pl->rows[i].regen_slots, slots, "P = %u", pl->rows[i].P);
+        cr_assert_eq(pl->rows[i].residual_bytes, (uint64_t)slots * N * 4, "P = %u", pl->rows[i].P);
+    }
     cr_assert_eq(deftsim_engine_check_memory(e), DEFTSIM_OK, "%s", deftsim_error_message());
     deftsim_engine_free(e);
 
-    /* Sampled: S residuals plus the shared buffer. */
+    /* Sampled: S residuals plus the slots of the P - S others (P = 1, 2, 4, ..., 64). */
     const char *ovs[] = {"workers.counts=1..64", "sparsify.error_feedback=sampled",
                          "sparsify.sampled_workers=2"};
     e = engine_with(ovs, 3, ram);
     pl = deftsim_engine_memory(e);
     cr_assert_eq(pl->rows[0].residual_bytes, (uint64_t)N * 4);
     cr_assert_eq(pl->rows[1].residual_bytes, (uint64_t)2 * N * 4);
-    cr_assert_eq(pl->rows[6].residual_bytes, (uint64_t)3 * N * 4);
+    cr_assert_eq(pl->rows[2].residual_bytes, (uint64_t)4 * N * 4);
+    cr_assert_eq(pl->rows[6].residual_bytes, (uint64_t)(2 + 8) * N * 4);
+    cr_assert_eq(pl->rows[6].regen_slots, 8);
     deftsim_engine_free(e);
+
+    /* Where the 7 more buffers do not fit beside the rest, one slot: what fitted before. */
+    const char *ov64[] = {"workers.counts=64", "sparsify.error_feedback=none"};
+    e = engine_with(ov64, 2, ram);
+    uint64_t one = deftsim_engine_memory(e)->rows[0].bytes - (uint64_t)7 * N * 4;
+    double frac = deftsim_engine_memory(e)->budget_fraction;
+    deftsim_engine_free(e);
+    e = engine_with(ov64, 2, (uint64_t)((double)(one + 3 * N * 4) / frac));
+    pl = deftsim_engine_memory(e);
+    cr_assert_eq(pl->rows[0].regen_slots, 1);
+    cr_assert_eq(pl->rows[0].bytes, one);
+    cr_assert(pl->rows[0].fits);
+    deftsim_engine_free(e);
+}
+
+/* Workers without a residual are regenerated 8 at a time where memory allows (accum.c's
+ * slots) and one at a time where it does not: the rows and every dumped selection and
+ * accumulator are the same either way, for every method, with no feedback and with sampled
+ * feedback, with DEFT's fused and separate norm passes. P = 13 with one residual: a worker
+ * alone, then blocks of 8 and 4. */
+Test(engine, regeneration_slots_change_nothing)
+{
+    static const char *const mode[][3] = {
+        {"sparsify.error_feedback=none", "sparsify.sampled_workers=8", "sparsify.deft_norms=fused"},
+        {"sparsify.error_feedback=sampled", "sparsify.sampled_workers=1",
+         "sparsify.deft_norms=separate"},
+        {"sparsify.error_feedback=sampled", "sparsify.sampled_workers=1",
+         "sparsify.deft_norms=fused"}};
+    for (int m = 0; m < 3; m++) {
+        const char *ov[] = {"workers.counts=13", mode[m][0], mode[m][1], mode[m][2],
+                            "timing.repeats=2"};
+        /* The plans of the runs below (2 preparation threads, a dump). */
+        deftsim_config *cfg = scenario("plan", ov, 5);
+        deftsim_run_options opt;
+        deftsim_run_options_default(&opt);
+        opt.prep_threads = 2;
+        opt.dump_dir = "unused";
+        opt.ram_bytes = 1ull << 40;
+        deftsim_engine *e;
+        cr_assert_eq(deftsim_engine_new(cfg, &opt, &e), DEFTSIM_OK, "%s", deftsim_error_message());
+        const deftsim_memory_plan *pl = deftsim_engine_memory(e);
+        cr_assert_eq(pl->rows[0].regen_slots, 8);
+        uint64_t one = pl->rows[0].bytes - (uint64_t)7 * N * 4;
+        uint64_t ram = (uint64_t)((double)(one + N * 4) / pl->budget_fraction);
+        deftsim_engine_free(e);
+        opt.ram_bytes = ram;
+        cr_assert_eq(deftsim_engine_new(cfg, &opt, &e), DEFTSIM_OK, "%s", deftsim_error_message());
+        cr_assert_eq(deftsim_engine_memory(e)->rows[0].regen_slots, 1);
+        deftsim_engine_free(e);
+        deftsim_config_free(cfg);
+
+        char o8[32], o1[32], d8[32], d1[32];
+        snprintf(o8, sizeof o8, "slots8_%d", m);
+        snprintf(o1, sizeof o1, "slots1_%d", m);
+        snprintf(d8, sizeof d8, "dump_slots8_%d", m);
+        snprintf(d1, sizeof d1, "dump_slots1_%d", m);
+        run_ok_ram(o8, d8, ov, 5, 1ull << 40);
+        run_ok_ram(o1, d1, ov, 5, ram);
+        char r8[64], r1[64];
+        snprintf(r8, sizeof r8, "%s/rows.csv", o8);
+        snprintf(r1, sizeof r1, "%s/rows.csv", o1);
+        char *p8 = in_tmp(r8), *p1 = in_tmp(r1);
+        table *a = load_csv(p8), *b = load_csv(p1);
+        cr_assert_eq(a->nrows, b->nrows);
+        cr_assert_gt(a->nrows, 13 * 9);
+        for (size_t r = 0; r < a->nrows; r++) rows_equal(a, r, b, r, NULL, 0);
+        table_free(a);
+        table_free(b);
+        free(p8);
+        free(p1);
+        char *da = in_tmp(d8), *db = in_tmp(d1);
+        cmp_root_a = da;
+        cmp_root_b = db;
+        cmp_files = 0;
+        nftw(da, cmp_entry, 16, FTW_PHYS);
+        cr_assert_gt(cmp_files, 100);
+        free(da);
+        free(db);
+    }
 }
 
 Test(engine, cuda_is_refused_with_the_reason)
