@@ -194,6 +194,10 @@ static const keydef keys[] = {
     {KEY("engine", "quality", "0 or 1", "1",
          "1: the quality metrics (captured_frac .. acc_norm2); 0: not computed, columns empty"),
      .type = T_INT, .off = F(engine.quality), .imin = 0, .imax = 1},
+    {KEY("engine", "regen_slots", "integer in [1, 8]", "8",
+         "at most this many accumulators of workers without a residual regenerated at once, "
+         "where memory allows; the rows do not depend on it"),
+     .type = T_INT, .off = F(engine.regen_slots), .imin = 1, .imax = 8},
 
     /* [timing]: the measurement protocol of the compute phases (docs/TIMING.md). */
     {KEY("timing", "repeats", "integer in [1, 100]", "3",

@@ -124,6 +124,8 @@ typedef struct deftsim_config {
         double memory_budget;     /* fraction of physical RAM the engine may use */
         int quality;              /* 1: the quality metrics (captured_frac .. acc_norm2); 0: none
                                      computed, their columns empty (docs/OUTPUT.md) */
+        int regen_slots;          /* at most this many workers without a residual regenerated
+                                     at once (docs/OUTPUT.md, "Regeneration slots") */
     } engine;
     struct {
         int repeats;                          /* R: timed runs of every compute phase */

@@ -154,9 +154,11 @@ static deftsim_status memory_for(const deftsim_engine *e, uint32_t P, deftsim_me
     uint32_t untracked = untracked_in_block(e, P, S);
     row->regen_slots = reads && untracked ? 1 : 0;
     if (reads && untracked > 1 && !deftsim_gradsrc_maps(e->src)) {
-        uint32_t slots = untracked < GEN_WORKERS ? untracked : GEN_WORKERS;
+        uint32_t most = (uint32_t)cfg->engine.regen_slots;
+        if (most > GEN_WORKERS) most = GEN_WORKERS;
+        uint32_t slots = untracked < most ? untracked : most;
         uint64_t more = (uint64_t)(slots - 1) * n * sizeof(float);
-        if (row->bytes + more <= e->plan.budget_bytes) {
+        if (slots > 1 && row->bytes + more <= e->plan.budget_bytes) {
             row->regen_slots = slots;
             row->residual_bytes += more;
             row->bytes += more;

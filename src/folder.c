@@ -35,7 +35,8 @@ json_t *deftsim_folder_config_identity(json_t *config, const char *const (*drop)
 
 json_t *deftsim_folder_run_identity_of(json_t *manifest)
 {
-    static const char *const drop[][2] = {{"scenario", "output"}, {"engine", "memory_budget"}};
+    static const char *const drop[][2] = {{"scenario", "output"}, {"engine", "memory_budget"},
+                                        {"engine", "regen_slots"}};
     json_t *cfg = json_object_get(manifest, "config");
     if (!json_is_object(cfg)) return NULL;
     return deftsim_folder_config_identity(cfg, drop, sizeof drop / sizeof drop[0]);

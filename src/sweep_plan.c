@@ -317,6 +317,7 @@ static deftsim_status build_identity(deftsim_sweep *s)
     json_t *cfg = deftsim_config_to_json(s->variants[0].cfg);
     if (!cfg) return deftsim_error_set(DEFTSIM_E_NOMEM, "sweep: cannot describe the configuration");
     static const char *const drop[][2] = {{"scenario", "output"}, {"engine", "memory_budget"},
+                                         {"engine", "regen_slots"},
                                          {"sparsify", "methods"}, {"sparsify", "densities"},
                                          {"workers", "counts"}};
     for (size_t i = 0; i < sizeof drop / sizeof drop[0]; i++) {

@@ -570,6 +570,7 @@ Test(config_print, ini_round_trip)
         "device.kind=cuda",
         "device.threads=1024",
         "engine.memory_budget=0.1",
+        "engine.regen_slots=3",
     };
     deftsim_config *c = load_ok("minimal.ini", ov, sizeof ov / sizeof ov[0]);
     round_trip(c, "every key changed");
@@ -696,7 +697,7 @@ Test(config_names, schema)
     cr_expect_str_eq(deftsim_config_section_name(10), "compute");
     cr_expect_str_eq(deftsim_config_section_name(11), "execute");
     cr_expect_null(deftsim_config_section_name(12));
-    cr_expect_eq(deftsim_config_key_count(), 83);
+    cr_expect_eq(deftsim_config_key_count(), 84);
     cr_expect_null(deftsim_config_key(deftsim_config_key_count()));
     /* Keys come grouped by section, in section order. */
     size_t s = 0;

@@ -830,6 +830,14 @@ Test(engine, memory_budget_refusal_names_the_largest_p)
     cr_assert_eq(pl->rows[0].bytes, one);
     cr_assert(pl->rows[0].fits);
     deftsim_engine_free(e);
+
+    /* [engine] regen_slots caps them. */
+    const char *ov3[] = {"workers.counts=64", "sparsify.error_feedback=none", "engine.regen_slots=3"};
+    e = engine_with(ov3, 3, 1ull << 40);
+    pl = deftsim_engine_memory(e);
+    cr_assert_eq(pl->rows[0].regen_slots, 3);
+    cr_assert_eq(pl->rows[0].residual_bytes, (uint64_t)3 * N * 4);
+    deftsim_engine_free(e);
 }
 
 /* Workers without a residual are regenerated 8 at a time where memory allows (accum.c's
