@@ -544,6 +544,19 @@ static int cmp_entry(const char *path, const struct stat *sb, int flag, struct F
     return 0;
 }
 
+/* The dumps in tmp's folders a and b hold the same files, byte for byte, more than least. */
+static void dumps_equal(const char *a, const char *b, size_t least)
+{
+    char *da = in_tmp(a), *db = in_tmp(b);
+    cmp_root_a = da;
+    cmp_root_b = db;
+    cmp_files = 0;
+    nftw(da, cmp_entry, 16, FTW_PHYS);
+    cr_assert_gt(cmp_files, least);
+    free(da);
+    free(db);
+}
+
 Test(engine, same_seed_same_selections_and_bytes)
 {
     run_ok("a", "dump_a", NULL, 0);
@@ -556,14 +569,7 @@ Test(engine, same_seed_same_selections_and_bytes)
     table_free(b);
     free(pa);
     free(pb);
-    char *da = in_tmp("dump_a"), *db = in_tmp("dump_b");
-    cmp_root_a = da;
-    cmp_root_b = db;
-    cmp_files = 0;
-    nftw(da, cmp_entry, 16, FTW_PHYS);
-    cr_assert_gt(cmp_files, 100);
-    free(da);
-    free(db);
+    dumps_equal("dump_a", "dump_b", 100);
 
     /* Another seed gives other selections. */
     const char *ov[] = {"scenario.seed=8"};
@@ -666,14 +672,7 @@ Test(engine, sampled_with_every_worker_equals_full)
     table_free(tf);
     free(ps);
     free(pf);
-    char *da = in_tmp("dump_s"), *db = in_tmp("dump_f");
-    cmp_root_a = da;
-    cmp_root_b = db;
-    cmp_files = 0;
-    nftw(da, cmp_entry, 16, FTW_PHYS);
-    cr_assert_gt(cmp_files, 100);
-    free(da);
-    free(db);
+    dumps_equal("dump_s", "dump_f", 100);
 }
 
 /* [sparsify] deft_norms: the fused norms (computed by the engine's accumulate pass) and the
@@ -714,14 +713,7 @@ Test(engine, deft_norms_fused_equals_separate)
         table_free(b);
         free(p1);
         free(p2);
-        char *da = in_tmp(d1), *db = in_tmp(d2);
-        cmp_root_a = da;
-        cmp_root_b = db;
-        cmp_files = 0;
-        nftw(da, cmp_entry, 16, FTW_PHYS);
-        cr_assert_gt(cmp_files, 10);
-        free(da);
-        free(db);
+        dumps_equal(d1, d2, 10);
     }
 }
 
@@ -895,14 +887,7 @@ Test(engine, regeneration_slots_change_nothing)
         table_free(b);
         free(p8);
         free(p1);
-        char *da = in_tmp(d8), *db = in_tmp(d1);
-        cmp_root_a = da;
-        cmp_root_b = db;
-        cmp_files = 0;
-        nftw(da, cmp_entry, 16, FTW_PHYS);
-        cr_assert_gt(cmp_files, 100);
-        free(da);
-        free(db);
+        dumps_equal(d8, d1, 100);
     }
 }
 
@@ -990,14 +975,7 @@ Test(engine, trace_source_reproduces_the_generator)
     table_free(tg);
     free(pt);
     free(pg);
-    char *da = in_tmp("dump_t"), *db = in_tmp("dump_g");
-    cmp_root_a = da;
-    cmp_root_b = db;
-    cmp_files = 0;
-    nftw(da, cmp_entry, 16, FTW_PHYS);
-    cr_assert_gt(cmp_files, 100);
-    free(da);
-    free(db);
+    dumps_equal("dump_t", "dump_g", 100);
 
     /* More workers than the trace holds, more iterations than it holds. */
     const char *ov8[] = {"gradients.model=", "gradients.source=trace", set_src, "workers.counts=2, 8"};
