@@ -72,32 +72,23 @@ static void fill_params(const deftsim_engine *e, deftsim_method m, double d, uin
 /* Spread mode: whether this process writes the results (rank 0; every process otherwise). */
 static int writes(const deftsim_engine *e) { return !e->opt.team || e->opt.team->rank == 0; }
 
-/* The accumulator buffers of the rank whose block of P workers needs the most (S of them
- * tracked): its residuals, plus the shared buffer when it holds an untracked worker. */
-static uint64_t block_buffers(const deftsim_engine *e, uint32_t P, uint32_t S)
+/* The largest block of P workers (S of them tracked) that one rank holds: *buffers, the most
+ * accumulator buffers a rank needs (its residuals, plus the shared buffer when it holds an
+ * untracked worker), and *untracked, the most workers without a residual in one block. */
+static void block_shape(const deftsim_engine *e, uint32_t P, uint32_t S, uint64_t *buffers,
+                        uint32_t *untracked)
 {
     uint32_t R = e->opt.team && e->opt.team->size > 1 ? e->opt.team->size : 1;
-    uint64_t best = 0;
+    *buffers = 0;
+    *untracked = 0;
     for (uint32_t r = 0; r < R; r++) {
         uint32_t lo = deftsim_team_first(P, R, r), hi = deftsim_team_first(P, R, r + 1);
+        if (lo == hi) continue;
         uint64_t b = (uint64_t)(hi < S ? hi : S) - (lo < S ? lo : S) + (S < hi ? 1 : 0);
-        if (lo == hi) b = 0;
-        if (b > best) best = b;
-    }
-    return best;
-}
-
-/* The most workers without a residual that one rank's block of P holds. */
-static uint32_t untracked_in_block(const deftsim_engine *e, uint32_t P, uint32_t S)
-{
-    uint32_t R = e->opt.team && e->opt.team->size > 1 ? e->opt.team->size : 1;
-    uint32_t best = 0;
-    for (uint32_t r = 0; r < R; r++) {
-        uint32_t lo = deftsim_team_first(P, R, r), hi = deftsim_team_first(P, R, r + 1);
         uint32_t from = lo > S ? lo : S;
-        if (hi > from && hi - from > best) best = hi - from;
+        if (b > *buffers) *buffers = b;
+        if (hi > from && hi - from > *untracked) *untracked = hi - from;
     }
-    return best;
 }
 
 /* What one worker count needs (the most over the scenario's methods and densities). */
@@ -114,7 +105,10 @@ static deftsim_status memory_for(const deftsim_engine *e, uint32_t P, deftsim_me
     for (size_t mi = 0; mi < cfg->sparsify.nmethods; mi++)
         reads |= !deftsim_engine_data_free(cfg, e->dump_dir, cfg->sparsify.methods[mi]);
     /* Spread mode: what the rank with the largest block holds. */
-    if (reads) row->residual_bytes = block_buffers(e, P, S) * n * sizeof(float);
+    uint64_t buffers;
+    uint32_t untracked;
+    block_shape(e, P, S, &buffers, &untracked);
+    if (reads) row->residual_bytes = buffers * n * sizeof(float);
     uint64_t best_sp = 0, best_ref = 0;
     for (size_t di = 0; di < cfg->sparsify.ndensities; di++) {
         double d = cfg->sparsify.densities[di];
@@ -151,7 +145,6 @@ static deftsim_status memory_for(const deftsim_engine *e, uint32_t P, deftsim_me
     /* A generated source regenerates the accumulators of workers without a residual
      * GEN_WORKERS at a time (accum.c's slots) where GEN_WORKERS - 1 more buffers fit in the
      * budget beside the rest; else one at a time. */
-    uint32_t untracked = untracked_in_block(e, P, S);
     row->regen_slots = reads && untracked ? 1 : 0;
     if (reads && untracked > 1 && !deftsim_gradsrc_maps(e->src)) {
         uint32_t most = (uint32_t)cfg->engine.regen_slots;
@@ -169,6 +162,11 @@ static deftsim_status memory_for(const deftsim_engine *e, uint32_t P, deftsim_me
 
 uint32_t deftsim_engine_regen_slots(const deftsim_engine *e, uint32_t P)
 {
+    /* The plan has a row for every requested count; any other P is planned here. */
+    for (size_t i = 0; i < e->plan.ncounts; i++) {
+        uint32_t slots = e->plan.rows[i].regen_slots;
+        if (e->plan.rows[i].P == P) return slots ? slots : 1;
+    }
     deftsim_memory_row row;
     if (memory_for(e, P, &row)) {
         deftsim_error_clear();
