@@ -1,7 +1,8 @@
 /* test_compute.c - [compute] through the engine (suite fast): the forward and backward rows,
  * the iteration time with the training step's compute against closed forms under CM02 on the
  * flat cluster (the dense baseline's DDP buckets overlapped with the backward pass, or not;
- * a sparsifier's schedule after the whole backward pass), and a table row's figures. */
+ * a sparsifier's schedule after the whole backward pass), a table row's figures, and the
+ * rows shipped in traces/compute.csv. */
 #include <criterion/criterion.h>
 
 #include <ftw.h>
@@ -12,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "deftsim_compute.h"
 #include "deftsim_config.h"
 #include "deftsim_engine.h"
 #include "deftsim_util.h"
@@ -187,4 +189,53 @@ Test(compute, table_row_gives_the_figures)
     snprintf(bad, sizeof bad, "t.ini:4: [compute] table: 2 rows of %s match model two: "
              "two/gpu1/batch 16 (line 2), two/gpu2/batch 16 (line 3)", path);
     cr_expect(strstr(deftsim_error_message(), bad), "%s", deftsim_error_message());
+}
+
+/* Every row shipped in traces/compute.csv selects itself by model, device and batch, gives its
+ * own figures, and names a source page: a row a user cannot pick, or one without a source,
+ * fails here. */
+Test(compute, shipped_table_rows_resolve_with_a_source)
+{
+    const char *root = getenv("DEFTSIM_SOURCE_ROOT");
+    cr_assert(root, "DEFTSIM_SOURCE_ROOT is not set (run the tests through meson test)");
+    char path[512], line[2048];
+    snprintf(path, sizeof path, "%s/traces/compute.csv", root);
+    FILE *f = fopen(path, "r");
+    cr_assert(f, "%s: cannot open", path);
+    cr_assert(fgets(line, sizeof line, f));
+    cr_assert_str_eq(line, "model,device,batch,forward_ms,backward_ms,source\n");
+    size_t rows = 0;
+    while (fgets(line, sizeof line, f)) {
+        cr_assert(!strchr(line, '"'), "traces/compute.csv:%zu: quoted cell", rows + 2);
+        char model[64], device[64];
+        int batch;
+        double fwd, bwd;
+        int used = 0;
+        cr_assert_eq(sscanf(line, "%63[^,],%63[^,],%d,%lf,%lf,%n", model, device, &batch, &fwd,
+                            &bwd, &used),
+                     5, "traces/compute.csv:%zu: %s", rows + 2, line);
+        const char *source = line + used;
+        cr_expect(!strncmp(source, "https://", 8), "traces/compute.csv:%zu: source '%s'",
+                  rows + 2, source);
+        char text[1024];
+        snprintf(text, sizeof text,
+                 "[gradients]\nmodel = resnet18_cifar10\n[compute]\ntable = %s\nmodel = %s\n"
+                 "device = %s\nbatch = %d\n",
+                 path, model, device, batch);
+        deftsim_config *cfg = NULL;
+        cr_assert_eq(deftsim_config_parse(text, "t.ini", NULL, 0, &cfg), DEFTSIM_OK,
+                     "traces/compute.csv:%zu: %s", rows + 2, deftsim_error_message());
+        deftsim_compute_times t;
+        cr_assert_eq(deftsim_compute_resolve(cfg, "resnet18_cifar10", &t), DEFTSIM_OK, "%s",
+                     deftsim_error_message());
+        cr_expect(fwd > 0 && bwd > 0, "traces/compute.csv:%zu", rows + 2);
+        cr_expect(close_to(t.forward, fwd / 1e3) && close_to(t.backward, bwd / 1e3),
+                  "traces/compute.csv:%zu: %g %g", rows + 2, t.forward, t.backward);
+        cr_expect(!strncmp(t.source, source, strlen(t.source)) && t.source[0],
+                  "traces/compute.csv:%zu: source '%s'", rows + 2, t.source);
+        deftsim_config_free(cfg);
+        rows++;
+    }
+    fclose(f);
+    cr_expect_geq(rows, 14, "%zu rows", rows);
 }
