@@ -19,7 +19,10 @@
 # 3. runs bench_gpu: exact top-k and segmented top-k timed with CUDA events beside a
 #    device-to-device copy (the memory floor), results verified, inputs written out;
 # 4. times torch.topk on the same inputs (torch_topk.py) and prints one table, also written
-#    to build-gpu/gpu-bench/table.md and, when $OUT is set, to $OUT/gpu_table.md.
+#    to build-gpu/gpu-bench/table.md and, when $OUT is set, to $OUT/gpu_table.md;
+# 5. with PyTorch, measures the forward and backward pass of ResNet-18 (CIFAR-10) and
+#    BERT-base on this GPU (compute_times.py): rows for a [compute] table, written to
+#    build-gpu/gpu-bench/compute.csv and, when $OUT is set, to $OUT/gpu_compute.csv.
 # Exit status: 0 when the tests pass and every result is verified (a missed speed target is
 # reported in the table, not as a failure); 1 otherwise; 77 when no GPU is usable (after the
 # build, which then still shows that everything compiles).
@@ -119,5 +122,17 @@ if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then
 fi
 # The inputs (400 MB each at n = 1e8) are not kept.
 rm -f "$DIR"/*.f32
+
+echo "== compute times: forward and backward of the model tables (PyTorch)"
+set +e
+python3 tests/gpu/compute_times.py --out "$DIR/compute.csv"
+crc=$?
+set -e
+if [ "$crc" = 0 ]; then
+  cat "$DIR/compute.csv"
+  if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then cp "$DIR/compute.csv" "$OUT/gpu_compute.csv"; fi
+else
+  echo "compute times: not measured (exit $crc; 77: no PyTorch or no GPU)"
+fi
 [ "$brc" = 0 ] || { echo "run.sh: bench_gpu failed or a result was not verified" >&2; exit 1; }
 echo "run.sh: done"
