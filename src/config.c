@@ -108,7 +108,8 @@ static const keydef keys[] = {
      .type = T_U64, .off = F(scenario.seed), .imin = 0, .imax = INT64_MAX},
     {KEY("scenario", "output", "path", NULL, "results folder; default: results/<name>"),
      .type = T_PATH, .off = F(scenario.output)},
-    {KEY("scenario", "iterations", "integer in [1, 1000000]", "3", "gradient iterations to run"),
+    {KEY("scenario", "iterations", "integer in [1, 1000000]", "3",
+         "gradient iterations to run; unset with source = trace: every iteration of the trace"),
      .type = T_INT, .off = F(scenario.iterations), .imin = 1, .imax = 1000000},
 
     {KEY("gradients", "source", "one of: synthetic, trace", "synthetic",
@@ -547,6 +548,14 @@ static deftsim_status derive(deftsim_config *cfg)
 {
     size_t kn = kidx("network", "nic_bandwidth");
     if (cfg->origin->key_line[kn] == 0) cfg->network.nic_bandwidth = cfg->network.bandwidth;
+    /* [scenario] iterations unset: a trace's whole length (source = trace), else the default. */
+    size_t ki = kidx("scenario", "iterations");
+    if (cfg->origin->key_line[ki] == 0) {
+        size_t whole = deftsim_cfg_trace_iterations(cfg);
+        cfg->scenario.iterations = whole && whole <= (size_t)keys[ki].imax
+                                       ? (int)whole
+                                       : (int)strtol(info_of(ki)->dflt, NULL, 10);
+    }
     size_t k = kidx("scenario", "output");
     if (cfg->origin->key_line[k] != 0) return DEFTSIM_OK;
     char buf[NAME_MAX_LEN + 16];

@@ -8,6 +8,7 @@
 
 #include "config_internal.h"
 #include "deftsim_compute.h"
+#include "deftsim_gradsrc.h"
 #include "deftsim_model.h"
 
 /* ---- cross-field rules ------------------------------------------------------------------ */
@@ -159,6 +160,15 @@ static deftsim_status compute_check(const deftsim_config *cfg)
                                      w);
         }
     return DEFTSIM_OK;
+}
+
+size_t deftsim_cfg_trace_iterations(const deftsim_config *cfg)
+{
+    const char *t = cfg->gradients.trace;
+    if (cfg->gradients.source != DEFTSIM_SOURCE_TRACE || !t || strchr(t, ',')) return 0;
+    size_t n;
+    uint64_t numel;
+    return deftsim_gradsrc_trace_peek(t, &n, &numel) ? 0 : n;
 }
 
 deftsim_status deftsim_config_check(const deftsim_config *cfg)

@@ -10,6 +10,9 @@
 #include <unistd.h>
 
 #include "deftsim_config.h"
+#include "deftsim_engine.h"
+#include "deftsim_gen.h"
+#include "deftsim_model.h"
 #include "deftsim_util.h"
 
 static void chdir_source(const char *rel)
@@ -971,4 +974,72 @@ Test(config, train_needs_no_gradients_model)
     cr_expect_eq(deftsim_config_parse_train(tr, "c.ini", NULL, 0, &c), DEFTSIM_E_INPUT);
     cr_expect(strstr(deftsim_error_message(), "set, but source = synthetic"), "%s",
               deftsim_error_message());
+}
+
+/* [scenario] iterations with source = trace: left unset, every iteration of the trace (the
+ * shipped 2-iteration trace runs, a 5-iteration one runs all 5); set, the value given (a
+ * smaller one is kept, a larger one is refused when the engine opens the trace). */
+Test(config, trace_iterations_default_to_the_whole_trace)
+{
+    const char *root = getenv("DEFTSIM_SOURCE_ROOT");
+    cr_assert(root, "DEFTSIM_SOURCE_ROOT is not set (run the tests through meson test)");
+    char text[4400], tmpl[] = "/tmp/deftsim-trace-iters-XXXXXX", dir[4200];
+    cr_assert(mkdtemp(tmpl));
+    snprintf(text, sizeof text, "[gradients]\nsource = trace\ntrace = %s/traces/fmnist_cnn_p4\n"
+             "[workers]\ncounts = 2\n", root);
+    deftsim_config *c = parse_ok(text, "two.ini");
+    cr_expect_eq(c->scenario.iterations, 2, "the shipped trace holds 2 iterations");
+    deftsim_engine *e = NULL;
+    cr_expect_eq(deftsim_engine_new(c, NULL, &e), DEFTSIM_OK, "%s", deftsim_error_message());
+    deftsim_engine_free(e);
+    deftsim_config_free(c);
+
+    /* A 5-iteration trace of a small model, as deftsim trace gen writes it. */
+    deftsim_model *m;
+    const char *table = "index,name,shape,numel\n0,w,64x8,512\n1,b,64,64\n";
+    cr_assert_eq(deftsim_model_parse_csv(table, strlen(table), "m.csv", "m", &m), DEFTSIM_OK);
+    deftsim_gen_params gp;
+    deftsim_gen_params_default(&gp);
+    deftsim_gen *g;
+    cr_assert_eq(deftsim_gen_new(m, &gp, &g), DEFTSIM_OK);
+    snprintf(dir, sizeof dir, "%s/five", tmpl);
+    cr_assert_eq(deftsim_gen_write_trace(g, dir, 4, 5), DEFTSIM_OK, "%s", deftsim_error_message());
+    deftsim_gen_free(g);
+    deftsim_model_free(m);
+    snprintf(text, sizeof text, "[gradients]\nsource = trace\ntrace = %s\n[workers]\ncounts = 2\n",
+             dir);
+    c = parse_ok(text, "five.ini");
+    cr_expect_eq(c->scenario.iterations, 5, "not cut to the default 3");
+    cr_assert_eq(deftsim_engine_new(c, NULL, &e), DEFTSIM_OK, "%s", deftsim_error_message());
+    deftsim_engine_free(e);
+    /* Back to the synthetic source: the key's default again. */
+    cr_assert_eq(deftsim_config_apply_override(c, "gradients.source=synthetic"), DEFTSIM_OK);
+    cr_assert_eq(deftsim_config_apply_override(c, "gradients.trace="), DEFTSIM_OK);
+    cr_expect_eq(c->scenario.iterations, 3);
+    deftsim_config_free(c);
+
+    /* Set: kept when the trace holds it, refused when it does not. */
+    const char *three[] = {"scenario.iterations=3"}, *six[] = {"scenario.iterations=6"};
+    snprintf(text + strlen(text), sizeof text - strlen(text), "[scenario]\n");
+    cr_assert_eq(deftsim_config_parse(text, "five.ini", three, 1, &c), DEFTSIM_OK);
+    cr_expect_eq(c->scenario.iterations, 3);
+    deftsim_config_free(c);
+    cr_assert_eq(deftsim_config_parse(text, "five.ini", six, 1, &c), DEFTSIM_OK);
+    cr_expect_eq(c->scenario.iterations, 6);
+    cr_expect_eq(deftsim_engine_new(c, NULL, &e), DEFTSIM_E_INPUT);
+    char want[4600];
+    snprintf(want, sizeof want, "--set scenario.iterations: 6, but trace %s holds 5 iterations", dir);
+    cr_expect_str_eq(deftsim_error_message(), want);
+    deftsim_config_free(c);
+    /* The INI a resolved scenario prints reads back the same (the derived count included). */
+    c = parse_ok(text, "five.ini");
+    char *ini = to_ini(c);
+    deftsim_config *back = parse_ok(ini, "back.ini");
+    cr_expect(deftsim_config_equal(c, back));
+    free(ini);
+    deftsim_config_free(back);
+    deftsim_config_free(c);
+    char cmd[4400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpl);
+    cr_expect_eq(system(cmd), 0);
 }
