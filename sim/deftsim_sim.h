@@ -97,9 +97,42 @@ typedef enum {
     DEFTSIM_NCCL_RING,         /* ring reduce-scatter + allgather over NCCL's ring order */
     DEFTSIM_NCCL_TREE,         /* double binary tree over nodes, a chain in each node */
     DEFTSIM_NCCL_HIERARCHICAL, /* intra-node reduce-scatter, inter-node ring, intra allgather */
-    DEFTSIM_NCCL_AUTO,         /* ring or tree by NCCL's tuning model (size, P, nodes) */
+    DEFTSIM_NCCL_AUTO,         /* by NCCL's tuning model (size, P, nodes): ring or tree, and
+                                  NVLS where the tuned model allows it */
+    DEFTSIM_NCCL_NVLS,         /* NVLink SHARP: the NVSwitch reduces (one node, nvswitch,
+                                  nccl_arch = hopper; else the ring) */
     DEFTSIM_NCCL_ALGO_COUNT
 } deftsim_nccl_algo;
+
+/* How closely NCCL's runs are modelled (docs/NETWORK.md, "NCCL as it runs"). */
+typedef enum {
+    DEFTSIM_NCCL_MODEL_PLAIN, /* the message pattern alone: every message a Simple-protocol one
+                                 at the links' full speed, no per-step or per-call cost (what the
+                                 closed forms of tests/sim/test_sim_nccl.c check) */
+    DEFTSIM_NCCL_MODEL_TUNED, /* NCCL as it runs: its protocols (LL, LL128, Simple) with their
+                                 per-step latencies and wire overheads, the achieved fraction of
+                                 each link, the cost of a call, fewer channels for small sizes,
+                                 NCCL's choice of algorithm and protocol, NVLS */
+    DEFTSIM_NCCL_MODEL_COUNT
+} deftsim_nccl_model;
+
+/* NCCL's protocols (NCCL_PROTO). */
+typedef enum {
+    DEFTSIM_NCCL_PROTO_AUTO,   /* NCCL's tuning model picks per collective and size */
+    DEFTSIM_NCCL_PROTO_LL,     /* 8-byte data + 8-byte flag lines: half the bandwidth, lowest latency */
+    DEFTSIM_NCCL_PROTO_LL128,  /* 120 bytes of data in every 128-byte line */
+    DEFTSIM_NCCL_PROTO_SIMPLE, /* full lines and fences: full bandwidth, highest latency */
+    DEFTSIM_NCCL_PROTO_COUNT
+} deftsim_nccl_proto;
+
+/* The GPU generation, which selects NCCL's tuning constants (LL's bandwidth cap, LL128's
+ * per-channel cap, NVLS's efficiency). */
+typedef enum {
+    DEFTSIM_NCCL_ARCH_VOLTA,
+    DEFTSIM_NCCL_ARCH_AMPERE,
+    DEFTSIM_NCCL_ARCH_HOPPER,
+    DEFTSIM_NCCL_ARCH_COUNT
+} deftsim_nccl_arch;
 
 /* NCCL has no allgatherv: what an ALLGATHER step with unequal blocks becomes. */
 typedef enum {
@@ -130,6 +163,9 @@ extern const char *const deftsim_sim_compute_names[];
 extern const char *const deftsim_net_library_names[];
 extern const char *const deftsim_nccl_algo_names[];
 extern const char *const deftsim_nccl_agv_names[];
+extern const char *const deftsim_nccl_model_names[];
+extern const char *const deftsim_nccl_proto_names[];
+extern const char *const deftsim_nccl_arch_names[];
 
 const char *deftsim_topology_name(deftsim_topology t);
 const char *deftsim_net_model_name(deftsim_net_model m);
@@ -142,6 +178,9 @@ const char *deftsim_sim_compute_name(deftsim_sim_compute c);
 const char *deftsim_net_library_name(deftsim_net_library l);
 const char *deftsim_nccl_algo_name(deftsim_nccl_algo a);
 const char *deftsim_nccl_agv_name(deftsim_nccl_agv a);
+const char *deftsim_nccl_model_name(deftsim_nccl_model m);
+const char *deftsim_nccl_proto_name(deftsim_nccl_proto p);
+const char *deftsim_nccl_arch_name(deftsim_nccl_arch a);
 
 typedef struct {
     uint32_t P;                      /* workers: actors on hosts 0 .. P-1 */
@@ -173,6 +212,16 @@ typedef struct {
     deftsim_nccl_agv nccl_allgatherv; /* library = nccl: ALLGATHER steps of unequal blocks */
     uint64_t nccl_buffsize;          /* library = nccl: NCCL_BUFFSIZE, bytes; a step is 1/8 of
                                         it, a ring chunk 4 steps, a tree or broadcast chunk 1 */
+    deftsim_nccl_model nccl_model;   /* library = nccl: plain (the pattern) or tuned */
+    deftsim_nccl_proto nccl_proto;   /* tuned: the protocol, or auto (NCCL's choice) */
+    deftsim_nccl_arch nccl_arch;     /* tuned: the GPU generation of NCCL's tuning constants */
+    double nccl_launch;              /* tuned: seconds every collective call costs before its
+                                        first step (kernel launch and set-up) */
+    double nccl_nvl_efficiency;      /* tuned: the fraction of an intra-node link's bandwidth a
+                                        Simple-protocol transfer achieves, (0, 1] */
+    double nccl_net_efficiency;      /* tuned: the same for a transfer between nodes */
+    double nccl_step_scale;          /* tuned: multiplies NCCL's per-step latencies (1: as in
+                                        NCCL's tuning tables) */
 } deftsim_sim_params;
 
 /* The NCCL defaults: 2 channels (NCCL duplicates every ring its topology search finds, so it

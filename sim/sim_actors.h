@@ -98,6 +98,9 @@ sg_comm_t sim_irecv(sim_worker *w, uint32_t src, void **slot);
 /* A send that always waits for its receiver, whatever its size: NCCL's transport sends into a
  * buffer slot its receiver has granted, so no message is eager (sim_nccl.c). */
 sg_comm_t sim_isend_sync(sim_worker *w, uint32_t dst, uint64_t bytes);
+/* The same with `wire` bytes simulated on the links for the `bytes` of data it carries (a
+ * protocol's flags, a link's achieved fraction: sim_nccl.c); the payload stays `bytes`. */
+sg_comm_t sim_isend_sync_wire(sim_worker *w, uint32_t dst, uint64_t bytes, uint64_t wire);
 /* Waits for the n handles (all the worker posted since its last wait that are not eager). */
 void sim_wait_all(sim_worker *w, sg_comm_t *comms, size_t n);
 

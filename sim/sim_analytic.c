@@ -71,6 +71,8 @@ int sim_analytic_eligible(const deftsim_sim_params *p, const deftsim_schedule *c
     else if (p->backbone_bandwidth > 0) no = "the flat network has a shared backbone";
     else if (p->gpus_per_node > 1) no = "nodes hold several GPUs";
     else if (p->crosstraffic) no = "crosstraffic is on";
+    else if (p->library == DEFTSIM_LIB_NCCL && p->nccl_model == DEFTSIM_NCCL_MODEL_TUNED)
+        no = "NCCL's tuned model waits out per-step and per-call latencies";
     else if (p->model != DEFTSIM_NET_LV08 && p->model != DEFTSIM_NET_CM02)
         no = "the model's factors depend on the message size";
     else if (mpi && p->allgather == DEFTSIM_AG_RECURSIVE_DOUBLING &&

@@ -156,6 +156,25 @@ void sim_nccl_tree(uint32_t P, uint32_t G, uint32_t C, uint32_t tc, uint32_t ran
 double sim_nccl_predict_us(const deftsim_sim_params *p, deftsim_nccl_algo a, uint64_t bytes);
 deftsim_nccl_algo sim_nccl_pick(const deftsim_sim_params *p, uint64_t bytes);
 
+/* ---- sim_nccl_tune.c: how NCCL runs one call (nccl_model = tuned) ----------------------------- */
+
+typedef enum { SIM_NCCL_ALLREDUCE, SIM_NCCL_ALLGATHER, SIM_NCCL_BCAST, SIM_NCCL_P2P } sim_nccl_coll;
+typedef struct {
+    deftsim_nccl_algo algo;   /* ring, tree, hierarchical or nvls (never auto) */
+    deftsim_nccl_proto proto; /* LL, LL128 or Simple (never auto) */
+    uint32_t channels;        /* the channels this call uses */
+    double base;              /* seconds before the first step: the call's launch and NCCL's base
+                                 latency of the pair */
+    double lat_intra, lat_net; /* seconds a step costs whose sends stay in the node / cross it */
+    double wire;              /* bytes on the wire per byte of data (LL 2, LL128 128/120) */
+    double eff_intra, eff_net; /* the fraction of a link's bandwidth a transfer achieves */
+    double predict_us;        /* NCCL's own predicted time of the call (tuned), else 0 */
+} sim_nccl_call;
+/* With nccl_model = plain: the configured algorithm (auto: sim_nccl_pick), Simple, the
+ * configured channels, no costs, factors 1. With tuned: NCCL's choice and its costs. */
+void sim_nccl_plan_call(const deftsim_sim_params *p, sim_nccl_coll coll, uint64_t bytes,
+                        sim_nccl_call *out);
+
 /* Approximate mode: ring steps simulated before the rest is scaled from the last of them. */
 #define SIM_APPROX_RING_STEPS 6u
 /* Approximate mode's samples of a sequence of n like rounds (an equal-block NCCL group's

@@ -26,7 +26,10 @@ const char *const deftsim_bcast_names[] = {"binomial", "scatter_rdb_allgather",
 const char *const deftsim_sim_mode_names[] = {"exact", "approximate", "analytic", NULL};
 const char *const deftsim_sim_compute_names[] = {"measured", "none", NULL};
 const char *const deftsim_net_library_names[] = {"mpi", "nccl", NULL};
-const char *const deftsim_nccl_algo_names[] = {"ring", "tree", "hierarchical", "auto", NULL};
+const char *const deftsim_nccl_algo_names[] = {"ring", "tree", "hierarchical", "auto", "nvls", NULL};
+const char *const deftsim_nccl_model_names[] = {"plain", "tuned", NULL};
+const char *const deftsim_nccl_proto_names[] = {"auto", "LL", "LL128", "Simple", NULL};
+const char *const deftsim_nccl_arch_names[] = {"volta", "ampere", "hopper", NULL};
 const char *const deftsim_nccl_agv_names[] = {"pad", "bcast", "p2p", NULL};
 
 _Static_assert(sizeof deftsim_topology_names / sizeof(char *) == DEFTSIM_TOPO_COUNT + 1, "names");
@@ -41,6 +44,9 @@ _Static_assert(sizeof deftsim_sim_compute_names / sizeof(char *) == DEFTSIM_SIM_
 _Static_assert(sizeof deftsim_net_library_names / sizeof(char *) == DEFTSIM_LIB_COUNT + 1, "names");
 _Static_assert(sizeof deftsim_nccl_algo_names / sizeof(char *) == DEFTSIM_NCCL_ALGO_COUNT + 1, "names");
 _Static_assert(sizeof deftsim_nccl_agv_names / sizeof(char *) == DEFTSIM_NCCL_AGV_COUNT + 1, "names");
+_Static_assert(sizeof deftsim_nccl_model_names / sizeof(char *) == DEFTSIM_NCCL_MODEL_COUNT + 1, "names");
+_Static_assert(sizeof deftsim_nccl_proto_names / sizeof(char *) == DEFTSIM_NCCL_PROTO_COUNT + 1, "names");
+_Static_assert(sizeof deftsim_nccl_arch_names / sizeof(char *) == DEFTSIM_NCCL_ARCH_COUNT + 1, "names");
 
 static const char *name_of(const char *const *names, unsigned count, unsigned v)
 {
@@ -92,6 +98,18 @@ const char *deftsim_nccl_agv_name(deftsim_nccl_agv a)
 {
     return name_of(deftsim_nccl_agv_names, DEFTSIM_NCCL_AGV_COUNT, (unsigned)a);
 }
+const char *deftsim_nccl_model_name(deftsim_nccl_model m)
+{
+    return name_of(deftsim_nccl_model_names, DEFTSIM_NCCL_MODEL_COUNT, (unsigned)m);
+}
+const char *deftsim_nccl_proto_name(deftsim_nccl_proto p)
+{
+    return name_of(deftsim_nccl_proto_names, DEFTSIM_NCCL_PROTO_COUNT, (unsigned)p);
+}
+const char *deftsim_nccl_arch_name(deftsim_nccl_arch a)
+{
+    return name_of(deftsim_nccl_arch_names, DEFTSIM_NCCL_ARCH_COUNT, (unsigned)a);
+}
 
 void deftsim_sim_params_default(deftsim_sim_params *p)
 {
@@ -121,4 +139,11 @@ void deftsim_sim_params_default(deftsim_sim_params *p)
     p->nccl_channels = DEFTSIM_NCCL_CHANNELS_DEFAULT;
     p->nccl_allgatherv = DEFTSIM_NCCL_AGV_PAD;
     p->nccl_buffsize = DEFTSIM_NCCL_BUFFSIZE_DEFAULT;
+    p->nccl_model = DEFTSIM_NCCL_MODEL_PLAIN;
+    p->nccl_proto = DEFTSIM_NCCL_PROTO_AUTO;
+    p->nccl_arch = DEFTSIM_NCCL_ARCH_HOPPER;
+    p->nccl_launch = 0;
+    p->nccl_nvl_efficiency = 1;
+    p->nccl_net_efficiency = 1;
+    p->nccl_step_scale = 1;
 }

@@ -168,14 +168,18 @@ static uint32_t tree_depth(uint32_t P, uint32_t G, uint32_t C, uint32_t tc, uint
 
 typedef struct {
     sim_worker *w;
+    const sim_nccl_call *call; /* the protocol's costs */
     sg_comm_t *comms;
     void **slots;
     size_t n, nrecv, cap;
+    uint32_t nsend, ncross; /* this round's sends, and those that leave the node */
 } round_t;
 
-static void round_init(round_t *rd, sim_worker *w, size_t cap)
+static void round_init(round_t *rd, sim_worker *w, const sim_nccl_call *call, size_t cap)
 {
     rd->w = w;
+    rd->call = call;
+    rd->nsend = rd->ncross = 0;
     rd->cap = cap ? cap : 1;
     rd->n = rd->nrecv = 0;
     rd->comms = malloc(rd->cap * sizeof *rd->comms);
@@ -197,17 +201,35 @@ static void round_recv(round_t *rd, uint32_t src)
     rd->nrecv++;
 }
 
+/* A send of `bytes` of data: on the wire as the call's protocol moves them, at the achieved
+ * fraction of the link it takes (the node's, or the network's). */
 static void round_send(round_t *rd, uint32_t dst, uint64_t bytes)
 {
-    rd->comms[rd->n++] = sim_isend_sync(rd->w, dst, bytes);
+    const sim_nccl_call *k = rd->call;
+    uint32_t G = rd->w->ctx->p->gpus_per_node ? rd->w->ctx->p->gpus_per_node : 1;
+    int cross = dst / G != sim_rank(rd->w) / G;
+    double eff = cross ? k->eff_net : k->eff_intra;
+    uint64_t wire = bytes;
+    if (k->wire != 1 || eff != 1) wire = (uint64_t)ceil((double)bytes * k->wire / eff);
+    rd->nsend++;
+    rd->ncross += (uint32_t)cross;
+    rd->comms[rd->n++] = sim_isend_sync_wire(rd->w, dst, bytes, wire);
 }
 
 /* The receives must all be posted before the first send: slots are indexed by receive. */
+/* Then the step's latency: the protocol's per-step cost, the network's share of it as this
+ * rank's sends of the round cross nodes (a rank that only receives pays the node's). */
 static void round_wait(round_t *rd)
 {
     sim_wait_all(rd->w, rd->comms, rd->n);
     for (size_t i = 0; i < rd->nrecv; i++) rd->w->recv += sim_payload(rd->slots[i]);
+    const sim_nccl_call *k = rd->call;
+    if (rd->n && (k->lat_intra > 0 || k->lat_net > 0)) {
+        double f = rd->nsend ? (double)rd->ncross / rd->nsend : 0;
+        sim_sleep(k->lat_intra + (k->lat_net - k->lat_intra) * f);
+    }
     rd->n = rd->nrecv = 0;
+    rd->nsend = rd->ncross = 0;
 }
 
 /* ---- rings ------------------------------------------------------------------------------------- */
@@ -223,6 +245,7 @@ typedef struct {
     ring_kind kind;
     uint32_t s0, s1;      /* RING_VECTOR: steps [s0, s1) of the 2 (n - 1) of an allreduce */
     int approx_ok;        /* every rank of the collective runs as many loops of this ring */
+    const sim_nccl_call *call;
 } ring_plan;
 
 static uint64_t divup(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
@@ -296,7 +319,7 @@ static void ring_run(sim_worker *w, const deftsim_sim_params *p, const ring_plan
         if (lc > loops) loops = lc;
     }
     round_t rd;
-    round_init(&rd, w, 2 * (size_t)rp->C);
+    round_init(&rd, w, rp->call, 2 * (size_t)rp->C);
     uint32_t steps = s1 - s0;
     /* Approximate mode (every channel with data the same number of loops, so that every rank
      * agrees as often): each loop runs SIM_APPROX_RING_STEPS steps, the rest at the longest sampled step
@@ -355,12 +378,14 @@ static uint64_t step_size(const deftsim_sim_params *p)
 }
 
 /* The ring over all P ranks in NCCL's order. */
-static void plan_global(ring_plan *rp, const deftsim_sim_params *p, uint32_t r, uint64_t e)
+static void plan_global(ring_plan *rp, const deftsim_sim_params *p, const sim_nccl_call *k,
+                        uint32_t r, uint64_t e)
 {
     uint32_t P = p->P, G = gpn(p);
     rp->n = P;
     rp->approx_ok = 1;
-    rp->C = channels(p);
+    rp->call = k;
+    rp->C = k->channels < MAXC ? k->channels : MAXC;
     rp->e = e;
     rp->chunk = 4 * step_size(p) / e ? 4 * step_size(p) / e : 1;
     for (uint32_t c = 0; c < rp->C; c++) {
@@ -371,11 +396,12 @@ static void plan_global(ring_plan *rp, const deftsim_sim_params *p, uint32_t r, 
     }
 }
 
-static void ring_allreduce(sim_worker *w, const deftsim_sim_params *p, uint64_t bytes)
+static void ring_allreduce(sim_worker *w, const deftsim_sim_params *p, const sim_nccl_call *k,
+                           uint64_t bytes)
 {
     uint64_t e = elem_of(p, bytes);
     ring_plan rp;
-    plan_global(&rp, p, sim_rank(w), e);
+    plan_global(&rp, p, k, sim_rank(w), e);
     rp.kind = RING_VECTOR;
     rp.s0 = 0;
     rp.s1 = 2 * (rp.n - 1);
@@ -384,11 +410,12 @@ static void ring_allreduce(sim_worker *w, const deftsim_sim_params *p, uint64_t 
 }
 
 /* Every block `bytes` long (padded or equal). */
-static void ring_allgather(sim_worker *w, const deftsim_sim_params *p, uint64_t bytes)
+static void ring_allgather(sim_worker *w, const deftsim_sim_params *p, const sim_nccl_call *k,
+                           uint64_t bytes)
 {
     uint64_t e = elem_of(p, bytes);
     ring_plan rp;
-    plan_global(&rp, p, sim_rank(w), e);
+    plan_global(&rp, p, k, sim_rank(w), e);
     rp.kind = RING_BLOCKS;
     split(bytes / e, rp.C, rp.count);
     ring_run(w, p, &rp);
@@ -396,7 +423,8 @@ static void ring_allgather(sim_worker *w, const deftsim_sim_params *p, uint64_t 
 
 /* ---- hierarchical ------------------------------------------------------------------------------- */
 
-static void hierarchical(sim_worker *w, const deftsim_sim_params *p, uint64_t bytes)
+static void hierarchical(sim_worker *w, const deftsim_sim_params *p, const sim_nccl_call *k,
+                         uint64_t bytes)
 {
     uint32_t P = p->P, G = gpn(p), r = sim_rank(w), N = P / G, n = r / G, l = r % G;
     uint64_t e = elem_of(p, bytes);
@@ -404,7 +432,8 @@ static void hierarchical(sim_worker *w, const deftsim_sim_params *p, uint64_t by
     ring_plan in;
     in.n = G;
     in.approx_ok = 1;
-    in.C = channels(p);
+    in.call = k;
+    in.C = k->channels < MAXC ? k->channels : MAXC;
     in.e = e;
     in.chunk = 4 * step_size(p) / e ? 4 * step_size(p) / e : 1;
     in.kind = RING_VECTOR;
@@ -463,9 +492,11 @@ static uint64_t tree_chunk_bytes(const tree_ch *t, uint64_t csz, uint64_t k)
     return left < csz ? left : csz;
 }
 
-static void tree_allreduce(sim_worker *w, const deftsim_sim_params *p, uint64_t bytes)
+static void tree_allreduce(sim_worker *w, const deftsim_sim_params *p, const sim_nccl_call *k,
+                           uint64_t bytes)
 {
-    uint32_t P = p->P, G = gpn(p), C = channels(p), T = 2 * C, r = sim_rank(w);
+    uint32_t P = p->P, G = gpn(p), C = k->channels < MAXC ? k->channels : MAXC, T = 2 * C;
+    uint32_t r = sim_rank(w);
     uint64_t e = elem_of(p, bytes), csz = step_size(p) / e * e;
     if (!csz) csz = e;
     uint64_t part[2 * MAXC];
@@ -493,7 +524,7 @@ static void tree_allreduce(sim_worker *w, const deftsim_sim_params *p, uint64_t 
         if (last > rounds) rounds = last;
     }
     round_t rd;
-    round_init(&rd, w, 8 * (size_t)T);
+    round_init(&rd, w, k, 8 * (size_t)T);
     /* NCCL's split tree: the reduce up and the broadcast down run at once. In round u a rank of
      * height h sends chunk u - h up (its child of height h' sends chunk u - h' in it); the root
      * (height H) reduces chunk k in round k + H - 1 and sends it down in round k + H; a rank at
@@ -521,72 +552,56 @@ static void tree_allreduce(sim_worker *w, const deftsim_sim_params *p, uint64_t 
     free(t);
 }
 
-/* ---- auto: NCCL's tuning model ----------------------------------------------------------------- */
-
-/* NCCL's figures for its Simple protocol (src/graph/tuning.cc, NCCL 2.2x): base latency of
- * ring and tree, microseconds; hardware latency per step over NVLink and over the network;
- * the tree's bandwidth correction by log2(bytes / 64). */
-#define BASE_LAT_US 8.4
-#define RING_NVL_LAT_US 3.4
-#define TREE_NVL_LAT_US 4.0
-#define NET_LAT_US 14.0
-static const double tree_correction[24] = {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5,
-                                           .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9, .9};
-
-static uint32_t log2_floor(uint64_t v)
-{
-    uint32_t l = 0;
-    while (v >>= 1) l++;
-    return l;
-}
-
-double sim_nccl_predict_us(const deftsim_sim_params *p, deftsim_nccl_algo a, uint64_t bytes)
-{
-    uint32_t P = p->P, G = gpn(p), N = (P + G - 1) / G, C = channels(p);
-    double ppn = (double)P / N, gbps = p->bandwidth / 1e9; /* GB/s, NCCL's unit */
-    if (P < 2) return 0;
-    if (a == DEFTSIM_NCCL_TREE) {
-        double bw = gbps * 0.92 * 0.5;
-        int lg = bytes >> 6 ? (int)log2_floor(bytes >> 6) : -1;
-        if (lg >= 0 && lg < 24) bw *= tree_correction[lg];
-        double lat = BASE_LAT_US + 2 * ((ppn - 1) * TREE_NVL_LAT_US + log2_floor(N) * NET_LAT_US);
-        return lat + (double)bytes / (1000 * bw);
-    }
-    uint32_t steps = 2 * (P - 1), inter = N > 1 ? 2 * (N - 1) : 0;
-    double lat = BASE_LAT_US + (steps - inter) * RING_NVL_LAT_US + inter * NET_LAT_US;
-    if (N > 1 && bytes / ((uint64_t)C * P) >= 64) lat *= 1.4; /* the ring's plateau */
-    double bw = gbps * P / (2.0 * (P - 1));
-    return lat + (double)bytes / (1000 * bw);
-}
-
-deftsim_nccl_algo sim_nccl_pick(const deftsim_sim_params *p, uint64_t bytes)
-{
-    return sim_nccl_predict_us(p, DEFTSIM_NCCL_TREE, bytes) <
-                   sim_nccl_predict_us(p, DEFTSIM_NCCL_RING, bytes)
-               ? DEFTSIM_NCCL_TREE
-               : DEFTSIM_NCCL_RING;
-}
-
 /* ---- entry points ------------------------------------------------------------------------------- */
+
+/* NVLink SHARP (NVLS): the NVSwitch reduces. Each GPU's port carries its buffer up to the
+ * switch and the reduced result back, pipelined: S (P + 1) / P bytes each way. A point-to-point
+ * model cannot reduce in a switch, so each rank sends that volume, split over the call's
+ * channels, to its ring neighbour in one round: every port moves what NVLS moves through it, and
+ * the switch's reduction and multicast take no time of their own. */
+static void nvls_allreduce(sim_worker *w, const deftsim_sim_params *p, const sim_nccl_call *k,
+                           uint64_t bytes)
+{
+    uint32_t P = p->P, G = gpn(p), r = sim_rank(w), C = k->channels < MAXC ? k->channels : MAXC;
+    uint64_t part[MAXC], e = elem_of(p, bytes);
+    split(bytes / e, C, part);
+    round_t rd;
+    round_init(&rd, w, k, 2 * (size_t)C);
+    for (uint32_t c = 0; c < C; c++)
+        if (part[c]) round_recv(&rd, sim_nccl_ring_rank(P, G, c, (sim_nccl_ring_pos(P, G, c, r) + P - 1) % P));
+    for (uint32_t c = 0; c < C; c++)
+        if (part[c]) {
+            uint64_t vol = (uint64_t)ceil((double)(part[c] * e) * (P + 1) / P);
+            round_send(&rd, sim_nccl_ring_rank(P, G, c, (sim_nccl_ring_pos(P, G, c, r) + 1) % P), vol);
+        }
+    round_wait(&rd);
+    round_free(&rd);
+}
 
 void sim_nccl_allreduce(sim_worker *w, const deftsim_sim_params *p, uint64_t bytes)
 {
     if (sim_size(w) < 2 || bytes == 0) return;
-    deftsim_nccl_algo a = p->nccl_algorithm;
-    if (a == DEFTSIM_NCCL_AUTO) a = sim_nccl_pick(p, bytes);
-    /* Hierarchical needs whole nodes; with a partial last node it is NCCL's ring. */
+    sim_nccl_call k;
+    sim_nccl_plan_call(p, SIM_NCCL_ALLREDUCE, bytes, &k);
+    sim_sleep(k.base);
+    deftsim_nccl_algo a = k.algo;
+    /* Hierarchical needs whole nodes; with a partial last node it is NCCL's ring. NVLS needs
+     * one node on NVSwitch (the tuned model picks it only there). */
     if (a == DEFTSIM_NCCL_HIERARCHICAL && p->P % gpn(p)) a = DEFTSIM_NCCL_RING;
+    if (a == DEFTSIM_NCCL_NVLS && (p->P > gpn(p) || gpn(p) < 2)) a = DEFTSIM_NCCL_RING;
     switch (a) {
-    case DEFTSIM_NCCL_TREE: tree_allreduce(w, p, bytes); return;
-    case DEFTSIM_NCCL_HIERARCHICAL: hierarchical(w, p, bytes); return;
-    default: ring_allreduce(w, p, bytes); return;
+    case DEFTSIM_NCCL_TREE: tree_allreduce(w, p, &k, bytes); return;
+    case DEFTSIM_NCCL_HIERARCHICAL: hierarchical(w, p, &k, bytes); return;
+    case DEFTSIM_NCCL_NVLS: nvls_allreduce(w, p, &k, bytes); return;
+    default: ring_allreduce(w, p, &k, bytes); return;
     }
 }
 
 /* A ring broadcast of `bytes` from root, per channel a pipelined chain. */
-void sim_nccl_bcast(sim_worker *w, const deftsim_sim_params *p, uint32_t root, uint64_t bytes)
+static void bcast_run(sim_worker *w, const deftsim_sim_params *p, const sim_nccl_call *k,
+                      uint32_t root, uint64_t bytes)
 {
-    uint32_t P = p->P, G = gpn(p), C = channels(p), r = sim_rank(w);
+    uint32_t P = p->P, G = gpn(p), C = k->channels < MAXC ? k->channels : MAXC, r = sim_rank(w);
     if (P < 2 || bytes == 0) return;
     uint64_t e = elem_of(p, bytes), csz = step_size(p) / e * e, part[MAXC];
     if (!csz) csz = e;
@@ -606,18 +621,27 @@ void sim_nccl_bcast(sim_worker *w, const deftsim_sim_params *p, uint32_t root, u
         if ((rel[c] ? rel[c] - 1 : 0) < first) first = rel[c] ? rel[c] - 1 : 0;
     }
     round_t rd;
-    round_init(&rd, w, 2 * (size_t)C);
+    round_init(&rd, w, k, 2 * (size_t)C);
     for (uint64_t t = first; t < rounds; t++) {
         for (uint32_t c = 0; c < C; c++)
             if (rel[c] > 0 && t + 1 >= rel[c] && t + 1 - rel[c] < nch[c]) round_recv(&rd, prev[c]);
         for (uint32_t c = 0; c < C; c++)
             if (rel[c] + 1 < P && t >= rel[c] && t - rel[c] < nch[c]) {
-                uint64_t k = t - rel[c], left = part[c] * e - k * csz;
+                uint64_t ck = t - rel[c], left = part[c] * e - ck * csz;
                 round_send(&rd, next[c], left < csz ? left : csz);
             }
         round_wait(&rd);
     }
     round_free(&rd);
+}
+
+void sim_nccl_bcast(sim_worker *w, const deftsim_sim_params *p, uint32_t root, uint64_t bytes)
+{
+    if (p->P < 2 || bytes == 0) return;
+    sim_nccl_call k;
+    sim_nccl_plan_call(p, SIM_NCCL_BCAST, bytes, &k);
+    sim_sleep(k.base);
+    bcast_run(w, p, &k, root, bytes);
 }
 
 /* ---- grouped point to point -------------------------------------------------------------------- */
@@ -714,8 +738,8 @@ uint32_t sim_nccl_p2p_schedule(uint32_t P, uint32_t G, uint32_t Cp, uint32_t ran
  * waves: after a start from the latest rank's, the sampled waves run; after each, every rank
  * takes the latest end, and the waves up to the next sample pass at the pace of the longest
  * sampled wave so far, of any rank. */
-static void group_p2p(sim_worker *w, const deftsim_sim_params *p, const uint64_t *bytes,
-                      uint64_t one, int equal)
+static void group_p2p(sim_worker *w, const deftsim_sim_params *p, const sim_nccl_call *k,
+                      const uint64_t *bytes, uint64_t one, int equal)
 {
     uint32_t P = sim_size(w), r = sim_rank(w);
     uint32_t *sched = malloc((5 * (size_t)P + 1) * sizeof *sched);
@@ -732,7 +756,7 @@ static void group_p2p(sim_worker *w, const deftsim_sim_params *p, const uint64_t
     first[0] = 0;
     int approx = p->mode == DEFTSIM_SIM_APPROXIMATE && equal && nwaves > SIM_APPROX_SEQ_MIN;
     round_t rd;
-    round_init(&rd, w, 2 * (size_t)P);
+    round_init(&rd, w, k, 2 * (size_t)P);
     sim_approx_seq q;
     if (approx) sim_approx_seq_start(w, &q);
     for (uint32_t v = 0; v < nwaves; v++) {
@@ -750,7 +774,10 @@ static void group_p2p(sim_worker *w, const deftsim_sim_params *p, const uint64_t
 void sim_nccl_alltoall(sim_worker *w, const deftsim_sim_params *p, uint64_t bytes, int equal)
 {
     if (sim_size(w) < 2) return;
-    group_p2p(w, p, NULL, bytes, equal);
+    sim_nccl_call k;
+    sim_nccl_plan_call(p, SIM_NCCL_P2P, bytes, &k);
+    sim_sleep(k.base);
+    group_p2p(w, p, &k, NULL, bytes, equal);
 }
 
 void sim_nccl_allgather(sim_worker *w, const deftsim_sim_params *p, const uint64_t *bytes,
@@ -758,21 +785,24 @@ void sim_nccl_allgather(sim_worker *w, const deftsim_sim_params *p, const uint64
 {
     uint32_t P = sim_size(w);
     if (P < 2) return;
-    if (info->equal) {
-        if (bytes[0]) ring_allgather(w, p, bytes[0]);
-        return;
-    }
-    switch (p->nccl_allgatherv) {
+    uint64_t mx = 0;
+    for (uint32_t q = 0; q < (info->equal ? 1 : P); q++)
+        if (bytes[q] > mx) mx = bytes[q];
+    if (!mx) return;
+    deftsim_nccl_agv how = info->equal ? DEFTSIM_NCCL_AGV_PAD : p->nccl_allgatherv;
+    /* One call (a group is one launch); its protocol and channels from the largest block,
+     * as the whole gathered vector for the ring, one block for the others. */
+    sim_nccl_call k;
+    sim_nccl_plan_call(p, how == DEFTSIM_NCCL_AGV_PAD ? SIM_NCCL_ALLGATHER
+                          : how == DEFTSIM_NCCL_AGV_BCAST ? SIM_NCCL_BCAST : SIM_NCCL_P2P,
+                       how == DEFTSIM_NCCL_AGV_PAD ? mx * P : mx, &k);
+    sim_sleep(k.base);
+    switch (how) {
     case DEFTSIM_NCCL_AGV_BCAST:
-        for (uint32_t root = 0; root < P; root++) sim_nccl_bcast(w, p, root, bytes[root]);
+        for (uint32_t root = 0; root < P; root++)
+            if (bytes[root]) bcast_run(w, p, &k, root, bytes[root]);
         return;
-    case DEFTSIM_NCCL_AGV_P2P: group_p2p(w, p, bytes, 0, 0); return;
-    default: {
-        uint64_t mx = 0;
-        for (uint32_t q = 0; q < P; q++)
-            if (bytes[q] > mx) mx = bytes[q];
-        if (mx) ring_allgather(w, p, mx);
-        return;
-    }
+    case DEFTSIM_NCCL_AGV_P2P: group_p2p(w, p, &k, bytes, 0, 0); return;
+    default: ring_allgather(w, p, &k, mx); return;
     }
 }

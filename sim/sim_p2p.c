@@ -149,6 +149,16 @@ sg_comm_t sim_isend_sync(sim_worker *w, uint32_t dst, uint64_t bytes)
                                 (long)(bytes + p->envelope_bytes));
 }
 
+sg_comm_t sim_isend_sync_wire(sim_worker *w, uint32_t dst, uint64_t bytes, uint64_t wire)
+{
+    if (wire == bytes || w->rec) return sim_isend_sync(w, dst, bytes);
+    const deftsim_sim_params *p = w->ctx->p;
+    w->sent += bytes;
+    w->messages++;
+    return sg_mailbox_put_async(out_mailbox(w, dst), sim_payload_of(bytes),
+                                (long)(wire + p->envelope_bytes));
+}
+
 sg_comm_t sim_irecv(sim_worker *w, uint32_t src, void **slot)
 {
     if (w->rec) {

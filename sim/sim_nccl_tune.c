@@ -1,0 +1,269 @@
+/* sim_nccl_tune.c - how NCCL runs one call: its algorithm, protocol and channel count for the
+ * collective and size (NCCL's tuning model), and what the chosen protocol costs a step. The
+ * collectives of sim_nccl.c ask it once per call (sim_nccl_plan_call) and run the pattern.
+ *
+ * The constants are NCCL's own tuning figures, read from its source (github.com/NVIDIA/nccl,
+ * src/graph/tuning.cc, ncclTunerConstantsDefaults and ncclTopoTuneModel, and src/enqueue.cc,
+ * the channel and thread tuning of a call; NCCL 2.30.7, 2026-06). docs/NETWORK.md, "NCCL as it
+ * runs", says which of them enter the simulation and how, and what is fitted instead.
+ *
+ * Call order in sim/ (a file calls only files below it, never back up): see sim_nccl.c; this
+ * file calls only sim_names.c's defaults and libm. */
+#include <math.h>
+
+#include "sim_internal.h"
+
+/* Per algorithm (tree, ring, NVLS) and protocol (LL, LL128, Simple), microseconds. */
+enum { A_TREE, A_RING, A_NVLS, NA };
+enum { P_LL, P_LL128, P_SIMPLE, NP };
+static const double base_lat[NA][NP] = {{6.8, 14.0, 8.4}, {6.6, 14.0, 8.4}, {0, 0, 0}};
+static const double hw_lat_nvl[NA][NP] = {{0.6, 1.25, 4.0}, {0.6, 1.9, 3.4}, {0, 0, 25}};
+static const double hw_lat_pci[NA][NP] = {{1.0, 1.9, 4.0}, {1.0, 2.5, 5.7}, {0, 0, 0}};
+static const double hw_lat_net[NA][NP] = {{5.0, 8.5, 14}, {2.7, 4.0, 14.0}, {0, 0, 18}};
+
+/* GB/s, by GPU generation (volta, ampere, hopper) and node count (1, 2, more). LL's cap is
+ * NCCL's for one node by GPU generation; between nodes NCCL takes it by CPU vendor, and the
+ * Intel row (NCCL's first) is taken here. */
+static const double ll_max_bw_n1[DEFTSIM_NCCL_ARCH_COUNT] = {39.0, 87.7, 141.0};
+static const double ll_max_bw_intel[3] = {39.0, 39.0, 20.4};
+static const double per_ch_ring_ll128[DEFTSIM_NCCL_ARCH_COUNT] = {20.0, 20.0, 36.7};
+static const double per_ch_tree_ll128[DEFTSIM_NCCL_ARCH_COUNT][3] = {
+    {20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 29.0}};
+static const double per_ch_tree[DEFTSIM_NCCL_ARCH_COUNT][3] = {
+    {26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}};
+/* NVLS's achieved fraction of NVLink (Hopper; NCCL has none before it). */
+#define NVLS_EFFICIENCY 0.85
+/* The channels NVLS uses at most ("NVLS should not need more than 16 channels"). */
+#define NVLS_CHANNELS 16u
+/* Tree's bandwidth correction by log2(bytes / 64), per protocol. */
+static const double tree_corr[NP][24] = {
+    {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0, 1.0},
+    {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0, 1.0},
+    {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9, .9}};
+/* Threads a channel runs and the bytes a thread must have before another channel is used
+ * (enqueue.cc: a call drops channels while bytes < channels x threads x threshold; the ring's
+ * LL threshold is multiplied by the rank count). */
+static const double max_threads[NP] = {512, 640, 512};
+static const double thread_threshold[NP] = {8, 8, 64};
+/* Bytes on the wire per byte of data: LL's lines carry 8 bytes of data and 8 of flags, LL128's
+ * 120 of every 128; Simple moves the data as it is. */
+static const double wire_factor[NP] = {2.0, 128.0 / 120.0, 1.0};
+/* The per-step cost of the network proxy between nodes, microseconds (NCCL's default for Intel
+ * CPUs; three times for Simple). */
+#define NET_OVERHEAD_US 1.0
+
+static uint32_t log2_floor(uint64_t v)
+{
+    uint32_t l = 0;
+    while (v >>= 1) l++;
+    return l;
+}
+
+static double dmin(double a, double b) { return a < b ? a : b; }
+static double dmax(double a, double b) { return a > b ? a : b; }
+
+static int proto_index(deftsim_nccl_proto pr)
+{
+    return pr == DEFTSIM_NCCL_PROTO_LL ? P_LL : pr == DEFTSIM_NCCL_PROTO_LL128 ? P_LL128 : P_SIMPLE;
+}
+
+static deftsim_nccl_proto proto_of(int pi)
+{
+    return pi == P_LL ? DEFTSIM_NCCL_PROTO_LL
+                      : pi == P_LL128 ? DEFTSIM_NCCL_PROTO_LL128 : DEFTSIM_NCCL_PROTO_SIMPLE;
+}
+
+/* ---- plain auto: NCCL's tuning model for Simple, ring or tree ----------------------------------------------------------------- */
+
+/* NCCL's figures for its Simple protocol (src/graph/tuning.cc, NCCL 2.2x): base latency of
+ * ring and tree, microseconds; hardware latency per step over NVLink and over the network;
+ * the tree's bandwidth correction by log2(bytes / 64). */
+#define BASE_LAT_US 8.4
+#define RING_NVL_LAT_US 3.4
+#define TREE_NVL_LAT_US 4.0
+#define NET_LAT_US 14.0
+static const double tree_correction[24] = {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5,
+                                           .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9, .9};
+
+double sim_nccl_predict_us(const deftsim_sim_params *p, deftsim_nccl_algo a, uint64_t bytes)
+{
+    uint32_t P = p->P, G = p->gpus_per_node ? p->gpus_per_node : 1, N = (P + G - 1) / G;
+    uint32_t C = p->nccl_channels ? p->nccl_channels : 1;
+    double ppn = (double)P / N, gbps = p->bandwidth / 1e9; /* GB/s, NCCL's unit */
+    if (P < 2) return 0;
+    if (a == DEFTSIM_NCCL_TREE) {
+        double bw = gbps * 0.92 * 0.5;
+        int lg = bytes >> 6 ? (int)log2_floor(bytes >> 6) : -1;
+        if (lg >= 0 && lg < 24) bw *= tree_correction[lg];
+        double lat = BASE_LAT_US + 2 * ((ppn - 1) * TREE_NVL_LAT_US + log2_floor(N) * NET_LAT_US);
+        return lat + (double)bytes / (1000 * bw);
+    }
+    uint32_t steps = 2 * (P - 1), inter = N > 1 ? 2 * (N - 1) : 0;
+    double lat = BASE_LAT_US + (steps - inter) * RING_NVL_LAT_US + inter * NET_LAT_US;
+    if (N > 1 && bytes / ((uint64_t)C * P) >= 64) lat *= 1.4; /* the ring's plateau */
+    double bw = gbps * P / (2.0 * (P - 1));
+    return lat + (double)bytes / (1000 * bw);
+}
+
+deftsim_nccl_algo sim_nccl_pick(const deftsim_sim_params *p, uint64_t bytes)
+{
+    return sim_nccl_predict_us(p, DEFTSIM_NCCL_TREE, bytes) <
+                   sim_nccl_predict_us(p, DEFTSIM_NCCL_RING, bytes)
+               ? DEFTSIM_NCCL_TREE
+               : DEFTSIM_NCCL_RING;
+}
+
+/* The shape NCCL sees. */
+typedef struct {
+    uint32_t P, G, N, C;
+    double ppn, intra, node_net; /* GB/s: a GPU's intra-node link; a node's NICs together */
+    int nvl, nvls_ok;
+} shape_t;
+
+static void shape_of(const deftsim_sim_params *p, shape_t *s)
+{
+    s->P = p->P;
+    s->G = p->gpus_per_node ? p->gpus_per_node : 1;
+    if (s->G > s->P) s->G = s->P;
+    s->N = (s->P + s->G - 1) / s->G;
+    s->C = p->nccl_channels ? p->nccl_channels : 1;
+    if (s->C > DEFTSIM_NCCL_CHANNELS_MAX) s->C = DEFTSIM_NCCL_CHANNELS_MAX;
+    s->ppn = (double)s->P / s->N;
+    s->intra = (s->G > 1 ? p->intra_bandwidth : p->bandwidth) / 1e9;
+    double nic = (p->nic_bandwidth > 0 ? p->nic_bandwidth : p->bandwidth) / 1e9;
+    uint32_t nics = s->G > 1 && p->nics_per_node ? p->nics_per_node : 1;
+    s->node_net = nics * nic;
+    s->nvl = s->G > 1 && p->intra_fabric != DEFTSIM_INTRA_PCIE;
+    s->nvls_ok = s->N == 1 && s->G > 2 && p->intra_fabric == DEFTSIM_INTRA_NVSWITCH &&
+                 p->nccl_arch == DEFTSIM_NCCL_ARCH_HOPPER && s->C >= 2;
+}
+
+/* NCCL's predicted time of one call (microseconds), or a negative value where the pair does
+ * not run: NCCL's latency + bytes / bandwidth, its bandwidth from the platform's links at
+ * their achieved fractions. */
+static double predict(const deftsim_sim_params *p, const shape_t *s, sim_nccl_coll coll, int a,
+                      int pi, uint64_t bytes)
+{
+    int ar = coll == SIM_NCCL_ALLREDUCE;
+    if (a != A_RING && !ar) return -1;
+    if (a == A_NVLS && (pi != P_SIMPLE || !s->nvls_ok)) return -1;
+    if (pi == P_LL128 && s->G > 1 && !s->nvl) return -1; /* LL128 needs NVLink in the node */
+    uint32_t i2 = s->N <= 2 ? s->N - 1 : 2;
+    int hop = p->nccl_arch;
+    double nvl = s->intra * p->nccl_nvl_efficiency, net = s->node_net * p->nccl_net_efficiency;
+    double bus = s->N == 1 ? nvl : dmin(nvl, net);
+    double llmax = s->N == 1 ? ll_max_bw_n1[hop] : ll_max_bw_intel[i2];
+    if (a == A_RING && pi == P_LL) bus = dmin(llmax, bus * 0.5);
+    if (a == A_RING && pi == P_LL128) bus = dmin(bus * 0.92, s->C * per_ch_ring_ll128[hop]);
+    if (a == A_TREE) bus = dmin(bus * 0.92, s->C * per_ch_tree[hop][i2]);
+    if (a == A_TREE && pi == P_LL) bus = dmin(bus / 3.8, llmax);
+    if (a == A_TREE && pi == P_LL128)
+        bus = dmin(bus * (s->N == 1 ? 7.0 / 9.0 : 120.0 / 128.0), s->C * per_ch_tree_ll128[hop][i2]);
+    if (a == A_NVLS) bus = s->intra * NVLS_EFFICIENCY * (s->C - 1.0) / s->C * 2.0;
+    double nsteps = ar ? 2.0 * (s->P - 1) : coll == SIM_NCCL_BCAST ? s->P : s->P - 1.0;
+    double bw = a == A_TREE ? bus * 0.5 : bus * s->P / nsteps;
+    const double (*intra_tab)[NP] = s->nvl ? hw_lat_nvl : hw_lat_pci;
+    double intra = intra_tab[a][pi], inter = s->ppn == 1 ? hw_lat_net[A_TREE][pi] : hw_lat_net[a][pi];
+    double lat = base_lat[a][pi];
+    if (a == A_RING) {
+        if (coll == SIM_NCCL_BCAST) {
+            lat += nsteps * (s->N > 1 ? inter : intra);
+        } else {
+            if (s->N > 1) intra = dmax(intra, NET_OVERHEAD_US * (pi == P_SIMPLE ? 3 : 1));
+            double ninter = s->N == 1 ? 0 : ar ? 2.0 * (s->N - 1) : s->N - 1.0;
+            lat += (nsteps - ninter) * intra + ninter * inter;
+        }
+    } else if (a == A_TREE) {
+        lat += 2 * ((s->ppn - 1) * intra + log2_floor(s->N) * inter);
+    } else {
+        lat = intra;
+    }
+    int lg = bytes >> 6 ? (int)log2_floor(bytes >> 6) : -1;
+    if (a == A_TREE && lg >= 0 && lg < 23) bw *= tree_corr[pi][lg];
+    if (a == A_RING && pi == P_SIMPLE && s->N > 1 && ar && bytes / ((uint64_t)s->C * s->P) >= 64)
+        lat *= p->nccl_arch == DEFTSIM_NCCL_ARCH_VOLTA ? 1.9 : 1.4;
+    return bw > 0 ? lat + (double)bytes / (1000 * bw) : -1;
+}
+
+static int algo_index(deftsim_nccl_algo a)
+{
+    return a == DEFTSIM_NCCL_TREE ? A_TREE : a == DEFTSIM_NCCL_NVLS ? A_NVLS : A_RING;
+}
+
+static deftsim_nccl_algo algo_of(int a)
+{
+    return a == A_TREE ? DEFTSIM_NCCL_TREE : a == A_NVLS ? DEFTSIM_NCCL_NVLS : DEFTSIM_NCCL_RING;
+}
+
+/* Channels a call of `bytes` uses: NCCL drops one while the bytes would leave a thread less
+ * than its threshold. */
+static uint32_t call_channels(const shape_t *s, int a, int pi, uint64_t bytes)
+{
+    if (a == A_NVLS) return s->C < NVLS_CHANNELS ? s->C : NVLS_CHANNELS;
+    double thr = thread_threshold[pi] * (a == A_RING && pi == P_LL ? s->P : 1);
+    uint32_t nc = s->C;
+    while (nc >= 2 && (double)bytes < nc * max_threads[pi] * thr) nc--;
+    return nc;
+}
+
+void sim_nccl_plan_call(const deftsim_sim_params *p, sim_nccl_coll coll, uint64_t bytes,
+                        sim_nccl_call *out)
+{
+    shape_t s;
+    shape_of(p, &s);
+    deftsim_nccl_algo forced = p->nccl_algorithm;
+    out->channels = s.C;
+    out->base = 0;
+    out->lat_intra = out->lat_net = 0;
+    out->wire = 1;
+    out->eff_intra = out->eff_net = 1;
+    out->predict_us = 0;
+    out->proto = DEFTSIM_NCCL_PROTO_SIMPLE;
+    if (p->nccl_model != DEFTSIM_NCCL_MODEL_TUNED) {
+        out->algo = coll != SIM_NCCL_ALLREDUCE ? DEFTSIM_NCCL_RING
+                    : forced == DEFTSIM_NCCL_AUTO  ? sim_nccl_pick(p, bytes)
+                    : forced == DEFTSIM_NCCL_NVLS  ? DEFTSIM_NCCL_RING
+                                                   : forced;
+        return;
+    }
+    /* NCCL's choice: the fastest predicted (algorithm, protocol) among those allowed. */
+    int best_a = A_RING, best_p = P_SIMPLE;
+    double best = -1;
+    for (int a = 0; a < NA; a++) {
+        if (coll == SIM_NCCL_ALLREDUCE && forced != DEFTSIM_NCCL_AUTO &&
+            forced != DEFTSIM_NCCL_HIERARCHICAL && algo_index(forced) != a)
+            continue;
+        if (forced == DEFTSIM_NCCL_HIERARCHICAL && a != A_RING) continue;
+        for (int pi = 0; pi < NP; pi++) {
+            if (p->nccl_proto != DEFTSIM_NCCL_PROTO_AUTO && proto_index(p->nccl_proto) != pi) continue;
+            double t = predict(p, &s, coll, a, pi, bytes);
+            if (t >= 0 && (best < 0 || t < best)) best = t, best_a = a, best_p = pi;
+        }
+    }
+    /* A forced pair that cannot run (NVLS off one NVSwitch node, say) falls back as NCCL's
+     * does to what can: the ring with the forced protocol, or Simple. */
+    if (best < 0) {
+        best_a = A_RING;
+        best_p = p->nccl_proto != DEFTSIM_NCCL_PROTO_AUTO ? proto_index(p->nccl_proto) : P_SIMPLE;
+        best = predict(p, &s, coll, best_a, best_p, bytes);
+    }
+    out->algo = forced == DEFTSIM_NCCL_HIERARCHICAL && coll == SIM_NCCL_ALLREDUCE
+                    ? DEFTSIM_NCCL_HIERARCHICAL
+                    : algo_of(best_a);
+    out->proto = proto_of(best_p);
+    out->predict_us = best;
+    out->channels = call_channels(&s, best_a, best_p, bytes);
+    int la = best_a == A_NVLS ? A_NVLS : best_a;
+    const double (*intra_tab)[NP] = s.nvl ? hw_lat_nvl : hw_lat_pci;
+    double intra = intra_tab[la][best_p];
+    if (s.N > 1 && la == A_RING) intra = dmax(intra, NET_OVERHEAD_US * (best_p == P_SIMPLE ? 3 : 1));
+    double inter = s.ppn == 1 ? hw_lat_net[A_TREE][best_p] : hw_lat_net[la][best_p];
+    if (s.G == 1) intra = inter; /* one GPU a host: every step crosses the network */
+    out->base = p->nccl_launch + base_lat[la][best_p] * 1e-6;
+    out->lat_intra = intra * 1e-6 * p->nccl_step_scale;
+    out->lat_net = inter * 1e-6 * p->nccl_step_scale;
+    out->wire = wire_factor[best_p];
+    out->eff_intra = p->nccl_nvl_efficiency * (best_a == A_NVLS ? NVLS_EFFICIENCY : 1);
+    out->eff_net = p->nccl_net_efficiency;
+    if (best_a == A_NVLS) out->lat_intra = out->lat_net = 0, out->base += intra * 1e-6 * p->nccl_step_scale;
+}
