@@ -225,6 +225,17 @@ deftsim_status deftsim_analysis_write_iterations(const deftsim_analysis *a, cons
 deftsim_status deftsim_analysis_write_md(const deftsim_analysis *a, const char *path,
                                          const char *const *provenance);
 
+/* The conditions of a series (docs/ANALYSIS.md): fn writes into buf the line summary.md shows
+ * under the heading of the series whose axes (naxes names, as passed to _new) take these
+ * values, such as "network: preset dgx-h100, NCCL (nccl_algorithm ring), model LV08; compute
+ * phases (selection etc.) timed on this machine's CPU (...)"; "" shows nothing. The caller
+ * (which can read the results' manifest; this library cannot) keeps ctx alive until
+ * deftsim_analysis_write_md returns. fn = NULL: no such lines. */
+typedef void (*deftsim_analysis_note_fn)(void *ctx, const char *const *axes,
+                                         const char *const *values, size_t naxes, char *buf,
+                                         size_t cap);
+void deftsim_analysis_set_note(deftsim_analysis *a, deftsim_analysis_note_fn fn, void *ctx);
+
 /* summary.csv's column names, in order, for a given number of axes names. */
 size_t deftsim_analysis_column_count(const deftsim_analysis *a);
 const char *deftsim_analysis_column(const deftsim_analysis *a, size_t i);

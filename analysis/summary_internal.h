@@ -73,6 +73,8 @@ struct deftsim_analysis {
     int finished;
     char **colnames;
     size_t ncolnames;
+    deftsim_analysis_note_fn note;  /* the conditions of a series, for summary.md, or NULL */
+    void *note_ctx;
 };
 
 /* Two points of one series: the same variant, model and density (and method, if asked). */

@@ -37,11 +37,24 @@ static const char *cell_est(char *buf, size_t cap, const deftsim_estimate *e, do
     return buf;
 }
 
+void deftsim_analysis_set_note(deftsim_analysis *a, deftsim_analysis_note_fn fn, void *ctx)
+{
+    a->note = fn;
+    a->note_ctx = ctx;
+}
+
+/* A series' heading, and under it the conditions its numbers were taken in (the network, where
+ * the compute phases were timed), when the caller can say. */
 static void md_heading(FILE *f, const deftsim_analysis *a, const group *g)
 {
     fprintf(f, "\n## %s, density %s", g->model, g->dens);
     for (size_t x = 0; x < a->naxes; x++) fprintf(f, ", %s = %s", a->axes[x], g->axv[x]);
     fputc('\n', f);
+    char note[1024] = "";
+    if (a->note)
+        a->note(a->note_ctx, (const char *const *)a->axes, (const char *const *)g->axv, a->naxes,
+                note, sizeof note);
+    if (note[0]) fprintf(f, "\nConditions: %s.\n", note);
 }
 
 /* The points whose timing repetitions spread beyond the threshold (docs/TIMING.md). */

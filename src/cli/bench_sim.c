@@ -19,6 +19,7 @@
 #include <sys/resource.h>
 
 #include "cli.h"
+#include "deftsim_conditions.h"
 #include "deftsim_config.h"
 #include "deftsim_model.h"
 #include "deftsim_schedule.h"
@@ -270,14 +271,19 @@ int deftsim_bench_sim(int argc, char **argv)
     wl.k = deftsim_k_of_density(density, model->numel);
     deftsim_sim_params sp;
     deftsim_config_sim_params(cfg, 1, wl.value_bytes, &sp);
+    /* The algorithms that run: NCCL's for library = nccl, MPI's (and the bcast) otherwise. */
+    deftsim_conditions cd;
+    if ((st = deftsim_conditions_of_config(cfg, NULL, &cd))) goto fail;
+    char bcast[96] = "";
+    if (sp.library != DEFTSIM_LIB_NCCL)
+        snprintf(bcast, sizeof bcast, ", bcast %s", deftsim_bcast_name(sp.bcast));
     fprintf(csv ? stderr : stdout,
             "deftsim bench sim: %s (n = %" PRIu64 "), density %g (k = %" PRIu64 "), one iteration "
-            "of communication per method; network %s, %s, %g bytes/s and %g s per link, "
-            "crosstraffic %d, allgather %s, allreduce %s, bcast %s, %s; %u run%s each\n",
-            model->name, model->numel, density, wl.k, deftsim_topology_name(sp.topology),
-            deftsim_net_model_name(sp.model), sp.bandwidth, sp.latency, sp.crosstraffic,
-            deftsim_allgather_name(sp.allgather), deftsim_allreduce_name(sp.allreduce),
-            deftsim_bcast_name(sp.bcast), deftsim_sim_mode_name(sp.mode), reps, reps == 1 ? "" : "s");
+            "of communication per method; %s%s; topology %s, %g bytes/s and %g s per link, "
+            "crosstraffic %d, %s; %u run%s each\n",
+            model->name, model->numel, density, wl.k, cd.network, bcast,
+            deftsim_topology_name(sp.topology), sp.bandwidth, sp.latency, sp.crosstraffic,
+            deftsim_sim_mode_name(sp.mode), reps, reps == 1 ? "" : "s");
     if (sp.gpus_per_node > 1)
         fprintf(csv ? stderr : stdout,
                 "  nodes of %u GPUs: %s of %g bytes/s and %g s per link, %u NICs of %g bytes/s "
@@ -287,8 +293,7 @@ int deftsim_bench_sim(int argc, char **argv)
                 sp.nic_bandwidth > 0 ? sp.nic_bandwidth : sp.bandwidth);
     if (sp.library == DEFTSIM_LIB_NCCL)
         fprintf(csv ? stderr : stdout,
-                "  library nccl: allreduce %s, %u channels, allgatherv %s, buffers of %llu bytes "
-                "(allgather, allreduce and bcast above unused)\n",
+                "  library nccl: allreduce %s, %u channels, allgatherv %s, buffers of %llu bytes\n",
                 deftsim_nccl_algo_name(sp.nccl_algorithm), sp.nccl_channels,
                 deftsim_nccl_agv_name(sp.nccl_allgatherv), (unsigned long long)sp.nccl_buffsize);
     if (csv)

@@ -14,6 +14,7 @@
 #include "cli_train.h"
 #include "deftsim_analysis.h"
 #include "deftsim_build_info.h"
+#include "deftsim_conditions.h"
 #include "deftsim_folder.h"
 #include "deftsim_sweep.h"
 #include "deftsim_train_results.h"
@@ -276,7 +277,7 @@ int deftsim_cmd_analyze(int argc, char **argv)
     snprintf(its, sizeof its, "%s/iterations.csv", outdir);
     if ((st = deftsim_analysis_write_csv(an, csv)) ||
         (st = deftsim_analysis_write_iterations(an, its)) ||
-        (st = deftsim_analysis_write_md(an, md, (const char *const *)prov))) {
+        (st = deftsim_conditions_write_md(an, src, md, (const char *const *)prov))) {
         rc = deftsim_cli_fail(st);
         goto done;
     }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "deftsim_conditions.h"
 #include "deftsim_config.h"
 
 static void usage(FILE *out)
@@ -16,7 +17,9 @@ static void usage(FILE *out)
             "       deftsim config --preset NAME\n"
             "\n"
             "Reads a scenario file, applies the overrides, checks everything and prints every key\n"
-            "with defaults filled in, as INI that reads back to the same configuration.\n"
+            "with defaults filled in, as INI that reads back to the same configuration; two\n"
+            "comment lines first name the network (preset, library, algorithm, model) and where\n"
+            "the compute phases are timed.\n"
             "  -s, --set S.K=V  override key K of section S (repeatable; a later one wins)\n"
             "  -j, --json       print JSON instead, as written into result manifests\n"
             "  -k, --keys       list every key: type, default, meaning\n"
@@ -149,7 +152,12 @@ int deftsim_cmd_config(int argc, char **argv)
             st = deftsim_error_set(DEFTSIM_E_IO, "writing the configuration failed");
         json_decref(j);
     } else {
-        st = deftsim_config_to_ini(cfg, stdout);
+        /* The conditions the scenario's times are taken in, as comments (the INI reads back). */
+        deftsim_conditions cd;
+        if (!(st = deftsim_conditions_of_config(cfg, NULL, &cd))) {
+            printf("# %s\n# %s\n", cd.network, cd.compute);
+            st = deftsim_config_to_ini(cfg, stdout);
+        }
     }
     deftsim_config_free(cfg);
     if (!st && fflush(stdout) != 0)

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "deftsim_conditions.h"
 #include "deftsim_config.h"
 #include "deftsim_engine.h"
 #include "deftsim_net_mpi.h"
@@ -167,6 +168,7 @@ int deftsim_cmd_run(int argc, char **argv)
             rc = first ? deftsim_cli_fail(st) : deftsim_status_exit_code(st);
         goto done;
     }
+    if (!quiet) deftsim_conditions_log(stderr, "deftsim run", cfg);
     deftsim_run_summary sum;
     if ((st = deftsim_engine_run(e, &sum))) {
         if (opt.team) {

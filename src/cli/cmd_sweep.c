@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "deftsim_conditions.h"
 #include "deftsim_config.h"
 #include "deftsim_net_mpi.h"
 #include "deftsim_sweep.h"
@@ -136,6 +137,7 @@ static int run_sweep(deftsim_sweep *sw, int quiet)
 {
     deftsim_status st = deftsim_sweep_check_memory(sw, NULL);
     if (st) return deftsim_cli_fail(st);
+    if (!quiet) deftsim_conditions_log(stderr, "deftsim sweep", deftsim_sweep_config(sw));
     deftsim_sweep_summary sum;
     memset(&sum, 0, sizeof sum);
     st = deftsim_sweep_run(sw, &sum);
