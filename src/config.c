@@ -548,14 +548,9 @@ static deftsim_status derive(deftsim_config *cfg)
 {
     size_t kn = kidx("network", "nic_bandwidth");
     if (cfg->origin->key_line[kn] == 0) cfg->network.nic_bandwidth = cfg->network.bandwidth;
-    /* [scenario] iterations unset: a trace's whole length (source = trace), else the default. */
-    size_t ki = kidx("scenario", "iterations");
-    if (cfg->origin->key_line[ki] == 0) {
-        size_t whole = deftsim_cfg_trace_iterations(cfg);
-        cfg->scenario.iterations = whole && whole <= (size_t)keys[ki].imax
-                                       ? (int)whole
-                                       : (int)strtol(info_of(ki)->dflt, NULL, 10);
-    }
+    size_t ki = kidx("scenario", "iterations"); /* unset: a trace's whole length, or "3" */
+    if (!cfg->origin->key_line[ki])
+        cfg->scenario.iterations = deftsim_cfg_iterations(cfg, info_of(ki)->dflt);
     size_t k = kidx("scenario", "output");
     if (cfg->origin->key_line[k] != 0) return DEFTSIM_OK;
     char buf[NAME_MAX_LEN + 16];

@@ -162,13 +162,15 @@ static deftsim_status compute_check(const deftsim_config *cfg)
     return DEFTSIM_OK;
 }
 
-size_t deftsim_cfg_trace_iterations(const deftsim_config *cfg)
+int deftsim_cfg_iterations(const deftsim_config *cfg, const char *dflt)
 {
     const char *t = cfg->gradients.trace;
-    if (cfg->gradients.source != DEFTSIM_SOURCE_TRACE || !t || strchr(t, ',')) return 0;
-    size_t n;
+    size_t n = 0;
     uint64_t numel;
-    return deftsim_gradsrc_trace_peek(t, &n, &numel) ? 0 : n;
+    if (cfg->gradients.source == DEFTSIM_SOURCE_TRACE && t && !strchr(t, ',') &&
+        deftsim_gradsrc_trace_peek(t, &n, &numel))
+        n = 0;
+    return n >= 1 && n <= 1000000 ? (int)n : (int)strtol(dflt, NULL, 10);
 }
 
 deftsim_status deftsim_config_check(const deftsim_config *cfg)

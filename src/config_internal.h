@@ -94,8 +94,8 @@ extern const char *const deftsim_cfg_preset_names[];
 deftsim_status deftsim_cfg_check(const deftsim_config *cfg, int train);
 
 /* [scenario] iterations left unset: with source = trace, the trace's iteration count
- * (deftsim_gradsrc_trace_peek); 0 otherwise (another source, a list of traces, or one that
- * cannot be read, which opening it reports later): the key's default then applies. */
-size_t deftsim_cfg_trace_iterations(const deftsim_config *cfg);
+ * (deftsim_gradsrc_trace_peek); otherwise (another source, a list of traces, or one that
+ * cannot be read, which opening it reports later) dflt, the key's default. */
+int deftsim_cfg_iterations(const deftsim_config *cfg, const char *dflt);
 
 #endif

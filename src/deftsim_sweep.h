@@ -25,9 +25,9 @@
  *
  * One sweep at a time may write a folder: it holds an exclusive lock on <output>/.sweep.lock.
  *
- * Shards (docs/CLUSTER.md): with shard_count N > 0 the sweep runs only the points whose index
- * in the plan is shard_index mod N, so that N processes, on as many machines, sweep one shared
- * folder. A shard writes its own points' files, and its points' records to its own
+ * Shards (docs/CLUSTER.md): with shard_count N > 0 the sweep runs only the points dealt to
+ * shard shard_index (by estimated cost, the same deal on every shard; shards/plan.json records
+ * it), so that N processes, on as many machines, sweep one shared folder. A shard writes its own points' files, and its points' records to its own
  * shards/shard-<I>-of-<N>.json instead of manifest.json; shards/plan.json (the plan, created
  * by the first shard) binds the shards of one sweep together. The last shard to finish, or
  * deftsim_sweep_merge(), joins them into manifest.json and rows.csv as one process would have
@@ -85,8 +85,11 @@ typedef struct {
      * iterations, as deftsim analyze --warmup) run again, replacing their files. */
     int rerun_noisy;
     size_t noisy_warmup;
-    /* --shard I/N: run only the points whose plan index is shard_index mod shard_count
-     * (shard_count 0: every point, no shards). 0 <= shard_index < shard_count. */
+    /* --shard I/N: run only the points dealt to shard shard_index of shard_count (shard_count
+     * 0: every point, no shards). 0 <= shard_index < shard_count. The points are dealt by
+     * estimated cost (gradient elements x P x iterations), longest first onto the shard with
+     * the least so far, ties by plan index and shard index: every shard computes the same
+     * deal, and the shards' estimated work is about equal (docs/CLUSTER.md). */
     unsigned shard_index, shard_count;
     /* Spread mode (docs/CLUSTER.md): the ranks every point's workers are spread over; rank 0
      * keeps the folder (state, manifest, point files, rows.csv), the others run the points
@@ -159,6 +162,9 @@ typedef struct {
     deftsim_point_state state;
     int ran_now;             /* run by this sweep */
     int in_shard;            /* this sweep runs it (always 1 without shards) */
+    unsigned shard;          /* the shard it is dealt to (0 without shards) */
+    double cost;             /* its estimated cost (gradient elements x P x iterations), by
+                              * which the points are dealt to shards */
     uint64_t rows;           /* DONE: its rows */
     double seconds;          /* DONE: its wall time */
 } deftsim_sweep_point_info;

@@ -245,6 +245,11 @@ json_t *deftsim_sweep_point_json(const deftsim_sweep *s, const point *p, int pla
                           "variant", v->label, "axes", axes, "method",
                           deftsim_method_name(p->method), "density", p->density, "P", (int)p->P,
                           "status", state_name(plan_only ? DEFTSIM_POINT_PENDING : p->state));
+    if (o && plan_only && s->opt.shard_count) {
+        /* shards/plan.json: the deal, which every shard and the merge read back. */
+        json_object_set_new(o, "shard", json_integer((json_int_t)p->shard));
+        json_object_set_new(o, "cost", json_real(p->cost));
+    }
     if (!o || plan_only) return o;
     if (p->state == DEFTSIM_POINT_DONE) {
         json_object_set_new(o, "rows", json_integer((json_int_t)p->rows));
@@ -422,88 +427,6 @@ deftsim_status deftsim_sweep_check_memory(deftsim_sweep *s, FILE *plan)
         if (st) return s->naxes ? deftsim_error_wrap(st, "variant %s", s->variants[v].label) : st;
     }
     return DEFTSIM_OK;
-}
-
-void deftsim_sweep_print_points(const deftsim_sweep *s, FILE *f)
-{
-    size_t n[3] = {0, 0, 0};
-    fprintf(f, "%5s  %-8s %-8s %-10s %8s  %s\n", "#", "state", "method", "density", "P",
-            s->naxes ? "variant / file" : "file");
-    size_t listed = 0;
-    for (size_t i = 0; i < s->npoints; i++) {
-        const point *p = &s->points[i];
-        if (!p->in_shard) continue;
-        listed++;
-        const char *st = p->state == DEFTSIM_POINT_DONE ? "done" : p->state == DEFTSIM_POINT_FAILED
-                                                                       ? "retry"
-                                                                       : "run";
-        n[p->state]++;
-        char d[40];
-        deftsim_csv_double(d, sizeof d, p->density);
-        fprintf(f, "%5zu  %-8s %-8s %-10s %8u  %s%s%s\n", i + 1, st, deftsim_method_name(p->method),
-                d, p->P, s->variants[p->variant].label, s->naxes ? " / " : "", p->file);
-    }
-    if (s->opt.shard_count)
-        fprintf(f, "shard %u/%u: %zu of the plan's %zu points (index mod %u = %u): ",
-                s->opt.shard_index, s->opt.shard_count, listed, s->npoints, s->opt.shard_count,
-                s->opt.shard_index);
-    fprintf(f, "%zu points: %zu to run, %zu failed before (run again), %zu finished before (skipped)",
-            listed, n[DEFTSIM_POINT_PENDING], n[DEFTSIM_POINT_FAILED], n[DEFTSIM_POINT_DONE]);
-    if (json_array_size(s->extra_points) && !s->opt.shard_count)
-        fprintf(f, "; the folder also holds %zu finished points outside this plan",
-                json_array_size(s->extra_points));
-    fprintf(f, "\n");
-}
-
-/* ---- the points in words ---------------------------------------------------------------------- */
-
-static void point_words(const deftsim_sweep *s, const point *p, char *buf, size_t cap)
-{
-    char d[40];
-    deftsim_csv_double(d, sizeof d, p->density);
-    snprintf(buf, cap, "%s d=%s P=%u%s%s", deftsim_method_name(p->method), d, p->P,
-             s->naxes ? " " : "", s->variants[p->variant].label);
-}
-
-/* A failed point's message for stderr: the engine's begins with the point ("topk d=0.25 P=2
- * iteration 2: ..."), which is then not repeated; the variant, when there are axes, goes after
- * it. Other messages get the point's words in front. */
-static void failure_words(const deftsim_sweep *s, const point *p, char *buf, size_t cap)
-{
-    char what[512], d[40], head[512];
-    point_words(s, p, what, sizeof what);
-    const char *msg = p->error ? p->error : "?";
-    deftsim_csv_double(d, sizeof d, p->density);
-    int n = snprintf(head, sizeof head, "%s d=%s P=%u", deftsim_method_name(p->method), d, p->P);
-    size_t hl = n > 0 ? (size_t)n : 0;
-    if (hl < sizeof head && !strncmp(msg, head, hl) && (msg[hl] == ' ' || msg[hl] == ':'))
-        snprintf(buf, cap, "%s%s", what, msg + hl);
-    else
-        snprintf(buf, cap, "%s: %s", what, msg);
-}
-
-void deftsim_sweep_point_words(const deftsim_sweep *s, size_t i, char *buf, size_t cap)
-{
-    point_words(s, &s->points[i], buf, cap);
-}
-
-void deftsim_sweep_failure_words(const deftsim_sweep *s, size_t i, char *buf, size_t cap)
-{
-    failure_words(s, &s->points[i], buf, cap);
-}
-
-void deftsim_sweep_point_info_get(const deftsim_sweep *s, size_t i, deftsim_sweep_point_info *out)
-{
-    const point *p = &s->points[i];
-    *out = (deftsim_sweep_point_info){.variant = p->variant,
-                                      .method = p->method,
-                                      .density = p->density,
-                                      .P = p->P,
-                                      .state = p->state,
-                                      .ran_now = p->ran_now,
-                                      .in_shard = p->in_shard,
-                                      .rows = p->rows,
-                                      .seconds = p->seconds};
 }
 
 /* ---- running ------------------------------------------------------------------------------------ */
@@ -932,10 +855,10 @@ static deftsim_status failures_error(const deftsim_sweep *s, size_t left)
         if (p->state == DEFTSIM_POINT_DONE || !p->in_shard) continue;
         char failure[2600];
         if (p->error) {
-            failure_words(s, p, failure, sizeof failure);
+            deftsim_sweep_failure_of(s, p, failure, sizeof failure);
             fprintf(m, "\n  %s (points/%s.failed)", failure, p->id);
         } else {
-            point_words(s, p, failure, sizeof failure);
+            deftsim_sweep_words(s, p, failure, sizeof failure);
             fprintf(m, "\n  %s: not run (points/%s.failed)", failure, p->id);
         }
     }

@@ -38,7 +38,9 @@ typedef struct {
     char *file;              /* points/<id>.csv, relative to the output folder */
     deftsim_point_state state;
     int ran_now;             /* run by this sweep */
-    int in_shard;            /* index mod shard_count == shard_index (1 without shards) */
+    int in_shard;            /* shard == shard_index (1 without shards) */
+    unsigned shard;          /* the shard it is dealt to (deftsim_sweep_deal; 0 without shards) */
+    double cost;             /* its estimated cost: gradient elements x P x iterations */
     uint64_t rows;
     double seconds, prepare_seconds, step_seconds;
     char *error;             /* FAILED: the message */
@@ -110,6 +112,19 @@ int deftsim_sweep_shard_tmp_name(const char *name);
 /* Expands the axes of s->base and s->opt into variants (their configurations checked and
  * their platform files read), points and the identity (sweep_plan.c). */
 deftsim_status deftsim_sweep_plan(deftsim_sweep *s);
+
+/* Deals the points to the shard_count shards by estimated cost (sweep_plan.c, docs/CLUSTER.md):
+ * longest first (ties: plan order) onto the shard with the least estimated work so far (ties:
+ * the lowest index), so that every shard computes the same assignment; in_shard follows. */
+void deftsim_sweep_deal(deftsim_sweep *s);
+/* The shard of plan entry i as a folder's shards/plan.json records it ("shard"; a plan written
+ * before points were dealt by cost has none: i mod n). */
+unsigned deftsim_sweep_entry_shard(json_t *entry, size_t i, unsigned n);
+
+/* A point in words, "topk d=0.01 P=4" and the variant's label (sweep_plan.c); a failed
+ * point's message led by its words. */
+void deftsim_sweep_words(const deftsim_sweep *s, const point *p, char *buf, size_t cap);
+void deftsim_sweep_failure_of(const deftsim_sweep *s, const point *p, char *buf, size_t cap);
 
 /* ---- sweep.c and sweep_spread.c ---------------------------------------------------------- */
 

@@ -1,6 +1,7 @@
 /* sweep_plan.c - the plan of a sweep (sweep_internal.h): the scenario's lists and the --vary
  * keys become axes, every combination of their values a variant, every (variant, method,
- * density, P) a point; and the identity a folder must match to resume. */
+ * density, P) a point; the identity a folder must match to resume; the points dealt to
+ * shards by estimated cost; the points listed and put in words. */
 #include "sweep_internal.h"
 
 #include <ctype.h>
@@ -10,6 +11,8 @@
 
 #include "deftsim_csv.h"
 #include "deftsim_engine.h"
+#include "deftsim_gradsrc.h"
+#include "deftsim_model.h"
 #include "deftsim_sha256.h"
 
 static deftsim_status nomem(void) { return deftsim_sweep_nomem(); }
@@ -287,8 +290,6 @@ static deftsim_status build_points(deftsim_sweep *s)
             for (size_t di = 0; di < vc->sparsify.ndensities; di++)
                 for (size_t ci = 0; ci < vc->workers.ncounts; ci++) {
                     point *p = &s->points[s->npoints];
-                    p->in_shard = !s->opt.shard_count ||
-                                  s->npoints % s->opt.shard_count == s->opt.shard_index;
                     s->npoints++;
                     p->variant = v;
                     p->method = vc->sparsify.methods[mi];
@@ -384,7 +385,178 @@ deftsim_status deftsim_sweep_plan(deftsim_sweep *s)
     for (size_t v = 0; !st && v < s->nvariants; v++)
         st = deftsim_platform_record_read(s->variants[v].cfg, &s->variants[v].platform);
     if (!st) st = build_points(s);
+    if (!st) deftsim_sweep_deal(s);
     if (!st) st = build_identity(s);
     if (!st) st = plan_digest(s);
     return st;
+}
+
+/* ---- dealing the points to shards ----------------------------------------------------------- */
+
+/* Gradient elements of a variant's model or trace, for the cost estimate; 1 when they cannot
+ * be read here (the engine reports why when the point runs): every shard reads the same. */
+static double variant_elements(const deftsim_config *c)
+{
+    uint64_t n = 0;
+    if (c->gradients.source == DEFTSIM_SOURCE_TRACE) {
+        size_t iters;
+        if (c->gradients.trace && deftsim_gradsrc_trace_peek(c->gradients.trace, &iters, &n)) n = 0;
+    } else if (c->gradients.model) {
+        deftsim_model *m;
+        if (!deftsim_model_load(c->gradients.model, &m)) {
+            n = m->numel;
+            deftsim_model_free(m);
+        }
+    }
+    deftsim_error_clear();
+    return n ? (double)n : 1.0;
+}
+
+typedef struct {
+    double cost;
+    size_t index;
+} dealt;
+
+/* Longest first; ties in plan order. */
+static int cmp_dealt(const void *a, const void *b)
+{
+    const dealt *x = a, *y = b;
+    if (x->cost != y->cost) return x->cost > y->cost ? -1 : 1;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+void deftsim_sweep_deal(deftsim_sweep *s)
+{
+    double *elems = calloc(s->nvariants ? s->nvariants : 1, sizeof *elems);
+    for (size_t v = 0; elems && v < s->nvariants; v++) elems[v] = variant_elements(s->variants[v].cfg);
+    for (size_t i = 0; i < s->npoints; i++) {
+        point *p = &s->points[i];
+        const deftsim_config *c = s->variants[p->variant].cfg;
+        p->cost = (elems ? elems[p->variant] : 1.0) * (double)p->P * (double)c->scenario.iterations;
+        p->shard = 0;
+        p->in_shard = 1;
+    }
+    free(elems);
+    unsigned n = s->opt.shard_count;
+    if (!n) return;
+    dealt *order = malloc((s->npoints ? s->npoints : 1) * sizeof *order);
+    double *load = calloc(n, sizeof *load);
+    for (size_t i = 0; order && load && i < s->npoints; i++) order[i] = (dealt){s->points[i].cost, i};
+    if (order && load) qsort(order, s->npoints, sizeof *order, cmp_dealt);
+    for (size_t j = 0; j < s->npoints; j++) {
+        point *p = &s->points[order && load ? order[j].index : j];
+        unsigned k = 0;
+        if (order && load) {
+            for (unsigned q = 1; q < n; q++)
+                if (load[q] < load[k]) k = q;
+            load[k] += p->cost;
+        } else {
+            k = (unsigned)(j % n); /* out of memory: the plan order, interleaved */
+        }
+        p->shard = k;
+        p->in_shard = k == s->opt.shard_index;
+    }
+    free(order);
+    free(load);
+}
+
+unsigned deftsim_sweep_entry_shard(json_t *entry, size_t i, unsigned n)
+{
+    json_t *k = json_object_get(entry, "shard");
+    if (json_is_integer(k) && json_integer_value(k) >= 0 && json_integer_value(k) < (json_int_t)n)
+        return (unsigned)json_integer_value(k);
+    return (unsigned)(i % n);
+}
+
+/* ---- listing the points --------------------------------------------------------------------- */
+
+void deftsim_sweep_print_points(const deftsim_sweep *s, FILE *f)
+{
+    size_t n[3] = {0, 0, 0};
+    fprintf(f, "%5s  %-8s %-8s %-10s %8s  %s\n", "#", "state", "method", "density", "P",
+            s->naxes ? "variant / file" : "file");
+    size_t listed = 0;
+    for (size_t i = 0; i < s->npoints; i++) {
+        const point *p = &s->points[i];
+        if (!p->in_shard) continue;
+        listed++;
+        const char *st = p->state == DEFTSIM_POINT_DONE ? "done" : p->state == DEFTSIM_POINT_FAILED
+                                                                       ? "retry"
+                                                                       : "run";
+        n[p->state]++;
+        char d[40];
+        deftsim_csv_double(d, sizeof d, p->density);
+        fprintf(f, "%5zu  %-8s %-8s %-10s %8u  %s%s%s\n", i, st, deftsim_method_name(p->method),
+                d, p->P, s->variants[p->variant].label, s->naxes ? " / " : "", p->file);
+    }
+    if (s->opt.shard_count) {
+        /* The estimated work of this shard against the whole plan's (docs/CLUSTER.md). */
+        double mine = 0, all = 0;
+        for (size_t i = 0; i < s->npoints; i++) {
+            all += s->points[i].cost;
+            if (s->points[i].in_shard) mine += s->points[i].cost;
+        }
+        fprintf(f, "shard %u/%u: %zu of the plan's %zu points (dealt by estimated cost, "
+                   "%.1f %% of the plan's): ",
+                s->opt.shard_index, s->opt.shard_count, listed, s->npoints,
+                all > 0 ? 100.0 * mine / all : 0.0);
+    }
+    fprintf(f, "%zu points: %zu to run, %zu failed before (run again), %zu finished before (skipped)",
+            listed, n[DEFTSIM_POINT_PENDING], n[DEFTSIM_POINT_FAILED], n[DEFTSIM_POINT_DONE]);
+    if (json_array_size(s->extra_points) && !s->opt.shard_count)
+        fprintf(f, "; the folder also holds %zu finished points outside this plan",
+                json_array_size(s->extra_points));
+    fprintf(f, "\n");
+}
+
+
+void deftsim_sweep_words(const deftsim_sweep *s, const point *p, char *buf, size_t cap)
+{
+    char d[40];
+    deftsim_csv_double(d, sizeof d, p->density);
+    snprintf(buf, cap, "%s d=%s P=%u%s%s", deftsim_method_name(p->method), d, p->P,
+             s->naxes ? " " : "", s->variants[p->variant].label);
+}
+
+/* A failed point's message for stderr: the engine's begins with the point ("topk d=0.25 P=2
+ * iteration 2: ..."), which is then not repeated; the variant, when there are axes, goes after
+ * it. Other messages get the point's words in front. */
+void deftsim_sweep_failure_of(const deftsim_sweep *s, const point *p, char *buf, size_t cap)
+{
+    char what[512], d[40], head[512];
+    deftsim_sweep_words(s, p, what, sizeof what);
+    const char *msg = p->error ? p->error : "?";
+    deftsim_csv_double(d, sizeof d, p->density);
+    int n = snprintf(head, sizeof head, "%s d=%s P=%u", deftsim_method_name(p->method), d, p->P);
+    size_t hl = n > 0 ? (size_t)n : 0;
+    if (hl < sizeof head && !strncmp(msg, head, hl) && (msg[hl] == ' ' || msg[hl] == ':'))
+        snprintf(buf, cap, "%s%s", what, msg + hl);
+    else
+        snprintf(buf, cap, "%s: %s", what, msg);
+}
+
+void deftsim_sweep_point_words(const deftsim_sweep *s, size_t i, char *buf, size_t cap)
+{
+    deftsim_sweep_words(s, &s->points[i], buf, cap);
+}
+
+void deftsim_sweep_failure_words(const deftsim_sweep *s, size_t i, char *buf, size_t cap)
+{
+    deftsim_sweep_failure_of(s, &s->points[i], buf, cap);
+}
+
+void deftsim_sweep_point_info_get(const deftsim_sweep *s, size_t i, deftsim_sweep_point_info *out)
+{
+    const point *p = &s->points[i];
+    *out = (deftsim_sweep_point_info){.variant = p->variant,
+                                      .method = p->method,
+                                      .density = p->density,
+                                      .P = p->P,
+                                      .state = p->state,
+                                      .ran_now = p->ran_now,
+                                      .in_shard = p->in_shard,
+                                      .shard = p->shard,
+                                      .cost = p->cost,
+                                      .rows = p->rows,
+                                      .seconds = p->seconds};
 }

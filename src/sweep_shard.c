@@ -1,12 +1,13 @@
 /* sweep_shard.c - the shards of a sweep (deftsim_sweep.h, docs/CLUSTER.md): N processes, on as
- * many machines, sweep one shared folder, each the points whose plan index is I mod N.
+ * many machines, sweep one shared folder, each the points dealt to it by estimated cost
+ * (sweep_plan.c; shards/plan.json records the deal).
  *
  * Nothing a shard writes is written by another: its points' files, and its records in
  * shards/shard-<I>-of-<N>.json (rewritten after every point with the atomic writer). What the
  * shards share is created once, by whichever shard comes first, with an exclusive link():
  * manifest.json when the folder has none (the folder's identity, so that every other command
  * and sweep recognises and checks it) and shards/plan.json (the plan every shard must share:
- * the identity, the split N, the point ids in order). rows.csv and the complete manifest.json
+ * the identity, the split N, the point ids in order and each one's shard). rows.csv and the complete manifest.json
  * are joined from those files by the last shard to finish or by deftsim sweep --merge, through
  * unique temporary names (mkstemp's O_EXCL) and rename: two joins at the same moment write the
  * same bytes, and a reader sees one or the other, whole. No step relies on flock, which shared
@@ -267,6 +268,16 @@ static deftsim_status check_plan(deftsim_sweep *s, const char *dir)
                                "with the same lists, or merge the shards (deftsim sweep --merge "
                                "%s) and sweep once without --shard before changing them",
                                path, json_array_size(json_object_get(p, "points")), s->npoints, out);
+    /* The deal the folder's plan records (an older one's is the plan order mod N): the
+     * points stay with the shards they were dealt to. */
+    size_t i;
+    json_t *e;
+    if (!st)
+        json_array_foreach(json_object_get(p, "points"), i, e) {
+            if (i >= s->npoints) break;
+            s->points[i].shard = deftsim_sweep_entry_shard(e, i, n);
+            s->points[i].in_shard = s->points[i].shard == s->opt.shard_index;
+        }
     json_decref(p);
     return st;
 }
@@ -529,8 +540,10 @@ static char *merge_missing(const merge_state *m, size_t *count)
     for (unsigned k = 0; k < m->n; k++)
         if (!m->shard[k]) {
             size_t mine = 0;
-            for (size_t i = k; i < json_array_size(pts); i += m->n)
-                mine += !record_done(m, json_object_get(m->records, jstr(json_array_get(pts, i), "id")));
+            for (size_t i = 0; i < json_array_size(pts); i++)
+                if (deftsim_sweep_entry_shard(json_array_get(pts, i), i, m->n) == k)
+                    mine += !record_done(m, json_object_get(m->records,
+                                                            jstr(json_array_get(pts, i), "id")));
             if (!mine) continue;
             fprintf(f, "\n  shard %u/%u: not started (no %s/shard-%u-of-%u.json): %zu point%s",
                     k, m->n, SHARDS_DIR, k, m->n, mine, mine == 1 ? "" : "s");
@@ -539,7 +552,7 @@ static char *merge_missing(const merge_state *m, size_t *count)
     size_t i;
     json_t *e;
     json_array_foreach(pts, i, e) {
-        unsigned k = (unsigned)(i % m->n);
+        unsigned k = deftsim_sweep_entry_shard(e, i, m->n);
         json_t *rec = json_object_get(m->records, jstr(e, "id"));
         if (!m->shard[k] || record_done(m, rec)) continue;
         (*count)++;

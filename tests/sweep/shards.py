@@ -16,7 +16,8 @@ same rows in every column but the measured times (tests/reliability/rowcmp.py, s
 to the last digit), rows.csv the same rows in the same order, a manifest listing every point
 done with the same ids in the same order and status complete, and deftsim analyze's
 summary.csv the same in every column not derived from measured times. --dry-run --shard I/N
-lists exactly the plan's points of index I mod N; --merge is idempotent (rows.csv and
+lists exactly the plan's points dealt to shard I by estimated cost (here P: longest first onto
+the least loaded shard), each shard a third of the work; --merge is idempotent (rows.csv and
 manifest.json byte for byte the same after it) and refuses an incomplete folder naming the
 missing points, a folder of another split and a shard of another sweep; a shard of another
 sweep, another split or another plan is refused before it runs; --rerun-noisy --shard reruns
@@ -206,10 +207,11 @@ def refusals(scen, tmp, seq):
     inc = os.path.join(tmp, "incomplete")
     run(*shard_args(scen, inc, 0))
     run(*shard_args(scen, inc, 1))
-    plan = [f for _, f in dry_listing(scen, inc)]
-    os.remove(os.path.join(inc, plan[3]))  # plan index 3: shard 0
+    mine0 = [f for _, f in dry_listing(scen, inc, "--shard", f"0/{N}")]
+    os.remove(os.path.join(inc, mine0[1]))  # a point of shard 0
+    missing = len(dry_listing(scen, inc, "--shard", f"2/{N}")) + 1
     p = run("sweep", "--merge", inc, want=2)
-    check("7 of the plan's 18 points are not finished" in p.stderr and
+    check(f"{missing} of the plan's 18 points are not finished" in p.stderr and
           f"shard 2/{N}: not started" in p.stderr and "is missing" in p.stderr,
           f"the merge names what is missing: {p.stderr}")
     check(not os.path.exists(os.path.join(inc, "rows.csv")), "an incomplete merge writes no rows.csv")
@@ -231,7 +233,9 @@ def refusals(scen, tmp, seq):
 def rerun_noisy(scen, seq):
     """--rerun-noisy --shard reruns only its shard's noisy points, and the join follows."""
     m = manifest(seq)
-    noisy = m["points"][4]  # plan index 4: shard 1
+    with open(os.path.join(seq, "shards", "plan.json")) as f:
+        ones = [e["id"] for e in json.load(f)["points"] if e["shard"] == 1]
+    noisy = [p for p in m["points"] if p["id"] == ones[1]][0]  # a point of shard 1
     for p in m["points"]:
         path = os.path.join(seq, p["file"])
         with open(path, newline="") as f:
@@ -287,14 +291,24 @@ repeats = 3
         ref = os.path.join(tmp, "whole")
         run("sweep", scen, "-o", ref, *VARY, "-q")
 
-        # The shards' listings: plan numbers i + 1 with i mod N = I, together the whole plan.
+        # The shards' listings: the plan's indices (from 0) dealt by estimated cost, here
+        # proportional to P (one model, one iteration count): longest first onto the least
+        # loaded shard, ties by index; together the whole plan, the same work each.
         whole = dry_listing(scen, ref)
         check(len(whole) == 18, f"the plan has 18 points ({len(whole)})")
+        check([k for k, _ in whole] == list(range(18)), "the listing counts from 0")
+        cost = {k: int(f.rsplit("_P", 1)[1][:-4]) for k, f in whole}
+        load, deal = [0] * N, {}
+        for k in sorted(cost, key=lambda k: (-cost[k], k)):
+            deal[k] = min(range(N), key=lambda q: (load[q], q))
+            load[deal[k]] += cost[k]
         union = []
         for i in range(N):
             mine = dry_listing(scen, os.path.join(tmp, "fresh"), "--shard", f"{i}/{N}")
-            check([k for k, _ in mine] == [k for k, _ in whole if (k - 1) % N == i],
-                  f"--dry-run --shard {i}/{N} lists the points of index {i} mod {N}: {mine}")
+            check([k for k, _ in mine] == [k for k, _ in whole if deal[k] == i],
+                  f"--dry-run --shard {i}/{N} lists the points dealt to it: {mine}")
+            check(sum(cost[k] for k, _ in mine) == sum(cost.values()) // N,
+                  f"shard {i}/{N}: a third of the plan's work")
             union += mine
         check(sorted(union) == sorted((k, f) for k, f in whole), "the shards cover the plan")
         check(not os.path.exists(os.path.join(tmp, "fresh")), "--dry-run --shard writes nothing")

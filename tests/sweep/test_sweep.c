@@ -726,3 +726,60 @@ Test(sweep, progress_callback_hears_every_point)
     cr_expect_eq(l.skipped, 2);
     deftsim_config_free(cfg);
 }
+
+/* --shard I/N deals the points by estimated cost (gradient elements x P x iterations): on the
+ * default study (7 methods at P = 2, 4, ..., 64) every shard's estimated work is within 20 %
+ * of every other's for N = 2, 3 and 4, and every shard computes the same deal. Dealt by plan
+ * index mod N instead, shard 0 of 2 would get every P = 2, 8, 32 and shard 1 every P = 4, 16,
+ * 64: twice the work. */
+Test(sweep, shards_are_dealt_by_estimated_cost)
+{
+    const char *root = getenv("DEFTSIM_SOURCE_ROOT");
+    cr_assert(root, "DEFTSIM_SOURCE_ROOT is not set (run the tests through meson test)");
+    char ini[4200];
+    snprintf(ini, sizeof ini, "%s/scenarios/resnet18_default.ini", root);
+    deftsim_config *cfg;
+    cr_assert_eq(deftsim_config_load(ini, NULL, 0, &cfg), DEFTSIM_OK, "%s", deftsim_error_message());
+    for (unsigned n = 2; n <= 4; n++) {
+        size_t npoints = 0;
+        unsigned *deal = NULL;
+        double load[4] = {0, 0, 0, 0}, mod[4] = {0, 0, 0, 0};
+        for (unsigned i = 0; i < n; i++) {
+            deftsim_sweep_options so;
+            memset(&so, 0, sizeof so);
+            so.shard_index = i;
+            so.shard_count = n;
+            deftsim_sweep *sw;
+            cr_assert_eq(deftsim_sweep_new(cfg, &so, &sw), DEFTSIM_OK, "%s", deftsim_error_message());
+            npoints = deftsim_sweep_point_count(sw);
+            cr_assert_eq(npoints, 42);
+            if (!deal) cr_assert(deal = calloc(npoints, sizeof *deal));
+            for (size_t k = 0; k < npoints; k++) {
+                deftsim_sweep_point_info pi;
+                deftsim_sweep_point_info_get(sw, k, &pi);
+                cr_assert_eq(pi.cost, 11173962.0 * pi.P * 5, "n x P x iterations");
+                if (i == 0) {
+                    deal[k] = pi.shard;
+                    load[pi.shard] += pi.cost;
+                    mod[k % n] += pi.cost;
+                }
+                cr_expect_eq(pi.shard, deal[k], "shard %u/%u deals point %zu alike", i, n, k);
+                cr_expect_eq(pi.in_shard, pi.shard == i);
+            }
+            deftsim_sweep_free(sw);
+        }
+        double lo = load[0], hi = load[0], mlo = mod[0], mhi = mod[0];
+        for (unsigned i = 1; i < n; i++) {
+            lo = fmin(lo, load[i]);
+            hi = fmax(hi, load[i]);
+            mlo = fmin(mlo, mod[i]);
+            mhi = fmax(mhi, mod[i]);
+        }
+        cr_expect(hi <= 1.2 * lo, "N = %u: estimated work from %g to %g", n, lo, hi);
+        cr_log_info("N = %u: shards' estimated work %.3g .. %.3g (x %.3f); by index mod N x %.3f",
+                    n, lo, hi, hi / lo, mhi / mlo);
+        if (n == 2) cr_expect(mhi > 1.9 * mlo, "the old rule's imbalance, for reference");
+        free(deal);
+    }
+    deftsim_config_free(cfg);
+}
