@@ -58,12 +58,12 @@ ptit(p) = (p eq "comm") ? (fwdbwd ? "communication (not hidden)" : "communicatio
 if (have_comm) {
     set label 92 (fwdbwd ? "the training step: forward and backward pass as given by [compute], sparsifier compute, communication" \
                          : "sparsifier compute and communication only: no forward and backward pass (not modelled)") \
-        at screen 0.5, screen 0.89 center noenhanced font ",12" tc rgb "#222222"
+        at screen 0.5, screen note_y center noenhanced font ",12" tc rgb "#222222"
 }
 if (phases) {
     set label 93 "compute: the phases of the slowest worker (largest compute time), by name" \
-        at screen 0.5, screen 0.89 - (have_comm ? 0.035 : 0) center noenhanced font ",12" tc rgb "#222222"
-    set tmargin 8
+        at screen 0.5, screen note_y - (have_comm ? 0.035 : 0) center noenhanced font ",12" tc rgb "#222222"
+    set tmargin 8 + cond_margin
 }
 np = words(parts)
 cmd = "plot "

@@ -12,12 +12,12 @@ set format y "%g"
 eval logy_labels
 if (second) {
     set label 92 "solid, filled markers: mean over the workers;  dashed, open markers: the busiest worker" \
-        at screen 0.5, screen 0.89 - (strlen(omitted) > 0 ? 0.035 : 0) center noenhanced font ",12" tc rgb "#222222"
+        at screen 0.5, screen note_y center noenhanced font ",12" tc rgb "#222222"
     # Open markers of the same shape as each style's filled one (pt 7 -> 6, 5 -> 4, ...).
     opt(k) = (k == 7) ? 6 : (k == 5) ? 4 : (k == 9) ? 8 : (k == 11) ? 10 : (k == 13) ? 12 : \
              (k == 15) ? 14 : k
     plot for [i=1:nmethods] datafile index (i-1) using ($1*dodge(i)):2:3:4 with yerrorlines ls mls(word(methods,i)) title mtit(word(methods,i)), \
-         for [i=1:nmethods] datafile index (nmethods+i-1) using ($1*dodge(i)):2 with linespoints ls mls(word(methods,i)) dt 2 lw 1.6 pt opt(ls_pt[mls(word(methods,i))]) ps 2.0 notitle
+         for [i=1:nmethods] datafile index (nmethods+i-1) using ($1*dodge(i)):2 with linespoints ls mls(word(methods,i)) dt 2 lw 1.6 pt opt(ls_pt[mls(word(methods,i))]) ps 2.0 notitle @noisy_layer
 } else {
     eval plot_lines
 }

@@ -9,5 +9,5 @@ set ytics 0.1
 set format y "%.1f"
 # What the symbols are, on the figure itself.
 set label 92 "a = (1/P) Σ_w acc_w: the workers' average accumulator (gradient + residual) before the step;  U: the aggregate's indices;  a_U: a on U, 0 elsewhere" \
-    at screen 0.5, screen 0.89 - (strlen(omitted) > 0 ? 0.035 : 0) center noenhanced font ",11" tc rgb "#222222"
+    at screen 0.5, screen note_y center noenhanced font ",11" tc rgb "#222222"
 eval plot_lines

@@ -21,6 +21,6 @@ if (exists("at_P") && strlen(at_P) > 0) {
     atn = ""
     do for [j = 1:words(at_P)] { atn = atn . (j > 1 ? ", " : "") . mtit(word(at_P, j)) }
     set label 92 sprintf("not shown: %s, whose imbalance is P at every point (its leader selects for all workers)", atn) \
-        at screen 0.5, screen 0.89 - (strlen(omitted) > 0 ? 0.035 : 0) center noenhanced font ",12" tc rgb "#222222"
+        at screen 0.5, screen note_y center noenhanced font ",12" tc rgb "#222222"
 }
 eval plot_lines

@@ -16,5 +16,5 @@ set format y "%g"
 eval logy_labels
 set label 92 (fwdbwd ? "simulated network; forward and backward pass as given by [compute] (not measured)" \
                      : "simulated network; no forward and backward pass: the training step's compute is not modelled") \
-    at screen 0.5, screen 0.89 - (strlen(omitted) > 0 ? 0.035 : 0) center noenhanced font ",12" tc rgb "#222222"
+    at screen 0.5, screen note_y center noenhanced font ",12" tc rgb "#222222"
 eval plot_lines

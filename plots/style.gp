@@ -9,6 +9,12 @@
 #   methods    the sparsifiers in the data, one per data block, space-separated
 #   subtitle   model, density, iterations, what the error bars are
 #   omitted    methods left out of a logarithmic axis (no positive value), or ""
+#   conditions the network (preset, collective library and algorithm, network model), and
+#   compute_note  where the compute phases were timed (this machine's CPU and its model, or a
+#              device profile), from the results' manifest (src/conditions.c); "" for a folder
+#              without a manifest
+#   nnoisy     points of the figure flagged noisy (summary.csv `noisy`); the line figures'
+#              data then hold a fifth column, 1 on those points (0 or absent: none)
 #   pmin, pmax the smallest and largest worker count in the figure
 # and a figure may get more (docs/ANALYSIS.md, plots/README.md).
 
@@ -61,7 +67,6 @@ set tics nomirror out scale 0.7
 set key outside below center horizontal Left reverse noenhanced samplen 2.5 spacing 1.1 width 1 maxrows 3 box lc rgb "#cccccc"
 set errorbars small
 set bars 1.5
-set tmargin 6
 set rmargin 4
 set bmargin 9
 
@@ -74,24 +79,51 @@ if (exists("pmin") && exists("pmax")) { set xrange [pmin / 1.3 : pmax * 1.3] }
 set xlabel "workers P"
 unset mxtics
 
-# The title (figtitle, set by the figure's script before loading this file) and the note
-# under it: model, density, sample, what the bars show; plain text.
+# The title (figtitle, set by the figure's script before loading this file) and the notes
+# under it: model, density, sample, what the bars show; then the conditions (network, where
+# compute was timed); plain text. note_y: where a figure's own note (label 92, 93) goes, below
+# these; each note line takes 0.035 of the screen.
+if (!exists("conditions")) conditions = ""
+if (!exists("compute_note")) compute_note = ""
+if (!exists("nnoisy")) nnoisy = 0
 set label 89 figtitle at screen 0.5, screen 0.965 center font ",18"
 set label 90 subtitle at screen 0.5, screen 0.925 center noenhanced font ",12" tc rgb "#444444"
+note_y = 0.89
+# cond_lines: the lines the conditions take; a figure that sets its own top margin adds
+# cond_margin (1.6 characters a line) to it.
+cond_lines = 0
+if (strlen(conditions) > 0) {
+    set label 87 conditions at screen 0.5, screen note_y center noenhanced font ",11" tc rgb "#444444"
+    note_y = note_y - 0.035
+    cond_lines = cond_lines + 1
+}
+if (strlen(compute_note) > 0) {
+    set label 88 compute_note at screen 0.5, screen note_y center noenhanced font ",11" tc rgb "#444444"
+    note_y = note_y - 0.035
+    cond_lines = cond_lines + 1
+}
+cond_margin = 1.6 * cond_lines
+set tmargin 6 + cond_margin
 if (strlen(omitted) > 0) {
     set label 91 sprintf("not shown (no positive value on this axis): %s", omitted) \
-        at screen 0.5, screen 0.89 center noenhanced font ",11" tc rgb "#666666"
+        at screen 0.5, screen note_y center noenhanced font ",11" tc rgb "#666666"
+    note_y = note_y - 0.035
 }
 
 # Labels at 2 and 5 times each power of ten too, when the data span less than three decades, so
 # that a log10 axis over one decade still has labelled ticks: `eval logy_labels` after `set
 # logscale y 10`. Columns 3 and 4 are the bars' ends: their range is the figure's. stats reads
 # them as x and y, so the worker axis's range is lifted while it runs.
-logy_labels = "set xrange [*:*]; stats datafile using 3:4 nooutput; if (STATS_max_y / STATS_min_x < 1000) { do for [e = -12:12] { set ytics add (sprintf('%g', 2 * 10.0**e) 2 * 10.0**e 0, sprintf('%g', 5 * 10.0**e) 5 * 10.0**e 0) } }; if (exists('pmin') && exists('pmax')) { set xrange [pmin / 1.3 : pmax * 1.3] }"
+# The axis fits the data: from the lowest bar end over 1.25 to the highest times 1.25, not the
+# whole decades autoscaling rounds out to (data from 3 to 95 ms would span 1 to 1000 ms).
+logy_labels = "set xrange [*:*]; stats datafile using 3:4 nooutput; set yrange [STATS_min_x / 1.25 : STATS_max_y * 1.25]; if (STATS_max_y / STATS_min_x < 1000) { do for [e = -12:12] { set ytics add (sprintf('%g', 2 * 10.0**e) 2 * 10.0**e 0, sprintf('%g', 5 * 10.0**e) 5 * 10.0**e 0) } }; if (exists('pmin') && exists('pmax')) { set xrange [pmin / 1.3 : pmax * 1.3] }"
 
 # A line figure: one curve per method, markers at each P, bars from the confidence interval of
 # the median (columns: P, median, lo, hi). Each method is drawn a little to the side of its P
 # (a factor of 2^(+-0.1) at most) so that bars at one P do not hide each other; the axis
 # labels stay at the true P.
 dodge(i) = nmethods > 1 ? 2**(0.2 * ((i - 1.0) / (nmethods - 1) - 0.5)) : 1
-plot_lines = "plot for [i=1:nmethods] datafile index (i-1) using ($1*dodge(i)):2:3:4 with yerrorlines ls mls(word(methods,i)) title mtit(word(methods,i))"
+# Points flagged noisy (nnoisy > 0; column 5 = 1) get a large open black circle around their
+# marker, and the key an entry "noisy"; noisy_layer is that part of a plot command.
+noisy_layer = (nnoisy > 0) ? ", for [i=1:nmethods] datafile index (i-1) using ($1*dodge(i)):(column(5) > 0 ? $2 : NaN) with points pt 6 ps 3.4 lw 1.4 lc rgb '#000000' notitle, keyentry with points pt 6 ps 2.2 lw 1.4 lc rgb '#000000' title 'noisy: timing repetitions spread too far (summary.csv noisy)'" : ""
+plot_lines = "plot for [i=1:nmethods] datafile index (i-1) using ($1*dodge(i)):2:3:4 with yerrorlines ls mls(word(methods,i)) title mtit(word(methods,i))" . noisy_layer

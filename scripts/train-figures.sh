@@ -6,7 +6,7 @@
 #
 #   bash scripts/train-figures.sh [MLP_RESULTS] [CNN_RESULTS]
 #
-# The accuracy curves are those of `deftsim plot MLP_RESULTS` (drawn into
+# The test-accuracy curves (test_accuracy_vs_*) are those of `deftsim plot MLP_RESULTS` (drawn into
 # MLP_RESULTS/plots/, copied here under the names TRAINING.md uses); the final-accuracy and the
 # dense CNN figures have scripts of their own (plots/train_final.gp, plots/train_dense.gp).
 # $DEFTSIM names the program (default build/deftsim).
@@ -23,8 +23,8 @@ gp() { gnuplot -e "term='png'; plotdir='plots'; methods='$methods'; $1" "$2"; }
 "$deftsim" plot "$mlp" --format png --quiet
 for d in 0.01 0.001; do
     for P in 8 16; do
-        cp "$mlp/plots/train_accuracy_vs_iteration_d${d}_P${P}.png" "$figs/train_mlp_P${P}_d${d}_iteration.png"
-        cp "$mlp/plots/train_accuracy_vs_time_d${d}_P${P}.png" "$figs/train_mlp_P${P}_d${d}_time.png"
+        cp "$mlp/plots/test_accuracy_vs_iteration_d${d}_P${P}.png" "$figs/train_mlp_P${P}_d${d}_iteration.png"
+        cp "$mlp/plots/test_accuracy_vs_time_d${d}_P${P}.png" "$figs/train_mlp_P${P}_d${d}_time.png"
     done
     sub="fmnist_mlp after 600 iterations of 32 images per worker, density $d (dense: all of the gradient)"
     gp "outfile='$figs/train_mlp_final_d$d.png'; datafile='$mlp/final.csv'; density='$d'; pmin=4; pmax=16; subtitle='$sub'" \

@@ -145,22 +145,14 @@ deftsim_status deftsim_conditions_open(const char *dir, deftsim_conditions_src *
         free(s);
         return DEFTSIM_OK;
     }
+    /* A manifest that is not JSON or holds no configuration names no conditions; the command
+     * that reads the folder says what is wrong with it. */
     json_error_t jerr;
-    if (!(s->manifest = json_load_file(s->path, 0, &jerr))) {
-        deftsim_status st = deftsim_error_set(DEFTSIM_E_INPUT, "%s:%d: not JSON: %s", s->path,
-                                              jerr.line, jerr.text);
-        free(s);
-        return st;
-    }
-    json_t *m = s->manifest;
+    json_t *m = s->manifest = json_load_file(s->path, 0, &jerr);
     if (!json_is_object(json_object_get(m, "config")) &&
         !json_is_object(json_object_get(json_object_get(m, "identity"), "config"))) {
-        deftsim_status st = deftsim_error_set(DEFTSIM_E_INPUT,
-                                              "%s: holds no configuration (\"config\" or "
-                                              "\"identity\".\"config\")",
-                                              s->path);
         deftsim_conditions_close(s);
-        return st;
+        return DEFTSIM_OK;
     }
     *out = s;
     return DEFTSIM_OK;
@@ -225,6 +217,15 @@ void deftsim_conditions_note(void *ctx, const char *const *axes, const char *con
     deftsim_conditions c;
     if (!ctx || deftsim_conditions_lookup(ctx, axes, values, naxes, &c)) return;
     deftsim_conditions_join(&c, buf, cap);
+}
+
+void deftsim_conditions_folder(const char *dir, char *buf, size_t cap)
+{
+    deftsim_conditions_src *s = NULL;
+    if (cap) buf[0] = '\0';
+    if (deftsim_conditions_open(dir, &s)) return;
+    deftsim_conditions_note(s, NULL, NULL, 0, buf, cap);
+    deftsim_conditions_close(s);
 }
 
 deftsim_status deftsim_conditions_write_md(struct deftsim_analysis *a, const char *dir,

@@ -44,8 +44,8 @@ void deftsim_conditions_log(FILE *f, const char *who, const deftsim_config *cfg)
 typedef struct deftsim_conditions_src deftsim_conditions_src;
 
 /* Reads dir/manifest.json (deftsim run, sweep or train). *out = NULL, and DEFTSIM_OK, when dir
- * has no manifest.json (CSV files alone say nothing of the conditions); a manifest that is
- * not JSON, or holds no configuration, is DEFTSIM_E_INPUT naming it. */
+ * has no manifest.json (CSV files alone say nothing of the conditions) or one that is not JSON
+ * or holds no configuration (the command reading the folder reports that); DEFTSIM_E_NOMEM. */
 deftsim_status deftsim_conditions_open(const char *dir, deftsim_conditions_src **out);
 void deftsim_conditions_close(deftsim_conditions_src *s);
 
@@ -61,6 +61,10 @@ deftsim_status deftsim_conditions_lookup(const deftsim_conditions_src *s,
  * lookup fails); the shape of deftsim_analysis_set_note's callback, ctx being s. */
 void deftsim_conditions_note(void *ctx, const char *const *axes, const char *const *values,
                              size_t naxes, char *buf, size_t cap);
+
+/* dir's conditions (its manifest's configuration) as one line into buf; "" when dir has no
+ * manifest or it cannot be read. */
+void deftsim_conditions_folder(const char *dir, char *buf, size_t cap);
 
 /* deftsim analyze: deftsim_analysis_write_md with every series' conditions under its heading,
  * from dir's manifest (none when dir has no manifest.json). */

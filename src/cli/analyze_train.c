@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "cli_train.h"
 #include "deftsim_build_info.h"
+#include "deftsim_conditions.h"
 #include "deftsim_train_analysis.h"
 #include "deftsim_train_results.h"
 #include "deftsim_util.h"
@@ -55,12 +56,13 @@ int deftsim_cli_analyze_train(int ndirs, char **dirs, const deftsim_boot_options
                 rc = deftsim_cli_fail(st);
                 goto done;
             }
-        char line[4600];
+        char line[4600], cond[800];
+        deftsim_conditions_folder(dirs[i], cond, sizeof cond); /* the network, where timed */
         snprintf(line, sizeof line,
                  "Results: `%s` (deftsim train, scenario %s, network %s, seed %llu, %zu points, "
-                 "status %s, deftsim commit %s).",
+                 "status %s, deftsim commit %s).%s%s",
                  dirs[i], rs[i]->scenario, rs[i]->network, (unsigned long long)rs[i]->seed,
-                 rs[i]->npoints, rs[i]->status, rs[i]->commit);
+                 rs[i]->npoints, rs[i]->status, rs[i]->commit, cond[0] ? " Conditions: " : "", cond);
         if (!(prov[i] = strdup(line))) {
             rc = 1;
             goto done;

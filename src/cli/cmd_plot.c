@@ -20,6 +20,7 @@
 #include "cli.h"
 #include "cli_train.h"
 #include "deftsim_analysis.h"
+#include "deftsim_conditions.h"
 #include "deftsim_plots_path.h"
 #include "deftsim_sparsify.h"
 #include "deftsim_train_results.h"
@@ -49,8 +50,12 @@ static void usage(FILE *out)
             "and density (and sweep variant); file names carry them when there are several. The\n"
             "figures' data go to DIR/plots/data/. Needs gnuplot with the cairo terminals.\n"
             "A deftsim train folder (no summary.csv needed) gets its training curves instead:\n"
-            "  train_accuracy_vs_iteration, train_accuracy_vs_time, train_loss_vs_iteration,\n"
-            "  train_loss_vs_time   test accuracy and loss per method, one set per density and P\n"
+            "  test_accuracy_vs_iteration, test_accuracy_vs_time, test_loss_vs_iteration,\n"
+            "  test_loss_vs_time   test accuracy and loss per method (from iteration 0, the\n"
+            "                      initial model), one set per density and P\n"
+            "Every figure names, under its subtitle, the network (preset, collective library and\n"
+            "algorithm, network model) and where the compute phases were timed, from DIR's\n"
+            "manifest.json; points flagged noisy in summary.csv get an open circle.\n"
             "\n"
             "  -f, --format LIST   image formats, comma-separated: png, svg, pdf (default png,svg)\n"
             "      --pdf           add pdf to the formats\n"
@@ -178,22 +183,24 @@ typedef struct {
     const char *missing;   /* why a figure without data is left out */
     const char *stem2;     /* a second quantity drawn beside the first (its blocks follow), or NULL */
     int drop_at_P;         /* leave out a method whose every median equals P (one worker does all) */
+    int timed;             /* a timed quantity: the data get a fifth column, summary.csv's noisy
+                              flag, and the figure marks those points */
 } line_figure;
 
 static const line_figure line_figures[] = {
     {"select_vs_P", "select_seconds", NULL, NULL, 1e3, 1, "no selection times",
-     "select_median_worker_seconds", 0},
+     "select_median_worker_seconds", 0, 1},
     {"speedup_vs_P", "select_speedup", "select_speedup_lo", "select_speedup_hi", 1, 1,
-     "no topk points to compare with", NULL, 0},
+     "no topk points to compare with", NULL, 0, 1},
     {"bytes_vs_P", "bytes_sent", NULL, NULL, 1e-6, 1, "no bytes sent (P = 1 only?)", "bytes_sent_max",
-     0},
-    {"buildup_vs_P", "buildup", NULL, NULL, 1, 1, "no build-up values", NULL, 0},
+     0, 0},
+    {"buildup_vs_P", "buildup", NULL, NULL, 1, 1, "no build-up values", NULL, 0, 0},
     {"comm_vs_P", "comm_seconds", NULL, NULL, 1e3, 1,
-     "no communication times: the rows have no network simulation (comm_seconds)", NULL, 0},
+     "no communication times: the rows have no network simulation (comm_seconds)", NULL, 0, 1},
     {"iteration_vs_P", "iteration_seconds", NULL, NULL, 1e3, 1,
-     "no iteration times: the rows have no network simulation (iteration_seconds)", NULL, 0},
-    {"imbalance_vs_P", "imbalance_seconds", NULL, NULL, 1, 1, "no imbalance values", NULL, 1},
-    {"captured_vs_P", "captured_frac", NULL, NULL, 1, 0, "no captured-norm values", NULL, 0},
+     "no iteration times: the rows have no network simulation (iteration_seconds)", NULL, 0, 1},
+    {"imbalance_vs_P", "imbalance_seconds", NULL, NULL, 1, 1, "no imbalance values", NULL, 1, 1},
+    {"captured_vs_P", "captured_frac", NULL, NULL, 1, 0, "no captured-norm values", NULL, 0, 0},
 };
 
 typedef struct {
@@ -306,12 +313,13 @@ static size_t methods_of(const stable *t, size_t b, size_t e, const char **out, 
     return n;
 }
 
-/* Writes method m's rows of [b, e) as one data block "P median lo hi" (scaled); returns the
- * number of rows. hdr: the block's comment line. Values that a logarithmic axis cannot show are
- * left out. */
+/* Writes method m's rows of [b, e) as one data block "P median lo hi" (scaled), for a timed
+ * figure with a fifth column, 1 where summary.csv flags the point noisy (counted in *nnoisy);
+ * returns the number of rows. hdr: the block's comment line. Values that a logarithmic axis
+ * cannot show are left out. */
 static size_t write_block(FILE *f, const stable *t, size_t b, size_t e, const char *m, const char *med,
                           const char *lo, const char *hi, const line_figure *fg, int first,
-                          const char *hdr, double *pmin, double *pmax)
+                          const char *hdr, double *pmin, double *pmax, size_t *nnoisy)
 {
     size_t nrow = 0;
     for (size_t r = b; r < e; r++) {
@@ -326,7 +334,13 @@ static size_t write_block(FILE *f, const stable *t, size_t b, size_t e, const ch
         double P = numv(t, r, "P");
         if (P < *pmin) *pmin = P;
         if (P > *pmax) *pmax = P;
-        fprintf(f, "%s %.9g %.9g %.9g\n", cellv(t, r, "P"), v * fg->scale, l * fg->scale, h * fg->scale);
+        fprintf(f, "%s %.9g %.9g %.9g", cellv(t, r, "P"), v * fg->scale, l * fg->scale, h * fg->scale);
+        if (fg->timed) {
+            int noisy = numv(t, r, "noisy") > 0;
+            fprintf(f, " %d", noisy);
+            *nnoisy += (size_t)noisy;
+        }
+        fputc('\n', f);
         nrow++;
     }
     return nrow;
@@ -380,19 +394,22 @@ static deftsim_status line_plot(plot_ctx *x, const stable *t, size_t b, size_t e
     deftsim_status st = deftsim_afile_open(&af, data);
     if (st) return st;
     FILE *f = deftsim_afile_stream(af);
-    fprintf(f, "# %s: %s\n# columns: P median lo hi (summary.csv %s, %s, %s, times %g)\n", stem,
-            subtitle, med, lo, hi, fg->scale);
+    fprintf(f, "# %s: %s\n# columns: P median lo hi%s (summary.csv %s, %s, %s, times %g%s)\n", stem,
+            subtitle, fg->timed ? " noisy" : "", med, lo, hi, fg->scale,
+            fg->timed ? "; noisy: 1 where summary.csv's noisy flag is set" : "");
     if (two)
         fprintf(f, "# the blocks after the methods' %s blocks: %s, %s, %s, one per method in the "
                    "same order\n", med, med2, lo2, hi2);
     char shown[1024] = "", omitted[1024] = "", at_P[1024] = "";
     const char *shown_m[64];
-    size_t blocks = 0;
+    size_t blocks = 0, nnoisy = 0, nnoisy2 = 0;
     double pmin = INFINITY, pmax = 0;
     for (size_t i = 0; i < nm; i++) {
         size_t nrow = 0;
         int drop = fg->drop_at_P && equals_P(t, b, e, meth[i], med);
-        if (!drop) nrow = write_block(f, t, b, e, meth[i], med, lo, hi, fg, !blocks, "method", &pmin, &pmax);
+        if (!drop)
+            nrow = write_block(f, t, b, e, meth[i], med, lo, hi, fg, !blocks, "method", &pmin, &pmax,
+                               &nnoisy);
         char *dst = drop ? at_P : nrow ? shown : omitted;
         size_t len = strlen(dst);
         snprintf(dst + len, 1024 - len, "%s%s", len ? " " : "", meth[i]);
@@ -406,15 +423,17 @@ static deftsim_status line_plot(plot_ctx *x, const stable *t, size_t b, size_t e
     }
     /* One block of the second quantity per shown method, empty where it has no value. */
     for (size_t i = 0; two && i < blocks; i++)
-        if (!write_block(f, t, b, e, shown_m[i], med2, lo2, hi2, fg, 0, fg->stem2, &pmin, &pmax))
-            fprintf(f, "\n\n# %s %s: no values\nNaN NaN NaN NaN\n", fg->stem2, shown_m[i]);
+        if (!write_block(f, t, b, e, shown_m[i], med2, lo2, hi2, fg, 0, fg->stem2, &pmin, &pmax,
+                         &nnoisy2))
+            fprintf(f, "\n\n# %s %s: no values\nNaN NaN NaN NaN%s\n", fg->stem2, shown_m[i],
+                    fg->timed ? " 0" : "");
     if ((st = deftsim_afile_commit(af))) return st;
     /* [compute]: the iteration holds the forward and backward pass (its figure says so). */
     int fwdbwd = 0;
     for (size_t r = b; r < e; r++) fwdbwd |= !isnan(numv(t, r, "forward_backward_seconds_median"));
     char extra[1400];
-    snprintf(extra, sizeof extra, "pmin=%g; pmax=%g; second=%d; at_P='%s'; fwdbwd=%d", pmin, pmax,
-             two, at_P, fwdbwd);
+    snprintf(extra, sizeof extra, "pmin=%g; pmax=%g; second=%d; at_P='%s'; fwdbwd=%d; nnoisy=%zu",
+             pmin, pmax, two, at_P, fwdbwd, nnoisy);
     return render(x, fg->name, stem, data, shown, subtitle, omitted, extra);
 }
 
@@ -654,6 +673,59 @@ static void combo_suffix(const stable *t, size_t r, char *buf, size_t cap)
         if (!isalnum((unsigned char)*p) && *p != '.' && *p != '_' && *p != '-') *p = '_';
 }
 
+/* The figures of one combination (rows [b, e): the same axes, model and density); multi: the
+ * folder has several, so file names carry the combination. cond: the folder's manifest (NULL
+ * without one), for the conditions line under every subtitle. */
+static deftsim_status plot_combo(plot_ctx *x, const stable *t, const stable *it, size_t b, size_t e,
+                                 int multi, const deftsim_conditions_src *cond)
+{
+    char suffix[600] = "", subtitle[1024];
+    if (multi) combo_suffix(t, b, suffix, sizeof suffix);
+    /* The network and where compute was timed: the sweep variant's, when the axes vary them. */
+    deftsim_conditions cd = {0};
+    if (cond) {
+        const char *vals[64];
+        size_t na = t->naxes < 64 ? t->naxes : 64;
+        for (size_t a = 0; a < na; a++) vals[a] = t->rows[b].cell[a];
+        deftsim_status st = deftsim_conditions_lookup(cond, (const char *const *)t->cols, vals, na, &cd);
+        if (st) return st;
+    }
+    deftsim_cli_gp_set_conditions(cd.network, cd.compute);
+    double itmin = INFINITY, itmax = 0, level = NAN;
+    for (size_t r = b; r < e; r++) {
+        double v = numv(t, r, "iterations");
+        if (v < itmin) itmin = v;
+        if (v > itmax) itmax = v;
+        level = numv(t, r, "ci_level");
+    }
+    size_t so = (size_t)snprintf(subtitle, sizeof subtitle, "%s, density %s", cellv(t, b, "model"),
+                                 cellv(t, b, "density"));
+    for (size_t a = 0; a < t->naxes && so < sizeof subtitle; a++)
+        so += (size_t)snprintf(subtitle + so, sizeof subtitle - so, ", %s = %s", t->cols[a],
+                               t->rows[b].cell[a]);
+    char base_sub[1024];
+    snprintf(base_sub, sizeof base_sub, "%s", subtitle);
+    if (so < sizeof subtitle) {
+        if (itmin == itmax)
+            snprintf(subtitle + so, sizeof subtitle - so, "; %g iterations per point", itmin);
+        else
+            snprintf(subtitle + so, sizeof subtitle - so, "; %g to %g iterations per point", itmin,
+                     itmax);
+    }
+    char lines_sub[1200];
+    if (isnan(level))
+        snprintf(lines_sub, sizeof lines_sub, "%s; points: medians, bars: bootstrap interval", subtitle);
+    else
+        snprintf(lines_sub, sizeof lines_sub, "%s; points: medians, bars: %g%% bootstrap interval",
+                 subtitle, level * 100);
+    deftsim_status st = DEFTSIM_OK;
+    for (size_t i = 0; i < sizeof line_figures / sizeof line_figures[0] && !st; i++)
+        st = line_plot(x, t, b, e, &line_figures[i], suffix, lines_sub);
+    if (!st) st = breakdown_plot(x, t, b, e, suffix, subtitle);
+    if (!st) st = iter_plot(x, it, t, b, e, suffix, base_sub);
+    return st;
+}
+
 /* --format (a comma-separated subset of png, svg, pdf) and --pdf into x's formats. Returns 0,
  * or the exit status of a usage error. */
 static int parse_formats(const char *formats, int pdf, plot_ctx *x)
@@ -720,10 +792,20 @@ int deftsim_cmd_plot(int argc, char **argv)
     if (deftsim_cli_parse_only) return 0;
 
     const char *dir = argv[optind];
+    /* The network and where compute was timed, from the folder's manifest (none: no line). */
+    deftsim_conditions_src *cond = NULL;
+    deftsim_status st = deftsim_conditions_open(dir, &cond);
+    if (st) return deftsim_cli_fail(st);
     /* A deftsim train folder: its training curves (plot_train.c). */
-    if (deftsim_train_results_is(dir))
+    if (deftsim_train_results_is(dir)) {
+        deftsim_conditions cd = {0};
+        if (cond && (st = deftsim_conditions_lookup(cond, NULL, NULL, 0, &cd)))
+            memset(&cd, 0, sizeof cd);
+        deftsim_conditions_close(cond);
+        deftsim_cli_gp_set_conditions(cd.network, cd.compute);
         return deftsim_cli_plot_train(dir, x.scripts, (const char(*)[8])x.formats, x.nformats,
                                       x.quiet);
+    }
     char summary[4200], outdir[4200], datadir[4300];
     snprintf(summary, sizeof summary, "%s/summary.csv", dir);
     snprintf(outdir, sizeof outdir, "%s/plots", dir);
@@ -732,11 +814,14 @@ int deftsim_cmd_plot(int argc, char **argv)
     if (access(summary, R_OK) != 0) {
         fprintf(stderr, "deftsim: input error: %s: %s; run 'deftsim analyze %s' first\n", summary,
                 strerror(errno), dir);
+        deftsim_conditions_close(cond);
         return 2;
     }
     stable t;
-    deftsim_status st = stable_load(summary, "select_seconds_median", &t);
-    if (st) return deftsim_cli_fail(st);
+    if ((st = stable_load(summary, "select_seconds_median", &t))) {
+        deftsim_conditions_close(cond);
+        return deftsim_cli_fail(st);
+    }
     /* iterations.csv: written by deftsim analyze beside summary.csv (an older folder has none). */
     char itpath[4200];
     snprintf(itpath, sizeof itpath, "%s/iterations.csv", dir);
@@ -785,40 +870,7 @@ int deftsim_cmd_plot(int argc, char **argv)
     for (size_t b = 0; b < t.nrows && !st;) {
         size_t e = b;
         while (e < t.nrows && same_combo(&t, b, e)) e++;
-        char suffix[600] = "", subtitle[1024];
-        if (ncombos > 1) combo_suffix(&t, b, suffix, sizeof suffix);
-        double itmin = INFINITY, itmax = 0, level = NAN;
-        for (size_t r = b; r < e; r++) {
-            double it = numv(&t, r, "iterations");
-            if (it < itmin) itmin = it;
-            if (it > itmax) itmax = it;
-            level = numv(&t, r, "ci_level");
-        }
-        size_t so = (size_t)snprintf(subtitle, sizeof subtitle, "%s, density %s", cellv(&t, b, "model"),
-                                     cellv(&t, b, "density"));
-        for (size_t a = 0; a < t.naxes && so < sizeof subtitle; a++)
-            so += (size_t)snprintf(subtitle + so, sizeof subtitle - so, ", %s = %s", t.cols[a],
-                                   t.rows[b].cell[a]);
-        char base_sub[1024];
-        snprintf(base_sub, sizeof base_sub, "%s", subtitle);
-        if (so < sizeof subtitle) {
-            if (itmin == itmax)
-                so += (size_t)snprintf(subtitle + so, sizeof subtitle - so, "; %g iterations per point",
-                                       itmin);
-            else
-                so += (size_t)snprintf(subtitle + so, sizeof subtitle - so,
-                                       "; %g to %g iterations per point", itmin, itmax);
-        }
-        char lines_sub[1200];
-        if (isnan(level))
-            snprintf(lines_sub, sizeof lines_sub, "%s; points: medians, bars: bootstrap interval", subtitle);
-        else
-            snprintf(lines_sub, sizeof lines_sub, "%s; points: medians, bars: %g%% bootstrap interval",
-                     subtitle, level * 100);
-        for (size_t i = 0; i < sizeof line_figures / sizeof line_figures[0] && !st; i++)
-            st = line_plot(&x, &t, b, e, &line_figures[i], suffix, lines_sub);
-        if (!st) st = breakdown_plot(&x, &t, b, e, suffix, subtitle);
-        if (!st) st = iter_plot(&x, have_it ? &it : NULL, &t, b, e, suffix, base_sub);
+        st = plot_combo(&x, &t, have_it ? &it : NULL, b, e, ncombos > 1, cond);
         b = e;
     }
     if (st) rc = deftsim_cli_fail(st);
@@ -829,6 +881,7 @@ int deftsim_cmd_plot(int argc, char **argv)
     free(x.notes);
     if (!rc && !x.quiet) fprintf(stderr, "deftsim plot: %zu files in %s\n", x.written, outdir);
 done:
+    deftsim_conditions_close(cond);
     stable_free(&t);
     stable_free(&it);
     return rc;

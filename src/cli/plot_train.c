@@ -230,7 +230,8 @@ int deftsim_cli_plot_train(const char *dir, const char *scripts, const char (*fo
         static const char *const ys[] = {"accuracy", "loss"}, *const xs[] = {"iteration", "time"};
         for (size_t y = 0; y < 2 && !rc; y++)
             for (size_t x = 0; x < 2 && !rc; x++) {
-                snprintf(stem, sizeof stem, "train_%s_vs_%s%s", ys[y], xs[x], suffix);
+                /* test_*: the curves are the test set's accuracy and loss. */
+                snprintf(stem, sizeof stem, "test_%s_vs_%s%s", ys[y], xs[x], suffix);
                 if (x == 1 && !have_sim) {
                     if (!quiet)
                         fprintf(stderr, "deftsim plot: %s: not drawn: no simulated times (the "

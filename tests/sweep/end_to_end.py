@@ -271,7 +271,7 @@ counts = 1..8
             for l in lines:
                 if l.startswith("#") or l.startswith("NaN"):
                     continue
-                P, v, lo, hi = l.split()
+                P, v, lo, hi = l.split()[:4]  # a fifth column: the noisy flag
                 close(float(v), num(byrow[(m, int(P))][col]) * 1e3, 1e-8,
                       f"select_vs_P.dat {m} P={P} {col}")
                 check(float(lo) <= float(v) <= float(hi), f"select_vs_P.dat {m} P={P} bar")
