@@ -463,7 +463,7 @@ static deftsim_status simulate(const deftsim_config *cfg, point_state *ps, uint3
     if (st) return deftsim_error_wrap(st, "network simulation");
     out->sim_wall_seconds = deftsim_now() - t0;
     double total = 0, comm = 0;
-    size_t row = 0;
+    size_t row = out->nrows && out->rows[0].iteration == 0; /* row 0: the initial model, at 0 s */
     for (size_t i = 0; i < res.nsched && row < out->nrows; i++) {
         total += res.iteration_seconds[i];
         comm += res.comm_seconds[i];
@@ -551,6 +551,17 @@ static deftsim_status dgc_mask(point_state *ps, deftsim_sparsifier *sp)
     return DEFTSIM_OK;
 }
 
+/* Row 0: the initial model's test metrics before any update (no minibatch yet, no time). */
+static deftsim_status initial_row(deftsim_trainer *tr, const point_state *ps,
+                                  const deftsim_train_options *opt, deftsim_train_result *out)
+{
+    deftsim_train_row *row = &out->rows[out->nrows++];
+    memset(row, 0, sizeof *row);
+    row->train_loss = row->train_accuracy = row->buildup = row->density_actual = NAN;
+    row->sim_seconds = row->sim_comm_seconds = opt->simulate ? 0 : NAN;
+    return evaluate(tr, ps->params, &row->test_loss, &row->test_accuracy);
+}
+
 /* The row after iteration t (0-based): the sums since the last row, the evaluation. */
 static deftsim_status add_row(deftsim_trainer *tr, const point_state *ps,
                               const deftsim_train_options *opt, uint64_t t, uint64_t E,
@@ -573,13 +584,10 @@ static deftsim_status add_row(deftsim_trainer *tr, const point_state *ps,
     if (opt->evaluate && (st = evaluate(tr, ps->params, &row->test_loss, &row->test_accuracy)))
         return st;
     row->wall_seconds = deftsim_now() - t_start;
-    tell(&opt->progress, (deftsim_train_event){.kind = DEFTSIM_TRAIN_ROW,
+    tell(&opt->progress, (deftsim_train_event){.kind = DEFTSIM_TRAIN_ROW, .row = row,
                                                .model = deftsim_nn_model(tr->net)->name,
-                                               .method = out->method,
-                                               .density = out->density,
-                                               .P = out->P,
-                                               .row = row,
-                                               .iterations = T});
+                                               .method = out->method, .density = out->density,
+                                               .P = out->P, .iterations = T});
     rs->loss = rs->buildup = rs->dens = 0;
     rs->correct = rs->since = 0;
     return DEFTSIM_OK;
@@ -653,7 +661,7 @@ deftsim_status deftsim_trainer_point(deftsim_trainer *tr, deftsim_method method,
     out->density = density;
     out->P = P;
     out->n = m->numel;
-    size_t cap = (size_t)(T / (uint64_t)cfg->train.eval_every) + 2;
+    size_t cap = (size_t)(T / (uint64_t)cfg->train.eval_every) + 3; /* + iteration 0 and T */
     out->rows = calloc(cap, sizeof *out->rows);
     if (!out->rows) return deftsim_error_set(DEFTSIM_E_NOMEM, "train: out of memory");
 
@@ -679,6 +687,7 @@ deftsim_status deftsim_trainer_point(deftsim_trainer *tr, deftsim_method method,
     double t_start = deftsim_now();
     if ((st = deftsim_sparsifier_new(&sp_params, &sp))) goto done;
     if ((st = point_state_init(&ps, tr, method, P))) goto done;
+    if (opt->evaluate && (st = initial_row(tr, &ps, opt, out))) goto done;
     uint32_t elem_bytes = 4;
     row_sums rs;
     memset(&rs, 0, sizeof rs);
@@ -694,11 +703,8 @@ deftsim_status deftsim_trainer_point(deftsim_trainer *tr, deftsim_method method,
     if (opt->params_out) memcpy(opt->params_out, ps.params, ps.n * sizeof *ps.params);
     if (opt->simulate && ps.sim.n && (st = simulate(cfg, &ps, elem_bytes, out))) goto done;
     if (out->diverged)
-        tell(&opt->progress, (deftsim_train_event){.kind = DEFTSIM_TRAIN_DIVERGED,
-                                                   .model = m->name,
-                                                   .method = method,
-                                                   .density = density,
-                                                   .P = P,
+        tell(&opt->progress, (deftsim_train_event){.kind = DEFTSIM_TRAIN_DIVERGED, .model = m->name,
+                                                   .method = method, .density = density, .P = P,
                                                    .iterations = out->iterations});
 done:
     out->seconds = deftsim_now() - t_start;
@@ -849,6 +855,7 @@ static deftsim_status write_manifest(const deftsim_config *cfg, const deftsim_tr
     }
     const deftsim_model *m = deftsim_nn_model(tr->net);
     json_object_set_new(root, "hostname", json_string(host));
+    json_object_set_new(root, "machine", deftsim_manifest_machine()); /* the CPU that timed */
     json_object_set_new(root, "network",
                         json_pack("{s:s, s:I, s:I, s:f}", "model", m->name, "n",
                                   (json_int_t)m->numel, "tensors", (json_int_t)m->nlayers,

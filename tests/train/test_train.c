@@ -68,21 +68,28 @@ Test(train, loss_falls, .init = setup, .fini = teardown)
         cr_assert_eq(deftsim_trainer_point(tr, methods[i], d, 2, NULL, &r), DEFTSIM_OK, "%s",
                      deftsim_error_message());
         const char *name = deftsim_method_name(methods[i]);
-        cr_assert_eq(r.nrows, 2, "%s: %zu rows", name, r.nrows);
+        /* Rows at iterations 0 (the initial model), 40 and 80. */
+        cr_assert_eq(r.nrows, 3, "%s: %zu rows", name, r.nrows);
         cr_expect_eq(r.iterations, 80);
-        cr_expect_eq(r.rows[1].iteration, 80);
-        cr_expect_eq(r.rows[1].samples, 80 * 2 * 16);
-        cr_expect(fabs(r.rows[1].epoch - 80.0 / 64) < 1e-12);
+        cr_expect_eq(r.rows[0].iteration, 0);
+        cr_expect_eq(r.rows[0].samples, 0);
+        cr_expect(isnan(r.rows[0].train_loss) && isnan(r.rows[0].buildup), "%s: row 0 trained", name);
+        cr_expect(isfinite(r.rows[0].test_loss) && r.rows[0].test_accuracy < 0.3,
+                  "%s: the initial model's test accuracy %g", name, r.rows[0].test_accuracy);
+        cr_expect(isnan(r.rows[0].sim_seconds) && isnan(r.rows[2].sim_seconds)); /* not simulated */
+        cr_expect_eq(r.rows[2].iteration, 80);
+        cr_expect_eq(r.rows[2].samples, 80 * 2 * 16);
+        cr_expect(fabs(r.rows[2].epoch - 80.0 / 64) < 1e-12);
         cr_expect_not(r.diverged);
-        fprintf(stderr, "%-6s loss %.3f -> %.3f, test accuracy %.3f, buildup %.2f\n", name,
-                r.rows[0].train_loss, r.rows[1].train_loss, r.rows[1].test_accuracy,
-                r.rows[1].buildup);
-        cr_expect_lt(r.rows[1].train_loss, 0.8 * r.rows[0].train_loss, "%s: loss %g -> %g", name,
-                     r.rows[0].train_loss, r.rows[1].train_loss);
-        cr_expect_gt(r.rows[1].test_accuracy, 0.55, "%s: test accuracy %g", name,
-                     r.rows[1].test_accuracy);
+        fprintf(stderr, "%-6s loss %.3f -> %.3f, test accuracy %.3f -> %.3f, buildup %.2f\n", name,
+                r.rows[1].train_loss, r.rows[2].train_loss, r.rows[0].test_accuracy,
+                r.rows[2].test_accuracy, r.rows[2].buildup);
+        cr_expect_lt(r.rows[2].train_loss, 0.8 * r.rows[1].train_loss, "%s: loss %g -> %g", name,
+                     r.rows[1].train_loss, r.rows[2].train_loss);
+        cr_expect_gt(r.rows[2].test_accuracy, 0.55, "%s: test accuracy %g", name,
+                     r.rows[2].test_accuracy);
         if (methods[i] == DEFTSIM_METHOD_DENSE) {
-            cr_expect_eq(r.rows[1].buildup, 1.0);
+            cr_expect_eq(r.rows[2].buildup, 1.0);
             cr_expect_eq(r.k, r.n);
         } else {
             cr_expect_eq(r.k, (uint64_t)(0.01 * 535818));
@@ -108,13 +115,15 @@ Test(train, every_method_runs_and_repeats, .init = setup, .fini = teardown)
         cr_assert_eq(deftsim_trainer_point(tr, (deftsim_method)m, 0.001, 3, &opt, &a), DEFTSIM_OK,
                      "%s: %s", deftsim_method_name((deftsim_method)m), deftsim_error_message());
         cr_assert_eq(deftsim_trainer_point(tr, (deftsim_method)m, 0.001, 3, &opt, &b), DEFTSIM_OK);
-        cr_assert_eq(a.nrows, 1);
-        cr_expect_eq(a.rows[0].iteration, 6);
-        cr_expect(isfinite(a.rows[0].test_loss));
-        cr_expect_eq(a.rows[0].train_loss, b.rows[0].train_loss, "%s: not repeatable",
-                     deftsim_method_name((deftsim_method)m));
+        cr_assert_eq(a.nrows, 2); /* iteration 0 (the initial model) and 6 */
+        cr_expect_eq(a.rows[0].iteration, 0);
         cr_expect_eq(a.rows[0].test_loss, b.rows[0].test_loss);
-        if (m != DEFTSIM_METHOD_DENSE) cr_expect_gt(a.rows[0].buildup, 0);
+        cr_expect_eq(a.rows[1].iteration, 6);
+        cr_expect(isfinite(a.rows[1].test_loss));
+        cr_expect_eq(a.rows[1].train_loss, b.rows[1].train_loss, "%s: not repeatable",
+                     deftsim_method_name((deftsim_method)m));
+        cr_expect_eq(a.rows[1].test_loss, b.rows[1].test_loss);
+        if (m != DEFTSIM_METHOD_DENSE) cr_expect_gt(a.rows[1].buildup, 0);
         deftsim_train_result_free(&a);
         deftsim_train_result_free(&b);
     }
@@ -516,8 +525,10 @@ Test(train, progress_callback_hears_every_row, .init = setup, .fini = teardown)
     cr_assert_eq(deftsim_trainer_point(tr, DEFTSIM_METHOD_TOPK, 0.01, 2, &opt, &r), DEFTSIM_OK,
                  "%s", deftsim_error_message());
     cr_expect_eq(l.mismatch, 0, "only ROW events of this point");
-    cr_assert_eq(l.n, r.nrows, "one event per row");
-    for (size_t i = 0; i < l.n; i++) cr_expect_eq(l.iterations[i], r.rows[i].iteration);
+    /* Row 0 (the initial model, nothing trained yet) is recorded but not announced. */
+    cr_assert_eq(l.n + 1, r.nrows, "one event per row after iteration 0");
+    cr_expect_eq(r.rows[0].iteration, 0);
+    for (size_t i = 0; i < l.n; i++) cr_expect_eq(l.iterations[i], r.rows[i + 1].iteration);
     cr_expect_eq(l.iterations[0], 40);
     cr_expect_str_eq(l.model, deftsim_trainer_model(tr)->name);
     deftsim_train_result_free(&r);

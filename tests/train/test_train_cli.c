@@ -129,10 +129,12 @@ Test(train_cli, train_and_record, .init = setup, .fini = teardown)
                      "diverged\n");
     /* 512 images / (3 workers x 8) = 21 iterations an epoch. */
     expect_has(text, "train_mlp,fmnist_mlp,535818,gtopk,0.01,5358,3,8,0.05,4,0.19047619047619047,96,");
-    /* 4 points (dense once per P) x 2 rows + the header. */
+    /* Iteration 0 (the initial model): test metrics, the training columns empty. */
+    expect_has(text, "train_mlp,fmnist_mlp,535818,gtopk,0.01,5358,3,8,0.05,0,0,0,,,");
+    /* 4 points (dense once per P) x 3 rows (iterations 0, 2, 4) + the header. */
     size_t lines = 0;
     for (char *c = text; *c; c++) lines += *c == '\n';
-    cr_expect_eq(lines, 9);
+    cr_expect_eq(lines, 13);
     free(text);
 
     args[0] = "trace";

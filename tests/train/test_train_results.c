@@ -196,6 +196,10 @@ Test(train_results, analyze_one_and_two_seeds, .init = setup, .fini = teardown, 
     size_t len;
     cr_assert_eq(deftsim_read_file(md, &text, &len), DEFTSIM_OK);
     expect_has(text, "**One repeat per point**");
+    /* The conditions: the network of the run and where its compute phases were timed. */
+    expect_has(text, "Conditions: network: preset none, MPI (allreduce ");
+    expect_has(text, "compute phases (selection etc.) timed on this machine's CPU (");
+    cr_expect(!strstr(text, "NCCL"), "an MPI run's summary.md claims NCCL");
     expect_has(text, "| DEFT | 0.01 | 2 | 1 | 6 |");
     expect_has(text, "| dense allreduce | all | 2 | 1 | 6 |");
     free(text);
@@ -257,14 +261,26 @@ Test(train_results, plot_and_bad_inputs, .init = setup, .fini = teardown, .timeo
         deftsim_test_run r = run((const char *[]){"plot", d1, "--pdf", "-q", NULL});
         cr_assert_eq(r.rc, 0, "%s", r.err);
         run_free(&r);
-        static const char *const figs[] = {"train_accuracy_vs_iteration", "train_accuracy_vs_time",
-                                           "train_loss_vs_iteration", "train_loss_vs_time"};
+        /* test_*: they show the test set's accuracy and loss. */
+        static const char *const figs[] = {"test_accuracy_vs_iteration", "test_accuracy_vs_time",
+                                           "test_loss_vs_iteration", "test_loss_vs_time"};
         static const char *const ext[] = {"png", "svg", "pdf"};
         for (size_t f = 0; f < 4; f++)
             for (size_t e = 0; e < 3; e++) {
                 snprintf(p, sizeof p, "%s/plots/%s.%s", d1, figs[f], ext[e]);
                 cr_expect(file_nonempty(p), "%s not written", p);
+                snprintf(p, sizeof p, "%s/plots/train_%s.%s", d1, figs[f] + 5, ext[e]);
+                cr_expect(access(p, F_OK) != 0, "%s: the old name is written", p);
             }
+        /* Under the subtitle: the network and where the compute phases were timed. */
+        snprintf(p, sizeof p, "%s/plots/test_accuracy_vs_time.svg", d1);
+        char *svg;
+        size_t slen;
+        cr_assert_eq(deftsim_read_file(p, &svg, &slen), DEFTSIM_OK, "%s", deftsim_error_message());
+        expect_has(svg, "network: preset none, MPI (allreduce ");
+        expect_has(svg, "compute phases (selection etc.) timed on this machine's CPU (");
+        cr_expect(!strstr(svg, "NCCL"), "an MPI run's figure claims NCCL");
+        free(svg);
         /* The data of the figures: one block per method, the point files' numbers. */
         snprintf(p, sizeof p, "%s/plots/data/train.dat", d1);
         char *text;
@@ -277,6 +293,10 @@ Test(train_results, plot_and_bad_inputs, .init = setup, .fini = teardown, .timeo
         read_point(d1, "deft_d0.01_P2.csv", &pr);
         char want[64];
         snprintf(want, sizeof want, "\n6 %.9g %.9g", pr.final_sim, pr.final_acc * 100);
+        expect_has(text, want);
+        /* Every curve starts at iteration 0: the initial model, at simulated time 0. */
+        cr_expect_eq(pr.iter[0], 0);
+        snprintf(want, sizeof want, "# method deft\n0 0 %.9g", pr.acc[0] * 100);
         expect_has(text, want);
         free(text);
     } else {
