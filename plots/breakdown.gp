@@ -15,6 +15,8 @@
 # sparsifier's compute and the collectives, and with [compute] (fwdbwd = 1) the forward and
 # backward pass; without [compute] no forward and backward pass. Without the network simulation
 # the whole is the slowest worker's compute time.
+# After the parts, a last column: 1 where summary.csv flags the point noisy; its bar's label
+# then ends in "(noisy)".
 # Extra variables: plist (worker counts of the blocks), parts, have_comm (0 or 1), phases (0/1),
 # fwdbwd (0/1).
 if (!exists("fwdbwd")) fwdbwd = 0
@@ -72,7 +74,7 @@ do for [b = 1:words(plist)] {
         sep = (b > 1 || c > 1) ? ", " : ""
         p = word(parts, c)
         tt = (b == 1) ? sprintf("title \"%s\"", ptit(p)) : "notitle"
-        head = (c == 1) ? sprintf("newhistogram \"P = %s\", datafile index %d using 2:xtic(mshort(strcol(1)))", word(plist, b), b - 1) \
+        head = (c == 1) ? sprintf("newhistogram \"P = %s\", datafile index %d using 2:xtic(mshort(strcol(1)).(column(%d) > 0 ? ' (noisy)' : ''))", word(plist, b), b - 1, np + 2) \
                         : sprintf("'' index %d using %d", b - 1, c + 1)
         cmd = cmd . sep . sprintf("%s %s lc rgb \"%s\"", head, tt, pcol(p))
     }

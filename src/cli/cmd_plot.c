@@ -55,7 +55,8 @@ static void usage(FILE *out)
             "                      initial model), one set per density and P\n"
             "Every figure names, under its subtitle, the network (preset, collective library and\n"
             "algorithm, network model) and where the compute phases were timed, from DIR's\n"
-            "manifest.json; points flagged noisy in summary.csv get an open circle.\n"
+            "manifest.json; points flagged noisy in summary.csv get an open circle (a bar of\n"
+            "breakdown: \"(noisy)\" in its label).\n"
             "\n"
             "  -f, --format LIST   image formats, comma-separated: png, svg, pdf (default png,svg)\n"
             "      --pdf           add pdf to the formats\n"
@@ -584,7 +585,8 @@ static deftsim_status breakdown_plot(plot_ctx *x, const stable *t, size_t b, siz
     deftsim_status st = deftsim_afile_open(&af, data);
     if (st) return st;
     FILE *f = deftsim_afile_stream(af);
-    fprintf(f, "# %s: %s\n# one block per P; columns: method %s (ms, means over iterations; %s)\n", stem,
+    fprintf(f, "# %s: %s\n# one block per P; columns: method %s (ms, means over iterations; %s; then "
+               "noisy: 1 where summary.csv flags the point)\n", stem,
             subtitle, parts,
             phases ? (net ? "the slowest worker's compute phases (summary.csv phase_<name>_seconds_mean), "
                             "waiting: the rest of the simulated iteration outside communication, "
@@ -650,7 +652,7 @@ static deftsim_status breakdown_plot(plot_ctx *x, const stable *t, size_t b, siz
                     fprintf(f, " %.9g %.9g", sel * 1e3, other * 1e3);
                     if (net) fprintf(f, " %.9g", comm * 1e3);
                 }
-                fputc('\n', f);
+                fprintf(f, " %d\n", numv(t, r, "noisy") > 0); /* the bar's label says "(noisy)" */
             }
     }
     if ((st = deftsim_afile_commit(af))) return st;

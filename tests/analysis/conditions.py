@@ -180,6 +180,8 @@ def main():
               "select_vs_P.svg has the key entry for noisy points")
         check("noisy" not in svg_text(os.path.join(folder, "plots", "bytes_vs_P.svg")),
               "bytes_vs_P.svg (not timed) marks no noisy point")
+        t = svg_text(os.path.join(folder, "plots", "breakdown.svg"))
+        check(t.count("(noisy)") == 1, f"breakdown.svg labels the one noisy bar: {t.count('(noisy)')}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if failures:
