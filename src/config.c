@@ -40,6 +40,9 @@ _Static_assert(sizeof(deftsim_feedback) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_cltk_charge) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_deft_norms) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_oktopk_variant) == sizeof(int), "enum storage");
+_Static_assert(sizeof(deftsim_deft_norm_precision) == sizeof(int), "enum storage");
+_Static_assert(sizeof(deftsim_oktopk_layer_order) == sizeof(int), "enum storage");
+_Static_assert(sizeof(deftsim_topk_ag_mean) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_device_kind) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_topology) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_net_model) == sizeof(int), "enum storage");
@@ -168,12 +171,23 @@ static const keydef keys[] = {
          "DEFT's fragment norms: fused into the accumulate pass, or a separate pass in its "
          "selection"),
      .type = T_ENUM, .off = F(sparsify.deft_norms), .names = deftsim_deft_norms_names},
+    {KEY("sparsify", "deft_norm_precision", "one of: float64, float32", "float64",
+         "DEFT's k_j from float64 norms, or as the authors' code: float32 torch.norm and order"),
+     .type = T_ENUM, .off = F(sparsify.deft_norm_precision),
+     .names = deftsim_deft_norm_precision_names},
     {KEY("sparsify", "oktopk_variant", "one of: vgg, bert", "vgg",
          "Ok-Topk's constants: the authors' VGG script, or BERT's (periods 128, balanced allgather)"),
      .type = T_ENUM, .off = F(sparsify.oktopk_variant), .names = deftsim_oktopk_variant_names},
     {KEY("sparsify", "oktopk_warmup", "integer in [0, 1000000000]", "512",
          "Ok-Topk: dense iterations before the first sparse one (the authors' VGG: 512; 0 skips)"),
      .type = T_INT, .off = F(sparsify.oktopk_warmup), .imin = 0, .imax = 1000000000},
+    {KEY("sparsify", "oktopk_layer_order", "one of: auto, reverse, forward", "auto",
+         "Ok-Topk's buffer, cut into regions; auto: the variant's (vgg reverse, bert forward)"),
+     .type = T_ENUM, .off = F(sparsify.oktopk_layer_order),
+     .names = deftsim_oktopk_layer_order_names},
+    {KEY("sparsify", "topk_ag_mean", "one of: sum, each", "sum",
+         "topk-ag's mean: the sum / P, or each value / P added up (the authors' reducer)"),
+     .type = T_ENUM, .off = F(sparsify.topk_ag_mean), .names = deftsim_topk_ag_mean_names},
 
     {KEY("workers", "counts", "list of integers in [1, 1048576], ranges a..b or a..b:step",
          "2..64", "worker counts P to sweep"),

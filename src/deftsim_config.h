@@ -108,8 +108,11 @@ typedef struct deftsim_config {
         deftsim_cltk_charge cltk_charge;
         double cltk_beta;         /* ScaleCom's low-pass filter; 0 = off */
         deftsim_deft_norms deft_norms;
+        deftsim_deft_norm_precision deft_norm_precision; /* float64, or the authors' float32 */
         deftsim_oktopk_variant oktopk_variant;
         int oktopk_warmup;        /* Ok-Topk's dense iterations before the first sparse one */
+        deftsim_oktopk_layer_order oktopk_layer_order; /* Ok-Topk's buffer; auto: the variant's */
+        deftsim_topk_ag_mean topk_ag_mean;             /* topk-ag: sum / P, or each value / P */
     } sparsify;
     struct {
         int64_t *counts;          /* sorted ascending, unique, each in [1, DEFTSIM_WORKERS_MAX] */

@@ -63,6 +63,9 @@ static void fill_params(const deftsim_engine *e, deftsim_method m, double d, uin
     p->cltk_beta = cfg->sparsify.cltk_beta;
     p->oktopk_variant = cfg->sparsify.oktopk_variant;
     p->oktopk_warmup = (uint64_t)cfg->sparsify.oktopk_warmup;
+    p->oktopk_layer_order = cfg->sparsify.oktopk_layer_order;
+    p->deft_norm_precision = cfg->sparsify.deft_norm_precision;
+    p->topk_ag_mean = cfg->sparsify.topk_ag_mean;
     p->seed = cfg->scenario.seed;
     p->kctx = e->kctx;
     p->skip_quality = !cfg->engine.quality;

@@ -63,8 +63,10 @@ static keyed *sorted_desc(const double *keys, size_t n)
     return t;
 }
 
-uint64_t deftsim_deft_allocate_k(const deftsim_fragment *frags, size_t nfrag, const double *norms,
-                                 uint64_t k, uint64_t *kj, size_t *order)
+/* Step 2 with either expression for tau: deftsim's floor(remain_k * norm / remain_norm), or the
+ * authors' trunc(remain_k * (norm / remain_norm)) (authors != 0). */
+static uint64_t allocate_k(const deftsim_fragment *frags, size_t nfrag, const double *norms,
+                           uint64_t k, uint64_t *kj, size_t *order, int authors)
 {
     keyed *t = sorted_desc(norms, nfrag);
     if (t) {
@@ -87,7 +89,8 @@ uint64_t deftsim_deft_allocate_k(const deftsim_fragment *frags, size_t nfrag, co
         double nj = norms[j];
         int64_t tau = 0;
         if (remain_norm > 0) {
-            double q = floor((double)remain_k * nj / remain_norm);
+            double q = authors ? trunc((double)remain_k * (nj / remain_norm))
+                               : floor((double)remain_k * nj / remain_norm);
             tau = q > 9e18 ? INT64_MAX : (q < -9e18 ? INT64_MIN : (int64_t)q);
         }
         uint64_t size = frags[j].size;
@@ -100,6 +103,90 @@ uint64_t deftsim_deft_allocate_k(const deftsim_fragment *frags, size_t nfrag, co
         remain_norm -= nj;
     }
     return total;
+}
+
+uint64_t deftsim_deft_allocate_k(const deftsim_fragment *frags, size_t nfrag, const double *norms,
+                                 uint64_t k, uint64_t *kj, size_t *order)
+{
+    return allocate_k(frags, nfrag, norms, k, kj, order, 0);
+}
+
+uint64_t deftsim_deft_allocate_k_authors(const deftsim_fragment *frags, size_t nfrag,
+                                         const double *norms, uint64_t k, uint64_t *kj,
+                                         size_t *order)
+{
+    return allocate_k(frags, nfrag, norms, k, kj, order, 1);
+}
+
+/* ---- The authors' float32 norm ----------------------------------------------------------- *
+ * The reduction PyTorch's CUDA backend (ATen's gpu_reduce_kernel as of PyTorch 1.5, the
+ * version the DEFT authors' environment pins) runs for the 2-norm of a contiguous float32
+ * vector of m elements, with its order of operations, in float32 on the host. Its launch shape
+ * depends on m alone: a block of bw = min(512, the largest power of two <= m) threads; when
+ * each thread would see at least 256 values, ctas = min(ceil(ceil(m / bw) / 16), 65535)
+ * blocks, else one. Thread x of block c starts at element x + c bw and strides by
+ * S = bw ctas, keeping 4 float accumulators (element x + c bw + (4 q + i) S goes to
+ * accumulator i: acc_i = fmaf(v, v, acc_i), the contraction nvcc makes of acc + v * v), added
+ * as ((a0 + a1) + a2) + a3. A block then adds its threads' values: halving through shared
+ * memory down to 32 lanes (lane x += lane x + h, h = bw/2 .. 32), then a warp's shuffle-down
+ * tree (lane x += lane x + h, h = 1, 2, .., 16). With several blocks, the last one to finish
+ * has thread x add the block results x, x + bw, x + 2 bw, .. in that order from 0, and the
+ * same block tree adds the threads; the norm is sqrtf of the total. */
+
+/* The block tree over lanes v[0 .. bw): v[0] receives the block's value. */
+static float block_tree(float *v, uint32_t bw)
+{
+    uint32_t dim = bw;
+    if (dim > 32) {
+        for (uint32_t h = dim / 2; h >= 32; h >>= 1)
+            for (uint32_t x = 0; x < h; x++) v[x] = v[x] + v[x + h];
+        dim = 32;
+    }
+    /* Shuffle down: every lane reads lane x + h before anyone writes; ascending x reads the
+     * higher lane before it changes. */
+    for (uint32_t h = 1; h < dim; h <<= 1)
+        for (uint32_t x = 0; x + h < dim; x++) v[x] = v[x] + v[x + h];
+    return v[0];
+}
+
+float deftsim_deft_sumsq_float32(const float *x, uint64_t m)
+{
+    if (m == 0) return 0.0f;
+    uint32_t bw = 512;
+    if (m < 512) {
+        bw = 1;
+        while ((uint64_t)bw * 2 <= m) bw *= 2;
+    }
+    uint64_t per_thread = (m + bw - 1) / bw, ctas = 1;
+    if (per_thread >= 256) {
+        ctas = (per_thread + 15) / 16;
+        if (ctas > 65535) ctas = 65535;
+    }
+    const uint64_t S = (uint64_t)bw * ctas;
+    float lane[512], fin[512];
+    for (uint32_t t = 0; t < bw; t++) fin[t] = 0.0f;
+    float total = 0.0f;
+    for (uint64_t c = 0; c < ctas; c++) {
+        for (uint32_t t = 0; t < bw; t++) {
+            float a[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            for (uint64_t e = t + c * bw; e < m; e += 4 * S)
+                for (uint64_t i = 0; i < 4 && e + i * S < m; i++) {
+                    float v = x[e + i * S];
+                    a[i] = fmaf(v, v, a[i]);
+                }
+            lane[t] = ((a[0] + a[1]) + a[2]) + a[3];
+        }
+        float b = block_tree(lane, bw);
+        if (ctas == 1) total = b;
+        else fin[c % bw] = fin[c % bw] + b;
+    }
+    if (ctas > 1) total = block_tree(fin, bw);
+    return total;
+}
+
+float deftsim_deft_norm_float32(const float *x, uint64_t m)
+{
+    return sqrtf(deftsim_deft_sumsq_float32(x, m));
 }
 
 double deftsim_deft_cost(uint64_t size, uint64_t kj)

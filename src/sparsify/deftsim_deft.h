@@ -31,6 +31,20 @@ deftsim_status deftsim_deft_fragments(const deftsim_model *m, uint32_t P, deftsi
 uint64_t deftsim_deft_allocate_k(const deftsim_fragment *frags, size_t nfrag, const double *norms,
                                  uint64_t k, uint64_t *kj, size_t *order);
 
+/* Step 2 as the authors' code computes tau: trunc(remain_k * (norm_j / remain_norm)), the
+ * quotient first ([sparsify] deft_norm_precision = float32). Where remain_k * norm_j /
+ * remain_norm is an integer the two orders can land on either side of it. */
+uint64_t deftsim_deft_allocate_k_authors(const deftsim_fragment *frags, size_t nfrag,
+                                         const double *norms, uint64_t k, uint64_t *kj,
+                                         size_t *order);
+
+/* The L2 norm of x[0 .. m) as PyTorch 1.5's float32 CUDA reduction computes it (the authors'
+ * float(torch.norm(fragment))), emulated on the host in its order of operations (deft_plan.c
+ * spells it out). 0 for m = 0. */
+float deftsim_deft_norm_float32(const float *x, uint64_t m);
+/* Its sum of squares, before the square root (sqrtf of it is the norm). */
+float deftsim_deft_sumsq_float32(const float *x, uint64_t m);
+
 /* Step 3 cost of selecting k_j in a fragment: size_j * log2(k_j) if k_j > 1 else size_j. */
 double deftsim_deft_cost(uint64_t size, uint64_t kj);
 

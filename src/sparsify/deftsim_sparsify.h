@@ -83,17 +83,42 @@ typedef enum { DEFTSIM_OKTOPK_VGG, DEFTSIM_OKTOPK_BERT } deftsim_oktopk_variant;
  * phase. Both give the same bits. */
 typedef enum { DEFTSIM_DEFT_NORMS_FUSED, DEFTSIM_DEFT_NORMS_SEPARATE } deftsim_deft_norms;
 
+/* The arithmetic of DEFT's k allocation (docs/SPARSIFIERS.md, "Deviations from the authors'
+ * code"): float64, deftsim's (norms summed in double, tau = floor(remain_k * norm /
+ * remain_norm)); float32, the authors' (each norm as PyTorch's float32 CUDA reduction computes
+ * it, emulated on the host, and tau = trunc(remain_k * (norm / remain_norm))). */
+typedef enum { DEFTSIM_DEFT_NORM_FLOAT64, DEFTSIM_DEFT_NORM_FLOAT32 } deftsim_deft_norm_precision;
+
+/* topk-ag's mean: the sum of the P workers' values divided by P (deftsim's), or each worker's
+ * value divided by P and added in worker order (the authors' allgather reducer). */
+typedef enum { DEFTSIM_TOPK_AG_MEAN_SUM, DEFTSIM_TOPK_AG_MEAN_EACH } deftsim_topk_ag_mean;
+
+/* The order of the layers in Ok-Topk's flat buffer, which its regions cut: auto (the
+ * variant's own: the authors' VGG script reverses the layers, their BERT one keeps them),
+ * reverse, or forward (the model table's order). */
+typedef enum {
+    DEFTSIM_OKTOPK_ORDER_AUTO,
+    DEFTSIM_OKTOPK_ORDER_REVERSE,
+    DEFTSIM_OKTOPK_ORDER_FORWARD
+} deftsim_oktopk_layer_order;
+
 /* The options' names as scenarios spell them, NULL-terminated, in enum order. */
 extern const char *const deftsim_wire_names[];
 extern const char *const deftsim_cltk_charge_names[];
 extern const char *const deftsim_oktopk_variant_names[];
 extern const char *const deftsim_deft_norms_names[];
+extern const char *const deftsim_deft_norm_precision_names[];
+extern const char *const deftsim_topk_ag_mean_names[];
+extern const char *const deftsim_oktopk_layer_order_names[];
 
 /* A name, or "?" for a value outside the enum. */
 const char *deftsim_wire_name(deftsim_wire w);
 const char *deftsim_cltk_charge_name(deftsim_cltk_charge c);
 const char *deftsim_oktopk_variant_name(deftsim_oktopk_variant v);
 const char *deftsim_deft_norms_name(deftsim_deft_norms d);
+const char *deftsim_deft_norm_precision_name(deftsim_deft_norm_precision d);
+const char *deftsim_topk_ag_mean_name(deftsim_topk_ag_mean m);
+const char *deftsim_oktopk_layer_order_name(deftsim_oktopk_layer_order o);
 
 /* k of a density: floor(d n), at least 1 and at most n (docs/SPARSIFIERS.md, "One step, P
  * workers"). */
@@ -131,6 +156,11 @@ typedef struct {
     uint64_t seed;              /* DGC's random sampling offsets */
     deftsim_oktopk_variant oktopk_variant; /* Ok-Topk's constants: VGG (default) or BERT */
     uint64_t oktopk_warmup;     /* Ok-Topk: dense iterations t < oktopk_warmup */
+    deftsim_oktopk_layer_order oktopk_layer_order; /* Ok-Topk's buffer: auto (the variant's) */
+    deftsim_deft_norm_precision deft_norm_precision; /* DEFT's k allocation: float64 (default)
+                                                        or the authors' float32 */
+    deftsim_topk_ag_mean topk_ag_mean; /* topk-ag: sum then divide (default), or the authors'
+                                          per-worker division */
     deftsim_kctx *kctx;         /* the kernel backend and its threads */
     /* Spread mode (deftsim_team.h): this process holds and selects for its block of the P
      * workers only; the provider serves only those, and what crosses workers is shared with

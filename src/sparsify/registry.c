@@ -163,6 +163,9 @@ const char *const deftsim_wire_names[] = {"spec", "reference", NULL};
 const char *const deftsim_cltk_charge_names[] = {"leader", "all", NULL};
 const char *const deftsim_oktopk_variant_names[] = {"vgg", "bert", NULL};
 const char *const deftsim_deft_norms_names[] = {"fused", "separate", NULL};
+const char *const deftsim_deft_norm_precision_names[] = {"float64", "float32", NULL};
+const char *const deftsim_topk_ag_mean_names[] = {"sum", "each", NULL};
+const char *const deftsim_oktopk_layer_order_names[] = {"auto", "reverse", "forward", NULL};
 
 static const char *enum_name(const char *const *list, int v)
 {
@@ -183,6 +186,18 @@ const char *deftsim_oktopk_variant_name(deftsim_oktopk_variant v)
 const char *deftsim_deft_norms_name(deftsim_deft_norms d)
 {
     return enum_name(deftsim_deft_norms_names, (int)d);
+}
+const char *deftsim_deft_norm_precision_name(deftsim_deft_norm_precision d)
+{
+    return enum_name(deftsim_deft_norm_precision_names, (int)d);
+}
+const char *deftsim_topk_ag_mean_name(deftsim_topk_ag_mean m)
+{
+    return enum_name(deftsim_topk_ag_mean_names, (int)m);
+}
+const char *deftsim_oktopk_layer_order_name(deftsim_oktopk_layer_order o)
+{
+    return enum_name(deftsim_oktopk_layer_order_names, (int)o);
 }
 
 uint64_t deftsim_k_of_density(double d, uint64_t n)

@@ -99,7 +99,10 @@ static deftsim_status deft_init(deftsim_sparsifier *s)
 /* Step 2 on one worker's accumulator: norms, then k_j. The norms come from the provider when
  * it formed the accumulator with the fused accumulate op (deft_norms = fused: their cost is
  * the accumulate pass's, outside the step, and the norms phase stays 0), else from one
- * seg_norms pass timed in the norms phase. Both give the same bits. */
+ * seg_norms pass timed in the norms phase. Both give the same bits. With
+ * deft_norm_precision = float32 those norms only carry the cost: the values k_j is computed
+ * from are the authors' float32 ones (deftsim_deft_norm_float32, an emulation whose own time
+ * is charged to no phase), and tau takes the authors' expression order. */
 static deftsim_status norms_and_k(deftsim_sparsifier *s, deft_state *d, const float *acc,
                                   const double *given, uint32_t w, size_t c_norms, size_t c_alloc,
                                   uint64_t *kj, uint64_t *total)
@@ -112,8 +115,16 @@ static deftsim_status norms_and_k(deftsim_sparsifier *s, deft_state *d, const fl
                                      s->scratch, s->scratch_bytes));
         norms = d->norms;
     }
+    const int f32 = s->p.deft_norm_precision == DEFTSIM_DEFT_NORM_FLOAT32;
+    if (f32) {
+        for (size_t j = 0; j < d->nfrag; j++)
+            d->norms[j] = (double)deftsim_deft_norm_float32(acc + d->frags[j].offset,
+                                                            d->frags[j].size);
+        norms = d->norms;
+    }
     double t0 = sp_now(s);
-    *total = deftsim_deft_allocate_k(d->frags, d->nfrag, norms, s->k, kj, d->order);
+    *total = f32 ? deftsim_deft_allocate_k_authors(d->frags, d->nfrag, norms, s->k, kj, d->order)
+                 : deftsim_deft_allocate_k(d->frags, d->nfrag, norms, s->k, kj, d->order);
     sp_charge(s, c_alloc, d->ph_alloc, w, sp_now(s) - t0);
     return DEFTSIM_OK;
 }

@@ -13,6 +13,14 @@
  * selected an index; the residual is zeroed on the intersection of the local and global
  * selections. The BERT variant changes the constants and balances the allgather.
  *
+ * The regions cut the authors' flat buffer. Their VGG (and LSTM) script lays the layers out in
+ * reverse order (the last layer first), their BERT script in the model's order
+ * ([sparsify] oktopk_layer_order: auto follows the variant). With the reverse order every
+ * position that regions compare (the proposed boundaries, the regions' ranges, an owner's
+ * candidates in ascending order, the union's order for the top-k and its ties) is a buffer
+ * position; the picks are held in buffer order; the aggregate is sorted back to the model's
+ * indices.
+ *
  * Spread mode (sp_internal.h): each rank runs the local selection and the residual for its own
  * workers; the counts, thresholds, proposed boundaries and picks (with their values) are then
  * shared, laid out as one process lays them out, and every rank runs the regions, the
@@ -68,6 +76,14 @@ typedef struct {
     deftsim_kidx *inter;      /* a worker's picks in the global selection (grown) */
     uint64_t inter_cap;
     uint64_t *rload;          /* P: entries each owner receives */
+    /* The buffer order (rev = 1: the layers reversed). The nonempty layers, ascending: model
+     * offset lay_off[l], buffer offset lay_buf[l] = n - lay_off[l] - numel; nlay of them. */
+    int rev;
+    size_t nlay;
+    uint64_t *lay_off, *lay_buf;
+    deftsim_kidx *tmp_idx;    /* reordering scratch (grown) */
+    float *tmp_val;
+    uint64_t tmp_cap;
     double *lused;            /* spread mode, P: each worker's local threshold of the step */
     size_t ph_threshold, ph_select, ph_reduce, ph_global, ph_residual;
 } ok_state;
@@ -86,8 +102,10 @@ static void ok_fini(deftsim_sparsifier *s)
     free(d->uni.val);
     free(d->tk);
     free(d->inter);
-    d->picks = d->inter = d->tk = d->uni.idx = NULL;
-    d->pvals = d->uni.val = NULL;
+    free(d->tmp_idx);
+    free(d->tmp_val);
+    d->picks = d->inter = d->tk = d->uni.idx = d->tmp_idx = NULL;
+    d->pvals = d->uni.val = d->tmp_val = NULL;
 }
 
 static deftsim_status grow(void *pp, uint64_t *cap, uint64_t need, size_t el)
@@ -118,6 +136,137 @@ static deftsim_status grow_picks(ok_state *d, uint64_t need)
     return DEFTSIM_OK;
 }
 
+/* Index of the first element of sorted a[0..m) that is >= v. */
+static uint64_t lower_bound(const deftsim_kidx *a, uint64_t m, uint64_t v)
+{
+    uint64_t lo = 0, hi = m;
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (a[mid] < v)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The buffer order: reverse for oktopk_layer_order = reverse, or auto with the VGG variant;
+ * a model of one nonempty layer has the same order both ways (rev stays 0). */
+static deftsim_status ok_layout(deftsim_sparsifier *s, ok_state *d)
+{
+    const deftsim_model *m = s->p.model;
+    deftsim_oktopk_layer_order o = s->p.oktopk_layer_order;
+    int rev = o == DEFTSIM_OKTOPK_ORDER_REVERSE ||
+              (o == DEFTSIM_OKTOPK_ORDER_AUTO && s->p.oktopk_variant == DEFTSIM_OKTOPK_VGG);
+    size_t L = 0;
+    for (size_t l = 0; l < m->nlayers; l++) L += m->layers[l].numel > 0;
+    if (!rev || L < 2) return DEFTSIM_OK;
+    deftsim_status st;
+    if ((st = sp_alloc_n(s, &d->lay_off, L, sizeof *d->lay_off, "layers")) ||
+        (st = sp_alloc_n(s, &d->lay_buf, L, sizeof *d->lay_buf, "layers")))
+        return st;
+    if (s->dry) return DEFTSIM_OK;
+    d->rev = 1;
+    d->nlay = L;
+    for (size_t l = 0, j = 0; l < m->nlayers; l++) {
+        const deftsim_layer *y = &m->layers[l];
+        if (!y->numel) continue;
+        d->lay_off[j] = y->offset;
+        d->lay_buf[j++] = s->n - y->offset - y->numel;
+    }
+    return DEFTSIM_OK;
+}
+
+/* Model index -> buffer position (the identity in the model's order). */
+static uint64_t to_buf(const ok_state *d, uint64_t i)
+{
+    if (!d->rev) return i;
+    size_t lo = 0, hi = d->nlay; /* the last layer with lay_off <= i */
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (d->lay_off[mid] <= i)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return d->lay_buf[lo] + (i - d->lay_off[lo]);
+}
+
+/* Buffer position -> model index. In the buffer the layers lie from the last to the first,
+ * so the layer of b is the first one (ascending) with lay_buf <= b. */
+static uint64_t from_buf(const ok_state *d, uint64_t b)
+{
+    if (!d->rev) return b;
+    size_t lo = 0, hi = d->nlay - 1;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (d->lay_buf[mid] <= b)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return d->lay_off[lo] + (b - d->lay_buf[lo]);
+}
+
+/* Room for m entries of reordering scratch (outside the timed regions). */
+static deftsim_status grow_tmp(ok_state *d, uint64_t m)
+{
+    if (m <= d->tmp_cap) return DEFTSIM_OK;
+    uint64_t cap = d->tmp_cap;
+    deftsim_status st = grow(&d->tmp_idx, &cap, m, sizeof *d->tmp_idx);
+    if (st) return st;
+    float *nv = realloc(d->tmp_val, (size_t)cap * sizeof *nv);
+    if (!nv) return deftsim_error_set(DEFTSIM_E_NOMEM, "oktopk: out of memory for values");
+    d->tmp_val = nv;
+    d->tmp_cap = cap;
+    return DEFTSIM_OK;
+}
+
+/* A worker's picks (ascending model indices, with their values) into buffer order: the layers'
+ * runs from the last layer to the first, each run keeping its order. */
+static deftsim_status to_buffer_order(ok_state *d, deftsim_kidx *idx, float *val, uint64_t m)
+{
+    if (!d->rev || m == 0) return DEFTSIM_OK;
+    deftsim_status st = grow_tmp(d, m);
+    if (st) return st;
+    uint64_t out = 0, end = m;
+    for (size_t l = d->nlay; l-- > 0 && end > 0;) {
+        uint64_t start = lower_bound(idx, end, d->lay_off[l]);
+        memcpy(d->tmp_idx + out, idx + start, (size_t)(end - start) * sizeof *idx);
+        memcpy(d->tmp_val + out, val + start, (size_t)(end - start) * sizeof *val);
+        out += end - start;
+        end = start;
+    }
+    memcpy(idx, d->tmp_idx, (size_t)m * sizeof *idx);
+    memcpy(val, d->tmp_val, (size_t)m * sizeof *val);
+    return DEFTSIM_OK;
+}
+
+/* Model indices sorted by their buffer positions. */
+static void sort_by_buffer(const ok_state *d, deftsim_kidx *idx, uint64_t m)
+{
+    if (d->rev)
+        for (uint64_t e = 0; e < m; e++) idx[e] = (deftsim_kidx)to_buf(d, idx[e]);
+    sp_sort_idx(idx, (size_t)m);
+    if (d->rev)
+        for (uint64_t e = 0; e < m; e++) idx[e] = (deftsim_kidx)from_buf(d, idx[e]);
+}
+
+/* The first of a worker's m picks (in buffer order) at buffer position >= v. */
+static uint64_t lower_bound_buf(const ok_state *d, const deftsim_kidx *a, uint64_t m, uint64_t v)
+{
+    if (!d->rev) return lower_bound(a, m, v);
+    uint64_t lo = 0, hi = m;
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (to_buf(d, a[mid]) < v)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 static deftsim_status ok_init(deftsim_sparsifier *s)
 {
     deftsim_status st;
@@ -139,6 +288,7 @@ static deftsim_status ok_init(deftsim_sparsifier *s)
         return st;
     if (sp_spread(s) && (st = sp_alloc_n(s, &d->lused, P, sizeof *d->lused, "thresholds")))
         return st;
+    if ((st = ok_layout(s, d))) return st;
     /* The picks and the union grow with the data; plan about 2k per worker and P k. */
     s->mem_bytes += P * 2 * s->k * (sizeof(deftsim_kidx) + sizeof(float)) +
                     P * s->k * (2 * sizeof(deftsim_kidx) + sizeof(float));
@@ -181,20 +331,6 @@ static deftsim_status ok_dense(deftsim_sparsifier *s, const deftsim_acc_provider
 /* |x| > thr in float, as PyTorch compares a float32 tensor with a Python float: |x| >= the
  * next float above (float)thr. */
 static float strict_above(double thr) { return nextafterf((float)thr, INFINITY); }
-
-/* Index of the first element of sorted a[0..m) that is >= v. */
-static uint64_t lower_bound(const deftsim_kidx *a, uint64_t m, uint64_t v)
-{
-    uint64_t lo = 0, hi = m;
-    while (lo < hi) {
-        uint64_t mid = lo + (hi - lo) / 2;
-        if (a[mid] < v)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
 
 /* What one step's parts share: the recomputations due, the wire widths, the counts so far
  * and the COMPUTE steps already registered. */
@@ -333,11 +469,11 @@ static deftsim_status ok_local(deftsim_sparsifier *s, ok_state *d, const deftsim
         if (!st) sp_sort_idx(idx, got);
         if (!st) st = deftsim_k_gather(s->kc, acc, (size_t)n, idx, got, d->pvals + total);
         sp_charge(s, x->c_sel, d->ph_select, w, sp_now(s) - t0);
-        if (st) return st;
+        if (st || (st = to_buffer_order(d, idx, d->pvals + total, got))) return st;
         r->cost[w] += (double)n;
         s->sel_start[w] = total;
         r->local_count[w] = got;
-        s->sel_sorted[w] = 1;
+        s->sel_sorted[w] = (unsigned char)!d->rev;
         /* The local band adjust, for the next step. */
         double gk = (double)k;
         if ((double)got < c->lo_num * gk / c->lo_den)
@@ -348,7 +484,7 @@ static deftsim_status ok_local(deftsim_sparsifier *s, ok_state *d, const deftsim
         if (x->recut) {
             uint64_t q = got / P;
             for (uint32_t j = 1; j < P; j++)
-                d->prop[(size_t)w * P + j] = got ? idx[q * j] : (uint64_t)(n * j / P);
+                d->prop[(size_t)w * P + j] = got ? to_buf(d, idx[q * j]) : (uint64_t)(n * j / P);
         }
         total += got;
         if (sp_spread(s)) x->lused[w] = thr;
@@ -392,7 +528,7 @@ static deftsim_status ok_regions(deftsim_sparsifier *s, ok_state *d, const ok_st
         const deftsim_kidx *idx = d->picks + s->sel_start[w];
         uint64_t m = r->local_count[w], *pw = d->pos + (size_t)w * (P + 1);
         pw[0] = 0;
-        for (uint32_t j = 1; j < P; j++) pw[j] = lower_bound(idx, m, d->off[j]);
+        for (uint32_t j = 1; j < P; j++) pw[j] = lower_bound_buf(d, idx, m, d->off[j]);
         pw[P] = m;
         for (uint32_t j = 0; j < P; j++) d->rload[j] += pw[j + 1] - pw[j];
     }
@@ -489,7 +625,7 @@ static deftsim_status ok_candidates(deftsim_sparsifier *s, ok_state *d, ok_step_
                 }
             }
         }
-        sp_sort_idx(d->uni.idx + before, (size_t)(U - before));
+        sort_by_buffer(d, d->uni.idx + before, U - before);
         for (uint64_t e = before; e < U; e++) d->uni.val[e] = d->red[d->uni.idx[e]];
         d->gcount[j] = U - before;
         sp_charge(s, x->c_glob, d->ph_global, j, sp_now(s) - t0);
@@ -623,6 +759,11 @@ static deftsim_status ok_global(deftsim_sparsifier *s, ok_state *d, ok_step_ctx 
             d->gthr /= c->global_div;
         else if ((double)U > c->ghi_num * gk / c->ghi_den)
             d->gthr *= c->global_mul;
+        /* The union is in buffer order: the aggregate's indices ascend in the model's. */
+        if (d->rev) {
+            sp_sort_idx(d->uni.idx, (size_t)U);
+            for (uint64_t j = 0; j < U; j++) d->uni.val[j] = d->red[d->uni.idx[j]];
+        }
     }
     x->nsel = nsel;
     return DEFTSIM_OK;

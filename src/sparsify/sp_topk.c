@@ -147,10 +147,14 @@ static deftsim_status topk_ag_step(deftsim_sparsifier *s, uint64_t t,
     }
     /* Every worker adds the P received sparse vectors into a dense gradient (the reference's
      * out[pos] += val): run once, charged to every worker. The picks lie back to back in
-     * worker order, so one scatter-add sums them in that order. */
+     * worker order, so one scatter-add sums them in that order. topk_ag_mean = each: every
+     * value is divided by P first (the authors' out[pos] += val / P) and the sum is the mean. */
+    const int each = s->p.topk_ag_mean == DEFTSIM_TOPK_AG_MEAN_EACH;
     size_t c_sum = sp_compute(s, d->ph_sum);
     if (c_sum == SIZE_MAX) return DEFTSIM_E_NOMEM;
     double t0 = sp_now(s);
+    if (each)
+        for (size_t i = 0; i < (size_t)P * k; i++) d->vals[i] /= (float)P;
     st = deftsim_k_scatter_add(s->kc, d->dense, n, s->sel, d->vals, (size_t)P * k);
     double dt = sp_now(s) - t0;
     if (st) return st;
@@ -163,7 +167,10 @@ static deftsim_status topk_ag_step(deftsim_sparsifier *s, uint64_t t,
         (st = deftsim_k_gather(s->kc, d->dense, n, s->agg_idx, (size_t)nnz, s->agg_val)) ||
         (st = deftsim_k_zero_at(s->kc, d->dense, n, s->agg_idx, (size_t)nnz)))
         return st;
-    sp_agg_finish(s, nnz);
+    if (each)
+        sp_agg_counts(s, nnz);
+    else
+        sp_agg_finish(s, nnz);
     return DEFTSIM_OK;
 }
 

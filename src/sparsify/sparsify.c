@@ -52,6 +52,27 @@ static deftsim_status check_params(const deftsim_sparsifier_params *p)
     if (!(p->cltk_beta >= 0 && p->cltk_beta <= 1))
         return deftsim_error_set(DEFTSIM_E_USAGE, "%s: cltk_beta %g is outside [0, 1]", name,
                                  p->cltk_beta);
+    if (p->oktopk_layer_order != DEFTSIM_OKTOPK_ORDER_AUTO &&
+        p->oktopk_layer_order != DEFTSIM_OKTOPK_ORDER_REVERSE &&
+        p->oktopk_layer_order != DEFTSIM_OKTOPK_ORDER_FORWARD)
+        return deftsim_error_set(DEFTSIM_E_USAGE, "%s: unknown oktopk_layer_order %d", name,
+                                 (int)p->oktopk_layer_order);
+    if (p->deft_norm_precision != DEFTSIM_DEFT_NORM_FLOAT64 &&
+        p->deft_norm_precision != DEFTSIM_DEFT_NORM_FLOAT32)
+        return deftsim_error_set(DEFTSIM_E_USAGE, "%s: unknown deft_norm_precision %d", name,
+                                 (int)p->deft_norm_precision);
+    if (p->topk_ag_mean != DEFTSIM_TOPK_AG_MEAN_SUM && p->topk_ag_mean != DEFTSIM_TOPK_AG_MEAN_EACH)
+        return deftsim_error_set(DEFTSIM_E_USAGE, "%s: unknown topk_ag_mean %d", name,
+                                 (int)p->topk_ag_mean);
+    /* The float32 norms are an emulation that reads the accumulators on the host: the "cpu"
+     * and "cuda-staged" backends hold them there, the "cuda" one (device pointers) does not. */
+    if (p->method == DEFTSIM_METHOD_DEFT && p->deft_norm_precision == DEFTSIM_DEFT_NORM_FLOAT32 &&
+        p->kctx && strcmp(deftsim_kctx_backend(p->kctx), "cuda") == 0)
+        return deftsim_error_set(DEFTSIM_E_UNSUPPORTED,
+                                 "deft: [sparsify] deft_norm_precision = float32 computes the "
+                                 "norms on the host, but kernel backend 'cuda' holds the "
+                                 "accumulators on the device; use 'cuda-staged' ([device] kind = "
+                                 "cuda) or 'cpu', or deft_norm_precision = float64");
     if (p->team && p->team->size > 1 && !method_of(p->method)->spread)
         return deftsim_error_set(DEFTSIM_E_UNSUPPORTED,
                                  "%s: spread mode (mpirun without [execute] network = mpi) does "

@@ -391,7 +391,8 @@ Test(config_override, bad)
         {"sparsify.density=0.1", DEFTSIM_E_USAGE,
          "--set sparsify.density: unknown key (keys: methods, densities, index_bytes, value_bytes, "
          "wire, error_feedback, sampled_workers, cltk_charge, cltk_beta, deft_norms, "
-         "oktopk_variant, oktopk_warmup)"},
+         "deft_norm_precision, oktopk_variant, oktopk_warmup, oktopk_layer_order, "
+         "topk_ag_mean)"},
         {"sparsifier.densities=0.1", DEFTSIM_E_USAGE,
          "--set sparsifier.densities: unknown section (sections: scenario, gradients, synthetic, "
          "sparsify, workers, device, engine, timing, network, train, compute, execute)"},
@@ -700,7 +701,7 @@ Test(config_names, schema)
     cr_expect_str_eq(deftsim_config_section_name(10), "compute");
     cr_expect_str_eq(deftsim_config_section_name(11), "execute");
     cr_expect_null(deftsim_config_section_name(12));
-    cr_expect_eq(deftsim_config_key_count(), 84);
+    cr_expect_eq(deftsim_config_key_count(), 87);
     cr_expect_null(deftsim_config_key(deftsim_config_key_count()));
     /* Keys come grouped by section, in section order. */
     size_t s = 0;
