@@ -125,5 +125,7 @@ logy_labels = "set xrange [*:*]; stats datafile using 3:4 nooutput; set yrange [
 dodge(i) = nmethods > 1 ? 2**(0.2 * ((i - 1.0) / (nmethods - 1) - 0.5)) : 1
 # Points flagged noisy (nnoisy > 0; column 5 = 1) get a large open black circle around their
 # marker, and the key an entry "noisy"; noisy_layer is that part of a plot command.
-noisy_layer = (nnoisy > 0) ? ", for [i=1:nmethods] datafile index (i-1) using ($1*dodge(i)):(column(5) > 0 ? $2 : NaN) with points pt 6 ps 3.4 lw 1.4 lc rgb '#000000' notitle, keyentry with points pt 6 ps 2.2 lw 1.4 lc rgb '#000000' title 'noisy: timing repetitions spread too far (summary.csv noisy)'" : ""
+noisy_layer = (nnoisy > 0) ? ", for [i=1:nmethods] datafile index (i-1) using ($1*dodge(i)):(column(5) > 0 ? $2 : NaN) with points pt 6 ps 3.4 lw 1.4 lc rgb '#000000' notitle, keyentry with points pt 6 ps 2.2 lw 1.4 lc rgb '#000000' title 'noisy (summary.csv)'" : ""
+# The key's extra row.
+if (nnoisy > 0) { set bmargin (nmethods >= 10 ? 11 : 10) }
 plot_lines = "plot for [i=1:nmethods] datafile index (i-1) using ($1*dodge(i)):2:3:4 with yerrorlines ls mls(word(methods,i)) title mtit(word(methods,i))" . noisy_layer

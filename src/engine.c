@@ -592,6 +592,12 @@ static deftsim_status point_iterations(deftsim_engine *e, const point_desc *pd, 
         st = deftsim_timing_step(pr->tm, pr->sp, it, ps->data_free ? NULL : &prov, &r);
         double t2 = deftsim_now();
         if (!st && ps->get_status) st = deftsim_error_set(ps->get_status, "%s", ps->get_msg);
+        if (!st && e->profile && /* a phase called an operation the profile has no row for */
+            (st = deftsim_profile_check(e->profile, e->cfg->device.profile, pd->method))) {
+            char w[600];
+            deftsim_config_where(e->cfg, "device", "profile", w, sizeof w);
+            st = deftsim_error_wrap(st, "%s", w);
+        }
         if (st) return st;
         if (r->P != pd->P || r->k != pd->k || r->n != ps->n)
             return deftsim_error_set(DEFTSIM_E_INTERNAL,

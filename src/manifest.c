@@ -133,10 +133,12 @@ static json_t *manifest_json(const deftsim_engine *e, const char *started, const
     json_object_set_new(root, "timing", deftsim_timing_json(cfg));
     if (e->profile)
         json_object_set_new(json_object_get(root, "kernels"), "profile",
-                            json_pack("{s:s, s:s, s:s, s:i, s:s}", "file", cfg->device.profile,
-                                      "device", e->profile->device, "backend",
-                                      e->profile->backend, "threads", (int)e->profile->threads,
-                                      "created", e->profile->created));
+                            json_pack("{s:s, s:s, s:s, s:i, s:s, s:s, s:s}", "file",
+                                      cfg->device.profile, "device", e->profile->device,
+                                      "backend", e->profile->backend, "threads",
+                                      (int)e->profile->threads, "created", e->profile->created,
+                                      "conditions", e->profile->conditions, "source",
+                                      e->profile->source[0] ? e->profile->source : "measured"));
     json_t *src = json_pack("{s:s, s:s, s:I, s:I}", "kind", deftsim_gradsrc_kind(e->src),
                             "model", e->model->name, "n", (json_int_t)e->model->numel, "layers",
                             (json_int_t)e->model->nlayers);
