@@ -10,7 +10,9 @@
  * found no evidence for has coefficient 0. Predictions are never negative.
  *
  * The file (docs/KERNELS.md, "Device profiles") is CSV: a format line, key/value lines that
- * describe where and how it was measured, a header, one row per operation. */
+ * describe where and how it was measured (or, for a profile fitted to published figures,
+ * their source), a header, one row per operation. An operation without a row has no model:
+ * a run whose method calls it is refused (deftsim_profile_check). */
 #ifndef DEFTSIM_PROFILE_H
 #define DEFTSIM_PROFILE_H
 
@@ -50,16 +52,19 @@ typedef struct {
     char created[32];     /* UTC, ISO 8601 */
     char deftsim[96];     /* version and commit that measured it */
     char conditions[512]; /* how: repetitions, statistic, budget, load */
+    char source[512];     /* optional: where the figures come from (a sourced profile) */
     deftsim_profile_op ops[DEFTSIM_KOP_COUNT];
+    unsigned missing;     /* set by deftsim_profile_cost: 1 + the first operation called
+                             without a row (0: none); read by deftsim_profile_check */
 } deftsim_profile;
 
 /* Parses a profile from text[0..len); `file` names it in messages ("FILE:LINE: column NAME
  * (C): problem"). Refuses a wrong format line or version, unknown keys or operations, bad
- * numbers, duplicate rows and any operation without a row. */
+ * numbers, duplicate rows and a file without any operation's row. */
 deftsim_status deftsim_profile_parse(const char *text, size_t len, const char *file,
                                      deftsim_profile *out);
 deftsim_status deftsim_profile_load(const char *path, deftsim_profile *out);
-/* Writes p to path atomically (every operation must be present). */
+/* Writes p to path atomically (the operations present; at least one). */
 deftsim_status deftsim_profile_write(const char *path, const deftsim_profile *p);
 
 /* The model's terms for one call, given the cache size. */
@@ -68,8 +73,19 @@ void deftsim_profile_terms(const deftsim_kcall *c, double cache_bytes,
 
 /* Modelled seconds of one call (>= 0). */
 double deftsim_profile_predict(const deftsim_profile *p, const deftsim_kcall *c);
-/* deftsim_profile_predict as a deftsim_kcost_fn (user: the profile). */
+/* deftsim_profile_predict as a deftsim_kcost_fn (user: the profile). A call of an operation
+ * without a row costs 0 and is recorded in the profile's `missing`. */
 double deftsim_profile_cost(void *user, const deftsim_kcall *c);
+/* After a compute phase charged by deftsim_profile_cost: DEFTSIM_E_INPUT if an operation
+ * without a row was called ("FILE has no row for operation 'union', which METHOD calls; ..."),
+ * and the record is cleared. file names the profile, method the caller. */
+deftsim_status deftsim_profile_check(deftsim_profile *p, const char *file, const char *method);
+/* Before a run: DEFTSIM_E_INPUT, with the same message, if the profile has no row for an
+ * operation that built-in method m calls (src/sparsify/sp_*.c; methods registered at run time
+ * are checked by deftsim_profile_check as they run). */
+deftsim_status deftsim_profile_require(const deftsim_profile *p, const char *file, int m);
+/* The operations built-in method m calls, one bit per deftsim_kop (0 for others). */
+unsigned deftsim_profile_method_ops(int m);
 
 /* One measurement for the fit. */
 typedef struct {

@@ -11,6 +11,7 @@
 
 #include "deftsim_csv.h"
 #include "deftsim_profile.h"
+#include "deftsim_sparsify.h"
 #include "deftsim_util.h"
 
 static const char *const header[] = {"op",           "intercept_s",  "per_n_s", "per_k_s",
@@ -86,7 +87,8 @@ static deftsim_status split(const char *s, size_t len, const char *file, size_t 
 }
 
 static const char *const keys[] = {"device",  "backend", "isa",        "threads",
-                                   "cache_bytes", "created", "deftsim", "conditions"};
+                                   "cache_bytes", "created", "deftsim", "conditions",
+                                   "source"};
 #define NKEYS (sizeof keys / sizeof keys[0])
 
 static deftsim_status bad_number(const char *file, size_t line, size_t col, const char *what,
@@ -178,7 +180,7 @@ static deftsim_status parse_key(const csv_line *L, const char *file, size_t line
         return deftsim_error_set(DEFTSIM_E_INPUT,
                                  "%s:%zu: column key (1): unknown key '%s' (keys: device, "
                                  "backend, isa, threads, cache_bytes, created, deftsim, "
-                                 "conditions; then the header 'op,...')",
+                                 "conditions, source; then the header 'op,...')",
                                  file, line, L->f[0]);
     }
     if (L->nf != 2) {
@@ -194,9 +196,10 @@ static deftsim_status parse_key(const csv_line *L, const char *file, size_t line
     key_line[k] = line;
     const char *v = L->f[1];
     char *dst[NKEYS] = {p->device,  p->backend, p->isa,       NULL,
-                        NULL,       p->created, p->deftsim, p->conditions};
+                        NULL,       p->created, p->deftsim, p->conditions, p->source};
     size_t cap[NKEYS] = {sizeof p->device, sizeof p->backend, sizeof p->isa, 0, 0,
-                         sizeof p->created, sizeof p->deftsim, sizeof p->conditions};
+                         sizeof p->created, sizeof p->deftsim, sizeof p->conditions,
+                         sizeof p->source};
     if (dst[k]) {
         size_t vl = strlen(v);
         if (vl >= cap[k]) {
@@ -292,16 +295,17 @@ deftsim_status deftsim_profile_parse(const char *text, size_t len, const char *f
                                file, line);
         goto done;
     }
-    /* The accumulate op forms the accumulators before any timed phase (docs/SPARSIFIERS.md,
-     * deft_norms): no phase's duration is modelled from it, so a profile needs no row for it. */
-    for (size_t op = 0; op < DEFTSIM_KOP_COUNT; op++)
-        if (!p->ops[op].present && op != DEFTSIM_KOP_ACCUMULATE) {
-            st = deftsim_error_set(DEFTSIM_E_INPUT,
-                                   "%s:%zu: the file ends without a row for operation '%s' "
-                                   "(every operation needs one)",
-                                   file, line, deftsim_kop_name((deftsim_kop)op));
-            goto done;
-        }
+    /* An operation without a row has no model: a run whose methods call it is refused then
+     * (deftsim_profile_check), so a profile may cover only what its sources cover. */
+    size_t nops = 0;
+    for (size_t op = 0; op < DEFTSIM_KOP_COUNT; op++) nops += p->ops[op].present != 0;
+    if (nops == 0) {
+        st = deftsim_error_set(DEFTSIM_E_INPUT,
+                               "%s:%zu: the file ends without any operation's row (after the "
+                               "header, one row per operation)",
+                               file, line);
+        goto done;
+    }
 done:
     free(L);
     return st;
@@ -331,18 +335,18 @@ static void text_field(FILE *f, const char *s)
 
 deftsim_status deftsim_profile_write(const char *path, const deftsim_profile *p)
 {
-    for (size_t op = 0; op < DEFTSIM_KOP_COUNT; op++)
-        if (!p->ops[op].present && op != DEFTSIM_KOP_ACCUMULATE)
-            return deftsim_error_set(DEFTSIM_E_USAGE, "profile: no model for operation '%s'",
-                                     deftsim_kop_name((deftsim_kop)op));
+    size_t nops = 0;
+    for (size_t op = 0; op < DEFTSIM_KOP_COUNT; op++) nops += p->ops[op].present != 0;
+    if (nops == 0) return deftsim_error_set(DEFTSIM_E_USAGE, "profile: no operation's model");
     deftsim_afile *af;
     deftsim_status st = deftsim_afile_open(&af, path);
     if (st) return st;
     FILE *f = deftsim_afile_stream(af);
     const char *vals[NKEYS] = {p->device, p->backend, p->isa[0] ? p->isa : "-", NULL, NULL,
-                               p->created, p->deftsim, p->conditions};
+                               p->created, p->deftsim, p->conditions, p->source};
     fprintf(f, "format,%s,%d\n", DEFTSIM_PROFILE_FORMAT, DEFTSIM_PROFILE_VERSION);
     for (size_t k = 0; k < NKEYS; k++) {
+        if (k == NKEYS - 1 && !p->source[0]) continue; /* source: optional */
         fprintf(f, "%s,", keys[k]);
         char cb[40];
         if (k == 3)
@@ -358,7 +362,7 @@ deftsim_status deftsim_profile_write(const char *path, const deftsim_profile *p)
     char b[40];
     for (size_t op = 0; op < DEFTSIM_KOP_COUNT; op++) {
         const deftsim_profile_op *r = &p->ops[op];
-        if (!r->present) continue; /* accumulate: optional (see deftsim_profile_parse) */
+        if (!r->present) continue; /* no model (see deftsim_profile_parse) */
         fprintf(f, "%s", deftsim_kop_name((deftsim_kop)op));
         for (size_t t = 0; t < DEFTSIM_PTERM_COUNT; t++)
             fprintf(f, ",%s", deftsim_csv_double(b, sizeof b, r->coef[t]));
@@ -392,7 +396,63 @@ double deftsim_profile_predict(const deftsim_profile *p, const deftsim_kcall *c)
 
 double deftsim_profile_cost(void *user, const deftsim_kcall *c)
 {
-    return deftsim_profile_predict(user, c);
+    deftsim_profile *p = user;
+    if ((unsigned)c->op < DEFTSIM_KOP_COUNT && !p->ops[c->op].present) {
+        if (!p->missing) p->missing = 1u + (unsigned)c->op;
+        return 0;
+    }
+    return deftsim_profile_predict(p, c);
+}
+
+static deftsim_status missing_op(const char *file, deftsim_kop op, const char *method)
+{
+    return deftsim_error_set(DEFTSIM_E_INPUT,
+                             "%s has no row for operation '%s', which method %s calls (a "
+                             "profile without a model for an operation cannot time it: add "
+                             "its row, or run without %s)",
+                             file, deftsim_kop_name(op), method, method);
+}
+
+deftsim_status deftsim_profile_check(deftsim_profile *p, const char *file, const char *method)
+{
+    if (!p->missing) return DEFTSIM_OK;
+    deftsim_kop op = (deftsim_kop)(p->missing - 1);
+    p->missing = 0;
+    return missing_op(file, op, method);
+}
+
+/* The kernel operations each built-in method's phases call (src/sparsify/sp_*.c, with the
+ * shared residual pass, union and gathers of sparsify.c); tests/profile checks it by running
+ * every method on a profile that has rows for these operations only. */
+#define OPBIT(o) (1u << DEFTSIM_KOP_##o)
+#define RESIDUAL (OPBIT(GATHER) | OPBIT(ZERO_AT))
+static const unsigned method_ops[DEFTSIM_METHOD_COUNT] = {
+    [DEFTSIM_METHOD_DEFT] = OPBIT(SEG_NORMS) | OPBIT(SEGTOPK) | OPBIT(UNION) | RESIDUAL,
+    [DEFTSIM_METHOD_TOPK] = OPBIT(TOPK) | OPBIT(SCATTER_ADD) | OPBIT(UNION) | RESIDUAL,
+    [DEFTSIM_METHOD_TOPK_AG] = OPBIT(TOPK) | OPBIT(SCATTER_ADD) | OPBIT(UNION) | RESIDUAL,
+    [DEFTSIM_METHOD_CLTK] = OPBIT(TOPK) | RESIDUAL,
+    [DEFTSIM_METHOD_GTOPK] = OPBIT(TOPK) | OPBIT(MERGE_TOPK) | OPBIT(UNION) | RESIDUAL,
+    [DEFTSIM_METHOD_DGC] = OPBIT(SAMPLE_STRIDED) | OPBIT(TOPK) | OPBIT(FILTER_GE) |
+                           OPBIT(SCATTER_ADD) | OPBIT(UNION) | RESIDUAL,
+    [DEFTSIM_METHOD_DENSE] = 0,
+    [DEFTSIM_METHOD_MICRO] = OPBIT(FILTER_GE) | OPBIT(UNION) | RESIDUAL,
+    [DEFTSIM_METHOD_EXDYNA] = OPBIT(FILTER_GE) | OPBIT(UNION) | RESIDUAL,
+    [DEFTSIM_METHOD_OKTOPK] = OPBIT(COUNT_GE) | OPBIT(FILTER_GE) | OPBIT(TOPK) |
+                              OPBIT(SCATTER_ADD) | RESIDUAL,
+};
+
+deftsim_status deftsim_profile_require(const deftsim_profile *p, const char *file, int m)
+{
+    if (m < 0 || m >= DEFTSIM_METHOD_COUNT) return DEFTSIM_OK;
+    for (size_t op = 0; op < DEFTSIM_KOP_COUNT; op++)
+        if ((method_ops[m] >> op & 1u) && !p->ops[op].present)
+            return missing_op(file, (deftsim_kop)op, deftsim_method_name((deftsim_method)m));
+    return DEFTSIM_OK;
+}
+
+unsigned deftsim_profile_method_ops(int m)
+{
+    return m >= 0 && m < DEFTSIM_METHOD_COUNT ? method_ops[m] : 0;
 }
 
 /* ---- The fit ------------------------------------------------------------------------------ */
