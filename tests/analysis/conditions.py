@@ -165,6 +165,25 @@ def main():
         check(yt and all(lo / 1.25 <= v <= hi * 1.25 for v in yt),
               f"iteration_vs_P: y ticks {yt} outside the data {lo} .. {hi} (x 1.25)")
 
+        # A sweep that varies the library: each series (and its figures) names its own.
+        sw = os.path.join(tmp, "sweep")
+        run("sweep", ini["mpi"], "--quiet", "--output", sw, "--set", "workers.counts=4", "--set",
+            "sparsify.methods=topk", "--vary", "network.library=mpi,nccl")
+        run("analyze", sw, "--quiet")
+        md = open(os.path.join(sw, "summary.md")).read()
+        heads = re.findall(r"^## .*network.library = (\w+)\n\nConditions: ([^\n]*)", md, re.M)
+        check(sorted(h[0] for h in heads) == ["mpi", "nccl"], f"sweep summary.md series: {heads}")
+        for lib, line in heads:
+            check(("NCCL (" in line) == (lib == "nccl") and ("MPI (" in line) == (lib == "mpi"),
+                  f"sweep summary.md: the {lib} series says {line}")
+        run("plot", sw, "--format", "svg", "--quiet", "--scripts", PLOTS)
+        for lib in ("mpi", "nccl"):
+            f = next((f for f in os.listdir(os.path.join(sw, "plots"))
+                      if f.startswith("comm_vs_P") and f.endswith(f"_{lib}.svg")), None)
+            t = svg_text(os.path.join(sw, "plots", f)) if f else ""
+            check(("NCCL (" in t) == (lib == "nccl") and ("MPI (" in t) == (lib == "mpi"),
+                  f"sweep figure {f} names the {lib} series' library")
+
         # Noisy points: flagged in summary.csv, marked in the timed figures.
         path = os.path.join(folder, "summary.csv")
         rows = list(csv.DictReader(open(path, newline="")))
