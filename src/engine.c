@@ -340,6 +340,13 @@ static deftsim_status profile_open(deftsim_engine *e)
         return deftsim_error_wrap(st, "%s", w);
     }
     deftsim_kctx_set_cost(e->kctx, deftsim_profile_cost, e->profile);
+    for (size_t i = 0; i < e->cfg->sparsify.nmethods; i++) /* an operation without a row */
+        if ((st = deftsim_profile_require(e->profile, e->cfg->device.profile,
+                                          (int)e->cfg->sparsify.methods[i]))) {
+            char w[600];
+            deftsim_config_where(e->cfg, "device", "profile", w, sizeof w);
+            return deftsim_error_wrap(st, "%s", w);
+        }
     return DEFTSIM_OK;
 }
 
@@ -589,6 +596,8 @@ static deftsim_status point_iterations(deftsim_engine *e, const point_desc *pd, 
         ps->fresh = 0;
         double t1 = deftsim_now();
         deftsim_step_result *r = NULL;
+        /* Calls outside the phases (the quality metrics' reference top-k) time nothing. */
+        if (e->profile) e->profile->missing = 0;
         st = deftsim_timing_step(pr->tm, pr->sp, it, ps->data_free ? NULL : &prov, &r);
         double t2 = deftsim_now();
         if (!st && ps->get_status) st = deftsim_error_set(ps->get_status, "%s", ps->get_msg);

@@ -73,7 +73,14 @@ Test(profile_csv, round_trip)
 {
     deftsim_profile p, q;
     sample_profile(&p);
+    snprintf(p.source, sizeof p.source, "sources.csv: 3 rows (1 published, 2 derived)");
+    p.ops[DEFTSIM_KOP_UNION].present = 0; /* an operation without a model: no row */
     char *path = path_in_tmp("p.csv");
+    cr_assert_eq(deftsim_profile_write(path, &p), DEFTSIM_OK, "%s", deftsim_error_message());
+    cr_assert_eq(deftsim_profile_load(path, &q), DEFTSIM_OK, "%s", deftsim_error_message());
+    cr_expect_str_eq(q.source, p.source);
+    cr_expect(!q.ops[DEFTSIM_KOP_UNION].present);
+    p.ops[DEFTSIM_KOP_UNION].present = 1;
     cr_assert_eq(deftsim_profile_write(path, &p), DEFTSIM_OK, "%s", deftsim_error_message());
     cr_assert_eq(deftsim_profile_load(path, &q), DEFTSIM_OK, "%s", deftsim_error_message());
     cr_expect_str_eq(q.device, p.device);
@@ -107,6 +114,42 @@ Test(profile_csv, shipped_profiles_parse)
     cr_assert_eq(deftsim_profile_load(path, &p), DEFTSIM_OK, "%s", deftsim_error_message());
     cr_expect_str_eq(p.backend, "cpu");
     cr_expect_eq(p.threads, 1);
+    cr_expect_str_eq(p.source, "");
+}
+
+/* The sourced GPU profiles (scripts/gpu_profiles.py; tests/profile/gpu_profiles_check.py
+ * checks that they are what the script fits from profiles/sources). */
+static const char *const gpu_profiles[] = {"v100-sxm2-torch", "v100-sxm2-best",
+                                           "a100-sxm4-torch", "a100-sxm4-best",
+                                           "h100-sxm5-torch", "h100-sxm5-best"};
+#define NGPU (sizeof gpu_profiles / sizeof gpu_profiles[0])
+
+Test(profile_csv, gpu_profiles_parse_and_name_their_sources)
+{
+    const char *root = getenv("DEFTSIM_SOURCE_ROOT");
+    cr_assert(root);
+    double topk[NGPU];
+    for (size_t i = 0; i < NGPU; i++) {
+        char path[1024], want[128];
+        snprintf(path, sizeof path, "%s/profiles/%s.csv", root, gpu_profiles[i]);
+        deftsim_profile p;
+        cr_assert_eq(deftsim_profile_load(path, &p), DEFTSIM_OK, "%s", deftsim_error_message());
+        cr_expect_str_eq(p.backend, "cuda", "%s", gpu_profiles[i]);
+        snprintf(want, sizeof want, "profiles/sources/%.9s.csv: ", gpu_profiles[i]);
+        cr_expect(strncmp(p.source, want, strlen(want)) == 0, "%s: source '%s'",
+                  gpu_profiles[i], p.source);
+        cr_expect(strstr(p.conditions, "https://") != NULL, "%s", gpu_profiles[i]);
+        for (size_t op = 0; op < DEFTSIM_KOP_COUNT; op++)
+            cr_expect(p.ops[op].present, "%s: %s", gpu_profiles[i],
+                      deftsim_kop_name((deftsim_kop)op));
+        deftsim_kcall c = {DEFTSIM_KOP_TOPK, 11173962, 111739, 0};
+        topk[i] = deftsim_profile_predict(&p, &c);
+        cr_expect_gt(topk[i], 0);
+    }
+    /* Faster memory, faster selection; the best kernels beat PyTorch's on every GPU. */
+    cr_expect_gt(topk[0], topk[2]);
+    cr_expect_gt(topk[2], topk[4]);
+    for (size_t i = 0; i < NGPU; i += 2) cr_expect_gt(topk[i], topk[i + 1]);
 }
 
 /* A valid file, then each case replaces one line (or adds one) and must be refused with the
@@ -173,8 +216,9 @@ Test(profile_csv, malformed_files_are_refused)
         const char *with; /* NULL: the line removed */
         const char *msg;
     } cases[] = {
-        {20, NULL, "p.csv:19: the file ends without a row for operation 'merge_topk' (every "
-                   "operation needs one)"},
+        {7, "op,intercept_s,per_n_s,per_k_s,per_seg_s,per_n_dram_s,per_k_dram_s,cases,"
+            "max_rel_err\n# no rows\n",
+         "p.csv:8: 1 fields, but the header has 9"},
         {9, "topk,1e-6,fast,1e-9,0,1e-9,0,6,0.1\n",
          "p.csv:9: column per_n_s (3): 'fast' is not a finite number"},
         {9, "topk,1e-6,2e-10,-1e-9,0,1e-9,0,6,0.1\n",
@@ -198,7 +242,7 @@ Test(profile_csv, malformed_files_are_refused)
          "p.csv:7: header, column 6: 'cases', expected 'per_n_dram_s'"},
         {3, "backnd,cpu\n",
          "p.csv:3: column key (1): unknown key 'backnd' (keys: device, backend, isa, threads, "
-         "cache_bytes, created, deftsim, conditions; then the header 'op,...')"},
+         "cache_bytes, created, deftsim, conditions, source; then the header 'op,...')"},
         {5, "threads,0\n",
          "p.csv:5: column value (2): threads '0' is not an integer in [1, 1024]"},
         {6, NULL, "p.csv: no 'cache_bytes' line (before the header)"},
@@ -214,7 +258,15 @@ Test(profile_csv, malformed_files_are_refused)
         cr_expect_eq(st, DEFTSIM_E_INPUT, "case %zu parsed", i);
         cr_expect_str_eq(deftsim_error_message(), cases[i].msg, "case %zu", i);
     }
+    /* The header and no operation's row. */
+    static const char norows[] =
+        "format,deftsim-profile,1\ndevice,d\nbackend,cuda\nisa,-\nthreads,1\ncache_bytes,0\n"
+        "op,intercept_s,per_n_s,per_k_s,per_seg_s,per_n_dram_s,per_k_dram_s,cases,max_rel_err\n";
     deftsim_profile p;
+    cr_expect_eq(deftsim_profile_parse(norows, strlen(norows), "n.csv", &p), DEFTSIM_E_INPUT);
+    cr_expect_str_eq(deftsim_error_message(),
+                     "n.csv:7: the file ends without any operation's row (after the header, "
+                     "one row per operation)");
     cr_expect_eq(deftsim_profile_parse("", 0, "e.csv", &p), DEFTSIM_E_INPUT);
     cr_expect_str_eq(deftsim_error_message(), "e.csv: empty, not a deftsim device profile");
     cr_expect_eq(deftsim_profile_load("/nonexistent/p.csv", &p), DEFTSIM_E_INPUT);
@@ -461,4 +513,137 @@ Test(profile_run, config_needs_both_keys)
                      "t.ini:6: [device] profile: set, but [device] kind = cpu (a profile needs "
                      "kind = profile)");
     deftsim_config_free(cfg);
+}
+
+/* A tiny scenario timed by the profile at `prof`; DEFTSIM_OK or the run's status. */
+static deftsim_status run_profile(const char *out, const char *methods, const char *prof)
+{
+    char *model = path_in_tmp("tiny.csv");
+    cr_assert_eq(deftsim_write_file_atomic(model, tiny_csv, strlen(tiny_csv)), DEFTSIM_OK);
+    char text[2048];
+    snprintf(text, sizeof text,
+             "[scenario]\nname = tiny\nseed = 7\niterations = 2\noutput = %s/%s\n"
+             "[gradients]\nmodel = %s\n[sparsify]\nmethods = %s\ndensities = 0.05\n"
+             "[workers]\ncounts = 2, 4\n[device]\nkind = profile\nprofile = %s\n",
+             tmpdir, out, model, methods, prof);
+    deftsim_config *cfg = NULL;
+    cr_assert_eq(deftsim_config_parse(text, "tiny.ini", NULL, 0, &cfg), DEFTSIM_OK, "%s",
+                 deftsim_error_message());
+    deftsim_run_options opt;
+    deftsim_run_options_default(&opt);
+    opt.prep_threads = 1;
+    deftsim_run_summary sum;
+    deftsim_status st = deftsim_run(cfg, &opt, &sum);
+    deftsim_config_free(cfg);
+    free(model);
+    return st;
+}
+
+static const char all_methods[] = "deft, topk, topk-ag, cltk, gtopk, dgc, dense, micro, exdyna, "
+                                  "oktopk";
+
+/* Every method, timed by each sourced GPU profile: the phases are charged (positive), and the
+ * manifest names the profile and its source. */
+Test(profile_run, every_gpu_profile_times_every_method)
+{
+    const char *root = getenv("DEFTSIM_SOURCE_ROOT");
+    cr_assert(root);
+    for (size_t i = 0; i < NGPU; i++) {
+        char prof[1024], out[64], mpath[512];
+        snprintf(prof, sizeof prof, "%s/profiles/%s.csv", root, gpu_profiles[i]);
+        snprintf(out, sizeof out, "g%zu", i);
+        cr_assert_eq(run_profile(out, all_methods, prof), DEFTSIM_OK, "%s: %s",
+                     gpu_profiles[i], deftsim_error_message());
+        table *t = rows_of(out);
+        size_t nphase = 0, positive = 0;
+        for (size_t r = 0; r < t->nrows; r++) {
+            cr_expect_str_eq(cell(t, r, "backend"), "profile");
+            if (strcmp(cell(t, r, "phase_kind"), "compute") == 0 &&
+                strcmp(cell(t, r, "method"), "dense") != 0) {
+                nphase++;
+                positive += num(t, r, "phase_seconds") > 0;
+            }
+        }
+        cr_expect_gt(nphase, 0);
+        cr_expect_gt(positive, nphase / 2, "%s: %zu of %zu phases > 0", gpu_profiles[i],
+                     positive, nphase);
+        table_free(t);
+        snprintf(mpath, sizeof mpath, "%s/%s/manifest.json", tmpdir, out);
+        char *text;
+        size_t len;
+        cr_assert_eq(deftsim_read_file(mpath, &text, &len), DEFTSIM_OK);
+        cr_expect(strstr(text, gpu_profiles[i]) != NULL, "%s: manifest", gpu_profiles[i]);
+        cr_expect(strstr(text, "profiles/sources/") != NULL, "%s: manifest source",
+                  gpu_profiles[i]);
+        free(text);
+    }
+}
+
+/* A profile without a row for an operation a method calls: the run is refused, naming the
+ * operation, the method and the profile; methods that do not call it run. */
+Test(profile_run, missing_operation_refused)
+{
+    deftsim_profile p;
+    sample_profile(&p);
+    p.ops[DEFTSIM_KOP_MERGE_TOPK].present = 0;
+    char *prof = path_in_tmp("nomerge.csv");
+    cr_assert_eq(deftsim_profile_write(prof, &p), DEFTSIM_OK);
+    cr_expect_eq(run_profile("ok", "topk, deft", prof), DEFTSIM_OK, "%s",
+                 deftsim_error_message());
+    /* Refused before anything runs: no results folder. */
+    cr_assert_eq(run_profile("bad", "topk, gtopk", prof), DEFTSIM_E_INPUT);
+    char want[1024];
+    snprintf(want, sizeof want,
+             "tiny.ini:15: [device] profile: %s has no row for operation 'merge_topk', which "
+             "method gtopk calls (a profile without a model for an operation cannot time it: "
+             "add its row, or run without gtopk)",
+             prof);
+    cr_expect_str_eq(deftsim_error_message(), want);
+    char *bad = path_in_tmp("bad");
+    struct stat sb;
+    cr_expect_neq(stat(bad, &sb), 0, "a refused run left %s", bad);
+    free(bad);
+    free(prof);
+}
+
+/* A call of an operation without a row costs 0 and is recorded; the check after the phase
+ * refuses it (the backstop for methods registered at run time) and clears the record. */
+Test(profile_log, call_without_row_recorded)
+{
+    deftsim_profile p;
+    sample_profile(&p);
+    p.ops[DEFTSIM_KOP_UNION].present = 0;
+    deftsim_kcall u = {DEFTSIM_KOP_UNION, 100, 10, 2}, t = {DEFTSIM_KOP_TOPK, 100, 10, 0};
+    cr_expect_gt(deftsim_profile_cost(&p, &t), 0);
+    cr_expect_eq(deftsim_profile_check(&p, "p.csv", "m"), DEFTSIM_OK);
+    cr_expect_eq(deftsim_profile_cost(&p, &u), 0);
+    cr_expect_gt(deftsim_profile_cost(&p, &t), 0);
+    cr_assert_eq(deftsim_profile_check(&p, "p.csv", "m"), DEFTSIM_E_INPUT);
+    cr_expect_str_eq(deftsim_error_message(),
+                     "p.csv has no row for operation 'union', which method m calls (a profile "
+                     "without a model for an operation cannot time it: add its row, or run "
+                     "without m)");
+    cr_expect_eq(deftsim_profile_check(&p, "p.csv", "m"), DEFTSIM_OK);
+}
+
+/* The table of operations per method is complete: every built-in method runs on a profile
+ * with rows for its operations only (a call beyond them would be refused as it runs). */
+Test(profile_run, method_operations_table_is_complete)
+{
+    for (int m = 0; m < DEFTSIM_METHOD_COUNT; m++) {
+        deftsim_profile p;
+        sample_profile(&p);
+        unsigned ops = deftsim_profile_method_ops(m);
+        for (size_t op = 0; op < DEFTSIM_KOP_COUNT; op++) p.ops[op].present = (ops >> op) & 1u;
+        p.ops[DEFTSIM_KOP_ABSMAX].present = 1; /* a profile holds at least one row */
+        char name[64], out[64];
+        snprintf(name, sizeof name, "m%d.csv", m);
+        snprintf(out, sizeof out, "m%d", m);
+        char *prof = path_in_tmp(name);
+        cr_assert_eq(deftsim_profile_write(prof, &p), DEFTSIM_OK);
+        const char *method = deftsim_method_name((deftsim_method)m);
+        cr_expect_eq(run_profile(out, method, prof), DEFTSIM_OK, "%s: %s", method,
+                     deftsim_error_message());
+        free(prof);
+    }
 }
