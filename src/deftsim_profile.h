@@ -18,6 +18,9 @@
 
 #include <stddef.h>
 
+#include <jansson.h>
+
+#include "deftsim_config.h"
 #include "deftsim_error.h"
 #include "deftsim_kernels.h"
 
@@ -86,6 +89,19 @@ deftsim_status deftsim_profile_check(deftsim_profile *p, const char *file, const
 deftsim_status deftsim_profile_require(const deftsim_profile *p, const char *file, int m);
 /* The operations built-in method m calls, one bit per deftsim_kop (0 for others). */
 unsigned deftsim_profile_method_ops(int m);
+
+/* The kernel context of deftsim train: the cpu kernels with [device] threads; with [device]
+ * kind = profile also the profile (*prof, to free; else NULL), its cost model on the context,
+ * and the checks that it has a row for every operation the methods and the accumulate step
+ * call. Errors name the config key. */
+deftsim_status deftsim_profile_kctx_new(const deftsim_config *cfg, deftsim_kctx **kc,
+                                        deftsim_profile **prof);
+/* deftsim_profile_check for method m (a deftsim_method) of cfg's run, its message naming the
+ * config key; DEFTSIM_OK when p is NULL. */
+deftsim_status deftsim_profile_check_method(deftsim_profile *p, const deftsim_config *cfg, int m);
+/* A manifest's record of a profile: its file, device, backend, threads, created, conditions,
+ * and source ("measured" for a profile without a source line). */
+json_t *deftsim_profile_json(const deftsim_profile *p, const char *file);
 
 /* One measurement for the fit. */
 typedef struct {

@@ -610,3 +610,62 @@ double deftsim_profile_sse(const deftsim_profile_op *r, const deftsim_profile_sa
     }
     return sse;
 }
+
+/* ---- deftsim train ------------------------------------------------------------------------ */
+
+deftsim_status deftsim_profile_kctx_new(const deftsim_config *cfg, deftsim_kctx **kc,
+                                        deftsim_profile **prof)
+{
+    *kc = NULL;
+    *prof = NULL;
+    deftsim_status st = deftsim_kctx_new(kc, "cpu", (unsigned)cfg->device.threads);
+    if (st) return deftsim_error_wrap(st, "[device] threads = %d", cfg->device.threads);
+    if (cfg->device.kind != DEFTSIM_DEVICE_PROFILE) return DEFTSIM_OK;
+    char w[600];
+    deftsim_config_where(cfg, "device", "profile", w, sizeof w);
+    deftsim_profile *p = malloc(sizeof *p);
+    if (!p) {
+        st = deftsim_error_set(DEFTSIM_E_NOMEM, "train: out of memory");
+        goto fail;
+    }
+    if ((st = deftsim_profile_load(cfg->device.profile, p))) goto wrap;
+    for (size_t i = 0; i < cfg->sparsify.nmethods; i++)
+        if ((st = deftsim_profile_require(p, cfg->device.profile, (int)cfg->sparsify.methods[i])))
+            goto wrap;
+    if (!p->ops[DEFTSIM_KOP_ACCUMULATE].present) {
+        st = deftsim_error_set(DEFTSIM_E_INPUT,
+                               "%s has no row for operation 'accumulate', which deftsim train's "
+                               "accumulate step needs (add its row)",
+                               cfg->device.profile);
+        goto wrap;
+    }
+    deftsim_kctx_set_cost(*kc, deftsim_profile_cost, p);
+    *prof = p;
+    return DEFTSIM_OK;
+wrap:
+    st = deftsim_error_wrap(st, "%s", w);
+fail:
+    free(p);
+    deftsim_kctx_free(*kc);
+    *kc = NULL;
+    return st;
+}
+
+deftsim_status deftsim_profile_check_method(deftsim_profile *p, const deftsim_config *cfg, int m)
+{
+    if (!p) return DEFTSIM_OK;
+    deftsim_status st =
+        deftsim_profile_check(p, cfg->device.profile, deftsim_method_name((deftsim_method)m));
+    if (!st) return DEFTSIM_OK;
+    char w[600];
+    deftsim_config_where(cfg, "device", "profile", w, sizeof w);
+    return deftsim_error_wrap(st, "%s", w);
+}
+
+json_t *deftsim_profile_json(const deftsim_profile *p, const char *file)
+{
+    return json_pack("{s:s, s:s, s:s, s:i, s:s, s:s, s:s}", "file", file, "device", p->device,
+                     "backend", p->backend, "threads", (int)p->threads, "created", p->created,
+                     "conditions", p->conditions, "source",
+                     p->source[0] ? p->source : "measured");
+}

@@ -9,12 +9,14 @@
 #include "deftsim_fmnist.h"
 #include "deftsim_kernels.h"
 #include "deftsim_nn.h"
+#include "deftsim_profile.h"
 
 struct deftsim_trainer {
     deftsim_config *cfg;
     deftsim_dataset *train, *test;
     deftsim_nn *net;
     deftsim_kctx *kctx;
+    deftsim_profile *profile; /* [device] kind = profile: times the kernels and the accumulate */
     uint32_t B;          /* images per worker */
     uint32_t ntrain;     /* training images used */
     uint32_t ntest;      /* test images evaluated */

@@ -63,6 +63,7 @@ void deftsim_trainer_free(deftsim_trainer *tr)
     deftsim_dataset_free(tr->test);
     deftsim_nn_free(tr->net);
     if (tr->kctx) deftsim_kctx_free(tr->kctx);
+    free(tr->profile);
     deftsim_config_free(tr->cfg);
     free(tr->x);
     free(tr->y);
@@ -175,7 +176,7 @@ deftsim_status deftsim_trainer_new(const deftsim_config *cfg, deftsim_trainer **
     }
     /* The workers' accumulators, gradients and weights are host memory, which the CUDA
      * backend's kernels do not address (docs/KERNELS_CUDA.md). */
-    if (c->device.kind != DEFTSIM_DEVICE_CPU) {
+    if (c->device.kind == DEFTSIM_DEVICE_CUDA) {
         char w[600];
         deftsim_config_where(c, "device", "kind", w, sizeof w);
         st = deftsim_error_set(DEFTSIM_E_INPUT,
@@ -189,10 +190,7 @@ deftsim_status deftsim_trainer_new(const deftsim_config *cfg, deftsim_trainer **
                                "deftsim run SCENARIO' runs it (not sweep or train)");
         goto fail;
     }
-    if ((st = deftsim_kctx_new(&tr->kctx, "cpu", (unsigned)c->device.threads))) {
-        st = deftsim_error_wrap(st, "[device] threads = %d", c->device.threads);
-        goto fail;
-    }
+    if ((st = deftsim_profile_kctx_new(c, &tr->kctx, &tr->profile))) goto fail; /* + profile */
     *out = tr;
     return DEFTSIM_OK;
 fail:
@@ -514,7 +512,7 @@ static deftsim_status worker_grads(deftsim_trainer *tr, point_state *ps, uint64_
 }
 
 /* Accumulators: error feedback, and for DGC its momentum correction. */
-static void accumulate(point_state *ps, float mu, int bt)
+static void accumulate(point_state *ps, float mu, int bt, const deftsim_profile *prof)
 {
     for (uint32_t w = 0; w < ps->P; w++) {
         double ta = work_clock(bt);
@@ -533,7 +531,8 @@ static void accumulate(point_state *ps, float mu, int bt)
         } else {
             for (uint64_t i = 0; i < ps->n; i++) a[i] += g[i];
         }
-        ps->acc_s[w] = work_clock(bt) - ta;
+        deftsim_kcall c = {DEFTSIM_KOP_ACCUMULATE, (size_t)ps->n, 0, 0}; /* kind = profile */
+        ps->acc_s[w] = prof ? deftsim_profile_predict(prof, &c) : work_clock(bt) - ta;
     }
 }
 
@@ -619,11 +618,12 @@ static deftsim_status train_iteration(deftsim_trainer *tr, point_state *ps,
     rs->loss += iter_loss / ps->P;
     if (opt->on_grads && (st = opt->on_grads(opt->ctx, t, ps->P, (const float *const *)ps->grad)))
         return st;
-    accumulate(ps, (float)cfg->train.momentum, bt);
+    accumulate(ps, (float)cfg->train.momentum, bt, tr->profile);
     deftsim_acc_provider prov = {.get = prov_get, .ctx = ps, .persistent = 1, .grad = prov_grad};
     deftsim_step_result *r;
     double t0 = deftsim_now();
     if ((st = deftsim_sparsifier_step(sp, t, &prov, &r))) return st;
+    if ((st = deftsim_profile_check_method(tr->profile, cfg, (int)out->method))) return st;
     rs->sparsify_s += deftsim_now() - t0;
     out->k = r->k;
     rs->buildup += r->buildup;
@@ -880,6 +880,8 @@ static deftsim_status write_manifest(const deftsim_config *cfg, const deftsim_tr
                                              "sim_seconds", recs[i].res.sim_wall_seconds));
     json_object_set_new(root, "points", pts);
     json_object_set_new(root, "platform", deftsim_platform_record_json(plat));
+    if (tr->profile) /* [device] kind = profile: the profile that timed the kernels */
+        json_object_set_new(root, "profile", deftsim_profile_json(tr->profile, cfg->device.profile));
     json_object_set_new(root, "config", config);
     return deftsim_manifest_write(path, root);
 }

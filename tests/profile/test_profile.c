@@ -15,6 +15,7 @@
 #include "deftsim_engine.h"
 #include "deftsim_kernels.h"
 #include "deftsim_profile.h"
+#include "deftsim_train.h"
 #include "deftsim_util.h"
 #include "table.h"
 
@@ -646,4 +647,72 @@ Test(profile_run, method_operations_table_is_complete)
                      deftsim_error_message());
         free(prof);
     }
+}
+
+/* ---- deftsim train with [device] kind = profile ------------------------------------------- */
+
+static deftsim_config *train_scenario(const char *methods, const char *prof)
+{
+    const char *root = getenv("DEFTSIM_SOURCE_ROOT");
+    cr_assert(root);
+    char text[2048];
+    snprintf(text, sizeof text,
+             "[scenario]\nname = t\noutput = %s/train\niterations = 4\nseed = 3\n"
+             "[gradients]\nmodel = %s/train/models/fmnist_mlp.csv\n"
+             "[sparsify]\nmethods = %s\ndensities = 0.01\n[workers]\ncounts = 2\n"
+             "[train]\ntrain_samples = 256\neval_samples = 100\nbatch_size = 16\n"
+             "[device]\nkind = profile\nprofile = %s\n",
+             tmpdir, root, methods, prof);
+    deftsim_config *cfg = NULL;
+    cr_assert_eq(deftsim_config_parse(text, "train.ini", NULL, 0, &cfg), DEFTSIM_OK, "%s",
+                 deftsim_error_message());
+    return cfg;
+}
+
+/* The trainer takes kind = profile: the sparsifiers' phases and the accumulate step are
+ * charged from the profile (the accumulate step's time is the profile's, the same for every
+ * worker); a profile without the accumulate row, or without an operation a method calls, is
+ * refused before training. */
+Test(profile_run, train_with_a_gpu_profile)
+{
+    const char *root = getenv("DEFTSIM_SOURCE_ROOT");
+    cr_assert(root);
+    char prof[1024];
+    snprintf(prof, sizeof prof, "%s/profiles/v100-sxm2-torch.csv", root);
+    deftsim_config *cfg = train_scenario("deft, topk, dgc, gtopk", prof);
+    deftsim_trainer *tr;
+    cr_assert_eq(deftsim_trainer_new(cfg, &tr), DEFTSIM_OK, "%s", deftsim_error_message());
+    deftsim_train_options opt;
+    deftsim_train_options_default(&opt);
+    opt.iterations = 4;
+    opt.evaluate = 0;
+    opt.simulate = 1;
+    const deftsim_method ms[] = {DEFTSIM_METHOD_DEFT, DEFTSIM_METHOD_TOPK, DEFTSIM_METHOD_DGC,
+                                 DEFTSIM_METHOD_GTOPK};
+    for (size_t i = 0; i < 4; i++) {
+        deftsim_train_result r;
+        cr_assert_eq(deftsim_trainer_point(tr, ms[i], 0.01, 2, &opt, &r), DEFTSIM_OK, "%s: %s",
+                     deftsim_method_name(ms[i]), deftsim_error_message());
+        cr_expect(isfinite(r.rows[r.nrows - 1].sim_seconds));
+        cr_expect_gt(r.rows[r.nrows - 1].sim_seconds, r.rows[r.nrows - 1].sim_comm_seconds);
+        deftsim_train_result_free(&r);
+    }
+    deftsim_trainer_free(tr);
+    deftsim_config_free(cfg);
+
+    deftsim_profile p;
+    cr_assert_eq(deftsim_profile_load(prof, &p), DEFTSIM_OK);
+    p.ops[DEFTSIM_KOP_ACCUMULATE].present = 0;
+    char *noacc = path_in_tmp("noacc.csv");
+    cr_assert_eq(deftsim_profile_write(noacc, &p), DEFTSIM_OK);
+    cfg = train_scenario("topk", noacc);
+    cr_expect_eq(deftsim_trainer_new(cfg, &tr), DEFTSIM_E_INPUT);
+    char want[1024];
+    snprintf(want, sizeof want,
+             "train.ini:19: [device] profile: %s has no row for operation 'accumulate', which "
+             "deftsim train's accumulate step needs (add its row)",
+             noacc);
+    cr_expect_str_eq(deftsim_error_message(), want);
+    deftsim_config_free(cfg);
+    free(noacc);
 }
