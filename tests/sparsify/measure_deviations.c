@@ -98,11 +98,15 @@ static int measure_p(deftsim_gradsrc *g, deftsim_kctx *kc, double density, uint3
                w, worst, at, (unsigned long long)fr[at].size, worst_seq, c1,
                (unsigned long long)mv[0], c2, (unsigned long long)mv[1], c3,
                (unsigned long long)mv[2]);
-        for (size_t j = 0; j < L; j++)
+        deftsim_deft_allocate_k(fr, L, nd, k, kj[2], order); /* deftsim's visiting order */
+        for (size_t i = 0; i < L; i++) {
+            size_t j = order[i];
             if (kj[0][j] != kj[1][j])
-                printf("    fragment %zu (%llu elements): k_j %llu -> %llu, norm %.9g vs %.9g\n", j,
-                       (unsigned long long)fr[j].size, (unsigned long long)kj[0][j],
+                printf("    fragment %zu (%llu elements, visited %zu of %zu): k_j %llu -> %llu, "
+                       "norm %.9g vs %.9g\n",
+                       j, (unsigned long long)fr[j].size, i + 1, L, (unsigned long long)kj[0][j],
                        (unsigned long long)kj[1][j], nd[j], nf[j]);
+        }
     }
     for (int i = 0; i < 4; i++) free(kj[i]);
     free(scratch);
