@@ -165,6 +165,8 @@ static deftsim_status ok_layout(deftsim_sparsifier *s, ok_state *d)
     if ((st = sp_alloc_n(s, &d->lay_off, L, sizeof *d->lay_off, "layers")) ||
         (st = sp_alloc_n(s, &d->lay_buf, L, sizeof *d->lay_buf, "layers")))
         return st;
+    /* The reordering scratch grows to one worker's picks: about 2k planned, as the picks. */
+    s->mem_bytes += 2 * s->k * (sizeof(deftsim_kidx) + sizeof(float));
     if (s->dry) return DEFTSIM_OK;
     d->rev = 1;
     d->nlay = L;
