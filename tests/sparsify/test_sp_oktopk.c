@@ -519,14 +519,16 @@ Test(sp_oktopk, vgg_matches_the_reference_p1) { against_reference(1, 0, 0, 40, 0
 Test(sp_oktopk, warmup_is_dense_then_sparse) { against_reference(3, 0, 5, 12, 0.02); }
 Test(sp_oktopk, bert_matches_the_reference_p5) { against_reference(5, 1, 0, 140, 0.02); }
 
-/* The non-persistent provider gives the same results and sees no protocol violation. */
-Test(sp_oktopk, non_persistent_provider)
+/* The non-persistent provider gives the same results and sees no protocol violation, in
+ * either order of the buffer. */
+static void non_persistent(deftsim_oktopk_layer_order order)
 {
     const char *shapes[] = {"40x25", "37"};
     deftsim_model *m = sp_model(shapes, 2);
     const uint32_t P = 5;
     const size_t n = m->numel;
     deftsim_sparsifier_params p = ok_params(0.03, P, m, DEFTSIM_OKTOPK_VGG, 0);
+    p.oktopk_layer_order = order;
     deftsim_sparsifier *s1 = sp_new(&p), *s2 = sp_new(&p);
     sp_accs *a = sp_accs_new(P, n);
     sp_npv *v = sp_npv_new(P, n);
@@ -555,6 +557,9 @@ Test(sp_oktopk, non_persistent_provider)
     deftsim_sparsifier_free(s2);
     deftsim_model_free(m);
 }
+
+Test(sp_oktopk, non_persistent_provider) { non_persistent(DEFTSIM_OKTOPK_ORDER_FORWARD); }
+Test(sp_oktopk, non_persistent_provider_reverse) { non_persistent(DEFTSIM_OKTOPK_ORDER_REVERSE); }
 
 /* Two runs from the same inputs: the same selections, aggregates and bytes. */
 Test(sp_oktopk, two_runs_identical)
