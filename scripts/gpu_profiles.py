@@ -4,10 +4,11 @@ published sources").
 
 Two steps, both deterministic, standard library only:
 
-  derive   writes the `derived` rows of profiles/sources/<gpu>.csv from the stated model
-           below (datasheet bandwidth at a stated achieved fraction, a stated overhead per
-           PyTorch operation or CUDA launch, and the bytes each operation moves); rows of kind
-           `published` in the file are kept as they are.
+  derive   writes the `derived` rows of profiles/sources/<gpu>.csv from the model below
+           (datasheet bandwidth at an achieved fraction, per-call overheads of a PyTorch
+           operation or a CUDA launch, each from a published measurement, and the bytes and
+           calls each operation takes); rows of kind `published` in the file are kept as they
+           are, and an operation with published rows for a profile gets no derived ones.
   fit      fits every operation's cost model to the source rows of one profile (least squares
            weighted by 1/t^2 over the terms that vary, as deftsim_profile_fit) and writes
            profiles/<gpu>-<flavour>.csv in the format of `deftsim bench kernels --profile`.
@@ -187,12 +188,15 @@ def sizes(op):
     raise ValueError(op)
 
 
-def derive_rows(gpu_key):
+def derive_rows(gpu_key, published=()):
+    """The derived rows of one GPU; none for a (profile, op) in `published`."""
     g = GPUS[gpu_key]
     rows = []
     for flavour, fl in FLAVOURS.items():
         L = fl["overhead_us"]
         for op in OPS:
+            if ("%s-%s" % (gpu_key, flavour), op) in published:
+                continue
             calls, per_seg, bn, bk, what = fl["ops"][op]
             for n, k, segs in sizes(op):
                 t_us = (calls + per_seg * segs) * L + (bn * n + bk * k) / (FRACTION * g["bw"]) * 1e6
@@ -319,7 +323,7 @@ def derived_sources_text(root, gpu_key):
     """The sources file as `derive` writes it: published rows kept, derived rows rewritten."""
     path = sources_path(root, gpu_key)
     kept = [r for r in read_sources(path) if r["kind"] == "published"] if os.path.exists(path) else []
-    return sources_text(kept + derive_rows(gpu_key))
+    return sources_text(kept + derive_rows(gpu_key, {(r["profile"], r["op"]) for r in kept}))
 
 
 def profile_text(root, gpu_key, flavour):

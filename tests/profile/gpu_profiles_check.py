@@ -69,5 +69,26 @@ with tempfile.TemporaryDirectory() as tmp:
     rc, out = check(tmp)
     expect(rc == 1 and "a100-sxm4.csv" in out, "an edited source row passes: " + out)
 
+    # A published row replaces the derived rows of its profile and operation (a synthetic row,
+    # in this temporary copy only).
+    shutil.copy(os.path.join(root, "profiles", "sources", "a100-sxm4.csv"), s)
+    shutil.copy(os.path.join(root, "profiles", "sources", "v100-sxm2.csv"),
+                os.path.join(tmp, "profiles", "sources", "v100-sxm2.csv"))
+    v = os.path.join(tmp, "profiles", "sources", "v100-sxm2.csv")
+    with open(v, "a") as f:
+        f.write("v100-sxm2-torch,topk,1000000,10000,0,float32,250,published,NVIDIA V100 SXM2,"
+                "pytorch,test,https://example.invalid/test,a synthetic row of this test only\n")
+    for step in ("derive", "fit"):
+        subprocess.run([sys.executable, script, step, "--root", tmp], check=True)
+    with open(v, newline="") as f:
+        mine = [r for r in csv.DictReader(f)
+                if r["profile"] == "v100-sxm2-torch" and r["op"] == "topk"]
+    expect(len(mine) == 1 and mine[0]["kind"] == "published",
+           "derive keeps the published row alone: %d rows" % len(mine))
+    prof = open(os.path.join(tmp, "profiles", "v100-sxm2-torch.csv")).read()
+    row = next(l for l in prof.splitlines() if l.startswith("topk,"))
+    expect(row.split(",")[7] == "1" and "1 published" in prof,
+           "the profile's topk is fitted to the published row: " + row)
+
 print("ok" if not fails else "%d failure(s)" % fails)
 sys.exit(1 if fails else 0)
