@@ -28,6 +28,7 @@
 #ifndef DEFTSIM_ENGINE_H
 #define DEFTSIM_ENGINE_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -74,6 +75,12 @@ typedef struct {
     /* Spread mode (docs/CLUSTER.md): the ranks this process is one of, each holding a block of
      * every point's workers (deftsim_team.h); only rank 0 writes results. NULL: one process. */
     const deftsim_team *team;
+    /* A flag the caller sets, from a signal handler for instance, to stop the run: nonzero
+     * stops it before the next point, iteration or network simulation (the point running is
+     * dropped: its file is not committed). deftsim_engine_run() then writes the manifest with
+     * status "interrupted", listing the points that finished, and returns DEFTSIM_E_RUNTIME
+     * with summary->interrupted set. NULL: none. */
+    const volatile sig_atomic_t *stop;
 } deftsim_run_options;
 
 void deftsim_run_options_default(deftsim_run_options *o);
@@ -136,13 +143,18 @@ deftsim_status deftsim_engine_check_output(const deftsim_engine *e);
 void deftsim_engine_print_plan(const deftsim_engine *e, FILE *f);
 
 typedef struct {
-    size_t points;       /* points run */
-    uint64_t rows;       /* CSV rows written (header excluded) */
+    size_t points;       /* points finished, resumed ones included */
+    size_t resumed;      /* of them, kept from an unfinished run of the folder */
+    uint64_t rows;       /* CSV rows of those points (header excluded) */
     double seconds;      /* wall time of the whole run */
+    int interrupted;     /* options.stop was set: the run stopped early */
 } deftsim_run_summary;
 
 /* Checks the memory plan and the output folder (deftsim_engine_check_output), then runs every
- * point and writes the results. */
+ * point and writes the results. The manifest is rewritten after every point (status running,
+ * the points so far). A folder holding an unfinished run of the same scenario (status
+ * running, interrupted or failed) is resumed: the points its manifest lists whose files
+ * exist are kept, not run again; a finished one is replaced. */
 deftsim_status deftsim_engine_run(deftsim_engine *e, deftsim_run_summary *summary);
 
 /* What one point of deftsim_engine_run_point() did. */

@@ -36,6 +36,7 @@
 #ifndef DEFTSIM_SWEEP_H
 #define DEFTSIM_SWEEP_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -96,6 +97,13 @@ typedef struct {
      * it hands them. A point that fails on any rank ends the sweep (the CLI ends every rank).
      * NULL: one process. */
     const deftsim_team *team;
+    /* A flag the caller sets, from a signal handler for instance, to stop the sweep: nonzero
+     * stops it before the next point, iteration or network simulation of the one running
+     * (deftsim_run_options.stop), which stays to run, its file not committed. The manifest
+     * (a shard: its own file) is then written with status "interrupted", and
+     * deftsim_sweep_run() returns DEFTSIM_E_RUNTIME with summary->interrupted set. A rerun
+     * resumes. NULL: none. */
+    const volatile sig_atomic_t *stop;
 } deftsim_sweep_options;
 
 typedef enum {
@@ -114,6 +122,8 @@ typedef struct {
     double seconds;          /* wall time */
     int joined;              /* a shard: every shard had finished, rows.csv and manifest.json
                               * were joined (deftsim_sweep_merge) */
+    int interrupted;         /* options.stop was set: the sweep stopped early */
+    size_t finished;         /* points of the plan (of this shard) finished, now or earlier */
 } deftsim_sweep_summary;
 
 /* Expands the axes and the points. Checks every variant's configuration (each --vary value is
@@ -213,6 +223,11 @@ typedef struct {
     /* Lines describing where the results come from (scenario, status, build, machine), for
      * summary.md; NULL-terminated. */
     char **provenance;
+    /* A run or sweep that did not finish (interrupted, killed, still running, or with points
+     * left to run): files holds its finished points, of planned; the provenance says so. */
+    int incomplete;
+    size_t planned;
+    char *status;            /* the manifest's status (NULL without a manifest) */
 } deftsim_result_set;
 
 /* What to read in dir: a sweep's finished points (manifest.json of format deftsim-sweep), a

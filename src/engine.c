@@ -74,6 +74,8 @@ static void fill_params(const deftsim_engine *e, deftsim_method m, double d, uin
 
 /* Spread mode: whether this process writes the results (rank 0; every process otherwise). */
 static int writes(const deftsim_engine *e) { return !e->opt.team || e->opt.team->rank == 0; }
+/* The caller asked the run to stop (deftsim_run_options.stop). */
+static int stopping(const deftsim_engine *e) { return e->opt.stop && *e->opt.stop; }
 
 /* The largest block of P workers (S of them tracked) that one rank holds: *buffers, the most
  * accumulator buffers a rank needs (its residuals, plus the shared buffer when it holds an
@@ -589,6 +591,7 @@ static deftsim_status point_iterations(deftsim_engine *e, const point_desc *pd, 
     deftsim_acc_provider prov = deftsim_acc_provider_of(ps);
     deftsim_status st;
     for (size_t it = 0; it < e->iterations; it++) {
+        if (stopping(e)) return deftsim_error_set(DEFTSIM_E_RUNTIME, "interrupted");
         ps->it = it;
         ps->src_iter = e->source_iter[it];
         double t0 = deftsim_now();
@@ -659,6 +662,7 @@ static deftsim_status point_finish(deftsim_engine *e, point_run *pr, point_recor
     const deftsim_config *cfg = e->cfg;
     deftsim_status st;
     if (!writes(e)) return DEFTSIM_OK; /* spread mode: rank 0 simulates and writes */
+    if (stopping(e)) return deftsim_error_set(DEFTSIM_E_RUNTIME, "interrupted before its simulation");
     if (cfg->network.simulate) {
         deftsim_sim_params sp_net;
         deftsim_point_sim_params(cfg, &pr->psim, &sp_net);
@@ -814,32 +818,6 @@ deftsim_status deftsim_engine_run_point(deftsim_engine *e, deftsim_method method
     return st;
 }
 
-/* What a run writes: a folder of another kind or another scenario's results is refused
- * (deftsim_folder_check); a rerun of the same scenario replaces its own. */
-static const deftsim_folder_writer run_writer = {
-    .format = "deftsim-results",
-    .noun = "a run",
-    .verb = "run",
-    .option = "--output DIR",
-    .another = "the results of another run",
-    .why = "this run would replace them",
-    .identity_of = deftsim_folder_run_identity_of,
-    .files = (const char *const[]){"rows.csv"},
-    .nfiles = 1,
-};
-
-deftsim_status deftsim_engine_check_output(const deftsim_engine *e)
-{
-    json_t *m = json_pack("{s:o}", "config", deftsim_config_to_json(e->cfg));
-    json_t *id = m ? deftsim_folder_run_identity_of(m) : NULL;
-    json_decref(m);
-    if (!id) return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: cannot describe the configuration");
-    deftsim_status st = deftsim_folder_check(e->cfg->scenario.output, &run_writer, id, NULL);
-    json_decref(id);
-    return st;
-}
-
-
 /* The progress callback's news of a finished point. */
 static void report_point(const deftsim_engine *e, const point_record *rec, size_t done,
                          size_t total, const char *density)
@@ -921,12 +899,16 @@ deftsim_status deftsim_engine_run(deftsim_engine *e, deftsim_run_summary *summar
         free(recs);
         return st;
     }
-    if ((st = deftsim_engine_write_manifest(e, started, NULL, "running", NULL, recs, 0, 0))) {
+    /* An unfinished run of this scenario here is resumed; its manifest stays until a point
+     * finishes, so that a run stopped before that keeps the points too. */
+    json_t *kept = deftsim_engine_kept_points(e);
+    if (!kept && (st = deftsim_engine_write_manifest(e, started, NULL, "running", NULL, recs, 0, 0))) {
         free(recs);
         return st;
     }
-    size_t done = 0;
+    size_t done = 0, resumed = 0;
     uint64_t rows = 0;
+    int stopped = 0;
     for (size_t mi = 0; mi < cfg->sparsify.nmethods && !st; mi++)
         for (size_t di = 0; di < cfg->sparsify.ndensities && !st; di++)
             for (size_t ci = 0; ci < cfg->workers.ncounts && !st; ci++) {
@@ -945,27 +927,42 @@ deftsim_status deftsim_engine_run(deftsim_engine *e, deftsim_run_summary *summar
                     st = deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory");
                     break;
                 }
-                st = run_point(e, m, d, P, full, rec);
+                if (deftsim_engine_kept_take(kept, rel, rec)) {
+                    done++, resumed++;
+                    rows += rec->rows;
+                    continue;
+                }
+                st = (stopped = stopping(e)) ? deftsim_error_set(DEFTSIM_E_RUNTIME, "interrupted")
+                                             : run_point(e, m, d, P, full, rec);
                 if (st) break;
                 done++;
                 rows += rec->rows;
                 report_point(e, rec, done, total, dt);
+                st = deftsim_engine_write_manifest(e, started, NULL, "running", NULL, recs, done, 0);
             }
+    json_decref(kept);
+    if (st) stopped |= stopping(e);
     if (!st) st = write_combined(e, recs, done);
     deftsim_utc_now(finished, sizeof finished);
     if (st) {
         /* Keep the failure's message: writing the manifest may record another. */
         char msg[2048];
         snprintf(msg, sizeof msg, "%s", deftsim_error_message());
-        deftsim_engine_write_manifest(e, started, finished, "failed", msg, recs, done, 0);
+        deftsim_engine_write_manifest(e, started, finished, stopped ? "interrupted" : "failed", msg,
+                                      recs, done, 0);
         st = deftsim_error_set(st, "%s", msg);
     } else {
         st = deftsim_engine_write_manifest(e, started, finished, "complete", NULL, recs, done, 1);
     }
-    for (size_t i = 0; i < total; i++) free(recs[i].file);
+    for (size_t i = 0; i < total; i++) {
+        free(recs[i].file);
+        json_decref(recs[i].kept);
+    }
     free(recs);
     if (summary) {
         summary->points = done;
+        summary->resumed = resumed;
+        summary->interrupted = stopped;
         summary->rows = rows;
         summary->seconds = deftsim_now() - t0;
     }

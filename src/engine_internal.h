@@ -110,6 +110,7 @@ typedef struct {
     uint64_t gradient_elements; /* read from the gradient source (deftsim_gradsrc_elements) */
     deftsim_kxfer xfer;        /* the kernel context's copies over the point (cuda-staged) */
     deftsim_noise_sample machine_start, machine_end; /* the machine's state around the point */
+    json_t *kept;              /* resumed: its record in the folder's earlier manifest */
 } point_record;
 
 /* ---- the manifest of a run (manifest.c) ----------------------------------------------------- */
@@ -118,6 +119,11 @@ deftsim_status deftsim_engine_write_manifest(const deftsim_engine *e, const char
                                              const char *finished, const char *status,
                                              const char *error, const point_record *recs,
                                              size_t nrecs, int rows_written);
+/* The finished points of an unfinished run of this scenario in the output folder (its
+ * manifest's status running, interrupted or failed; each one's file present), or NULL. */
+json_t *deftsim_engine_kept_points(const deftsim_engine *e);
+/* Whether kept holds the point file rel; if so rec takes its record (numbers and kept). */
+int deftsim_engine_kept_take(json_t *kept, const char *rel, point_record *rec);
 
 /* ---- one point: accumulators (accum.c) ------------------------------------------------------ */
 

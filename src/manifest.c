@@ -1,15 +1,18 @@
 /* manifest.c - manifest.json (deftsim_manifest.h): the keys every results folder's manifest
- * opens with, the machine, the atomic write, and the manifest of a run. */
+ * opens with, the machine, the atomic write, and the manifest of a run: its folder check and
+ * the points an unfinished run of the folder leaves to resume. */
 #include "deftsim_manifest.h"
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "deftsim_build_info.h"
+#include "deftsim_folder.h"
 #include "deftsim_machine.h"
 #include "deftsim_net_mpi.h"
 #include "deftsim_noise.h"
@@ -167,7 +170,7 @@ static json_t *manifest_json(const deftsim_engine *e, const char *started, const
 
     json_t *pts = json_array();
     for (size_t i = 0; i < nrecs; i++)
-        json_array_append_new(pts, json_pack("{s:s, s:f, s:i, s:s, s:I, s:f, s:f, s:f, s:f, s:I, "
+        json_array_append_new(pts, recs[i].kept ? json_deep_copy(recs[i].kept) : json_pack("{s:s, s:f, s:i, s:s, s:I, s:f, s:f, s:f, s:f, s:I, "
                                              "s:I}", "method",
                                              recs[i].method, "density", recs[i].density, "P",
                                              (int)recs[i].P, "file", recs[i].file, "rows",
@@ -179,8 +182,9 @@ static json_t *manifest_json(const deftsim_engine *e, const char *started, const
                                              (json_int_t)recs[i].sim_peak_rss));
     json_object_set_new(root, "points", pts);
     for (size_t i = 0; i < nrecs; i++)
-        json_object_set_new(json_array_get(pts, i), "machine_state",
-                            deftsim_noise_json(&recs[i].machine_start, &recs[i].machine_end));
+        if (!recs[i].kept) /* a resumed point keeps its record */
+            json_object_set_new(json_array_get(pts, i), "machine_state",
+                                deftsim_noise_json(&recs[i].machine_start, &recs[i].machine_end));
     if (deftsim_engine_moves_data(e)) {
         /* What the cuda-staged backend copied, per point and in all (docs/OUTPUT.md). */
         deftsim_kxfer tot;
@@ -192,7 +196,8 @@ static json_t *manifest_json(const deftsim_engine *e, const char *started, const
 #endif
         json_object_set_new(kj, "copies", xfer_json(&tot));
         for (size_t i = 0; i < nrecs; i++)
-            json_object_set_new(json_array_get(pts, i), "copies", xfer_json(&recs[i].xfer));
+            if (!recs[i].kept)
+                json_object_set_new(json_array_get(pts, i), "copies", xfer_json(&recs[i].xfer));
     }
     json_object_set_new(root, "rows_csv", rows_written ? json_string("rows.csv") : json_null());
     json_object_set_new(root, "dump", e->dump_dir ? json_string(e->dump_dir) : json_null());
@@ -226,4 +231,79 @@ deftsim_status deftsim_engine_write_manifest(const deftsim_engine *e, const char
     json_t *root = manifest_json(e, started, finished, status, error, recs, nrecs, rows_written);
     if (!root) return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: cannot build the manifest", path);
     return deftsim_manifest_write(path, root);
+}
+
+/* ---- the folder: its check, and what a rerun keeps ----------------------------------------- */
+
+/* What a run writes: a folder of another kind or another scenario's results is refused
+ * (deftsim_folder_check); a rerun of the same scenario replaces its own, or resumes it when
+ * it did not finish (deftsim_engine_kept_points). */
+static const deftsim_folder_writer run_writer = {
+    .format = "deftsim-results",
+    .noun = "a run",
+    .verb = "run",
+    .option = "--output DIR",
+    .another = "the results of another run",
+    .why = "this run would replace them",
+    .identity_of = deftsim_folder_run_identity_of,
+    .files = (const char *const[]){"rows.csv"},
+    .nfiles = 1,
+};
+
+deftsim_status deftsim_engine_check_output(const deftsim_engine *e)
+{
+    json_t *m = json_pack("{s:o}", "config", deftsim_config_to_json(e->cfg));
+    json_t *id = m ? deftsim_folder_run_identity_of(m) : NULL;
+    json_decref(m);
+    if (!id) return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: cannot describe the configuration");
+    deftsim_status st = deftsim_folder_check(e->cfg->scenario.output, &run_writer, id, NULL);
+    json_decref(id);
+    return st;
+}
+
+json_t *deftsim_engine_kept_points(const deftsim_engine *e)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/manifest.json", e->cfg->scenario.output);
+    json_t *m = json_load_file(path, 0, NULL), *kept = json_array();
+    const char *fmt = json_string_value(json_object_get(m, "format"));
+    const char *status = json_string_value(json_object_get(m, "status"));
+    /* deftsim_engine_check_output() has found the same scenario there, or none. */
+    int unfinished = fmt && !strcmp(fmt, "deftsim-results") && status &&
+                     (!strcmp(status, "running") || !strcmp(status, "interrupted") ||
+                      !strcmp(status, "failed"));
+    size_t i;
+    json_t *p;
+    if (unfinished && kept)
+        json_array_foreach(json_object_get(m, "points"), i, p) {
+            const char *file = json_string_value(json_object_get(p, "file"));
+            struct stat sb;
+            snprintf(path, sizeof path, "%s/%s", e->cfg->scenario.output, file ? file : "");
+            if (file && stat(path, &sb) == 0 && S_ISREG(sb.st_mode)) json_array_append(kept, p);
+        }
+    json_decref(m);
+    if (!json_array_size(kept)) {
+        json_decref(kept);
+        return NULL;
+    }
+    return kept;
+}
+
+int deftsim_engine_kept_take(json_t *kept, const char *rel, point_record *rec)
+{
+    size_t i;
+    json_t *p;
+    json_array_foreach(kept, i, p) {
+        const char *file = json_string_value(json_object_get(p, "file"));
+        if (!file || strcmp(file, rel)) continue;
+        rec->rows = (uint64_t)json_integer_value(json_object_get(p, "rows"));
+        rec->seconds = json_number_value(json_object_get(p, "seconds"));
+        rec->prepare_seconds = json_number_value(json_object_get(p, "prepare_seconds"));
+        rec->step_seconds = json_number_value(json_object_get(p, "step_seconds"));
+        rec->sim_seconds = json_number_value(json_object_get(p, "sim_seconds"));
+        rec->sim_messages = (uint64_t)json_integer_value(json_object_get(p, "sim_messages"));
+        rec->kept = json_incref(p);
+        return 1;
+    }
+    return 0;
 }

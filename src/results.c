@@ -36,6 +36,7 @@ void deftsim_results_free(deftsim_result_set *r)
     for (size_t i = 0; r->provenance && r->provenance[i]; i++) free(r->provenance[i]);
     free(r->provenance);
     free(r->kind);
+    free(r->status);
     free(r);
 }
 
@@ -145,6 +146,8 @@ static deftsim_status list_sweep(deftsim_result_set *r, const char *dir, json_t 
     if (st) return st;
     json_t *cfg = json_object_get(json_object_get(m, "identity"), "config");
     json_t *sc = json_object_get(cfg, "scenario");
+    r->planned = done + failed + pending;
+    r->incomplete = strcmp(jstr(m, "status"), "complete") != 0 || failed || pending;
     st = add_line(r, "Results: `%s`, a deftsim sweep of scenario '%s' (seed %lld, %lld iterations "
                      "per point), status %s: %zu point%s finished, %zu failed, %zu not run.",
                   dir, jstr(m, "scenario"),
@@ -161,8 +164,45 @@ static deftsim_status list_sweep(deftsim_result_set *r, const char *dir, json_t 
                           jstr(e, "error"));
         }
     }
+    if (!st && r->incomplete)
+        st = add_line(r, "**Incomplete:** the sweep %s: these tables hold %zu of its %zu points. "
+                         "Run the same `deftsim sweep` command again (same scenario, options and "
+                         "--output) to run the rest; the finished points are kept.",
+                      strcmp(jstr(m, "status"), "running") ? "did not finish"
+                                                           : "was stopped or is still running",
+                      done, r->planned);
     if (!st) st = machine_lines(r, m);
     return st;
+}
+
+static deftsim_status list_points_dir(deftsim_result_set *r, const char *dir);
+
+/* Points of the run's plan: methods x densities x worker counts of its configuration. */
+static size_t run_planned(json_t *cfg)
+{
+    json_t *sp = json_object_get(cfg, "sparsify");
+    return json_array_size(json_object_get(sp, "methods")) *
+           json_array_size(json_object_get(sp, "densities")) *
+           json_array_size(json_object_get(json_object_get(cfg, "workers"), "counts"));
+}
+
+/* An unfinished run: the committed point files its manifest does not list yet (one killed
+ * between a point's commit and the manifest's rewrite, or written by an older deftsim that
+ * listed the points only at the end). */
+static deftsim_status run_unlisted(deftsim_result_set *r, const char *dir)
+{
+    deftsim_result_set *all = calloc(1, sizeof *all);
+    if (!all) return nomem();
+    deftsim_status st = list_points_dir(all, dir);
+    if (st) deftsim_error_clear(); /* no points/ at all: nothing more */
+    for (size_t i = 0; !st && i < all->nfiles; i++) {
+        if (!strstr(all->files[i].path, "/points/")) continue; /* rows.csv */
+        int listed = 0;
+        for (size_t k = 0; k < r->nfiles && !listed; k++) listed = !strcmp(r->files[k].path, all->files[i].path);
+        if (!listed) st = add_file(r, all->files[i].path, NULL);
+    }
+    deftsim_results_free(all);
+    return st == DEFTSIM_E_INPUT ? DEFTSIM_OK : st;
 }
 
 static deftsim_status list_run(deftsim_result_set *r, const char *dir, json_t *m)
@@ -179,13 +219,23 @@ static deftsim_status list_run(deftsim_result_set *r, const char *dir, json_t *m
     }
     json_t *cfg = json_object_get(m, "config");
     json_t *sc = json_object_get(cfg, "scenario");
+    r->planned = run_planned(cfg);
+    r->incomplete = strcmp(jstr(m, "status"), "complete") != 0;
+    if (r->incomplete && (st = run_unlisted(r, dir))) return st;
     st = add_line(r, "Results: `%s`, a deftsim run of scenario '%s' (seed %lld, %lld iterations per "
-                     "point), status %s: %zu point%s.",
+                     "point), status %s: %zu of %zu point%s.",
                   dir, jstr(m, "scenario"),
                   (long long)json_integer_value(json_object_get(m, "seed")),
                   (long long)json_integer_value(json_object_get(sc, "iterations")),
-                  jstr(m, "status"), r->nfiles,
-                  r->nfiles == 1 ? "" : "s");
+                  jstr(m, "status"), r->nfiles, r->planned,
+                  r->planned == 1 ? "" : "s");
+    if (!st && r->incomplete)
+        st = add_line(r, "**Incomplete:** the run %s: these tables hold %zu of its %zu points. "
+                         "Run the same `deftsim run` command again (same scenario and --output) "
+                         "to run the rest; the finished points are kept.",
+                      !strcmp(jstr(m, "status"), "running") ? "was stopped or is still running"
+                                                            : "did not finish",
+                      r->nfiles, r->planned);
     if (!st) st = machine_lines(r, m);
     return st;
 }
@@ -266,7 +316,9 @@ deftsim_status deftsim_results_list(const char *dir, deftsim_result_set **out)
         goto done;
     }
     const char *fmt = json_string_value(json_object_get(m, "format"));
-    if (fmt && !strcmp(fmt, MANIFEST_FORMAT)) {
+    const char *status = json_string_value(json_object_get(m, "status"));
+    if (status && !(r->status = strdup(status))) st = nomem();
+    else if (fmt && !strcmp(fmt, MANIFEST_FORMAT)) {
         if (!(r->kind = strdup("sweep"))) st = nomem();
         if (!st) st = list_sweep(r, dir, m);
     } else if (fmt && !strcmp(fmt, "deftsim-results")) {
@@ -278,7 +330,10 @@ deftsim_status deftsim_results_list(const char *dir, deftsim_result_set **out)
     }
     json_decref(m);
     if (!st && !r->nfiles)
-        st = deftsim_error_set(DEFTSIM_E_INPUT, "%s: no finished points to analyse", dir);
+        st = deftsim_error_set(DEFTSIM_E_INPUT, "%s: no finished points to analyse%s", dir,
+                               r->incomplete ? " (it stopped before its first point finished; "
+                                               "run it again to resume)"
+                                             : "");
 done:
     if (st) {
         deftsim_results_free(r);

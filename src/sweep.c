@@ -403,6 +403,7 @@ deftsim_run_options deftsim_sweep_engine_options(const deftsim_sweep *s)
     o.ram_bytes = s->opt.ram_bytes;
     o.prep_threads = s->opt.prep_threads;
     o.team = s->opt.team;
+    o.stop = s->opt.stop;
     return o;
 }
 
@@ -787,6 +788,7 @@ static deftsim_status run_points(deftsim_sweep *s, deftsim_sweep_summary *sum)
     for (size_t i = 0; i < s->npoints; i++) {
         point *p = &s->points[i];
         if (p->state == DEFTSIM_POINT_DONE || !p->in_shard) continue;
+        if ((sum->interrupted = s->opt.stop && *s->opt.stop)) break;
         if (p->variant != e_variant) {
             /* One engine per variant: its gradient source, kernels and buffers serve every
              * point of the variant; the previous one's memory is released first. */
@@ -813,6 +815,11 @@ static deftsim_status run_points(deftsim_sweep *s, deftsim_sweep_summary *sum)
         /* Spread mode: the other ranks cannot go on without this one; the sweep ends here,
          * the folder as a killed sweep leaves it (the point stays to run). */
         if (st && deftsim_sweep_spread_team(s)) break;
+        /* Stopped by the caller: the point stays to run (the engine committed nothing). */
+        if (st && (sum->interrupted = s->opt.stop && *s->opt.stop)) {
+            st = DEFTSIM_OK;
+            break;
+        }
         if (st) {
             char msg[2048];
             snprintf(msg, sizeof msg, "%s", deftsim_error_message());
@@ -891,6 +898,17 @@ deftsim_status deftsim_sweep_run(deftsim_sweep *s, deftsim_sweep_summary *summar
     size_t left = 0;
     for (size_t i = 0; i < s->npoints; i++)
         if (s->points[i].in_shard && s->points[i].state != DEFTSIM_POINT_DONE) left++;
+    sum.finished = sum.planned - left;
+    if (sum.interrupted) {
+        /* What finished is kept, the rest stays to run: a rerun resumes. */
+        char now[64];
+        deftsim_utc_now(now, sizeof now);
+        sum.seconds = deftsim_now() - t0;
+        if (summary) *summary = sum;
+        if ((st = write_state(s, "interrupted", now, 0))) return st;
+        return deftsim_error_set(DEFTSIM_E_RUNTIME, "%s: interrupted: %zu of %zu points finished",
+                                 s->base->scenario.output, sum.finished, sum.planned);
+    }
     int rows_written = 0;
     if (s->opt.shard_count) {
         /* A shard ends its own file; the last one to finish joins them all. */

@@ -2,6 +2,7 @@
 #ifndef DEFTSIM_CLI_H
 #define DEFTSIM_CLI_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -57,6 +58,23 @@ int deftsim_cli_sets_output(deftsim_cli_sets *s, const char *dir);
 void deftsim_cli_sets_finish(deftsim_cli_sets *s);
 /* Frees the overrides (a zeroed or freed one too). */
 void deftsim_cli_sets_free(deftsim_cli_sets *s);
+
+/* SIGINT and SIGTERM while deftsim run or sweep write a folder (main.c): the first one sets
+ * the flag returned, which the library checks between points, iterations and simulations
+ * (deftsim_run_options.stop), and says on stderr that the run is stopping; a second one ends
+ * the process at once, as a killed run (the next run cleans up and resumes). A forked child
+ * (the network simulation's) dies of the signal as before. A signal the process was started
+ * ignoring stays ignored. deftsim_cli_release_stop() restores the default handling. */
+const volatile sig_atomic_t *deftsim_cli_catch_stop(void);
+void deftsim_cli_release_stop(void);
+/* The signal caught (0: none), its name ("SIGINT", "SIGTERM"), and the exit status of a
+ * process it ended: 128 + the signal's number (130, 143), as the shell reports it. */
+int deftsim_cli_stop_signal(void);
+const char *deftsim_cli_stop_name(void);
+int deftsim_cli_stop_exit(void);
+/* "deftsim ARGS..." on f, each argument quoted for a POSIX shell where it needs it: the
+ * command to run again to resume. */
+void deftsim_cli_print_command(FILE *f, int argc, char *const *argv);
 
 /* A byte count such as "24G", "1.5T" or "4096" (binary suffixes K, M, G, T, optionally
  * followed by "B" or "iB"). Returns 0, or -1 if malformed or out of range. */

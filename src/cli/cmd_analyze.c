@@ -152,6 +152,15 @@ static deftsim_status measured_table(const deftsim_result_set *rs, const char *o
     return st;
 }
 
+/* A run or sweep that did not finish: analysed all the same, and said so. */
+static void warn_incomplete(const char *in, const deftsim_result_set *rs)
+{
+    fprintf(stderr,
+            "deftsim analyze: %s is incomplete (status %s): %zu of its %zu points analysed, as "
+            "summary.md says; run the same deftsim %s command again to finish it\n",
+            in, rs->status ? rs->status : "?", rs->nfiles, rs->planned, rs->kind);
+}
+
 int deftsim_cmd_analyze(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -293,6 +302,7 @@ int deftsim_cmd_analyze(int argc, char **argv)
             fprintf(stderr, "deftsim analyze: no communication or iteration times in these rows "
                             "(the network was not simulated); summary.md says so\n");
     }
+    if (rs->incomplete) warn_incomplete(in, rs); /* --quiet or not */
 done:
     free(prov);
     free(dirbuf);

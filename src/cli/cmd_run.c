@@ -33,7 +33,11 @@ static void usage(FILE *out)
             "Before anything runs, the memory every point needs is checked against [engine]\n"
             "memory_budget of the RAM. A folder holding other results (a sweep's, another\n"
             "scenario's, a trace) is refused and left as it is; a rerun of the same scenario\n"
-            "replaces its own results.\n"
+            "replaces its own results, or resumes them when that run did not finish (stopped,\n"
+            "killed or failed): the finished points are kept, the others run.\n"
+            "Ctrl-C (SIGINT) or SIGTERM stops the run before its next iteration: the finished\n"
+            "points are kept, the manifest says interrupted, and the command to resume is printed\n"
+            "(exit status 130 or 143; a second signal stops at once).\n"
             "\n"
             "  -s, --set S.K=V       override key K of section S (repeatable; a later one wins)\n"
             "  -o, --output DIR      results folder (same as --set scenario.output=DIR)\n"
@@ -49,7 +53,25 @@ static void usage(FILE *out)
             "  -h, --help            this help\n"
             "\n"
             "Exit status: 0 done, 2 bad usage or scenario (including a run over the memory\n"
-            "budget or a refused folder), 1 failure while running.\n");
+            "budget or a refused folder), 1 failure while running, 130 or 143 stopped by SIGINT\n"
+            "or SIGTERM.\n");
+}
+
+/* Stopped by SIGINT or SIGTERM (deftsim_cli_catch_stop): what is kept, and how to go on. */
+static int stopped(const deftsim_config *cfg, const deftsim_run_summary *sum, int argc, char **argv)
+{
+    const char *out = cfg->scenario.output;
+    size_t total = cfg->sparsify.nmethods * cfg->sparsify.ndensities * cfg->workers.ncounts;
+    fprintf(stderr,
+            "deftsim run: stopped by %s: %zu of %zu points finished (%zu of them kept from the "
+            "earlier run), their files in %s/points/; %s/manifest.json lists them with status "
+            "interrupted; the point that was running is dropped, no file half-written\n"
+            "  resume (the finished points are kept, the other %zu run): ",
+            deftsim_cli_stop_name(), sum->points, total, sum->resumed, out, out,
+            total - sum->points);
+    deftsim_cli_print_command(stderr, argc, argv);
+    fputc('\n', stderr);
+    return deftsim_cli_stop_exit();
 }
 
 int deftsim_cmd_run(int argc, char **argv)
@@ -155,6 +177,10 @@ int deftsim_cmd_run(int argc, char **argv)
         }
     }
     if (!quiet) opt.progress = (deftsim_run_progress){deftsim_cli_run_progress, stderr};
+    /* Ctrl-C and SIGTERM stop between points and iterations, keeping what finished; not
+     * under mpirun, whose ranks wait for each other. */
+    if (!dry && !opt.team && cfg->execute.network != DEFTSIM_EXEC_MPI)
+        opt.stop = deftsim_cli_catch_stop();
     if ((st = deftsim_engine_new(cfg, &opt, &e))) {
         rc = deftsim_cli_fail(st);
         goto done;
@@ -170,6 +196,7 @@ int deftsim_cmd_run(int argc, char **argv)
     }
     if (!quiet) deftsim_conditions_log(stderr, "deftsim run", cfg);
     deftsim_run_summary sum;
+    memset(&sum, 0, sizeof sum);
     if ((st = deftsim_engine_run(e, &sum))) {
         if (opt.team) {
             /* The other ranks wait for this one in a collective: end them all, with this
@@ -178,13 +205,16 @@ int deftsim_cmd_run(int argc, char **argv)
                                     opt.team->size);
             deftsim_mpi_abort(deftsim_cli_fail(st));
         }
-        rc = deftsim_cli_fail(st);
+        rc = sum.interrupted ? stopped(cfg, &sum, argc, argv) : deftsim_cli_fail(st);
         goto done;
     }
+    if (!quiet && sum.resumed)
+        fprintf(stderr, "deftsim run: resumed: %zu points kept from the earlier run\n", sum.resumed);
     if (!quiet)
         fprintf(stderr, "deftsim run: %zu points, %llu rows in %.2f s -> %s/rows.csv\n", sum.points,
                 (unsigned long long)sum.rows, sum.seconds, cfg->scenario.output);
 done:
+    deftsim_cli_release_stop();
     deftsim_mpi_release();
     deftsim_mpi_finalize();
     deftsim_engine_free(e);

@@ -35,6 +35,9 @@ static void usage(FILE *out)
             "trace) as a comma-separated list, and any key given with --vary. Run again on the same\n"
             "folder to resume: finished points are skipped, failed ones retried; a folder written\n"
             "by another scenario (seed, iterations, ...) is refused. docs/OUTPUT.md has the layout.\n"
+            "Ctrl-C (SIGINT) or SIGTERM stops the sweep before its next iteration: the finished\n"
+            "points are kept, the manifest says interrupted, and the command to resume is printed\n"
+            "(exit status 130 or 143; a second signal stops at once).\n"
             "\n"
             "  -s, --set S.K=V        override key K of section S (repeatable; a later one wins)\n"
             "  -V, --vary S.K=V1,V2   sweep key K over these values (repeatable: every combination)\n"
@@ -61,7 +64,8 @@ static void usage(FILE *out)
             "\n"
             "Exit status: 0 every point finished; 1 some point failed while running (the others\n"
             "are kept); 2 bad usage or scenario (including a point over the memory budget), or\n"
-            "some point failed on bad input, such as a NaN in a trace (the others are kept).\n");
+            "some point failed on bad input, such as a NaN in a trace (the others are kept);\n"
+            "130 or 143 stopped by SIGINT or SIGTERM (the finished points are kept).\n");
 }
 
 /* --dry-run: reads the folder's state only, lists the points and the memory plan. */
@@ -133,8 +137,29 @@ static void shard_done(deftsim_sweep *sw, const deftsim_sweep_summary *sum)
                         "or run deftsim sweep --merge %s\n", out);
 }
 
+/* Stopped by SIGINT or SIGTERM (deftsim_cli_catch_stop): what is kept, and how to go on. */
+static int stopped(deftsim_sweep *sw, const deftsim_sweep_summary *sum, int argc, char **argv)
+{
+    unsigned si, sn;
+    deftsim_sweep_shard(sw, &si, &sn);
+    const char *out = deftsim_sweep_output(sw);
+    char record[128];
+    if (sn) snprintf(record, sizeof record, "shards/shard-%u-of-%u.json", si, sn);
+    fprintf(stderr,
+            "deftsim sweep: stopped by %s: %zu of %s%zu points finished (%zu in this sweep, %zu "
+            "earlier), their files in %s/points/; %s/%s says interrupted; the point that was "
+            "running is dropped, no file half-written\n"
+            "  resume (the finished points are kept, the other %zu run): ",
+            deftsim_cli_stop_name(), sum->finished, sn ? "this shard's " : "", sum->planned,
+            sum->ran, sum->skipped, out, out, sn ? record : "manifest.json",
+            sum->planned - sum->finished);
+    deftsim_cli_print_command(stderr, argc, argv);
+    fputc('\n', stderr);
+    return deftsim_cli_stop_exit();
+}
+
 /* The memory check, the sweep and its closing lines. */
-static int run_sweep(deftsim_sweep *sw, int quiet)
+static int run_sweep(deftsim_sweep *sw, int quiet, int argc, char **argv)
 {
     deftsim_status st = deftsim_sweep_check_memory(sw, NULL);
     if (st) return deftsim_cli_fail(st);
@@ -142,6 +167,7 @@ static int run_sweep(deftsim_sweep *sw, int quiet)
     deftsim_sweep_summary sum;
     memset(&sum, 0, sizeof sum);
     st = deftsim_sweep_run(sw, &sum);
+    if (st && sum.interrupted) return stopped(sw, &sum, argc, argv);
     if (st) {
         int rc = deftsim_cli_fail(st);
         if (sum.planned)
@@ -163,11 +189,14 @@ static int run_sweep(deftsim_sweep *sw, int quiet)
 }
 
 /* Under mpirun: spread mode (docs/CLUSTER.md), every rank running each point on its block of
- * the workers; rank 0 keeps the folder and reports. */
+ * the workers; rank 0 keeps the folder and reports. Otherwise, unless dry: Ctrl-C and SIGTERM
+ * stop the sweep between points and iterations, keeping what finished (under mpirun the ranks
+ * wait for each other: a signal ends them as before). */
 static deftsim_status spread_setup(int *spread, deftsim_team *team, deftsim_sweep_options *so,
-                                   int *quiet)
+                                   int *quiet, int dry)
 {
     deftsim_status st = deftsim_mpi_check_launch("sweep", 0, spread);
+    if (!st && !*spread && !dry) so->stop = deftsim_cli_catch_stop();
     if (st || !*spread) return st;
     if ((st = deftsim_mpi_spread_team(team))) return st;
     so->team = team;
@@ -290,7 +319,7 @@ int deftsim_cmd_sweep(int argc, char **argv)
     if (deftsim_cli_parse_only) goto done;
     int spread = 0;
     deftsim_team team;
-    if ((st = spread_setup(&spread, &team, &so, &quiet))) {
+    if ((st = spread_setup(&spread, &team, &so, &quiet, dry))) {
         rc = deftsim_cli_fail(st);
         goto done;
     }
@@ -309,16 +338,16 @@ int deftsim_cmd_sweep(int argc, char **argv)
         rc = deftsim_cli_fail(st);
         goto done;
     }
-    if (spread && dry && team.rank != 0) {
-        /* The plan is rank 0's to print; every rank checks its own memory. */
+    /* Spread mode: the plan is rank 0's to print; every rank checks its own memory. */
+    if (spread && dry && team.rank != 0)
         rc = (st = deftsim_sweep_check_memory(sw, NULL)) ? deftsim_cli_fail(st) : 0;
-    } else {
-        rc = dry ? dry_run(sw, &so) : run_sweep(sw, quiet);
-    }
+    else
+        rc = dry ? dry_run(sw, &so) : run_sweep(sw, quiet, argc, argv);
     /* Spread mode: a rank that failed ends them all (the others wait for it in MPI). */
     if (spread && rc && !dry) deftsim_mpi_abort(rc);
     deftsim_mpi_finalize();
 done:
+    deftsim_cli_release_stop();
     deftsim_sweep_free(sw);
     deftsim_cli_sweep_progress_free(bar);
     deftsim_config_free(cfg);
