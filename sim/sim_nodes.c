@@ -7,7 +7,8 @@
  * node k / nics), and one zone per GPU holding its host "node-<n>-gpu-<g>". The intra-node
  * links (switch ports, NVLinks or the PCIe bridge) and the NIC links are links of the root
  * zone; zone routes join the GPU zones: GPU to GPU of one node over the intra-node links
- * only, GPU to its NIC's port over its hop link and the NIC link. A message between nodes
+ * only, GPU to its NIC's port over its hop link and the NIC link (on NVSwitch the NIC link
+ * alone: the GPU reaches its NIC over PCIe, not its NVLink port). A message between nodes
  * takes GPU -> hop link -> NIC link -> port -> the cluster's route -> port -> NIC link -> hop
  * link -> GPU: Floyd composes the two zone routes and fills the gap between the ports with
  * the cluster's own route.
@@ -240,11 +241,14 @@ static void node_routes(FILE *f, const deftsim_sim_params *p, uint32_t n)
         char nic[96];
         snprintf(nic, sizeof nic, "node-%" PRIu32 "-nic-%" PRIu32, n, k);
         hop_link(p, n, g, id, sizeof id, &dir);
+        /* On NVSwitch a GPU reaches its NIC over PCIe, not through its NVLink port: the NIC
+         * link alone (the other fabrics' hop link is a GPU's own link to the NIC side). */
+        int hop = p->intra_fabric != DEFTSIM_INTRA_NVSWITCH;
         fprintf(f,
                 "    <zoneRoute src=\"zone-node-%" PRIu32 "-gpu-%" PRIu32 "\" dst=\"deftsim-net\" "
                 "gw_src=\"node-%" PRIu32 "-gpu-%" PRIu32 "\" gw_dst=\"port-%" PRIu64 "\" symmetrical=\"NO\">\n",
                 n, g, n, g, port);
-        link_ctn(f, id, dir, 1);
+        if (hop) link_ctn(f, id, dir, 1);
         link_ctn(f, nic, 1, 1);
         fprintf(f, "    </zoneRoute>\n");
         fprintf(f,
@@ -252,7 +256,7 @@ static void node_routes(FILE *f, const deftsim_sim_params *p, uint32_t n)
                 "gw_src=\"port-%" PRIu64 "\" gw_dst=\"node-%" PRIu32 "-gpu-%" PRIu32 "\" symmetrical=\"NO\">\n",
                 n, g, port, n, g);
         link_ctn(f, nic, 1, 0);
-        link_ctn(f, id, dir, 0);
+        if (hop) link_ctn(f, id, dir, 0);
         fprintf(f, "    </zoneRoute>\n");
     }
 }
