@@ -44,6 +44,13 @@ void deftsim_config_sim_params(const deftsim_config *cfg, uint32_t P, uint32_t e
     out->nccl_channels = (uint32_t)cfg->network.nccl_channels;
     out->nccl_allgatherv = cfg->network.nccl_allgatherv;
     out->nccl_buffsize = (uint64_t)cfg->network.nccl_buffsize;
+    out->nccl_model = cfg->network.nccl_model;
+    out->nccl_proto = cfg->network.nccl_proto;
+    out->nccl_arch = cfg->network.nccl_arch;
+    out->nccl_launch = cfg->network.nccl_launch;
+    out->nccl_nvl_efficiency = cfg->network.nccl_nvl_efficiency;
+    out->nccl_net_efficiency = cfg->network.nccl_net_efficiency;
+    out->nccl_step_scale = cfg->network.nccl_step_scale;
 }
 
 /* [network]: the platform must hold the largest worker count. The simulation's messages start

@@ -21,6 +21,15 @@ static const deftsim_config_preset_key h100[] = {
     {"nics_per_node", "8", "8 single-port ConnectX-7, one for each GPU (rail-optimized)"},
     {"nic_bandwidth", "400Gbps", "ConnectX-7: up to 400 Gb/s InfiniBand (NDR)"},
     {"bandwidth", "400Gbps", "the compute fabric's links: NDR InfiniBand, 400 Gb/s"},
+    {"model", "CM02", "the plain alpha-beta model: LV08's factors are fitted to TCP (docs/NETWORK.md)"},
+    {"crosstraffic", "0", "NVLink and InfiniBand carry acknowledgements out of band"},
+    {"latency", "1ns", "a token: NCCL's per-step latencies (nccl_model = tuned) hold the wire's; equal "
+                       "route latencies keep SimGrid from sharing a port by latency"},
+    {"intra_latency", "1ns", "as latency"},
+    {"nccl_model", "tuned", "NCCL as it runs, validated against sim/validation/nccl"},
+    {"nccl_algorithm", "auto", "NCCL's own choice of algorithm (its tuning model)"},
+    {"nccl_arch", "hopper", "H100: NCCL's Hopper constants (LL's and LL128's caps, NVLS)"},
+    {"nccl_channels", "16", "two channels a NIC (NCCL finds 12 to 24 on a DGX H100)"},
 };
 
 static const deftsim_config_preset_key a100[] = {
@@ -30,6 +39,15 @@ static const deftsim_config_preset_key a100[] = {
     {"nics_per_node", "8", "8 single-port ConnectX-6, one for each GPU"},
     {"nic_bandwidth", "200Gbps", "ConnectX-6: 200 Gb/s HDR InfiniBand"},
     {"bandwidth", "200Gbps", "the compute fabric's links: HDR InfiniBand, 200 Gb/s"},
+    {"model", "CM02", "the plain alpha-beta model: LV08's factors are fitted to TCP (docs/NETWORK.md)"},
+    {"crosstraffic", "0", "NVLink and InfiniBand carry acknowledgements out of band"},
+    {"latency", "1ns", "a token: NCCL's per-step latencies (nccl_model = tuned) hold the wire's; equal "
+                       "route latencies keep SimGrid from sharing a port by latency"},
+    {"intra_latency", "1ns", "as latency"},
+    {"nccl_model", "tuned", "NCCL as it runs, validated against sim/validation/nccl"},
+    {"nccl_algorithm", "auto", "NCCL's own choice of algorithm (its tuning model)"},
+    {"nccl_arch", "ampere", "A100: NCCL's Ampere constants"},
+    {"nccl_channels", "16", "two channels a NIC"},
 };
 
 static const deftsim_config_preset_key v100[] = {
@@ -41,6 +59,15 @@ static const deftsim_config_preset_key v100[] = {
     {"nics_per_node", "4", "4 ConnectX EDR InfiniBand NICs, one for each pair of GPUs"},
     {"nic_bandwidth", "100Gbps", "EDR InfiniBand: 100 Gb/s"},
     {"bandwidth", "100Gbps", "the compute fabric's links: EDR InfiniBand, 100 Gb/s"},
+    {"model", "CM02", "the plain alpha-beta model: LV08's factors are fitted to TCP (docs/NETWORK.md)"},
+    {"crosstraffic", "0", "NVLink and InfiniBand carry acknowledgements out of band"},
+    {"latency", "1ns", "a token: NCCL's per-step latencies (nccl_model = tuned) hold the wire's; equal "
+                       "route latencies keep SimGrid from sharing a port by latency"},
+    {"intra_latency", "1ns", "as latency"},
+    {"nccl_model", "tuned", "NCCL as it runs, validated against sim/validation/nccl"},
+    {"nccl_algorithm", "auto", "NCCL's own choice of algorithm (its tuning model)"},
+    {"nccl_arch", "volta", "V100: NCCL's Volta constants"},
+    {"nccl_channels", "8", "two channels a NIC"},
 };
 
 #define KEYS(a) a, sizeof a / sizeof a[0]

@@ -167,6 +167,13 @@ typedef struct deftsim_config {
         int nccl_channels;                /* nccl: parallel rings */
         deftsim_nccl_agv nccl_allgatherv; /* nccl: unequal allgather blocks */
         int nccl_buffsize;                /* nccl: NCCL_BUFFSIZE, bytes */
+        deftsim_nccl_model nccl_model;    /* nccl: plain (the pattern) or tuned (as NCCL runs) */
+        deftsim_nccl_proto nccl_proto;    /* tuned: LL, LL128, Simple, or auto */
+        deftsim_nccl_arch nccl_arch;      /* tuned: GPU generation of NCCL's constants */
+        double nccl_launch;               /* tuned: seconds a collective call costs */
+        double nccl_nvl_efficiency;       /* tuned: achieved fraction of intra-node links */
+        double nccl_net_efficiency;       /* tuned: achieved fraction between nodes */
+        double nccl_step_scale;           /* tuned: factor on NCCL's per-step latencies */
     } network;                            /* docs/NETWORK.md */
     struct {
         deftsim_train_model model;

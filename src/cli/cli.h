@@ -29,6 +29,7 @@ int deftsim_cmd_analyze(int argc, char **argv);
 int deftsim_cmd_plot(int argc, char **argv);
 int deftsim_cmd_trace(int argc, char **argv);
 int deftsim_cmd_train(int argc, char **argv);
+int deftsim_cmd_validate(int argc, char **argv);
 /* `deftsim trace record`, dispatched by cmd_trace.c, written in cmd_train.c. */
 int deftsim_cmd_trace_record(int argc, char **argv);
 

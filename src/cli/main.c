@@ -38,6 +38,7 @@ static const cli_command commands[] = {
     {"sweep", deftsim_cmd_sweep, "run every combination of a scenario's lists, resumable"},
     {"trace", deftsim_cmd_trace, "gradient traces: info, gen"},
     {"train", deftsim_cmd_train, "train on Fashion-MNIST with each sparsifier in the loop"},
+    {"validate", deftsim_cmd_validate, "the network model against measurements: nccl (nccl-tests)"},
 };
 
 static void usage(FILE *out)

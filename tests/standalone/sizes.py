@@ -19,6 +19,11 @@ SRC = os.environ.get("DEFTSIM_SOURCE_ROOT") or os.path.normpath(
 CODE = (".c", ".h", ".cu", ".cuh", ".inc")
 MAX_FILE = 1000
 MAX_FUNC = 150
+# Where a concept is longer than the guard, with the reason; the limit still holds them.
+ALLOW_FILE = {
+    "src/config.c": (1100, "the table of every scenario key, one entry a key with its type, "
+                           "default and help: a table that grows with the keys, not logic"),
+}
 NAME = re.compile(r"([A-Za-z_]\w*)\s*\(")
 
 
@@ -56,8 +61,9 @@ def main():
             lines = fh.read().split("\n")
         n = len(lines) - (1 if lines and lines[-1] == "" else 0)
         longest_files.append((n, f))
-        if n > MAX_FILE:
-            bad.append(f"{f}: {n} lines (at most {MAX_FILE})")
+        limit = ALLOW_FILE.get(f, (MAX_FILE, ""))[0]
+        if n > limit:
+            bad.append(f"{f}: {n} lines (at most {limit})")
         for name, first, length in functions(lines):
             longest_funcs.append((length, f"{f}:{first} {name}"))
             if length > MAX_FUNC:

@@ -1,0 +1,340 @@
+/* cmd_validate.c - `deftsim validate nccl`: NCCL's collectives as simulated against nccl-tests as
+ * measured, table by table (the corpus in sim/validation/nccl, or a user's own output files),
+ * and with --fit the tuned model's free figures fitted to them (docs/NETWORK.md, "Validation
+ * against nccl-tests"). */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "deftsim_nccl_validate.h"
+
+#define MAX_SETS 32
+#define MAX_FILES 64
+
+typedef struct {
+    const char *corpus, *preset, *coll, *algo, *proto, *out;
+    const char *only[MAX_FILES];
+    size_t nonly;
+    const char *sets[MAX_SETS + 8];
+    size_t nsets;
+    unsigned nodes, gpn;
+    int rows, fit;
+} vopts;
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: deftsim validate nccl [--corpus DIR] [--table ID]... [--set network.KEY=V]...\n"
+            "                             [--rows] [--fit -o FILE]\n"
+            "       deftsim validate nccl FILE... --nodes N --gpus-per-node G --preset NAME\n"
+            "                             [--collective C] [--algo A] [--proto P] [--rows] [--fit -o FILE]\n"
+            "\n"
+            "Simulates every row of published nccl-tests tables (default corpus:\n"
+            "sim/validation/nccl) or of your own nccl-tests output files on the matching\n"
+            "preset with library = nccl, and prints simulated against measured out-of-place time\n"
+            "with the relative error: per table and over all (median, 90th percentile, worst).\n"
+            "\n"
+            "  --table ID        only this corpus table (repeatable)\n"
+            "  --set KEY=VALUE   a scenario key applied after the table's own (repeatable)\n"
+            "  --rows            every row, not only the summaries\n"
+            "  --fit             fit nccl_launch, nccl_nvl_efficiency, nccl_net_efficiency and\n"
+            "                    nccl_step_scale to the tables; -o FILE writes them as [network] keys\n"
+            "  FILE...           nccl-tests output as all_reduce_perf and its siblings print it;\n"
+            "                    the collective from the file (or --collective: allreduce,\n"
+            "                    allgather, reducescatter, broadcast, alltoall)\n");
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The q-quantile of n sorted values (linear between neighbours). */
+static double quantile(const double *v, size_t n, double q)
+{
+    if (!n) return NAN;
+    double pos = q * (double)(n - 1);
+    size_t i = (size_t)pos;
+    return i + 1 < n ? v[i] + (pos - (double)i) * (v[i + 1] - v[i]) : v[n - 1];
+}
+
+typedef struct {
+    double med, p90, worst;
+    size_t n;
+} err_stats;
+
+static err_stats stats_of(double *abs_err, size_t n)
+{
+    err_stats s = {NAN, NAN, NAN, n};
+    if (!n) return s;
+    qsort(abs_err, n, sizeof *abs_err, cmp_dbl);
+    s.med = quantile(abs_err, n, 0.5);
+    s.p90 = quantile(abs_err, n, 0.9);
+    s.worst = abs_err[n - 1];
+    return s;
+}
+
+/* Simulates every table; fills the signed relative errors of all rows (all_err, *nall) and
+ * prints per table (and per row with --rows) when `print`. */
+static deftsim_status run_tables(const vopts *o, const deftsim_nt_table *t, size_t nt,
+                                 const char *const *extra, size_t nextra, int print,
+                                 double *all_err, size_t *nall)
+{
+    const char *sets[MAX_SETS + 16];
+    size_t ns = 0;
+    for (size_t i = 0; i < o->nsets; i++) sets[ns++] = o->sets[i];
+    for (size_t i = 0; i < nextra; i++) sets[ns++] = extra[i];
+    *nall = 0;
+    for (size_t k = 0; k < nt; k++) {
+        double *sim = malloc(t[k].nrows * sizeof *sim), *err = malloc(t[k].nrows * sizeof *err);
+        if (!sim || !err) {
+            free(sim);
+            free(err);
+            return deftsim_error_set(DEFTSIM_E_NOMEM, "validate: out of memory");
+        }
+        deftsim_status st = deftsim_nt_simulate(&t[k], sets, ns, sim);
+        if (st) {
+            free(sim);
+            free(err);
+            return st;
+        }
+        size_t ne = 0;
+        if (print && o->rows)
+            printf("\n%s (%s, %u x %u GPUs)\n  %14s %12s %12s %8s\n", t[k].id,
+                   deftsim_nt_coll_names[t[k].coll], t[k].nodes, t[k].gpus_per_node, "bytes",
+                   "measured_us", "simulated_us", "error");
+        for (size_t r = 0; r < t[k].nrows; r++) {
+            const deftsim_nt_row *row = &t[k].rows[r];
+            if (isnan(sim[r]) || row->time_us <= 0) continue;
+            double e = (sim[r] - row->time_us) / row->time_us;
+            err[ne++] = fabs(e);
+            all_err[(*nall)++] = e;
+            if (print && o->rows)
+                printf("  %14llu %12.2f %12.2f %+7.1f%%\n", (unsigned long long)row->bytes,
+                       row->time_us, sim[r], 100 * e);
+        }
+        err_stats s = stats_of(err, ne);
+        if (print)
+            printf("%-48s %-13s %3u x %u %4zu rows  median %6.1f%%  p90 %6.1f%%  worst %7.1f%%\n",
+                   t[k].id, deftsim_nt_coll_names[t[k].coll], t[k].nodes, t[k].gpus_per_node, ne,
+                   100 * s.med, 100 * s.p90, 100 * s.worst);
+        free(sim);
+        free(err);
+    }
+    return DEFTSIM_OK;
+}
+
+/* The mean of |log(1 + e)| over signed relative errors e. */
+static double mean_log_error(const double *e, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += fabs(log1p(e[i]));
+    return n ? s / (double)n : INFINITY;
+}
+
+static size_t total_rows(const deftsim_nt_table *t, size_t nt)
+{
+    size_t n = 0;
+    for (size_t k = 0; k < nt; k++) n += t[k].nrows;
+    return n;
+}
+
+/* The fit: coordinate search, each figure in turn scaled up and down by a step that halves when
+ * neither helps, minimising the mean of |log(simulated / measured)| over every row (every row
+ * counts, a factor too fast as much as a factor too slow). */
+static deftsim_status fit(const vopts *o, const deftsim_nt_table *t, size_t nt, double *all)
+{
+    static const char *const key[4] = {"network.nccl_launch", "network.nccl_nvl_efficiency",
+                                       "network.nccl_net_efficiency", "network.nccl_step_scale"};
+    double x[4] = {10e-6, 0.8, 0.9, 1.0}, lo[4] = {0, 0.05, 0.05, 0.05}, hi[4] = {100e-6, 1, 1, 20};
+    double step = 0.5, best = INFINITY;
+    char buf[4][96];
+    const char *extra[4];
+    size_t nall;
+    for (int round = 0; round < 12 && step > 0.02; round++) {
+        int moved = 0;
+        for (int i = 0; i < 4; i++)
+            for (int dir = -1; dir <= 1; dir++) {
+                double y[4];
+                memcpy(y, x, sizeof y);
+                if (dir) y[i] = fmin(hi[i], fmax(lo[i], x[i] * (1 + dir * step)));
+                if (dir && y[i] == x[i]) continue;
+                for (int j = 0; j < 4; j++) {
+                    snprintf(buf[j], sizeof buf[j], "%s=%.9g", key[j], y[j]);
+                    extra[j] = buf[j];
+                }
+                deftsim_status st = run_tables(o, t, nt, extra, 4, 0, all, &nall);
+                if (st) return st;
+                double cost = mean_log_error(all, nall);
+                if (cost < best - 1e-12) {
+                    best = cost;
+                    memcpy(x, y, sizeof x);
+                    moved = dir != 0;
+                }
+            }
+        if (!moved) step /= 2;
+        fprintf(stderr, "validate: fit round %d: mean |log ratio| %.4f (launch %.2f us, nvl %.3f, net %.3f, "
+                        "step x %.3f)\n",
+                round + 1, best, x[0] * 1e6, x[1], x[2], x[3]);
+    }
+    FILE *f = o->out ? fopen(o->out, "w") : stdout;
+    if (!f) return deftsim_error_set(DEFTSIM_E_IO, "%s: cannot write", o->out);
+    fprintf(f, "# deftsim validate nccl --fit: mean |log(simulated / measured)| %.4f over %zu tables\n",
+            best, nt);
+    for (size_t k = 0; k < nt; k++) fprintf(f, "#   %s\n", t[k].id);
+    fprintf(f, "[network]\nnccl_model = tuned\nnccl_launch = %.3fus\nnccl_nvl_efficiency = %.4f\n"
+               "nccl_net_efficiency = %.4f\nnccl_step_scale = %.4f\n",
+            x[0] * 1e6, x[1], x[2], x[3]);
+    if (f != stdout && fclose(f)) return deftsim_error_set(DEFTSIM_E_IO, "%s: cannot write", o->out);
+    return DEFTSIM_OK;
+}
+
+static int parse_opts(int argc, char **argv, vopts *o)
+{
+    static const struct option lo[] = {
+        {"corpus", required_argument, 0, 'c'}, {"table", required_argument, 0, 't'},
+        {"set", required_argument, 0, 's'},    {"rows", no_argument, 0, 'r'},
+        {"fit", no_argument, 0, 'f'},          {"output", required_argument, 0, 'o'},
+        {"nodes", required_argument, 0, 'n'},  {"gpus-per-node", required_argument, 0, 'g'},
+        {"preset", required_argument, 0, 'p'}, {"collective", required_argument, 0, 'C'},
+        {"algo", required_argument, 0, 'A'},   {"proto", required_argument, 0, 'P'},
+        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "o:h", lo, NULL)) != -1) {
+        switch (c) {
+        case 'c': o->corpus = optarg; break;
+        case 't':
+            if (o->nonly == MAX_FILES) return deftsim_cli_usage_error("validate", "too many --table");
+            o->only[o->nonly++] = optarg;
+            break;
+        case 's':
+            if (o->nsets == MAX_SETS) return deftsim_cli_usage_error("validate", "too many --set");
+            o->sets[o->nsets++] = optarg;
+            break;
+        case 'r': o->rows = 1; break;
+        case 'f': o->fit = 1; break;
+        case 'o': o->out = optarg; break;
+        case 'n': o->nodes = (unsigned)strtoul(optarg, NULL, 10); break;
+        case 'g': o->gpn = (unsigned)strtoul(optarg, NULL, 10); break;
+        case 'p': o->preset = optarg; break;
+        case 'C': o->coll = optarg; break;
+        case 'A': o->algo = optarg; break;
+        case 'P': o->proto = optarg; break;
+        case 'h': usage(stdout); return -1;
+        default: usage(stderr); return 2;
+        }
+    }
+    return 0;
+}
+
+/* The user's files as tables on the shape the options give. */
+static deftsim_status user_tables(const vopts *o, char **files, size_t nf, deftsim_nt_table **out)
+{
+    deftsim_nt_table *t = calloc(nf, sizeof *t);
+    if (!t) return deftsim_error_set(DEFTSIM_E_NOMEM, "validate: out of memory");
+    deftsim_status st = DEFTSIM_OK;
+    size_t k = 0;
+    for (; !st && k < nf; k++) {
+        snprintf(t[k].id, sizeof t[k].id, "%s", files[k]);
+        snprintf(t[k].preset, sizeof t[k].preset, "%s", o->preset);
+        t[k].nodes = o->nodes;
+        t[k].gpus_per_node = o->gpn;
+        snprintf(t[k].algo, sizeof t[k].algo, "%s", o->algo ? o->algo : "default");
+        snprintf(t[k].proto, sizeof t[k].proto, "%s", o->proto ? o->proto : "default");
+        for (char *q = t[k].proto; *q; q++) *q = (char)(*q >= 'A' && *q <= 'Z' ? *q + 32 : *q);
+        if (o->coll) {
+            int c = -1;
+            for (int i = 0; i < DEFTSIM_NT_COUNT; i++)
+                if (strcmp(o->coll, deftsim_nt_coll_names[i]) == 0) c = i;
+            if (c < 0)
+                st = deftsim_error_set(DEFTSIM_E_USAGE,
+                                       "--collective '%s': one of allreduce, allgather, "
+                                       "reducescatter, broadcast, alltoall",
+                                       o->coll);
+            t[k].coll = (deftsim_nt_coll)(c < 0 ? 0 : c);
+        } else {
+            st = deftsim_nt_detect_coll(files[k], &t[k].coll);
+        }
+        if (!st) st = deftsim_nt_read_rows(files[k], &t[k]);
+    }
+    if (st) {
+        deftsim_nt_tables_free(t, k);
+        return st;
+    }
+    *out = t;
+    return DEFTSIM_OK;
+}
+
+/* Keeps the tables --table names; refuses a name the corpus lacks. */
+static deftsim_status select_tables(const vopts *o, deftsim_nt_table *t, size_t *nt)
+{
+    if (!o->nonly) return DEFTSIM_OK;
+    for (size_t i = 0; i < o->nonly; i++) {
+        int found = 0;
+        for (size_t k = 0; k < *nt; k++) found |= strcmp(t[k].id, o->only[i]) == 0;
+        if (!found)
+            return deftsim_error_set(DEFTSIM_E_USAGE, "--table %s: no such table with status ok in the corpus",
+                                     o->only[i]);
+    }
+    size_t w = 0;
+    for (size_t k = 0; k < *nt; k++) {
+        int keep = 0;
+        for (size_t i = 0; i < o->nonly; i++) keep |= strcmp(t[k].id, o->only[i]) == 0;
+        if (keep) {
+            deftsim_nt_table tmp = t[w];
+            t[w++] = t[k];
+            t[k] = tmp;
+        }
+    }
+    for (size_t k = w; k < *nt; k++) free(t[k].rows), t[k].rows = NULL;
+    *nt = w;
+    return DEFTSIM_OK;
+}
+
+int deftsim_cmd_validate(int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "nccl") != 0) {
+        if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+            usage(stdout);
+            return 0;
+        }
+        return deftsim_cli_usage_error("validate", "the target is nccl: deftsim validate nccl --help");
+    }
+    vopts o;
+    memset(&o, 0, sizeof o);
+    o.corpus = "sim/validation/nccl";
+    int rc = parse_opts(argc - 1, argv + 1, &o);
+    if (rc) return rc < 0 ? 0 : rc;
+    size_t nf = (size_t)(argc - 1 - optind);
+    char **files = argv + 1 + optind;
+    if (o.fit && !o.out) return deftsim_cli_usage_error("validate", "--fit needs -o FILE");
+    if (nf && (!o.nodes || !o.gpn || !o.preset))
+        return deftsim_cli_usage_error("validate", "files need --nodes, --gpus-per-node and --preset");
+    deftsim_nt_table *t = NULL;
+    size_t nt = nf;
+    deftsim_status st = nf ? user_tables(&o, files, nf, &t) : deftsim_nt_read_corpus(o.corpus, &t, &nt);
+    size_t all_n = nt;
+    if (!st) st = select_tables(&o, t, &nt);
+    double *all = st ? NULL : malloc((total_rows(t, nt) + 1) * sizeof *all);
+    if (!st && !all) st = deftsim_error_set(DEFTSIM_E_NOMEM, "validate: out of memory");
+    if (!st && o.fit) st = fit(&o, t, nt, all);
+    size_t nall = 0;
+    if (!st && !o.fit) {
+        printf("%-48s %-13s %-7s %9s\n", "table", "collective", "nodes x G", "errors");
+        st = run_tables(&o, t, nt, NULL, 0, 1, all, &nall);
+    }
+    if (!st && !o.fit) {
+        for (size_t i = 0; i < nall; i++) all[i] = fabs(all[i]);
+        err_stats s = stats_of(all, nall);
+        printf("\nall %zu tables, %zu rows: median |error| %.1f%%, 90th percentile %.1f%%, worst %.1f%%\n",
+               nt, s.n, 100 * s.med, 100 * s.p90, 100 * s.worst);
+    }
+    free(all);
+    deftsim_nt_tables_free(t, all_n);
+    return st ? deftsim_cli_fail(st) : 0;
+}

@@ -1,0 +1,76 @@
+/* deftsim_nccl_validate.h - NCCL's collectives in the simulation against nccl-tests as measured:
+ * reading nccl-tests' printed tables, the corpus of published ones (sim/validation/nccl), and
+ * simulating every row of a table on a scenario's network (docs/NETWORK.md, "Validation
+ * against nccl-tests"). `deftsim validate nccl` prints and fits from these. */
+#ifndef DEFTSIM_NCCL_VALIDATE_H
+#define DEFTSIM_NCCL_VALIDATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "deftsim_error.h"
+
+/* The collectives nccl-tests measures that the simulation runs. */
+typedef enum {
+    DEFTSIM_NT_ALLREDUCE,
+    DEFTSIM_NT_ALLGATHER,
+    DEFTSIM_NT_REDUCESCATTER,
+    DEFTSIM_NT_BROADCAST,
+    DEFTSIM_NT_ALLTOALL,
+    DEFTSIM_NT_COUNT
+} deftsim_nt_coll;
+
+/* "allreduce", "allgather", "reducescatter", "broadcast", "alltoall"; NULL-terminated. */
+extern const char *const deftsim_nt_coll_names[];
+
+/* One printed row: the size column (bytes, as nccl-tests counts it: the whole buffer of the
+ * collective) and the out-of-place time, algbw and busbw. */
+typedef struct {
+    uint64_t bytes;
+    double time_us, algbw, busbw;
+} deftsim_nt_row;
+
+typedef struct {
+    char id[128];          /* the corpus id, or the file's name */
+    deftsim_nt_coll coll;
+    char gpu[64];          /* "H100 SXM5 ..." (corpus) */
+    char preset[32];       /* the preset the rows run on: dgx-h100, dgx-a100, dgx1-v100 */
+    uint32_t gpus_per_node, nodes;
+    uint32_t nics_per_node;  /* 0: the preset's */
+    double nic_gbps;         /* Gbit/s of a NIC; 0: the preset's */
+    char algo[32], proto[32]; /* forced (NCCL_ALGO, NCCL_PROTO), or "default" */
+    deftsim_nt_row *rows;
+    size_t nrows;
+} deftsim_nt_table;
+
+/* Reads the rows of one nccl-tests output file (lines as all_reduce_perf and its siblings print
+ * them; '#' lines, NCCL's INFO lines and other text are skipped). A file with no row is refused
+ * with a message naming it. Fills rows and nrows only. */
+deftsim_status deftsim_nt_read_rows(const char *path, deftsim_nt_table *t);
+
+/* The collective a file names in its "# Collective test starting: all_gather_perf" line (or its
+ * name: "all_gather_perf.txt"): DEFTSIM_OK with *coll set, DEFTSIM_E_INPUT when neither names
+ * one. */
+deftsim_status deftsim_nt_detect_coll(const char *path, deftsim_nt_coll *coll);
+
+/* The corpus: DIR/index.csv (one line per table: id, collective, gpu, gpus_per_node, nodes,
+ * fabric, nic, nics_per_node, nic_gbps, nccl_version, algo, proto, ..., status at column 16)
+ * and DIR/<id>.txt. Tables whose status is not "ok" are left out; *n tables are returned in a
+ * malloc'd array (deftsim_nt_tables_free). Errors name the file and line. */
+deftsim_status deftsim_nt_read_corpus(const char *dir, deftsim_nt_table **tables, size_t *n);
+
+void deftsim_nt_tables_free(deftsim_nt_table *tables, size_t n);
+
+/* The bus bandwidth factor nccl-tests applies for n ranks (allreduce 2 (n - 1) / n, allgather,
+ * reduce-scatter and alltoall (n - 1) / n, broadcast 1). */
+double deftsim_nt_busbw_factor(deftsim_nt_coll c, uint32_t n);
+
+/* Simulates every row of t on the network of a default scenario with, in order: the table's
+ * preset, library = nccl, approximate mode, its node shape and forced algorithm and protocol,
+ * then the `sets` ("network.KEY=VALUE", applied last, so they win). sim_us[i] gets row i's
+ * simulated time (microseconds); a row whose per-rank share is empty gets NaN. One simulation
+ * for the whole table. */
+deftsim_status deftsim_nt_simulate(const deftsim_nt_table *t, const char *const *sets, size_t nsets,
+                                   double *sim_us);
+
+#endif
