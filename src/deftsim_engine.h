@@ -6,7 +6,8 @@
  * then densities, then worker counts ascending. Each point starts from zero residuals and runs
  * [scenario] iterations iterations of the sparsifier on P workers; its rows are committed to
  * <output>/points/<method>_d<density>_P<P>.csv atomically when it finishes, and rows.csv
- * (all points, one header) and manifest.json are committed at the end.
+ * (all points, one header) and manifest.json are committed at the end (the manifest also after
+ * every point, listing the points so far: a stopped or killed run is resumed from it).
  *
  * Gradients are never held as P copies: a trace is mapped and read in place, the synthetic
  * generator regenerates any worker's gradient on demand. What the accumulators need depends
