@@ -19,10 +19,11 @@ manifest (or the run's) says status interrupted and lists every finished point, 
 file; no temporary file is left (the point that was running is dropped: no .tmp, no row
 buffer) and no point is marked failed; no SimGrid child outlives the process. deftsim analyze
 on the interrupted run analyses its finished points, saying on stderr and in summary.md that
-the run is incomplete. The printed command, run as printed, resumes: it keeps the finished
-points (their files untouched) and runs the others, and the folder ends with the reference's
-rows in every point file and in rows.csv (the measured times aside, tests/reliability/rowcmp.py)
-and a complete manifest. After two SIGINTs the same command resumes as after a SIGKILL.
+the run is incomplete (also when, as an older deftsim wrote it, its manifest lists no point).
+The printed command, run as printed, resumes: it keeps the finished points (their files
+untouched) and runs the others, and the folder ends with the reference's rows in every point
+file and in rows.csv (the measured times aside, tests/reliability/rowcmp.py) and a complete
+manifest. After two SIGINTs the same command resumes as after a SIGKILL.
 
 Run by meson test (suite fast); DEFTSIM_EXE names the program.
 """
@@ -177,6 +178,21 @@ def interrupted(what, kind, args, sig, when, group, ref):
         with open(os.path.join(out, "summary.csv"), newline="") as f:
             n = len(list(csv.DictReader(f)))
         check(n == len(done), f"{what}: summary.csv has the {len(done)} finished points ({n})")
+        # A folder of an older deftsim, which listed the points only at the end: the manifest
+        # says running with no points; analyze reads the committed point files.
+        old = out + "_old"
+        shutil.copytree(out, old)
+        with open(os.path.join(old, "manifest.json")) as f:
+            mo = json.load(f)
+        mo["status"], mo["points"] = "running", []
+        with open(os.path.join(old, "manifest.json"), "w") as f:
+            json.dump(mo, f)
+        a = subprocess.run([EXE, "analyze", old], capture_output=True, text=True)
+        check(a.returncode == 0 and "incomplete" in a.stderr,
+              f"{what}: analyze reads an older stopped run's point files: {a.stderr}")
+        with open(os.path.join(old, "summary.csv"), newline="") as f:
+            n = len(list(csv.DictReader(f)))
+        check(n == len(done), f"{what}: the older folder's {len(done)} point files analysed ({n})")
     kept = {p["file"]: digest(os.path.join(out, p["file"])) for p in done}
     again = resume_command(err)
     if not check(again is not None, f"{what}: stderr prints the command to resume: {err}"):
