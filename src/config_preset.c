@@ -30,6 +30,11 @@ static const deftsim_config_preset_key h100[] = {
     {"nccl_algorithm", "auto", "NCCL's own choice of algorithm (its tuning model)"},
     {"nccl_arch", "hopper", "H100: NCCL's Hopper constants (LL's and LL128's caps, NVLS)"},
     {"nccl_channels", "16", "two channels a NIC (NCCL finds 12 to 24 on a DGX H100)"},
+    {"nccl_launch", "25.3us", "fitted (deftsim validate nccl --fit) to the 14 H100 tables of "
+                              "sim/validation/nccl with status ok, all rows, the GCP Ethernet one left out"},
+    {"nccl_nvl_efficiency", "0.8", "fitted with nccl_launch (same tables)"},
+    {"nccl_net_efficiency", "0.837", "fitted with nccl_launch (same tables)"},
+    {"nccl_step_scale", "0.565", "fitted with nccl_launch (same tables)"},
 };
 
 static const deftsim_config_preset_key a100[] = {
@@ -48,6 +53,11 @@ static const deftsim_config_preset_key a100[] = {
     {"nccl_algorithm", "auto", "NCCL's own choice of algorithm (its tuning model)"},
     {"nccl_arch", "ampere", "A100: NCCL's Ampere constants"},
     {"nccl_channels", "16", "two channels a NIC"},
+    {"nccl_launch", "12.66us", "fitted (deftsim validate nccl --fit) to the 8 A100 tables of "
+                               "sim/validation/nccl with status ok, all rows"},
+    {"nccl_nvl_efficiency", "0.7205", "fitted with nccl_launch (same tables)"},
+    {"nccl_net_efficiency", "0.5211", "fitted with nccl_launch (same tables)"},
+    {"nccl_step_scale", "1.5", "fitted with nccl_launch (same tables)"},
 };
 
 static const deftsim_config_preset_key v100[] = {
@@ -68,6 +78,11 @@ static const deftsim_config_preset_key v100[] = {
     {"nccl_algorithm", "auto", "NCCL's own choice of algorithm (its tuning model)"},
     {"nccl_arch", "volta", "V100: NCCL's Volta constants"},
     {"nccl_channels", "8", "two channels a NIC"},
+    {"nccl_launch", "0.02us", "fitted (deftsim validate nccl --fit) to the 3 V100 tables of "
+                              "sim/validation/nccl with status ok (4-GPU ABCI nodes, not DGX-1: a poor fit)"},
+    {"nccl_nvl_efficiency", "1", "fitted with nccl_launch (same tables)"},
+    {"nccl_net_efficiency", "0.85", "fitted with nccl_launch (same tables)"},
+    {"nccl_step_scale", "1.5", "fitted with nccl_launch (same tables)"},
 };
 
 #define KEYS(a) a, sizeof a / sizeof a[0]

@@ -265,6 +265,7 @@ deftsim_status deftsim_nt_read_corpus(const char *dir, deftsim_nt_table **tables
 
 void deftsim_nt_tables_free(deftsim_nt_table *tables, size_t n)
 {
+    if (!tables) return;
     for (size_t i = 0; i < n; i++) free(tables[i].rows);
     free(tables);
 }

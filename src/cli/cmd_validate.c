@@ -150,12 +150,12 @@ static deftsim_status fit(const vopts *o, const deftsim_nt_table *t, size_t nt, 
 {
     static const char *const key[4] = {"network.nccl_launch", "network.nccl_nvl_efficiency",
                                        "network.nccl_net_efficiency", "network.nccl_step_scale"};
-    double x[4] = {10e-6, 0.8, 0.9, 1.0}, lo[4] = {0, 0.05, 0.05, 0.05}, hi[4] = {100e-6, 1, 1, 20};
+    double x[4] = {20e-6, 0.8, 0.85, 1.0}, lo[4] = {0, 0.05, 0.05, 0.05}, hi[4] = {100e-6, 1, 1, 20};
     double step = 0.5, best = INFINITY;
     char buf[4][96];
     const char *extra[4];
     size_t nall;
-    for (int round = 0; round < 12 && step > 0.02; round++) {
+    for (int round = 0; round < 10 && step > 0.02; round++) {
         int moved = 0;
         for (int i = 0; i < 4; i++)
             for (int dir = -1; dir <= 1; dir++) {
@@ -204,7 +204,7 @@ static int parse_opts(int argc, char **argv, vopts *o)
         {"algo", required_argument, 0, 'A'},   {"proto", required_argument, 0, 'P'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     int c;
-    optind = 1;
+    optind = 0; /* glibc's getopt starts afresh (main's scan stopped at "validate") */
     while ((c = getopt_long(argc, argv, "o:h", lo, NULL)) != -1) {
         switch (c) {
         case 'c': o->corpus = optarg; break;
@@ -335,6 +335,6 @@ int deftsim_cmd_validate(int argc, char **argv)
                nt, s.n, 100 * s.med, 100 * s.p90, 100 * s.worst);
     }
     free(all);
-    deftsim_nt_tables_free(t, all_n);
+    if (t) deftsim_nt_tables_free(t, all_n);
     return st ? deftsim_cli_fail(st) : 0;
 }

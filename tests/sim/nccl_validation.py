@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""nccl_validation.py - `deftsim validate nccl` (src/nccl_validate.c, src/cli/cmd_validate.c;
+docs/NETWORK.md, "Validation against nccl-tests").
+
+- the corpus (sim/validation/nccl): every table with status ok is simulated on its preset's
+  defaults, and no table's median |error| moves by more than 2 points from the recorded one
+  (sim/validation/nccl/baseline.csv; DEFTSIM_WRITE_BASELINE=1 rewrites it after a change that
+  is meant to move them, which the commit must say);
+- a user's own nccl-tests output in both layouts (with the root column, nccl-tests 2.x, and
+  without it, older ones; large times printed without a decimal point), the collective read from
+  the file's "Collective test starting" line;
+- --fit writes the fitted [network] keys, and a scenario that sets them runs;
+- bad input: a file without a row, a missing shape option, an unknown table.
+
+Python 3 standard library only; run by meson as the fast test `sim_nccl_validation`.
+"""
+import csv
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+EXE = os.environ.get("DEFTSIM_EXE")
+if not EXE:
+    sys.exit("DEFTSIM_EXE is not set (run through meson test)")
+SRC = os.environ.get("DEFTSIM_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), "..", ".."))
+CORPUS = os.path.join(SRC, "sim", "validation", "nccl")
+BASELINE = os.path.join(CORPUS, "baseline.csv")
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what, file=sys.stderr)
+
+
+def run(*args):
+    return subprocess.run([EXE, *args], capture_output=True, text=True, cwd=SRC, timeout=600)
+
+
+LINE = re.compile(r"^(\S+)\s+(\S+)\s+(\d+) x (\d+)\s+(\d+) rows\s+median\s+([\d.]+)%\s+p90\s+([\d.]+)%"
+                  r"\s+worst\s+([\d.]+)%")
+
+
+def table_lines(out):
+    got = {}
+    for line in out.splitlines():
+        m = LINE.match(line)
+        if m:
+            got[m.group(1)] = (int(m.group(5)), float(m.group(6)), float(m.group(7)), float(m.group(8)))
+    return got
+
+
+def corpus():
+    r = run("validate", "nccl", "--corpus", CORPUS)
+    check(r.returncode == 0, f"validate nccl on the corpus exits 0 (got {r.returncode}: {r.stderr[-400:]})")
+    got = table_lines(r.stdout)
+    with open(os.path.join(CORPUS, "index.csv"), newline="") as f:
+        ok = [row["id"] for row in csv.DictReader(f) if row["status"] == "ok"]
+    for tid in ok:
+        check(tid in got, f"table {tid} simulated and summarised")
+    check(re.search(r"^all \d+ tables, \d+ rows: median", r.stdout, re.M) is not None,
+          "the summary over all tables")
+    if os.environ.get("DEFTSIM_WRITE_BASELINE") == "1":
+        with open(BASELINE, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["id", "rows", "median_pct", "p90_pct", "worst_pct"])
+            for tid in ok:
+                if tid in got:
+                    n, med, p90, worst = got[tid]
+                    w.writerow([tid, n, med, p90, worst])
+        print("wrote", BASELINE)
+        return
+    with open(BASELINE, newline="") as f:
+        base = {row["id"]: row for row in csv.DictReader(f)}
+    for tid in ok:
+        check(tid in base, f"table {tid} has a recorded median in baseline.csv")
+        if tid in base and tid in got:
+            was, now = float(base[tid]["median_pct"]), got[tid][1]
+            check(abs(now - was) <= 2.0,
+                  f"table {tid}: median |error| {now:.1f}% moved more than 2 points from {was:.1f}%")
+            check(int(base[tid]["rows"]) == got[tid][0], f"table {tid}: {got[tid][0]} rows compared")
+
+
+NEW = """# nccl-tests 2.x
+# Collective test starting: all_gather_perf
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
+host:1:1 [0] NCCL INFO comm 0x1 rank 0 nranks 8 - Init COMPLETE
+        1024            32     float    none      -1    30.10    0.03    0.03      0    29.90    0.03    0.03      0
+     1048576         32768     float    none      -1    45.20   23.20   20.30      0    44.80   23.41   20.48      0
+  1073741824      33554432     float    none      -1    11032   97.33   85.17      0    11010   97.52   85.33      0
+# Avg bus bandwidth    : 35.2
+"""
+
+OLD = """#       size         count      type   redop     time   algbw   busbw  error     time   algbw   busbw  error
+#        (B)    (elements)                       (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
+           4             1     float     sum    30.25    0.00    0.00  0e+00    30.10    0.00    0.00  0e+00
+     4194304       1048576     float     sum    60.11   69.78  122.11  0e+00    59.90   70.02  122.54  0e+00
+"""
+
+
+def user_files(tmp):
+    new = os.path.join(tmp, "mine.txt")
+    old = os.path.join(tmp, "old.txt")
+    with open(new, "w") as f:
+        f.write(NEW)
+    with open(old, "w") as f:
+        f.write(OLD)
+    r = run("validate", "nccl", new, "--nodes", "1", "--gpus-per-node", "8", "--preset", "dgx-h100",
+            "--rows")
+    check(r.returncode == 0, f"validate nccl FILE exits 0 ({r.stderr[-300:]})")
+    got = table_lines(r.stdout)
+    check(new in got and got[new][0] == 3, f"three rows of the 2.x layout read ({got})")
+    check(re.search(r"^\S+ \(allgather, 1 x 8 GPUs\)", r.stdout, re.M) is not None,
+          "the collective read from the file (allgather)")
+    check(re.search(r"^\s+1073741824\s+11032\.00\s", r.stdout, re.M) is not None,
+          "a time printed without a decimal point read as the time (11032 us), not the algbw")
+    r = run("validate", "nccl", old, "--nodes", "1", "--gpus-per-node", "8", "--preset", "dgx-h100",
+            "--collective", "allreduce", "--rows")
+    got = table_lines(r.stdout)
+    check(r.returncode == 0 and old in got and got[old][0] == 2, f"the old layout (no root) read: {got}")
+    check(re.search(r"^\s+4194304\s+60\.11\s", r.stdout, re.M) is not None, "old layout: time 60.11 us")
+    # --fit on the user's file writes the keys, and a scenario with them runs.
+    out = os.path.join(tmp, "fit.ini")
+    r = run("validate", "nccl", old, "--nodes", "1", "--gpus-per-node", "8", "--preset", "dgx-h100",
+            "--collective", "allreduce", "--fit", "-o", out)
+    check(r.returncode == 0 and os.path.exists(out), f"--fit writes {out} ({r.stderr[-300:]})")
+    if os.path.exists(out):
+        text = open(out).read()
+        keys = dict(re.findall(r"^(nccl_\w+) = (\S+)$", text, re.M))
+        for k in ("nccl_model", "nccl_launch", "nccl_nvl_efficiency", "nccl_net_efficiency", "nccl_step_scale"):
+            check(k in keys, f"--fit names {k}")
+        sets = [a for k, v in keys.items() for a in ("--set", f"network.{k}={v}")]
+        r = run("config", os.path.join(SRC, "scenarios", "quickstart.ini"), "--set", "network.preset=dgx-h100",
+                "--set", "network.library=nccl", *sets)
+        check(r.returncode == 0, f"a scenario with the fitted keys resolves ({r.stderr[-300:]})")
+    # Bad input.
+    empty = os.path.join(tmp, "all_reduce_empty.txt")
+    with open(empty, "w") as f:
+        f.write("# nothing measured\nhello\n")
+    r = run("validate", "nccl", empty, "--nodes", "1", "--gpus-per-node", "8", "--preset", "dgx-h100")
+    check(r.returncode == 2 and empty in r.stderr and "no nccl-tests row" in r.stderr,
+          f"a file without rows is refused by name, exit 2 ({r.returncode}: {r.stderr.strip()})")
+    r = run("validate", "nccl", new, "--preset", "dgx-h100")
+    check(r.returncode == 2 and "--nodes" in r.stderr, f"a missing shape is a usage error ({r.stderr.strip()})")
+    r = run("validate", "nccl", "--table", "no_such_table")
+    check(r.returncode == 2 and "no_such_table" in r.stderr, f"an unknown table is named ({r.stderr.strip()})")
+    r = run("validate", "nccl", new, "--nodes", "1", "--gpus-per-node", "8", "--preset", "dgx-h100",
+            "--set", "network.nccl_launch=-1us")
+    check(r.returncode == 2 and "nccl_launch" in r.stderr, f"a bad --set names its key ({r.stderr.strip()})")
+
+
+def main():
+    corpus()
+    with tempfile.TemporaryDirectory() as tmp:
+        user_files(tmp)
+    if failures:
+        print(f"{len(failures)} check(s) failed", file=sys.stderr)
+        return 1
+    print("nccl_validation: all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
