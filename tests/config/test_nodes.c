@@ -86,7 +86,15 @@ Test(config_nodes, every_preset_resolves)
     cr_expect_eq(c->network.nics_per_node, 8);
     cr_expect_eq(c->network.nic_bandwidth, 50e9); /* 400 Gbit/s */
     cr_expect_eq(c->network.bandwidth, 50e9);
-    cr_expect_eq(c->network.latency, 1e-6, "no preset sets a latency");
+    /* the validated NCCL configuration (docs/NETWORK.md, "NCCL as it runs") */
+    cr_expect_eq(c->network.latency, 1e-9, "a token latency: NCCL's per-step latencies hold it");
+    cr_expect_eq(c->network.model, DEFTSIM_NET_CM02);
+    cr_expect_eq(c->network.crosstraffic, 0);
+    cr_expect_eq(c->network.nccl_model, DEFTSIM_NCCL_MODEL_TUNED);
+    cr_expect_eq(c->network.nccl_algorithm, DEFTSIM_NCCL_AUTO);
+    cr_expect_eq(c->network.nccl_arch, DEFTSIM_NCCL_ARCH_HOPPER);
+    cr_expect_eq(c->network.nccl_channels, 16);
+    cr_expect(c->network.nccl_launch > 0 && c->network.nccl_nvl_efficiency < 1);
     deftsim_sim_params sp;
     deftsim_config_sim_params(c, 16, 4, &sp);
     cr_expect_eq(sp.gpus_per_node, 8);
