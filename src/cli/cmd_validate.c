@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "deftsim_nccl_validate.h"
@@ -296,6 +297,22 @@ static deftsim_status select_tables(const vopts *o, deftsim_nt_table *t, size_t 
     return DEFTSIM_OK;
 }
 
+/* The corpus: sim/validation/nccl of the working directory (a checkout's root), else of the
+ * checkout the program was built in (build/deftsim -> ../sim/validation/nccl). */
+static const char *default_corpus(void)
+{
+    static char path[4096];
+    const char *rel = "sim/validation/nccl";
+    if (access(rel, R_OK) == 0) return rel;
+    ssize_t n = readlink("/proc/self/exe", path, sizeof path - 64);
+    if (n <= 0) return rel;
+    path[n] = '\0';
+    char *slash = strrchr(path, '/');
+    if (!slash) return rel;
+    snprintf(slash, sizeof path - (size_t)(slash - path), "/../%s", rel);
+    return access(path, R_OK) == 0 ? path : rel;
+}
+
 int deftsim_cmd_validate(int argc, char **argv)
 {
     if (argc < 2 || strcmp(argv[1], "nccl") != 0) {
@@ -307,7 +324,7 @@ int deftsim_cmd_validate(int argc, char **argv)
     }
     vopts o;
     memset(&o, 0, sizeof o);
-    o.corpus = "sim/validation/nccl";
+    o.corpus = default_corpus();
     int rc = parse_opts(argc - 1, argv + 1, &o);
     if (rc) return rc < 0 ? 0 : rc;
     size_t nf = (size_t)(argc - 1 - optind);
