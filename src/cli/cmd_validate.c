@@ -22,7 +22,7 @@ typedef struct {
     const char *sets[MAX_SETS + 8];
     size_t nsets;
     unsigned nodes, gpn;
-    int rows, fit;
+    int rows, fit, fit_rounds;
 } vopts;
 
 static void usage(FILE *out)
@@ -43,6 +43,7 @@ static void usage(FILE *out)
             "  --rows            every row, not only the summaries\n"
             "  --fit             fit nccl_launch, nccl_nvl_efficiency, nccl_net_efficiency and\n"
             "                    nccl_step_scale to the tables; -o FILE writes them as [network] keys\n"
+            "  --fit-rounds N    rounds of the fit's coordinate search (default 10)\n"
             "  FILE...           nccl-tests output as all_reduce_perf and its siblings print it;\n"
             "                    the collective from the file (or --collective: allreduce,\n"
             "                    allgather, reducescatter, broadcast, alltoall)\n");
@@ -156,7 +157,7 @@ static deftsim_status fit(const vopts *o, const deftsim_nt_table *t, size_t nt, 
     char buf[4][96];
     const char *extra[4];
     size_t nall;
-    for (int round = 0; round < 10 && step > 0.02; round++) {
+    for (int round = 0; round < o->fit_rounds && step > 0.02; round++) {
         int moved = 0;
         for (int i = 0; i < 4; i++)
             for (int dir = -1; dir <= 1; dir++) {
@@ -203,6 +204,7 @@ static int parse_opts(int argc, char **argv, vopts *o)
         {"nodes", required_argument, 0, 'n'},  {"gpus-per-node", required_argument, 0, 'g'},
         {"preset", required_argument, 0, 'p'}, {"collective", required_argument, 0, 'C'},
         {"algo", required_argument, 0, 'A'},   {"proto", required_argument, 0, 'P'},
+        {"fit-rounds", required_argument, 0, 'R'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     int c;
     optind = 0; /* glibc's getopt starts afresh (main's scan stopped at "validate") */
@@ -226,6 +228,11 @@ static int parse_opts(int argc, char **argv, vopts *o)
         case 'C': o->coll = optarg; break;
         case 'A': o->algo = optarg; break;
         case 'P': o->proto = optarg; break;
+        case 'R':
+            o->fit_rounds = atoi(optarg);
+            if (o->fit_rounds < 1 || o->fit_rounds > 100)
+                return deftsim_cli_usage_error("validate", "--fit-rounds %s: an integer in [1, 100]", optarg);
+            break;
         case 'h': usage(stdout); return -1;
         default: usage(stderr); return 2;
         }
@@ -325,6 +332,7 @@ int deftsim_cmd_validate(int argc, char **argv)
     vopts o;
     memset(&o, 0, sizeof o);
     o.corpus = default_corpus();
+    o.fit_rounds = 10;
     int rc = parse_opts(argc - 1, argv + 1, &o);
     if (rc) return rc < 0 ? 0 : rc;
     size_t nf = (size_t)(argc - 1 - optind);
