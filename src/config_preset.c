@@ -14,6 +14,21 @@
 
 const char *const deftsim_cfg_preset_names[] = {"none", "dgx-h100", "dgx-a100", "dgx1-v100", NULL};
 
+/* The validated NCCL configuration every GPU preset shares (docs/NETWORK.md, "NCCL as it
+ * runs"), and the four figures `deftsim validate nccl --fit` fits per GPU, with the tables. */
+#define NCCL_VALIDATED                                                                             \
+    {"model", "CM02", "the plain alpha-beta model: LV08's factors are fitted to TCP (docs/NETWORK.md)"}, \
+    {"crosstraffic", "0", "NVLink and InfiniBand carry acknowledgements out of band"},            \
+    {"latency", "1ns", "a token: NCCL's per-step latencies (nccl_model = tuned) hold the wire's; equal " \
+                       "route latencies keep SimGrid from sharing a port by latency"},            \
+    {"intra_latency", "1ns", "as latency"},                                                        \
+    {"nccl_model", "tuned", "NCCL as it runs, validated against sim/validation/nccl"},            \
+    {"nccl_algorithm", "auto", "NCCL's own choice of algorithm (its tuning model)"}
+#define NCCL_FITTED(launch, nvl, net, step, why)                                                   \
+    {"nccl_launch", launch, why}, {"nccl_nvl_efficiency", nvl, "fitted with nccl_launch (same tables)"}, \
+    {"nccl_net_efficiency", net, "fitted with nccl_launch (same tables)"},                         \
+    {"nccl_step_scale", step, "fitted with nccl_launch (same tables)"}
+
 static const deftsim_config_preset_key h100[] = {
     {"gpus_per_node", "8", "8 H100 SXM GPUs"},
     {"intra_fabric", "nvswitch", "4 NVSwitch chips: every GPU to every other at full NVLink speed"},
@@ -21,20 +36,12 @@ static const deftsim_config_preset_key h100[] = {
     {"nics_per_node", "8", "8 single-port ConnectX-7, one for each GPU (rail-optimized)"},
     {"nic_bandwidth", "400Gbps", "ConnectX-7: up to 400 Gb/s InfiniBand (NDR)"},
     {"bandwidth", "400Gbps", "the compute fabric's links: NDR InfiniBand, 400 Gb/s"},
-    {"model", "CM02", "the plain alpha-beta model: LV08's factors are fitted to TCP (docs/NETWORK.md)"},
-    {"crosstraffic", "0", "NVLink and InfiniBand carry acknowledgements out of band"},
-    {"latency", "1ns", "a token: NCCL's per-step latencies (nccl_model = tuned) hold the wire's; equal "
-                       "route latencies keep SimGrid from sharing a port by latency"},
-    {"intra_latency", "1ns", "as latency"},
-    {"nccl_model", "tuned", "NCCL as it runs, validated against sim/validation/nccl"},
-    {"nccl_algorithm", "auto", "NCCL's own choice of algorithm (its tuning model)"},
+    NCCL_VALIDATED,
     {"nccl_arch", "hopper", "H100: NCCL's Hopper constants (LL's and LL128's caps, NVLS)"},
     {"nccl_channels", "16", "two channels a NIC (NCCL finds 12 to 24 on a DGX H100)"},
-    {"nccl_launch", "25.3us", "fitted (deftsim validate nccl --fit) to the 14 H100 tables of "
-                              "sim/validation/nccl with status ok, all rows, the GCP Ethernet one left out"},
-    {"nccl_nvl_efficiency", "0.8", "fitted with nccl_launch (same tables)"},
-    {"nccl_net_efficiency", "0.837", "fitted with nccl_launch (same tables)"},
-    {"nccl_step_scale", "0.565", "fitted with nccl_launch (same tables)"},
+    NCCL_FITTED("25.3us", "0.8", "0.837", "0.565",
+                "fitted (deftsim validate nccl --fit) to the 14 H100 tables of "
+                "sim/validation/nccl with status ok, all rows, the GCP Ethernet one left out"),
 };
 
 static const deftsim_config_preset_key a100[] = {
@@ -44,20 +51,12 @@ static const deftsim_config_preset_key a100[] = {
     {"nics_per_node", "8", "8 single-port ConnectX-6, one for each GPU"},
     {"nic_bandwidth", "200Gbps", "ConnectX-6: 200 Gb/s HDR InfiniBand"},
     {"bandwidth", "200Gbps", "the compute fabric's links: HDR InfiniBand, 200 Gb/s"},
-    {"model", "CM02", "the plain alpha-beta model: LV08's factors are fitted to TCP (docs/NETWORK.md)"},
-    {"crosstraffic", "0", "NVLink and InfiniBand carry acknowledgements out of band"},
-    {"latency", "1ns", "a token: NCCL's per-step latencies (nccl_model = tuned) hold the wire's; equal "
-                       "route latencies keep SimGrid from sharing a port by latency"},
-    {"intra_latency", "1ns", "as latency"},
-    {"nccl_model", "tuned", "NCCL as it runs, validated against sim/validation/nccl"},
-    {"nccl_algorithm", "auto", "NCCL's own choice of algorithm (its tuning model)"},
+    NCCL_VALIDATED,
     {"nccl_arch", "ampere", "A100: NCCL's Ampere constants"},
     {"nccl_channels", "16", "two channels a NIC"},
-    {"nccl_launch", "12.66us", "fitted (deftsim validate nccl --fit) to the 8 A100 tables of "
-                               "sim/validation/nccl with status ok, all rows"},
-    {"nccl_nvl_efficiency", "0.7205", "fitted with nccl_launch (same tables)"},
-    {"nccl_net_efficiency", "0.5211", "fitted with nccl_launch (same tables)"},
-    {"nccl_step_scale", "1.5", "fitted with nccl_launch (same tables)"},
+    NCCL_FITTED("12.66us", "0.7205", "0.5211", "1.5",
+                "fitted (deftsim validate nccl --fit) to the 8 A100 tables of "
+                "sim/validation/nccl with status ok, all rows"),
 };
 
 static const deftsim_config_preset_key v100[] = {
@@ -69,20 +68,12 @@ static const deftsim_config_preset_key v100[] = {
     {"nics_per_node", "4", "4 ConnectX EDR InfiniBand NICs, one for each pair of GPUs"},
     {"nic_bandwidth", "100Gbps", "EDR InfiniBand: 100 Gb/s"},
     {"bandwidth", "100Gbps", "the compute fabric's links: EDR InfiniBand, 100 Gb/s"},
-    {"model", "CM02", "the plain alpha-beta model: LV08's factors are fitted to TCP (docs/NETWORK.md)"},
-    {"crosstraffic", "0", "NVLink and InfiniBand carry acknowledgements out of band"},
-    {"latency", "1ns", "a token: NCCL's per-step latencies (nccl_model = tuned) hold the wire's; equal "
-                       "route latencies keep SimGrid from sharing a port by latency"},
-    {"intra_latency", "1ns", "as latency"},
-    {"nccl_model", "tuned", "NCCL as it runs, validated against sim/validation/nccl"},
-    {"nccl_algorithm", "auto", "NCCL's own choice of algorithm (its tuning model)"},
+    NCCL_VALIDATED,
     {"nccl_arch", "volta", "V100: NCCL's Volta constants"},
     {"nccl_channels", "8", "two channels a NIC"},
-    {"nccl_launch", "0.02us", "fitted (deftsim validate nccl --fit) to the 3 V100 tables of "
-                              "sim/validation/nccl with status ok (4-GPU ABCI nodes, not DGX-1: a poor fit)"},
-    {"nccl_nvl_efficiency", "1", "fitted with nccl_launch (same tables)"},
-    {"nccl_net_efficiency", "0.85", "fitted with nccl_launch (same tables)"},
-    {"nccl_step_scale", "1.5", "fitted with nccl_launch (same tables)"},
+    NCCL_FITTED("0.02us", "1", "0.85", "1.5",
+                "fitted (deftsim validate nccl --fit) to the 3 V100 tables of "
+                "sim/validation/nccl with status ok (4-GPU ABCI nodes, not DGX-1: a poor fit)"),
 };
 
 #define KEYS(a) a, sizeof a / sizeof a[0]
