@@ -138,6 +138,17 @@ static void shape_of(const deftsim_sim_params *p, shape_t *s)
                  p->nccl_arch == DEFTSIM_NCCL_ARCH_HOPPER && s->C >= 2;
 }
 
+/* NCCL's per-step latencies of a pair, microseconds: over the node's links and over the
+ * network (with one GPU a node, the tree's network figure); `proxy`: across nodes a ring step
+ * costs at least the network proxy's overhead. */
+static void step_latencies(const shape_t *s, int a, int pi, int proxy, double *intra, double *inter)
+{
+    const double (*intra_tab)[NP] = s->nvl ? hw_lat_nvl : hw_lat_pci;
+    *intra = intra_tab[a][pi];
+    *inter = s->ppn == 1 ? hw_lat_net[A_TREE][pi] : hw_lat_net[a][pi];
+    if (proxy && s->N > 1) *intra = dmax(*intra, NET_OVERHEAD_US * (pi == P_SIMPLE ? 3 : 1));
+}
+
 /* NCCL's predicted time of one call (microseconds), or a negative value where the pair does
  * not run: NCCL's latency + bytes / bandwidth, its bandwidth from the platform's links at
  * their achieved fractions. */
@@ -162,14 +173,13 @@ static double predict(const deftsim_sim_params *p, const shape_t *s, sim_nccl_co
     if (a == A_NVLS) bus = s->intra * NVLS_EFFICIENCY * (s->C - 1.0) / s->C * 2.0;
     double nsteps = ar ? 2.0 * (s->P - 1) : coll == SIM_NCCL_BCAST ? s->P : s->P - 1.0;
     double bw = a == A_TREE ? bus * 0.5 : bus * s->P / nsteps;
-    const double (*intra_tab)[NP] = s->nvl ? hw_lat_nvl : hw_lat_pci;
-    double intra = intra_tab[a][pi], inter = s->ppn == 1 ? hw_lat_net[A_TREE][pi] : hw_lat_net[a][pi];
+    double intra, inter;
+    step_latencies(s, a, pi, a == A_RING && coll != SIM_NCCL_BCAST, &intra, &inter);
     double lat = base_lat[a][pi];
     if (a == A_RING) {
         if (coll == SIM_NCCL_BCAST) {
             lat += nsteps * (s->N > 1 ? inter : intra);
         } else {
-            if (s->N > 1) intra = dmax(intra, NET_OVERHEAD_US * (pi == P_SIMPLE ? 3 : 1));
             double ninter = s->N == 1 ? 0 : ar ? 2.0 * (s->N - 1) : s->N - 1.0;
             lat += (nsteps - ninter) * intra + ninter * inter;
         }
@@ -253,13 +263,10 @@ void sim_nccl_plan_call(const deftsim_sim_params *p, sim_nccl_coll coll, uint64_
     out->proto = proto_of(best_p);
     out->predict_us = best;
     out->channels = call_channels(&s, best_a, best_p, bytes);
-    int la = best_a == A_NVLS ? A_NVLS : best_a;
-    const double (*intra_tab)[NP] = s.nvl ? hw_lat_nvl : hw_lat_pci;
-    double intra = intra_tab[la][best_p];
-    if (s.N > 1 && la == A_RING) intra = dmax(intra, NET_OVERHEAD_US * (best_p == P_SIMPLE ? 3 : 1));
-    double inter = s.ppn == 1 ? hw_lat_net[A_TREE][best_p] : hw_lat_net[la][best_p];
+    double intra, inter;
+    step_latencies(&s, best_a, best_p, best_a == A_RING, &intra, &inter);
     if (s.G == 1) intra = inter; /* one GPU a host: every step crosses the network */
-    out->base = p->nccl_launch + base_lat[la][best_p] * 1e-6;
+    out->base = p->nccl_launch + base_lat[best_a][best_p] * 1e-6;
     out->lat_intra = intra * 1e-6 * p->nccl_step_scale;
     out->lat_net = inter * 1e-6 * p->nccl_step_scale;
     out->wire = wire_factor[best_p];
