@@ -275,6 +275,10 @@ static const keydef keys[] = {
     {KEY("network", "preset", "one of: none, dgx-h100, dgx-a100, dgx1-v100", "none",
          "a system's node keys from its datasheet; a key set in the file or by --set wins"),
      .type = T_ENUM, .off = F(network.preset), .names = deftsim_cfg_preset_names},
+    {KEY("network", "preset_file", "path (optional)", "",
+         "a file of [network] keys (deftsim validate nccl --fit -o writes one) that fill the keys "
+         "the scenario leaves at their defaults, ahead of the preset's; it may name the preset"),
+     .type = T_OPTPATH, .off = F(network.preset_file)},
     {KEY("network", "gpus_per_node", "integer in [1, 64]", "1",
          "GPUs a node: worker w on GPU w mod G of node w div G; 1: a host a worker"),
      .type = T_INT, .off = F(network.gpus_per_node), .imin = 1, .imax = 64},
@@ -412,6 +416,7 @@ static const keydef keys[] = {
 /* 0: default (or derived); > 0: the file line; -1: a --set override; ORIGIN_PRESET: set by
  * [network] preset. */
 #define ORIGIN_PRESET (-2)
+#define ORIGIN_PRESET_FILE (-3) /* set by [network] preset_file */
 struct deftsim_config_origin {
     int key_line[NKEYS];
     int section_line[NSECTIONS];
@@ -516,6 +521,11 @@ static void where(const deftsim_config *cfg, size_t k, char *buf, size_t cap)
                  kd->info.key);
         return;
     }
+    if (line == ORIGIN_PRESET_FILE) {
+        snprintf(buf, cap, "%s (the [network] preset_file): [%s] %s", cfg->network.preset_file,
+                 kd->info.section, kd->info.key);
+        return;
+    }
     if (line < 0) {
         snprintf(buf, cap, "--set %s.%s", kd->info.section, kd->info.key);
         return;
@@ -548,19 +558,73 @@ void deftsim_config_free(deftsim_config *cfg)
     free(cfg);
 }
 
+/* [network] preset_file: a file of `key = value` lines under one [network] header (as
+ * `deftsim validate nccl --fit -o` writes it); each fills its key while the scenario leaves it
+ * at its default, ahead of the built-in preset, which the file may name (`preset = NAME`). */
+static deftsim_status apply_preset_file(deftsim_config *cfg)
+{
+    const char *path = cfg->network.preset_file;
+    char *text = NULL;
+    size_t len = 0;
+    deftsim_status st = deftsim_read_file(path, &text, &len);
+    if (st) return deftsim_error_wrap(st, "[network] preset_file");
+    int line = 0, in_network = 0;
+    for (char *p = text, *next; p && *p; p = next) {
+        line++;
+        next = strchr(p, '\n');
+        if (next) *next++ = '\0';
+        char *l = deftsim_cfg_trim(p);
+        if (!*l || *l == '#' || *l == ';') continue;
+        if (*l == '[') {
+            in_network = strcmp(l, "[network]") == 0;
+            if (!in_network) {
+                st = deftsim_error_set(DEFTSIM_E_INPUT, "%s:%d: section %s: a preset file holds "
+                                       "[network] keys only", path, line, l);
+                break;
+            }
+            continue;
+        }
+        char *eq = strchr(l, '=');
+        if (!in_network || !eq) {
+            st = deftsim_error_set(DEFTSIM_E_INPUT, "%s:%d: expected `key = value` under [network]",
+                                   path, line);
+            break;
+        }
+        *eq = '\0';
+        char *key = deftsim_cfg_trim(l), *value = deftsim_cfg_trim(eq + 1);
+        int k = key_index("network", key);
+        if (k < 0 || (size_t)k == kidx("network", "preset_file")) {
+            st = deftsim_error_set(DEFTSIM_E_INPUT, "%s:%d: [network] %s: %s", path, line, key,
+                                   k < 0 ? "no such key" : "a preset file cannot name another");
+            break;
+        }
+        if (cfg->origin->key_line[k] != 0) continue;
+        if ((st = deftsim_cfg_set_value(cfg, &keys[k], value))) {
+            st = deftsim_error_wrap(st, "%s:%d: [network] %s", path, line, key);
+            break;
+        }
+        cfg->origin->key_line[k] = ORIGIN_PRESET_FILE;
+    }
+    free(text);
+    return st;
+}
+
 /* [network] preset: the keys an earlier preset set go back to their defaults, then the
- * preset's keys fill every key still at its default (one set in the file or by --set wins). */
+ * preset file's keys and the preset's fill every key still at its default (one set in the
+ * scenario or by --set wins). */
 static deftsim_status apply_preset(deftsim_config *cfg)
 {
     deftsim_status st;
     for (size_t i = 0; i < NKEYS; i++) {
-        if (cfg->origin->key_line[i] != ORIGIN_PRESET) continue;
+        if (cfg->origin->key_line[i] != ORIGIN_PRESET && cfg->origin->key_line[i] != ORIGIN_PRESET_FILE)
+            continue;
         cfg->origin->key_line[i] = 0;
         const char *dflt = info_of(i)->dflt;
         if (dflt && (st = deftsim_cfg_set_value(cfg, &keys[i], dflt)))
             return deftsim_error_wrap(DEFTSIM_E_INTERNAL, "default of [%s] %s", keys[i].info.section,
                                       keys[i].info.key);
     }
+    if (cfg->network.preset_file && (st = apply_preset_file(cfg))) return st;
     if (cfg->network.preset <= 0) return DEFTSIM_OK;
     const deftsim_config_preset *pr = deftsim_config_preset_get((size_t)cfg->network.preset - 1);
     if (!pr) return deftsim_error_set(DEFTSIM_E_INTERNAL, "[network] preset %d: no such preset",
@@ -766,7 +830,9 @@ deftsim_status deftsim_config_apply_override(deftsim_config *cfg, const char *as
         goto done;
     }
     cfg->origin->key_line[k] = -1;
-    if ((size_t)k == kidx("network", "preset") && (st = apply_preset(cfg))) goto done;
+    if (((size_t)k == kidx("network", "preset") || (size_t)k == kidx("network", "preset_file")) &&
+        (st = apply_preset(cfg)))
+        goto done;
     st = derive(cfg);
 done:
     free(copy);

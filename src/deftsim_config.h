@@ -156,6 +156,8 @@ typedef struct deftsim_config {
                                              none (zero: simulated times from the bytes) */
         int preset;                       /* 0 none, else deftsim_config_preset_get(preset - 1):
                                              fills the node keys not set otherwise */
+        char *preset_file;                /* NULL or a file of [network] keys that fill the
+                                             keys not set otherwise, ahead of the preset */
         int gpus_per_node;                /* G: worker w on GPU w % G of node w / G */
         deftsim_intra_fabric intra_fabric; /* G > 1: how a node's GPUs are joined */
         double intra_bandwidth;           /* bytes/s of every intra-node link, per direction */

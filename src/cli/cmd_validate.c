@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "deftsim_nccl_validate.h"
+#include "deftsim_util.h"
 
 #define MAX_SETS 32
 #define MAX_FILES 64
@@ -183,16 +184,26 @@ static deftsim_status fit(const vopts *o, const deftsim_nt_table *t, size_t nt, 
                         "step x %.3f)\n",
                 round + 1, best, x[0] * 1e6, x[1], x[2], x[3]);
     }
-    FILE *f = o->out ? fopen(o->out, "w") : stdout;
-    if (!f) return deftsim_error_set(DEFTSIM_E_IO, "%s: cannot write", o->out);
+    /* One preset under every table: the file names it, so that a scenario naming the file
+     * (preset_file) gets the node keys with the fitted figures. */
+    const char *preset = nt ? t[0].preset : "";
+    for (size_t k = 1; k < nt; k++)
+        if (strcmp(t[k].preset, preset) != 0) preset = "";
+    deftsim_afile *af = NULL;
+    deftsim_status st = deftsim_afile_open(&af, o->out);
+    if (st) return st;
+    FILE *f = deftsim_afile_stream(af);
     fprintf(f, "# deftsim validate nccl --fit: mean |log(simulated / measured)| %.4f over %zu tables\n",
             best, nt);
     for (size_t k = 0; k < nt; k++) fprintf(f, "#   %s\n", t[k].id);
-    fprintf(f, "[network]\nnccl_model = tuned\nnccl_launch = %.3fus\nnccl_nvl_efficiency = %.4f\n"
+    fprintf(f, "# A scenario names this file with [network] preset_file = PATH; its own keys win.\n");
+    fprintf(f, "[network]\n");
+    if (*preset) fprintf(f, "preset = %s\n", preset);
+    else fprintf(f, "# the tables' presets differ: the scenario names its own\n");
+    fprintf(f, "nccl_model = tuned\nnccl_launch = %.3fus\nnccl_nvl_efficiency = %.4f\n"
                "nccl_net_efficiency = %.4f\nnccl_step_scale = %.4f\n",
             x[0] * 1e6, x[1], x[2], x[3]);
-    if (f != stdout && fclose(f)) return deftsim_error_set(DEFTSIM_E_IO, "%s: cannot write", o->out);
-    return DEFTSIM_OK;
+    return deftsim_afile_commit(af);
 }
 
 static int parse_opts(int argc, char **argv, vopts *o)

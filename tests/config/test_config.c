@@ -400,7 +400,7 @@ Test(config_override, bad)
         {"network.bandwith=1Gbps", DEFTSIM_E_USAGE,
          "--set network.bandwith: unknown key (keys: simulate, topology, platform_file, "
          "topology_params, bandwidth, latency, backbone_bandwidth, model, crosstraffic, allgather, "
-         "allreduce, bcast, eager_threshold, mode, compute, preset, gpus_per_node, intra_fabric, "
+         "allreduce, bcast, eager_threshold, mode, compute, preset, preset_file, gpus_per_node, intra_fabric, "
          "intra_bandwidth, intra_latency, nics_per_node, nic_bandwidth, library, "
          "nccl_algorithm, nccl_channels, nccl_allgatherv, nccl_buffsize, nccl_model, nccl_proto, "
          "nccl_arch, nccl_launch, nccl_nvl_efficiency, nccl_net_efficiency, nccl_step_scale)"},
@@ -636,7 +636,7 @@ Test(config_print, json)
     cr_expect_eq(json_integer_value(json_array_get(w, 5)), 64);
     cr_expect_eq(json_real_value(json_object_get(json_object_get(j, "engine"), "memory_budget")), 0.8);
     json_t *net = json_object_get(j, "network");
-    cr_expect_eq(json_object_size(net), 34);
+    cr_expect_eq(json_object_size(net), 35);
     cr_expect_str_eq(json_string_value(json_object_get(net, "compute")), "measured");
     cr_expect_str_eq(json_string_value(json_object_get(net, "topology")), "flat");
     cr_expect_eq(json_real_value(json_object_get(net, "bandwidth")), 3.125e9);
@@ -702,7 +702,7 @@ Test(config_names, schema)
     cr_expect_str_eq(deftsim_config_section_name(10), "compute");
     cr_expect_str_eq(deftsim_config_section_name(11), "execute");
     cr_expect_null(deftsim_config_section_name(12));
-    cr_expect_eq(deftsim_config_key_count(), 94);
+    cr_expect_eq(deftsim_config_key_count(), 95);
     cr_expect_null(deftsim_config_key(deftsim_config_key_count()));
     /* Keys come grouped by section, in section order. */
     size_t s = 0;

@@ -216,3 +216,52 @@ Test(config_nodes, bad_node_keys_name_the_key)
                      "x.ini:5: [network] topology_params: '2,2': 4 hosts, fewer than the 8 NICs "
                      "(4 nodes x 2) (the largest of [workers] counts)");
 }
+
+/* [network] preset_file (as `deftsim validate nccl --fit -o` writes it): its keys fill those the
+ * scenario leaves at their defaults, ahead of the preset it names; a key the scenario sets
+ * wins; a bad line is named by the file and its line. */
+static char *write_preset_file(const char *text)
+{
+    static char path[64];
+    snprintf(path, sizeof path, "/tmp/deftsim-presetfile-XXXXXX");
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fputs(text, f);
+    fclose(f);
+    return path;
+}
+
+Test(config_nodes, a_preset_file_fills_ahead_of_its_preset)
+{
+    char *path = write_preset_file("# fitted\n[network]\npreset = dgx-a100\nnccl_launch = 7us\n"
+                                   "nccl_step_scale = 0.9\n");
+    char net[256];
+    snprintf(net, sizeof net, "preset_file = %s\nnccl_step_scale = 2\n", path);
+    deftsim_config *c = parse(net, NULL, 0);
+    cr_expect_eq(c->network.preset, 2, "the file names dgx-a100");
+    cr_expect_eq(c->network.gpus_per_node, 8, "the preset's node keys");
+    cr_expect_eq(c->network.nic_bandwidth, 25e9, "dgx-a100's 200 Gb/s NICs");
+    cr_expect_float_eq(c->network.nccl_launch, 7e-6, 1e-12, "the file's figure, not the preset's");
+    cr_expect_eq(c->network.nccl_step_scale, 2, "the scenario's key wins");
+    deftsim_config_free(c);
+    /* the scenario's own preset wins over the file's */
+    snprintf(net, sizeof net, "preset = dgx-h100\npreset_file = %s\n", path);
+    c = parse(net, NULL, 0);
+    cr_expect_eq(c->network.preset, 1);
+    cr_expect_float_eq(c->network.nccl_launch, 7e-6, 1e-12);
+    deftsim_config_free(c);
+    remove(path);
+
+    path = write_preset_file("[network]\nnccl_launch = 7us\nnccl_lunch = 3us\n");
+    snprintf(net, sizeof net, "preset_file = %s\n", path);
+    char want[160];
+    snprintf(want, sizeof want, "%s:3: [network] nccl_lunch: no such key", path);
+    cr_expect_str_eq(parse_fails(net, NULL, 0), want);
+    remove(path);
+    path = write_preset_file("[train]\nlr = 1\n");
+    snprintf(net, sizeof net, "preset_file = %s\n", path);
+    snprintf(want, sizeof want, "%s:1: section [train]: a preset file holds [network] keys only", path);
+    cr_expect_str_eq(parse_fails(net, NULL, 0), want);
+    remove(path);
+}
