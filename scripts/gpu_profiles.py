@@ -2,20 +2,24 @@
 """gpu_profiles.py - the sourced GPU device profiles (docs/KERNELS.md, "GPU profiles from
 published sources").
 
-Two steps, both deterministic, standard library only:
+Deterministic, standard library only:
 
   derive   writes the `derived` rows of profiles/sources/<gpu>.csv from the model below
            (datasheet bandwidth at an achieved fraction, per-call overheads of a PyTorch
            operation or a CUDA launch, each from a published measurement, and the bytes and
            calls each operation takes); rows of kind `published` in the file are kept as they
-           are, and an operation with published rows for a profile gets no derived ones.
+           are; an operation with published rows at two sizes or more for a profile gets no
+           derived ones, one with published rows at a single size keeps them at the bandwidth
+           that passes through the published time (calibrated_bandwidth).
   fit      fits every operation's cost model to the source rows of one profile (least squares
            weighted by 1/t^2 over the terms that vary, as deftsim_profile_fit) and writes
            profiles/<gpu>-<flavour>.csv in the format of `deftsim bench kernels --profile`.
   check    exits 1 if the shipped sources or profiles differ from what derive and fit write
            (tests/profile/gpu_profiles_check.py runs it).
+  compare  prints, per profile and operation whose fit published rows moved, the fitted time
+           at n = 1e6, 1e7, 1e8 (k = 0.01 n and 0.001 n) against the derived-only fit.
 
-Usage: gpu_profiles.py [derive|fit|check] [--root DIR]
+Usage: gpu_profiles.py [derive|fit|check|compare] [--root DIR]
 """
 import csv
 import io
@@ -28,6 +32,20 @@ import sys
 # doi:10.1016/j.ultsonch.2023.106546).
 L2_URL = "https://pmc.ncbi.nlm.nih.gov/articles/PMC10448217/table/t0015"
 
+CREATED = "2026-12-03T00:00:00Z"  # when the sources were compiled
+# The achieved fraction of the datasheet bandwidth: a memory copy measured on an A100 SXM4
+# 40GB, 1355 of its 1555 GB/s (PTsolvers/gpu-workshop-JuliaCon23 issue 7); no such
+# measurement was found for the H100 SXM5, which takes the same fraction; the V100 SXM2 has its
+# own (GPUS).
+FRACTION = 1355.0 / 1555.0
+FRACTION_NOTE = ("fraction 1355/1555 = %.3f, a memory copy measured on A100 SXM4 40GB "
+                 "(https://github.com/PTsolvers/gpu-workshop-JuliaCon23/issues/7), taken for "
+                 "the A100 SXM4 and the H100 SXM5" % FRACTION)
+# GPUInspector.jl's device page for a Tesla V100-SXM2-32GB (docs at the commit named in the
+# address): a memcpy's and a cuBLAS SAXPY's measured bandwidth.
+GPUINSPECTOR_V100_URL = ("https://github.com/pc2/GPUInspector.jl/blob/"
+                         "83ce4ac3476e1afe96aa89a6a4e8adb723559087/docs/src/devices/v100_sxm2.md")
+
 GPUS = {
     "v100-sxm2": {
         "gpu": "NVIDIA V100 SXM2",
@@ -37,6 +55,12 @@ GPUS = {
         "l2": 6 * 2**20,
         "l2_url": L2_URL,
         "l2_note": "the 6 MB L2",
+        # A 0.5 GiB device-to-device memcpy on a Tesla V100-SXM2-32GB: 722.31 GiB/s, which the
+        # page converts to 775.57 GB/s (GPUInspector.jl's device page, "Memory bandwidth").
+        "fraction": 775.57e9 / 900e9,
+        "fraction_note": "fraction 775.57/900 = %.3f, a 0.5 GiB memcpy measured at 722.31 GiB/s "
+                         "= 775.57 GB/s on a Tesla V100-SXM2-32GB (%s, section Memory bandwidth, "
+                         "memory_bandwidth())" % (775.57 / 900.0, GPUINSPECTOR_V100_URL),
     },
     "a100-sxm4": {
         "gpu": "NVIDIA A100 SXM4 40GB",
@@ -46,6 +70,8 @@ GPUS = {
         "l2": 40 * 2**20,
         "l2_url": L2_URL,
         "l2_note": "the 40 MB L2 (the 80GB SXM4 part has 2039 GB/s)",
+        "fraction": FRACTION,
+        "fraction_note": FRACTION_NOTE,
     },
     "h100-sxm5": {
         "gpu": "NVIDIA H100 SXM5",
@@ -54,17 +80,12 @@ GPUS = {
         "l2": 50 * 2**20,
         "l2_url": L2_URL,
         "l2_note": "the 50 MB L2",
+        # No memory copy measured on an H100 SXM5 was found: the A100's fraction.
+        "fraction": FRACTION,
+        "fraction_note": FRACTION_NOTE + " (no H100 SXM5 figure found)",
     },
 }
 
-CREATED = "2026-12-03T00:00:00Z"  # when the sources were compiled
-# The achieved fraction of the datasheet bandwidth: a memory copy measured on an A100 SXM4
-# 40GB, 1355 of its 1555 GB/s (PTsolvers/gpu-workshop-JuliaCon23 issue 7); no such
-# measurement was found for V100 SXM2 or H100 SXM5, which take the same fraction.
-FRACTION = 1355.0 / 1555.0
-FRACTION_NOTE = ("fraction 1355/1555 = %.3f, a memory copy measured on A100 SXM4 40GB "
-                 "(https://github.com/PTsolvers/gpu-workshop-JuliaCon23/issues/7), taken for "
-                 "every GPU" % FRACTION)
 # Per-call overheads: a raw cuLaunchKernel, 3.0 us (GB200, meta-pytorch/tritonbench PR 1017);
 # a PyTorch operation, about 7 us of framework overhead (pytorch/pytorch issue 41383) plus
 # that launch.
@@ -188,23 +209,56 @@ def sizes(op):
     raise ValueError(op)
 
 
+def calibrated_bandwidth(gpu_key, flavour, op, pub):
+    """The bandwidth that puts the derived model of op through its one published size: the
+    published rows' mean time less the stated per-call overheads, over the op's bytes. None
+    when the overheads alone exceed the published time or the op moves no bytes there."""
+    fl = FLAVOURS[flavour]
+    calls, per_seg, bn, bk, _ = fl["ops"][op]
+    n, k, segs = int(pub[0]["n"]), int(pub[0]["k"]), int(pub[0]["segs"])
+    t = sum(float(r["time_us"]) for r in pub) / len(pub) * 1e-6
+    stream = t - (calls + per_seg * segs) * fl["overhead_us"] * 1e-6
+    nbytes = bn * n + bk * k
+    if stream <= 0 or nbytes <= 0:
+        return None
+    return nbytes / stream
+
+
 def derive_rows(gpu_key, published=()):
-    """The derived rows of one GPU; none for a (profile, op) in `published`."""
+    """The derived rows of one GPU. `published`: its published source rows. A (profile, op)
+    whose published rows cover two sizes or more gets no derived rows (the published rows
+    alone are fitted); one whose published rows share one size keeps its derived rows, at the
+    bandwidth that puts them through the published time (calibrated_bandwidth), so the fit
+    passes through the published figure and still scales with the sizes."""
     g = GPUS[gpu_key]
+    groups = {}
+    for r in published:
+        groups.setdefault((r["profile"], r["op"]), []).append(r)
     rows = []
     for flavour, fl in FLAVOURS.items():
         L = fl["overhead_us"]
         for op in OPS:
-            if ("%s-%s" % (gpu_key, flavour), op) in published:
+            name = "%s-%s" % (gpu_key, flavour)
+            pub = groups.get((name, op), [])
+            bw, bw_note = g["fraction"] * g["bw"], g["fraction_note"]
+            if len({(r["n"], r["k"], r["segs"]) for r in pub}) >= 2:
                 continue
+            if pub:
+                bw = calibrated_bandwidth(gpu_key, flavour, op, pub)
+                if bw is None:
+                    raise SystemExit("%s, %s: the stated overheads exceed the published time; "
+                                     "give a second size" % (name, op))
+                bw_note = ("achieved fraction %.3f, calibrated so that this model passes "
+                           "through the published row at n = %s, k = %s (%s)"
+                           % (bw / g["bw"], pub[0]["n"], pub[0]["k"], pub[0]["url"]))
             calls, per_seg, bn, bk, what = fl["ops"][op]
             for n, k, segs in sizes(op):
-                t_us = (calls + per_seg * segs) * L + (bn * n + bk * k) / (FRACTION * g["bw"]) * 1e6
+                t_us = (calls + per_seg * segs) * L + (bn * n + bk * k) / bw * 1e6
                 notes = ("derived: %s; bandwidth %g GB/s (datasheet, url) at %s; %s; %g "
                          "overheads per call + %g per fragment; %g bytes per n, %g per k"
-                         % (what, g["bw"] / 1e9, FRACTION_NOTE, fl["overhead_note"], calls,
+                         % (what, g["bw"] / 1e9, bw_note, fl["overhead_note"], calls,
                             per_seg, bn, bk))
-                rows.append({"profile": "%s-%s" % (gpu_key, flavour), "op": op, "n": str(n),
+                rows.append({"profile": name, "op": op, "n": str(n),
                              "k": str(k), "segs": str(segs), "dtype": "float32",
                              "time_us": fmt(t_us), "kind": "derived", "gpu": g["gpu"],
                              "library": fl["library"], "version": "-", "url": g["bw_url"],
@@ -323,7 +377,7 @@ def derived_sources_text(root, gpu_key):
     """The sources file as `derive` writes it: published rows kept, derived rows rewritten."""
     path = sources_path(root, gpu_key)
     kept = [r for r in read_sources(path) if r["kind"] == "published"] if os.path.exists(path) else []
-    return sources_text(kept + derive_rows(gpu_key, {(r["profile"], r["op"]) for r in kept}))
+    return sources_text(kept + derive_rows(gpu_key, kept))
 
 
 def profile_text(root, gpu_key, flavour):
@@ -341,8 +395,9 @@ def profile_text(root, gpu_key, flavour):
              "conditions," + csv_field(
                  "not measured: fitted to the rows of %s for this profile (each row names "
                  "its source); derived rows: datasheet bandwidth %g GB/s (%s) at fraction "
-                 "%.3f, %g us per %s; cache_bytes: %s"
-                 % (rel, g["bw"] / 1e9, g["bw_url"], FRACTION, fl["overhead_us"],
+                 "%.3f (an operation with published rows at one size: the fraction that "
+                 "passes through them), %g us per %s; cache_bytes: %s"
+                 % (rel, g["bw"] / 1e9, g["bw_url"], g["fraction"], fl["overhead_us"],
                     fl["unit"], g["l2_note"])),
              "source," + csv_field("%s: %d rows (%d published, %d derived), profile %s; L2 "
                                    "size: %s" % (rel, len(rows), npub, len(rows) - npub, name,
@@ -358,6 +413,41 @@ def profile_text(root, gpu_key, flavour):
         err = max(abs(predict(c, n, k, s) - t) / t for n, k, s, t in samples)
         lines.append("%s,%s,%s,%s,%s,0,0,%d,%.4f" % (op, fmt(c[0]), fmt(c[1]), fmt(c[2]),
                                                      fmt(c[3]), len(samples), err))
+    return "\n".join(lines) + "\n"
+
+
+def fitted(rows, name, op):
+    samples = [(int(r["n"]), int(r["k"]), int(r["segs"]), float(r["time_us"]) * 1e-6)
+               for r in rows if r["profile"] == name and r["op"] == op]
+    return fit(samples) if samples else None
+
+
+def compare_text(root):
+    """Per profile and operation: the fitted time at n = 1e6, 1e7, 1e8 (k = 0.01 n and
+    0.001 n, no fragments), from the shipped sources against the derived-only fit (the rows
+    derive writes when the sources hold no published row), as a Markdown table; operations
+    whose fit did not move are left out."""
+    cases = [(n, d) for n in (10**6, 10**7, 10**8) for d in (0.01, 0.001)]
+    head = ("| profile | op | published rows | " + " | ".join(
+        "n = 1e%d, k = %g n" % (len(str(n)) - 1, d) for n, d in cases) + " |")
+    lines = [head, "|" + "---|" * (3 + len(cases))]
+    for gpu_key in GPUS:
+        rows = read_sources(sources_path(root, gpu_key))
+        base = derive_rows(gpu_key, ())
+        for flavour in FLAVOURS:
+            name = "%s-%s" % (gpu_key, flavour)
+            for op in OPS:
+                c, c0 = fitted(rows, name, op), fitted(base, name, op)
+                if c is None or c0 is None or c == c0:
+                    continue
+                npub = sum(r["profile"] == name and r["op"] == op and r["kind"] == "published"
+                           for r in rows)
+                cells = []
+                for n, d in cases:
+                    k = int(n * d)
+                    t, t0 = predict(c, n, k, 0), predict(c0, n, k, 0)
+                    cells.append("%.4g ms (%.4g; x%.2f)" % (t * 1e3, t0 * 1e3, t / t0))
+                lines.append("| %s | %s | %d | %s |" % (name, op, npub, " | ".join(cells)))
     return "\n".join(lines) + "\n"
 
 
@@ -385,6 +475,9 @@ def main(argv):
         root = args[i + 1]
         del args[i:i + 2]
     cmd = args[0] if args else "fit"
+    if cmd == "compare":
+        sys.stdout.write(compare_text(root))
+        return 0
     if cmd not in ("derive", "fit", "check"):
         print(__doc__, file=sys.stderr)
         return 2

@@ -69,26 +69,43 @@ with tempfile.TemporaryDirectory() as tmp:
     rc, out = check(tmp)
     expect(rc == 1 and "a100-sxm4.csv" in out, "an edited source row passes: " + out)
 
-    # A published row replaces the derived rows of its profile and operation (a synthetic row,
-    # in this temporary copy only).
+    # Published rows (synthetic, in this temporary copy only). At one size: the derived rows of
+    # their profile and operation stay, at the bandwidth that passes through the published
+    # time, so the fitted profile predicts that time there and still scales with n and k.
     shutil.copy(os.path.join(root, "profiles", "sources", "a100-sxm4.csv"), s)
-    shutil.copy(os.path.join(root, "profiles", "sources", "v100-sxm2.csv"),
-                os.path.join(tmp, "profiles", "sources", "v100-sxm2.csv"))
     v = os.path.join(tmp, "profiles", "sources", "v100-sxm2.csv")
-    with open(v, "a") as f:
-        f.write("v100-sxm2-torch,topk,1000000,10000,0,float32,250,published,NVIDIA V100 SXM2,"
-                "pytorch,test,https://example.invalid/test,a synthetic row of this test only\n")
-    for step in ("derive", "fit"):
-        subprocess.run([sys.executable, script, step, "--root", tmp], check=True)
-    with open(v, newline="") as f:
-        mine = [r for r in csv.DictReader(f)
-                if r["profile"] == "v100-sxm2-torch" and r["op"] == "topk"]
-    expect(len(mine) == 1 and mine[0]["kind"] == "published",
-           "derive keeps the published row alone: %d rows" % len(mine))
-    prof = open(os.path.join(tmp, "profiles", "v100-sxm2-torch.csv")).read()
-    row = next(l for l in prof.splitlines() if l.startswith("topk,"))
-    expect(row.split(",")[7] == "1" and "1 published" in prof,
-           "the profile's topk is fitted to the published row: " + row)
+
+    def with_rows(extra):
+        shutil.copy(os.path.join(root, "profiles", "sources", "v100-sxm2.csv"), v)
+        with open(v, "a") as f:
+            for n, k, t in extra:
+                f.write("v100-sxm2-torch,topk,%d,%d,0,float32,%g,published,NVIDIA V100 SXM2,"
+                        "pytorch,test,https://example.invalid/test,a synthetic row of this test "
+                        "only\n" % (n, k, t))
+        for step in ("derive", "fit"):
+            subprocess.run([sys.executable, script, step, "--root", tmp], check=True)
+        with open(v, newline="") as f:
+            mine = [r for r in csv.DictReader(f)
+                    if r["profile"] == "v100-sxm2-torch" and r["op"] == "topk"]
+        prof = open(os.path.join(tmp, "profiles", "v100-sxm2-torch.csv")).read()
+        row = next(l for l in prof.splitlines() if l.startswith("topk,")).split(",")
+        c = [float(x) for x in row[1:5]]
+        return mine, prof, row, lambda n, k: c[0] + c[1] * n + c[2] * k
+
+    mine, prof, row, t = with_rows([(1000000, 10000, 250)])
+    pub = [r for r in mine if r["kind"] == "published"]
+    der = [r for r in mine if r["kind"] == "derived"]
+    expect(len(pub) == 1 and len(der) == 18 and all("calibrated" in r["notes"] for r in der),
+           "one published size keeps the calibrated derived rows: %d, %d" % (len(pub), len(der)))
+    expect(abs(t(1000000, 10000) - 250e-6) < 1e-9 * 250e-6 + 1e-12 and row[7] == "19",
+           "the fit passes through the published row: %s" % ",".join(row))
+    expect(t(10000000, 100000) > 5 * t(1000000, 10000), "the fit still scales with n")
+    # At two sizes: the published rows alone.
+    mine, prof, row, t = with_rows([(1000000, 10000, 250), (10000000, 100000, 1900)])
+    expect(len(mine) == 2 and all(r["kind"] == "published" for r in mine),
+           "two published sizes replace the derived rows: %d rows" % len(mine))
+    expect(row[7] == "2" and "2 published" in prof,
+           "the profile's topk is fitted to the published rows: " + ",".join(row))
 
 print("ok" if not fails else "%d failure(s)" % fails)
 sys.exit(1 if fails else 0)
