@@ -103,6 +103,14 @@ deftsim_status deftsim_manifest_write(const char *path, json_t *root)
     return st;
 }
 
+json_t *deftsim_manifest_profile(const char *file, const deftsim_profile *p)
+{
+    return json_pack("{s:s, s:s, s:s, s:i, s:s, s:s, s:s}", "file", file ? file : "", "device",
+                     p->device, "backend", p->backend, "threads", (int)p->threads, "created",
+                     p->created, "conditions", p->conditions, "source",
+                     p->source[0] ? p->source : "measured");
+}
+
 /* ---- the manifest of a run ------------------------------------------------------------------ */
 
 static json_t *xfer_json(const deftsim_kxfer *x)
@@ -136,12 +144,7 @@ static json_t *manifest_json(const deftsim_engine *e, const char *started, const
     json_object_set_new(root, "timing", deftsim_timing_json(cfg));
     if (e->profile)
         json_object_set_new(json_object_get(root, "kernels"), "profile",
-                            json_pack("{s:s, s:s, s:s, s:i, s:s, s:s, s:s}", "file",
-                                      cfg->device.profile, "device", e->profile->device,
-                                      "backend", e->profile->backend, "threads",
-                                      (int)e->profile->threads, "created", e->profile->created,
-                                      "conditions", e->profile->conditions, "source",
-                                      e->profile->source[0] ? e->profile->source : "measured"));
+                            deftsim_manifest_profile(cfg->device.profile, e->profile));
     json_t *src = json_pack("{s:s, s:s, s:I, s:I}", "kind", deftsim_gradsrc_kind(e->src),
                             "model", e->model->name, "n", (json_int_t)e->model->numel, "layers",
                             (json_int_t)e->model->nlayers);

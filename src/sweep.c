@@ -268,6 +268,21 @@ json_t *deftsim_sweep_point_json(const deftsim_sweep *s, const point *p, int pla
     return o;
 }
 
+/* A profile variant's record (deftsim_manifest_profile): which profile timed its points, its
+ * device, conditions and source. A profile that cannot be read says why ("error"); its
+ * points fail with the same message. */
+static json_t *variant_profile_json(const char *file)
+{
+    deftsim_profile *p = calloc(1, sizeof *p);
+    if (!p) return json_null();
+    json_t *o = deftsim_profile_load(file, p) == DEFTSIM_OK
+                    ? deftsim_manifest_profile(file, p)
+                    : json_pack("{s:s, s:s}", "file", file ? file : "", "error",
+                                deftsim_error_message());
+    free(p);
+    return o ? o : json_null();
+}
+
 json_t *deftsim_sweep_manifest_json(const deftsim_sweep *s, const char *status,
                                     const char *finished, int rows_written, int only_shard,
                                     int plan_only)
@@ -300,10 +315,12 @@ json_t *deftsim_sweep_manifest_json(const deftsim_sweep *s, const char *status,
             snprintf(copy, sizeof copy, "points/%s/%s", var->label, var->platform.copy);
             json_object_set_new(plat, "copy", json_string(copy));
         }
-        json_array_append_new(vars, json_pack("{s:s, s:o, s:o*, s:o}", "label", var->label,
-                                              "config", deftsim_config_to_json(var->cfg),
-                                              "platform", plat, "timing",
-                                              deftsim_timing_json(var->cfg)));
+        json_t *vj = json_pack("{s:s, s:o, s:o*, s:o}", "label", var->label, "config",
+                               deftsim_config_to_json(var->cfg), "platform", plat, "timing",
+                               deftsim_timing_json(var->cfg));
+        if (vj && var->cfg->device.kind == DEFTSIM_DEVICE_PROFILE)
+            json_object_set_new(vj, "profile", variant_profile_json(var->cfg->device.profile));
+        json_array_append_new(vars, vj);
     }
     json_object_set_new(root, "variants", vars);
     json_t *pts = json_array();
