@@ -188,12 +188,13 @@ static deftsim_status collect_axes(deftsim_sweep *s)
     return DEFTSIM_OK;
 }
 
-/* A folder name from an axis value: a path's last component without .csv, other bytes than
- * [A-Za-z0-9._-] as '_'. */
+/* A folder name from an axis value: a path's (a model's, a trace's, or any value with a '/'
+ * such as a profile's) last component without .csv, other bytes than [A-Za-z0-9._-] as '_';
+ * never a name ending in .csv, which the folder's checks take for a point file. */
 static void label_part(const char *key, const char *value, char *buf, size_t cap)
 {
     const char *v = value;
-    if (!strcmp(key, "gradients.model") || !strcmp(key, "gradients.trace")) {
+    if (!strcmp(key, "gradients.model") || !strcmp(key, "gradients.trace") || strchr(v, '/')) {
         size_t len = strlen(v);
         while (len > 1 && v[len - 1] == '/') len--;
         const char *slash = NULL;
@@ -209,6 +210,8 @@ static void label_part(const char *key, const char *value, char *buf, size_t cap
     for (char *p = buf; *p; p++)
         if (!isalnum((unsigned char)*p) && *p != '.' && *p != '_' && *p != '-') *p = '_';
     if (!buf[0] || !strcmp(buf, ".") || !strcmp(buf, "..")) snprintf(buf, cap, "v");
+    size_t bl = strlen(buf);
+    if (bl >= 4 && !strcmp(buf + bl - 4, ".csv")) buf[bl - 4] = '_';
 }
 
 static deftsim_status build_variants(deftsim_sweep *s)

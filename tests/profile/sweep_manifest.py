@@ -63,9 +63,20 @@ simulate = 0
 kind = profile
 profile = {prof}
 """)
-    # One sweep per profile: a --vary over profile paths makes variant folders named
-    # "<dir>_<name>.csv", which the sweep's folder check takes for point files (docs/KERNELS.md,
-    # "Open").
+    # One sweep varying the profile: a variant each, its folder named after the file without
+    # .csv (a name ending in .csv would be taken for a stray point file), each naming its own.
+    out = os.path.join(tmp, "vary")
+    p = subprocess.run([EXE, "sweep", scen, "--output", out, "--quiet", "--vary",
+                        "device.profile=" + ",".join(profs)], capture_output=True, text=True)
+    check(p.returncode == 0, "the varied sweep runs: %d %s" % (p.returncode, p.stderr))
+    if p.returncode == 0:
+        m = json.load(open(os.path.join(out, "manifest.json")))
+        got = [(v.get("label"), (v.get("profile") or {}).get("file")) for v in m["variants"]]
+        want = [(os.path.basename(q)[:-4], q) for q in profs]
+        check(got == want, "variants %r, want %r" % (got, want))
+        for lab, _ in want:
+            check(os.path.isdir(os.path.join(out, "points", lab)), "points/%s" % lab)
+    # One sweep per profile.
     for i, path in enumerate(profs):
         out = os.path.join(tmp, "out%d" % i)
         p = subprocess.run([EXE, "sweep", scen, "--output", out, "--quiet", "--set",
