@@ -143,15 +143,12 @@ typedef enum {
                                 the timing repetitions spread (absent in rows before [timing]) */
     DEFTSIM_M_FWDBWD,        /* the training step's forward and backward pass ([compute]: the
                                 phase_kind model rows of a worker); empty without [compute] */
-    /* The count-control methods' own quantities (docs/OUTPUT.md; empty for the other methods,
-     * absent in rows written before them): */
-    DEFTSIM_M_THRESHOLD,     /* threshold: MiCRO's and ExDyna's global threshold */
-    DEFTSIM_M_PAD,           /* pad_overhead: m P / K - 1 of MiCRO's and ExDyna's index allgather */
-    DEFTSIM_M_THRESHOLD_LOCAL,  /* threshold_local: Ok-Topk's mean local threshold */
-    DEFTSIM_M_THRESHOLD_GLOBAL, /* threshold_global: Ok-Topk's global threshold */
-    DEFTSIM_M_REGION_BALANCE,   /* region_balance: Ok-Topk's busiest region owner over the mean */
-    DEFTSIM_M_COUNT
+    DEFTSIM_M_BASE_COUNT     /* the quantities of every table; the sparsifiers' own result
+                                columns follow (deftsim_metric_add) */
 } deftsim_metric;
+
+/* Most quantities, the base ones and those added together. */
+#define DEFTSIM_M_MAX (DEFTSIM_M_BASE_COUNT + 24)
 
 typedef struct {
     const char *name;      /* summary.csv's column stem ("select_seconds", ...) */
@@ -159,10 +156,23 @@ typedef struct {
     const char *unit;      /* "s", "B", "ratio", "fraction" */
     const char *doc;       /* one line */
     int optional;          /* 1: a column not every deftsim table has (the network
-                              simulation's, the timing protocol's, the count-control methods') */
+                              simulation's, the timing protocol's, the sparsifiers' own) */
+    const char *title;     /* summary.md's heading of an added quantity; NULL for the base */
 } deftsim_metric_info;
 
+/* Quantities known: DEFTSIM_M_BASE_COUNT plus those added. */
+size_t deftsim_metric_count(void);
+/* Metric m's description; NULL past the end. */
 const deftsim_metric_info *deftsim_metric_get(deftsim_metric m);
+/* Adds a sparsifier's own result column as a quantity: read from the rows' column of that
+ * name (optional: empty for the other methods, absent in older rows), one value per iteration,
+ * summarised like the others in summary.csv (NAME_median, ...), iterations.csv and a table of
+ * summary.md. The strings must outlive the process's use of them. A name already known adds
+ * nothing. DEFTSIM_E_USAGE when DEFTSIM_M_MAX are known. Not thread-safe: call before any
+ * analysis starts. Nothing here knows the sparsifiers: libdeftsim adds the registry's columns
+ * (deftsim_results_add_metrics). */
+deftsim_status deftsim_metric_add(const char *column, const char *unit, const char *title,
+                                  const char *doc);
 
 typedef struct {
     deftsim_boot_options boot;
@@ -215,7 +225,8 @@ deftsim_status deftsim_analysis_write_csv(const deftsim_analysis *a, const char 
 
 /* One row per iteration of every point: the axes, model, method, density, P, iteration,
  * warmup (1 for the iterations the summary leaves out), buildup (|U| / k: for MiCRO and
- * ExDyna their count against k, K / k), captured_frac and captured_ratio of that iteration;
+ * ExDyna their count against k, K / k), captured_frac and captured_ratio of that iteration,
+ * then the added quantities (deftsim_metric_add);
  * docs/ANALYSIS.md. Written atomically. */
 deftsim_status deftsim_analysis_write_iterations(const deftsim_analysis *a, const char *path);
 

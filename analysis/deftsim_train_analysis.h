@@ -21,6 +21,9 @@ typedef struct {
      * the same model and P (the median over its repeats); relative = 0: value itself. */
     int target_relative;
     double target;
+    /* A method's name in summary.md's tables (the figures' legend title), or NULL to show the
+     * name itself; the caller, which can read the registry of methods, supplies it. */
+    const char *(*title)(const char *method);
 } deftsim_train_analysis_options;
 
 /* B = 2000, level 0.95, seed 1; target 0.95 of dense's final accuracy. */

@@ -22,7 +22,7 @@
 #include "deftsim_rng.h"
 #include "deftsim_util.h"
 
-static const deftsim_metric_info metrics[DEFTSIM_M_COUNT] = {
+static deftsim_metric_info metrics[DEFTSIM_M_MAX] = {
     [DEFTSIM_M_SELECT] = {"select_seconds", "select_seconds", "s",
                           "selection time of the slowest worker (max over workers of select_seconds)", 0},
     [DEFTSIM_M_COMPUTE] = {"compute_seconds", "worker_seconds", "s",
@@ -58,17 +58,6 @@ static const deftsim_metric_info metrics[DEFTSIM_M_COUNT] = {
     [DEFTSIM_M_FWDBWD] = {"forward_backward_seconds", "phase_seconds", "s",
                           "the training step's forward and backward pass in the iteration "
                           "([compute]: the phase_kind model rows; empty without)", 1},
-    [DEFTSIM_M_THRESHOLD] = {"threshold", "threshold", "gradient units",
-                             "micro, exdyna: the global threshold the step selected with", 1},
-    [DEFTSIM_M_PAD] = {"pad_overhead", "pad_overhead", "ratio",
-                       "micro, exdyna: m P / K - 1, the padding share of the index allgather", 1},
-    [DEFTSIM_M_THRESHOLD_LOCAL] = {"threshold_local", "threshold_local", "gradient units",
-                                   "oktopk: the mean over the workers of the local threshold", 1},
-    [DEFTSIM_M_THRESHOLD_GLOBAL] = {"threshold_global", "threshold_global", "gradient units",
-                                    "oktopk: the global threshold", 1},
-    [DEFTSIM_M_REGION_BALANCE] = {"region_balance", "region_balance", "ratio",
-                                  "oktopk: entries the busiest region owner receives over the mean",
-                                  1},
 };
 
 /* Quantities repeated in every row of an iteration (read once per iteration). */
@@ -79,9 +68,29 @@ static int iteration_level(int m)
            m != DEFTSIM_M_FWDBWD;
 }
 
+/* The quantities known: the base ones above, then those added. */
+static size_t nmetrics = DEFTSIM_M_BASE_COUNT;
+
+size_t deftsim_metric_count(void) { return nmetrics; }
+
 const deftsim_metric_info *deftsim_metric_get(deftsim_metric m)
 {
-    return (unsigned)m < DEFTSIM_M_COUNT ? &metrics[m] : NULL;
+    return (size_t)m < nmetrics ? &metrics[m] : NULL;
+}
+
+deftsim_status deftsim_metric_add(const char *column, const char *unit, const char *title,
+                                  const char *doc)
+{
+    if (!column || !unit || !title || !doc)
+        return deftsim_error_set(DEFTSIM_E_USAGE, "analysis: a quantity needs a column, unit, "
+                                                  "title and doc");
+    for (size_t i = 0; i < nmetrics; i++)
+        if (!strcmp(metrics[i].name, column)) return DEFTSIM_OK;
+    if (nmetrics == DEFTSIM_M_MAX)
+        return deftsim_error_set(DEFTSIM_E_USAGE, "analysis: more than %d quantities (%s)",
+                                 DEFTSIM_M_MAX, column);
+    metrics[nmetrics++] = (deftsim_metric_info){column, column, unit, doc, 1, title};
+    return DEFTSIM_OK;
 }
 
 void deftsim_analysis_options_default(deftsim_analysis_options *o)
@@ -175,7 +184,7 @@ static void group_free(group *g, size_t naxes)
         free(g->it[t].wspread);
     }
     free(g->it);
-    for (int m = 0; m < DEFTSIM_M_COUNT; m++) free(g->vals[m]);
+    for (int m = 0; m < (int)nmetrics; m++) free(g->vals[m]);
     free(g);
 }
 
@@ -219,7 +228,7 @@ static deftsim_status build_columns(deftsim_analysis *a)
     for (size_t i = 0; i < a->naxes && !st; i++) st = add_colname(a, "%s", a->axes[i]);
     const char *key[] = {"model", "method", "density", "P", "iterations", "ci_level"};
     for (size_t i = 0; i < 6 && !st; i++) st = add_colname(a, "%s", key[i]);
-    for (int m = 0; m < DEFTSIM_M_COUNT && !st; m++) {
+    for (int m = 0; m < (int)nmetrics && !st; m++) {
         const char *n = metrics[m].name;
         if (!st) st = add_colname(a, "%s_median", n);
         if (!st) st = add_colname(a, "%s_lo", n);
@@ -280,11 +289,11 @@ const char *deftsim_analysis_column(const deftsim_analysis *a, size_t i)
 size_t deftsim_analysis_points(const deftsim_analysis *a) { return a->ng; }
 int deftsim_analysis_has_column(const deftsim_analysis *a, deftsim_metric m)
 {
-    return (unsigned)m < DEFTSIM_M_COUNT && a->has_col[m];
+    return (size_t)m < nmetrics && a->has_col[m];
 }
 int deftsim_analysis_has_values(const deftsim_analysis *a, deftsim_metric m)
 {
-    return (unsigned)m < DEFTSIM_M_COUNT && a->has_val[m];
+    return (size_t)m < nmetrics && a->has_val[m];
 }
 
 /* ---- reading rows ----------------------------------------------------------------------------- */
@@ -383,7 +392,7 @@ static deftsim_status iter_first_row(deftsim_analysis *a, deftsim_csvr *r, const
 {
     deftsim_status st;
     ir->seen = 1;
-    for (int m = 0; m < DEFTSIM_M_COUNT; m++) {
+    for (int m = 0; m < (int)nmetrics; m++) {
         ir->v[m] = NAN;
         if (!iteration_level(m) || mc[m] < 0) continue;
         if ((st = deftsim_csvr_number(r, (size_t)mc[m], &ir->v[m]))) return st;
@@ -419,7 +428,7 @@ deftsim_status deftsim_analysis_add_file(deftsim_analysis *a, const char *path,
     deftsim_csvr *r;
     deftsim_status st = deftsim_csvr_open(path, &r);
     if (st) return st;
-    long req[C_NREQ], mc[DEFTSIM_M_COUNT];
+    long req[C_NREQ], mc[DEFTSIM_M_MAX];
     for (int i = 0; i < C_NREQ; i++)
         if ((req[i] = deftsim_csvr_find(r, required[i])) < 0) {
             st = deftsim_error_set(DEFTSIM_E_INPUT,
@@ -427,7 +436,7 @@ deftsim_status deftsim_analysis_add_file(deftsim_analysis *a, const char *path,
                                    path, required[i]);
             goto done;
         }
-    for (int m = 0; m < DEFTSIM_M_COUNT; m++) {
+    for (int m = 0; m < (int)nmetrics; m++) {
         mc[m] = deftsim_csvr_find(r, metrics[m].column);
         if (mc[m] < 0 && !metrics[m].optional) {
             st = deftsim_error_set(DEFTSIM_E_INPUT,
@@ -616,7 +625,7 @@ static deftsim_status finish_group(deftsim_analysis *a, group *g)
         for (size_t t = first; t < g->nit; t++) sum += g->it[t].ph[j];
         g->ph_mean[j] = g->has_ph && g->iterations ? sum / (double)g->iterations : NAN;
     }
-    for (int m = 0; m < DEFTSIM_M_COUNT; m++) {
+    for (int m = 0; m < (int)nmetrics; m++) {
         size_t k = 0;
         g->vals[m] = malloc((g->iterations ? g->iterations : 1) * sizeof(double));
         if (!g->vals[m]) return nomem();
@@ -764,7 +773,7 @@ deftsim_status deftsim_analysis_write_csv(const deftsim_analysis *a, const char 
         deftsim_csv_field(f, g->method);
         fprintf(f, ",%s,%u,%zu,%s", g->dens, g->P, g->iterations,
                 deftsim_csv_double(b, sizeof b, a->opt.boot.level));
-        for (int m = 0; m < DEFTSIM_M_COUNT; m++) put_est(f, &g->est[m], 1);
+        for (int m = 0; m < (int)nmetrics; m++) put_est(f, &g->est[m], 1);
         fprintf(f, ",%s", deftsim_csv_double(b, sizeof b, g->fit.slope));
         fprintf(f, ",%s", deftsim_csv_double(b, sizeof b, g->fit.slope_lo));
         fprintf(f, ",%s", deftsim_csv_double(b, sizeof b, g->fit.slope_hi));
@@ -789,11 +798,17 @@ deftsim_status deftsim_analysis_write_csv(const deftsim_analysis *a, const char 
 
 /* ---- iterations.csv ------------------------------------------------------------------------- */
 
-/* Its per-iteration columns after the keys, in this order (docs/ANALYSIS.md). */
-static const deftsim_metric iter_cols[] = {
-    DEFTSIM_M_BUILDUP,         DEFTSIM_M_CAPTURED,         DEFTSIM_M_CAPTURED_RATIO,
-    DEFTSIM_M_THRESHOLD,       DEFTSIM_M_PAD,              DEFTSIM_M_THRESHOLD_LOCAL,
-    DEFTSIM_M_THRESHOLD_GLOBAL, DEFTSIM_M_REGION_BALANCE};
+/* Its per-iteration columns after the keys, in this order (docs/ANALYSIS.md), then every added
+ * quantity. */
+static const deftsim_metric iter_cols[] = {DEFTSIM_M_BUILDUP, DEFTSIM_M_CAPTURED,
+                                           DEFTSIM_M_CAPTURED_RATIO};
+#define NITER_COLS (sizeof iter_cols / sizeof iter_cols[0] + nmetrics - DEFTSIM_M_BASE_COUNT)
+static size_t iter_col(size_t i)
+{
+    return i < sizeof iter_cols / sizeof iter_cols[0]
+               ? (size_t)iter_cols[i]
+               : DEFTSIM_M_BASE_COUNT + i - sizeof iter_cols / sizeof iter_cols[0];
+}
 
 deftsim_status deftsim_analysis_write_iterations(const deftsim_analysis *a, const char *path)
 {
@@ -804,8 +819,7 @@ deftsim_status deftsim_analysis_write_iterations(const deftsim_analysis *a, cons
     FILE *f = deftsim_afile_stream(af);
     for (size_t i = 0; i < a->naxes; i++) fprintf(f, "%s,", a->colnames[i]);
     fputs("model,method,density,P,iteration,warmup", f);
-    for (size_t m = 0; m < sizeof iter_cols / sizeof iter_cols[0]; m++)
-        fprintf(f, ",%s", metrics[iter_cols[m]].name);
+    for (size_t m = 0; m < NITER_COLS; m++) fprintf(f, ",%s", metrics[iter_col(m)].name);
     fputc('\n', f);
     char b[48];
     for (size_t i = 0; i < a->ng; i++) {
@@ -821,8 +835,8 @@ deftsim_status deftsim_analysis_write_iterations(const deftsim_analysis *a, cons
             fputc(',', f);
             deftsim_csv_field(f, g->method);
             fprintf(f, ",%s,%u,%zu,%d", g->dens, g->P, t, t < a->opt.warmup);
-            for (size_t m = 0; m < sizeof iter_cols / sizeof iter_cols[0]; m++)
-                fprintf(f, ",%s", deftsim_csv_double(b, sizeof b, ir->v[iter_cols[m]]));
+            for (size_t m = 0; m < NITER_COLS; m++)
+                fprintf(f, ",%s", deftsim_csv_double(b, sizeof b, ir->v[iter_col(m)]));
             fputc('\n', f);
         }
     }

@@ -19,7 +19,7 @@ extern const char *const summary_context_cols[NCONTEXT];
 #define CONTEXT_MAX 8 /* distinct values kept per column; more are summarised */
 
 typedef struct {
-    double v[DEFTSIM_M_COUNT];
+    double v[DEFTSIM_M_MAX];
     double ph[NPHASES];    /* the slowest worker's (largest worker_seconds) compute phases */
     double ph_ws;          /* its worker_seconds; -inf before its first compute row */
     double ph_w;           /* that worker */
@@ -42,9 +42,9 @@ typedef struct {
     char *where;           /* "file:line" of the point's first row, for messages */
     /* results */
     size_t iterations;     /* iterations after the warm-up */
-    double *vals[DEFTSIM_M_COUNT];
-    size_t nvals[DEFTSIM_M_COUNT];
-    deftsim_estimate est[DEFTSIM_M_COUNT];
+    double *vals[DEFTSIM_M_MAX];
+    size_t nvals[DEFTSIM_M_MAX];
+    deftsim_estimate est[DEFTSIM_M_MAX];
     deftsim_fit fit;       /* select_seconds against P over the point's series */
     deftsim_estimate speed_select, speed_iter;
     deftsim_estimate speed_iter_dense; /* dense's median iteration time over the method's */
@@ -65,7 +65,7 @@ struct deftsim_analysis {
     size_t ng, capg;
     group *last;
     strlist variants, models, dens, methods;
-    int has_col[DEFTSIM_M_COUNT], has_val[DEFTSIM_M_COUNT];
+    int has_col[DEFTSIM_M_MAX], has_val[DEFTSIM_M_MAX];
     strlist context[NCONTEXT];      /* distinct values of each context column */
     int context_more[NCONTEXT];     /* more than CONTEXT_MAX of them */
     size_t files;

@@ -221,7 +221,7 @@ static void md_definitions(FILE *f, const deftsim_analysis *a)
     fprintf(f, "\n## Definitions\n\nsummary.csv has one row per point and, for each quantity, "
                "`<name>_median`, `_lo`, `_hi` (the interval) and `_mean`:\n\n");
     fprintf(f, "| name | unit | from the rows' column | meaning |\n|---|---|---|---|\n");
-    for (int m = 0; m < DEFTSIM_M_COUNT; m++) {
+    for (int m = 0; m < (int)deftsim_metric_count(); m++) {
         const deftsim_metric_info *mi = deftsim_metric_get((deftsim_metric)m);
         fprintf(f, "| %s | %s | %s | ", mi->name, mi->unit, mi->column);
         /* A '|' in a cell would end it. */
@@ -241,34 +241,38 @@ static void md_definitions(FILE *f, const deftsim_analysis *a)
                "docs/ANALYSIS.md has the details.\n");
 }
 
-/* The count-control methods' own quantities (MiCRO, ExDyna, Ok-Topk), for the points of
- * [i, j) that have any: nothing when none has. */
-static void md_count_control(FILE *f, const deftsim_analysis *a, size_t i, size_t j)
+/* The sparsifiers' own quantities (deftsim_metric_add: MiCRO's and ExDyna's threshold and
+ * padding, Ok-Topk's thresholds and region balance, ...) for the points of [i, j) that have
+ * any, one column per quantity that some point has: nothing when none has. */
+static void md_own_quantities(FILE *f, const deftsim_analysis *a, size_t i, size_t j)
 {
-    static const deftsim_metric cols[] = {DEFTSIM_M_THRESHOLD, DEFTSIM_M_PAD,
-                                          DEFTSIM_M_THRESHOLD_LOCAL, DEFTSIM_M_THRESHOLD_GLOBAL,
-                                          DEFTSIM_M_REGION_BALANCE};
-    enum { NC = sizeof cols / sizeof cols[0] };
-    int any = 0;
-    for (size_t k = i; k < j && !any; k++)
-        for (size_t c = 0; c < NC; c++) any |= a->g[k]->nvals[cols[c]] > 0;
-    if (!any) return;
-    fprintf(f, "\nCount control per iteration (build-up above is their count against k, K / k; "
-               "threshold: MiCRO's and ExDyna's global threshold; padding: the share of their "
-               "index allgather that is padding, m P / K - 1; Ok-Topk's mean local and its global "
-               "threshold, and its region balance: the busiest region owner's entries over the "
-               "mean, 1 = balanced).\n\n");
-    fprintf(f, "| method | P | build-up | threshold | padding | local threshold | global threshold "
-               "| region balance |\n|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    size_t cols[DEFTSIM_M_MAX], nc = 0;
+    for (size_t m = DEFTSIM_M_BASE_COUNT; m < deftsim_metric_count(); m++) {
+        int any = 0;
+        for (size_t k = i; k < j && !any; k++) any = a->g[k]->nvals[m] > 0;
+        if (any) cols[nc++] = m;
+    }
+    if (!nc) return;
+    fprintf(f, "\nThe methods' own quantities per iteration (build-up: |U| / k, for MiCRO and "
+               "ExDyna their count against k, K / k)");
+    for (size_t c = 0; c < nc; c++) {
+        const deftsim_metric_info *mi = deftsim_metric_get((deftsim_metric)cols[c]);
+        fprintf(f, "%s %s: %s", c ? ";" : ":", mi->title, mi->doc);
+    }
+    fprintf(f, ".\n\n| method | P | build-up |");
+    for (size_t c = 0; c < nc; c++) fprintf(f, " %s |", deftsim_metric_get((deftsim_metric)cols[c])->title);
+    fprintf(f, "\n|---|---:|---:|");
+    for (size_t c = 0; c < nc; c++) fputs("---:|", f);
+    fputc('\n', f);
     for (size_t k = i; k < j; k++) {
         const group *g = a->g[k];
         int has = 0;
-        for (size_t c = 0; c < NC; c++) has |= g->nvals[cols[c]] > 0;
+        for (size_t c = 0; c < nc; c++) has |= g->nvals[cols[c]] > 0;
         if (!has) continue;
         char c0[128];
         fprintf(f, "| %s | %u | %s |", g->method, g->P,
                 cell_est(c0, sizeof c0, &g->est[DEFTSIM_M_BUILDUP], 1));
-        for (size_t c = 0; c < NC; c++) {
+        for (size_t c = 0; c < nc; c++) {
             char cb[128];
             fprintf(f, " %s |", g->nvals[cols[c]] ? cell_est(cb, sizeof cb, &g->est[cols[c]], 1) : "-");
         }
@@ -348,7 +352,7 @@ deftsim_status deftsim_analysis_write_md(const deftsim_analysis *a, const char *
                     cell_est(c5, sizeof c5, &g->est[DEFTSIM_M_CAPTURED_RATIO], 1),
                     cell_est(c7, sizeof c7, &g->est[DEFTSIM_M_IMBALANCE], 1));
         }
-        md_count_control(f, a, i, j);
+        md_own_quantities(f, a, i, j);
 
         fprintf(f, "\nScaling of the selection time with P: the exponent b of t = a P^b, a "
                    "least-squares line through (ln P, ln median time), one point per P, with a "

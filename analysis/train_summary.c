@@ -394,18 +394,6 @@ deftsim_status deftsim_train_analysis_write_csv(const deftsim_train_analysis *a,
     return deftsim_afile_commit(af);
 }
 
-/* The methods' names in tables, as in the figures (plots/style.gp). */
-static const char *display_name(const char *m)
-{
-    static const char *const names[][2] = {
-        {"deft", "DEFT"},   {"topk", "Top-k (allgather idx, allreduce val)"},
-        {"topk-ag", "Top-k (allgather pairs)"}, {"cltk", "CLT-k"},
-        {"gtopk", "gTop-k"}, {"dgc", "DGC"}, {"dense", "dense allreduce"}};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (!strcmp(m, names[i][0])) return names[i][1];
-    return m;
-}
-
 /* "85.86 [85.1, 86.2]" in percent, or "85.86" without an interval, "-" when undefined. */
 static void md_est(FILE *f, const deftsim_estimate *e, double scale, const char *fmt)
 {
@@ -468,7 +456,8 @@ deftsim_status deftsim_train_analysis_write_md(const deftsim_train_analysis *a, 
     fprintf(f, "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (size_t i = 0; i < a->npts; i++) {
         const tpoint *p = &a->pts[i];
-        fprintf(f, "| %s%s | %s | %u | %zu | %g |", display_name(p->method),
+        fprintf(f, "| %s%s | %s | %u | %zu | %g |",
+                a->opt.title ? a->opt.title(p->method) : p->method,
                 p->diverged ? " (diverged)" : "", strcmp(p->method, "dense") ? p->density : "all",
                 p->P, p->nruns, p->iterations);
         md_est(f, &p->final_acc, 100, "%.2f");

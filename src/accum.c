@@ -188,16 +188,15 @@ static void fused_free(point_state *ps)
     free(ps->pscratch);
 }
 
-/* Turns the fused pass on when deft_norms = fused and the sparsifier reads fragment norms of
- * fragments that tile [0, n) in order (DEFT's do); otherwise leaves nseg = 0, and the
- * sparsifier runs its own norm pass. */
+/* Turns the fused pass on when the sparsifier offers fragment norms (DEFT with deft_norms =
+ * fused: deftsim_sparsifier_norm_segments) of fragments that tile [0, n) in order; otherwise
+ * leaves nseg = 0, and the sparsifier runs its own norm pass. */
 deftsim_status deftsim_acc_fused_init(point_state *ps, const deftsim_sparsifier *sp)
 {
     deftsim_engine *e = ps->e;
     /* Spread mode forms the accumulators in its own passes: the sparsifier's norm pass runs
      * (the same bits, docs/SPARSIFIERS.md). */
-    if (ps->data_free || ps->team || e->cfg->sparsify.deft_norms != DEFTSIM_DEFT_NORMS_FUSED)
-        return DEFTSIM_OK;
+    if (ps->data_free || ps->team) return DEFTSIM_OK;
     const deftsim_kseg *segs;
     size_t nseg;
     deftsim_sparsifier_norm_segments(sp, &segs, &nseg);

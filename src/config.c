@@ -37,12 +37,6 @@ _Static_assert(sizeof(deftsim_method) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_source) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_wire) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_feedback) == sizeof(int), "enum storage");
-_Static_assert(sizeof(deftsim_cltk_charge) == sizeof(int), "enum storage");
-_Static_assert(sizeof(deftsim_deft_norms) == sizeof(int), "enum storage");
-_Static_assert(sizeof(deftsim_oktopk_variant) == sizeof(int), "enum storage");
-_Static_assert(sizeof(deftsim_deft_norm_precision) == sizeof(int), "enum storage");
-_Static_assert(sizeof(deftsim_oktopk_layer_order) == sizeof(int), "enum storage");
-_Static_assert(sizeof(deftsim_topk_ag_mean) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_device_kind) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_topology) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_net_model) == sizeof(int), "enum storage");
@@ -57,6 +51,8 @@ _Static_assert(sizeof(deftsim_timing_statistic) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_timing_cache) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_backward_spread) == sizeof(int), "enum storage");
 _Static_assert(sizeof(deftsim_exec_network) == sizeof(int), "enum storage");
+/* The methods' INT and ENUM options are stored the same way (config_methods.c). */
+_Static_assert(sizeof(((deftsim_opt_value *)0)->i) == sizeof(int), "option storage");
 
 static const char *enum_name(const char *const *names, size_t count, int v)
 {
@@ -101,8 +97,9 @@ static const char *const section_names[] = {"scenario", "gradients", "synthetic"
 #define KEY(sec, key, typetext, dflt, doc) .info = {sec, key, typetext, dflt, doc}
 
 /* One row per key, grouped by section in file order. A [network] key is one more row here
- * (and its field in deftsim_config). */
-static const keydef keys[] = {
+ * (and its field in deftsim_config). The methods' own [sparsify] keys are not here: they come
+ * from the registry's option tables (schema() below). */
+static const keydef base_keys[] = {
     {KEY("scenario", "name", "string: 1..100 characters, no '/'", NULL,
          "names the results; default: the file's name without .ini"),
      .type = T_NAME, .off = F(scenario.name)},
@@ -162,32 +159,7 @@ static const keydef keys[] = {
     {KEY("sparsify", "sampled_workers", "integer in [1, 1048576]", "8",
          "workers whose residuals are tracked (error_feedback = sampled)"),
      .type = T_INT, .off = F(sparsify.sampled_workers), .imin = 1, .imax = DEFTSIM_WORKERS_MAX},
-    {KEY("sparsify", "cltk_charge", "one of: leader, all", "leader",
-         "CLT-k selection time charged to the leader only, or to every worker"),
-     .type = T_ENUM, .off = F(sparsify.cltk_charge), .names = deftsim_cltk_charge_names},
-    {KEY("sparsify", "cltk_beta", "number in [0, 1]", "0", "CLT-k low-pass filter beta; 0 = off"),
-     .type = T_DOUBLE, .off = F(sparsify.cltk_beta), .lo = 0, .hi = 1},
-    {KEY("sparsify", "deft_norms", "one of: fused, separate", "fused",
-         "DEFT's fragment norms: fused into the accumulate pass, or a separate pass in its "
-         "selection"),
-     .type = T_ENUM, .off = F(sparsify.deft_norms), .names = deftsim_deft_norms_names},
-    {KEY("sparsify", "deft_norm_precision", "one of: float64, float32", "float64",
-         "DEFT's k_j from float64 norms, or as the authors' code: float32 torch.norm and order"),
-     .type = T_ENUM, .off = F(sparsify.deft_norm_precision),
-     .names = deftsim_deft_norm_precision_names},
-    {KEY("sparsify", "oktopk_variant", "one of: vgg, bert", "vgg",
-         "Ok-Topk's constants: the authors' VGG script, or BERT's (periods 128, balanced allgather)"),
-     .type = T_ENUM, .off = F(sparsify.oktopk_variant), .names = deftsim_oktopk_variant_names},
-    {KEY("sparsify", "oktopk_warmup", "integer in [0, 1000000000]", "512",
-         "Ok-Topk: dense iterations before the first sparse one (the authors' VGG: 512; 0 skips)"),
-     .type = T_INT, .off = F(sparsify.oktopk_warmup), .imin = 0, .imax = 1000000000},
-    {KEY("sparsify", "oktopk_layer_order", "one of: auto, reverse, forward", "auto",
-         "Ok-Topk's buffer, cut into regions; auto: the variant's (vgg reverse, bert forward)"),
-     .type = T_ENUM, .off = F(sparsify.oktopk_layer_order),
-     .names = deftsim_oktopk_layer_order_names},
-    {KEY("sparsify", "topk_ag_mean", "one of: sum, each", "sum",
-         "topk-ag's mean: the sum / P, or each value / P added up (the authors' reducer)"),
-     .type = T_ENUM, .off = F(sparsify.topk_ag_mean), .names = deftsim_topk_ag_mean_names},
+    /* Then each method's options, from its registry entry (config_methods.c). */
 
     {KEY("workers", "counts", "list of integers in [1, 1048576], ranges a..b or a..b:step",
          "2..64", "worker counts P to sweep"),
@@ -411,48 +383,80 @@ static const keydef keys[] = {
          "simulate: SimGrid only; mpi: also run every schedule over MPI (mpirun -n P deftsim run)"),
      .type = T_ENUM, .off = F(execute.network), .names = deftsim_exec_network_names},
 };
-#define NKEYS (sizeof keys / sizeof keys[0])
+#define NBASE (sizeof base_keys / sizeof base_keys[0])
+#define NKEYS_MAX (NBASE + DEFTSIM_METHOD_MAX * DEFTSIM_METHOD_OPTS_MAX)
 
 /* 0: default (or derived); > 0: the file line; -1: a --set override; ORIGIN_PRESET: set by
  * [network] preset. */
 #define ORIGIN_PRESET (-2)
 #define ORIGIN_PRESET_FILE (-3) /* set by [network] preset_file */
 struct deftsim_config_origin {
-    int key_line[NKEYS];
+    int key_line[NKEYS_MAX];
     int section_line[NSECTIONS];
 };
 
-/* The keys' descriptions as deftsim_config_key() hands them out: the table's, with the
- * methods' type text and default filled in from the registry of methods. */
-static deftsim_config_keyinfo infos[NKEYS];
+/* The schema: the base rows, then every method's option rows (appended as the registry
+ * grows, so that a key's index never changes); order[] lists them in file order, the methods'
+ * keys at the end of [sparsify]'s base keys in registry order. infos[] are the descriptions
+ * deftsim_config_key() hands out: the rows', with the methods key's type text and default
+ * filled in from the registry. */
+static keydef keys[NKEYS_MAX];
+static deftsim_config_keyinfo infos[NKEYS_MAX];
+static size_t order[NKEYS_MAX];
+static size_t nkeys, schema_methods;
 static char methods_type[600], methods_dflt[400];
-static pthread_once_t schema_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t schema_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void schema_init(void)
+static size_t schema(void)
 {
-    size_t o = (size_t)snprintf(methods_type, sizeof methods_type, "list of: ");
-    deftsim_method_list(0, methods_type + o, sizeof methods_type - o);
-    deftsim_method_list(DEFTSIM_METHOD_CAP_DEFAULT, methods_dflt, sizeof methods_dflt);
-    for (size_t i = 0; i < NKEYS; i++) {
-        infos[i] = keys[i].info;
-        if (keys[i].names_fn) {
-            infos[i].type = methods_type;
-            infos[i].dflt = methods_dflt;
+    pthread_mutex_lock(&schema_lock);
+    size_t nm = deftsim_method_count();
+    if (!nkeys || nm != schema_methods) {
+        if (!nkeys) {
+            memcpy(keys, base_keys, sizeof base_keys);
+            nkeys = NBASE;
+        }
+        nkeys += deftsim_cfg_method_keys(schema_methods, nm, keys + nkeys, NKEYS_MAX - nkeys);
+        schema_methods = nm;
+        size_t o = (size_t)snprintf(methods_type, sizeof methods_type, "list of: ");
+        deftsim_method_list(0, methods_type + o, sizeof methods_type - o);
+        deftsim_method_list(DEFTSIM_METHOD_CAP_DEFAULT, methods_dflt, sizeof methods_dflt);
+        size_t n = 0, last_sparsify = 0;
+        for (size_t i = 0; i < NBASE; i++)
+            if (!strcmp(base_keys[i].info.section, "sparsify")) last_sparsify = i;
+        for (size_t i = 0; i < NBASE; i++) {
+            order[n++] = i;
+            if (i == last_sparsify)
+                for (size_t j = NBASE; j < nkeys; j++) order[n++] = j;
+        }
+        for (size_t i = 0; i < nkeys; i++) {
+            infos[i] = keys[i].info;
+            if (keys[i].names_fn) {
+                infos[i].type = methods_type;
+                infos[i].dflt = methods_dflt;
+            }
         }
     }
+    size_t n = nkeys;
+    pthread_mutex_unlock(&schema_lock);
+    return n;
 }
+#define NKEYS schema()
 
 static const deftsim_config_keyinfo *info_of(size_t i)
 {
-    pthread_once(&schema_once, schema_init);
+    schema();
     return &infos[i];
 }
 
-
 size_t deftsim_config_key_count(void) { return NKEYS; }
 size_t deftsim_cfg_nkeys(void) { return NKEYS; }
-const keydef *deftsim_cfg_keydef(size_t i) { return i < NKEYS ? &keys[i] : NULL; }
-const deftsim_config_keyinfo *deftsim_config_key(size_t i) { return i < NKEYS ? info_of(i) : NULL; }
+/* In file order (as deftsim_config_key). */
+const keydef *deftsim_cfg_keydef(size_t i) { return i < NKEYS ? &keys[order[i]] : NULL; }
+const deftsim_config_keyinfo *deftsim_config_key(size_t i)
+{
+    return i < NKEYS ? info_of(order[i]) : NULL;
+}
 size_t deftsim_config_section_count(void) { return NSECTIONS; }
 const char *deftsim_config_section_name(size_t i) { return i < NSECTIONS ? section_names[i] : NULL; }
 
@@ -465,7 +469,7 @@ static int section_index(const char *s)
 
 static int key_index(const char *section, const char *key)
 {
-    for (size_t i = 0; i < NKEYS; i++)
+    for (size_t i = 0, nk = NKEYS; i < nk; i++)
         if (strcmp(keys[i].info.section, section) == 0 && strcmp(keys[i].info.key, key) == 0)
             return (int)i;
     return -1;
@@ -484,9 +488,12 @@ static void list_keys(const char *section, char *buf, size_t cap)
 {
     size_t o = 0;
     buf[0] = '\0';
-    for (size_t i = 0; i < NKEYS && o < cap; i++)
-        if (strcmp(keys[i].info.section, section) == 0)
-            o += (size_t)snprintf(buf + o, cap - o, "%s%s", o ? ", " : "", keys[i].info.key);
+    size_t n = NKEYS;
+    for (size_t i = 0; i < n && o < cap; i++) {
+        const keydef *k = &keys[order[i]];
+        if (strcmp(k->info.section, section) == 0)
+            o += (size_t)snprintf(buf + o, cap - o, "%s%s", o ? ", " : "", k->info.key);
+    }
 }
 
 static deftsim_status unknown_key_error(deftsim_status st, const char *where, const char *section)
@@ -552,7 +559,7 @@ void deftsim_config_where(const deftsim_config *cfg, const char *section, const 
 void deftsim_config_free(deftsim_config *cfg)
 {
     if (!cfg) return;
-    for (size_t i = 0; i < NKEYS; i++) deftsim_cfg_release(cfg, &keys[i]);
+    for (size_t i = 0, nk = NKEYS; i < nk; i++) deftsim_cfg_release(cfg, &keys[i]);
     free(cfg->path);
     free(cfg->origin);
     free(cfg);
@@ -615,7 +622,7 @@ static deftsim_status apply_preset_file(deftsim_config *cfg)
 static deftsim_status apply_preset(deftsim_config *cfg)
 {
     deftsim_status st;
-    for (size_t i = 0; i < NKEYS; i++) {
+    for (size_t i = 0, nk = NKEYS; i < nk; i++) {
         if (cfg->origin->key_line[i] != ORIGIN_PRESET && cfg->origin->key_line[i] != ORIGIN_PRESET_FILE)
             continue;
         cfg->origin->key_line[i] = 0;
@@ -678,7 +685,7 @@ static deftsim_status config_new(const char *name, const char *path, deftsim_con
         st = deftsim_error_set(DEFTSIM_E_NOMEM, "out of memory");
         goto fail;
     }
-    for (size_t i = 0; i < NKEYS; i++) {
+    for (size_t i = 0, nk = NKEYS; i < nk; i++) {
         const char *dflt = info_of(i)->dflt;
         if (!dflt) continue;
         if ((st = deftsim_cfg_set_value(cfg, &keys[i], dflt))) {
@@ -714,7 +721,7 @@ deftsim_status deftsim_config_clone(const deftsim_config *cfg, deftsim_config **
     c->path = NULL;
     c->origin = NULL;
     /* Drop the shallow pointers first so that a failure below frees only what c owns. */
-    for (size_t i = 0; i < NKEYS; i++) {
+    for (size_t i = 0, nk = NKEYS; i < nk; i++) {
         ktype t = keys[i].type;
         if (t == T_NAME || t == T_PATH || t == T_OPTPATH || t == T_ENUM_LIST ||
             t == T_DOUBLE_LIST || t == T_INT_LIST) {
@@ -725,7 +732,7 @@ deftsim_status deftsim_config_clone(const deftsim_config *cfg, deftsim_config **
     if (!(c->origin = malloc(sizeof *c->origin))) goto nomem;
     memcpy(c->origin, cfg->origin, sizeof *c->origin);
     if (cfg->path && !(c->path = strdup(cfg->path))) goto nomem;
-    for (size_t i = 0; i < NKEYS; i++) {
+    for (size_t i = 0, nk = NKEYS; i < nk; i++) {
         const keydef *k = &keys[i];
         kval v = deftsim_cfg_view(cfg, k);
         size_t elem = k->type == T_ENUM_LIST ? sizeof(int)
@@ -762,7 +769,7 @@ nomem:
 
 int deftsim_config_equal(const deftsim_config *a, const deftsim_config *b)
 {
-    for (size_t i = 0; i < NKEYS; i++) {
+    for (size_t i = 0, nk = NKEYS; i < nk; i++) {
         const keydef *k = &keys[i];
         kval x = deftsim_cfg_view(a, k), y = deftsim_cfg_view(b, k);
         size_t elem = k->type == T_ENUM_LIST ? sizeof(int)

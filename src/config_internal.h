@@ -83,6 +83,13 @@ deftsim_status deftsim_cfg_set_value(deftsim_config *cfg, const keydef *k, const
 size_t deftsim_cfg_nkeys(void);
 const keydef *deftsim_cfg_keydef(size_t i);
 
+/* ---- the methods' options (config_methods.c) ------------------------------------------- */
+
+/* The [sparsify] keys of the options of methods first .. end-1 (registry positions) into out
+ * (at most cap rows): their type text, default and help from the option tables, their storage
+ * in deftsim_config's sparsify.opts. Returns the rows written. */
+size_t deftsim_cfg_method_keys(size_t first, size_t end, keydef *out, size_t cap);
+
 /* ---- presets (config_preset.c) ---------------------------------------------------------- */
 
 /* The choices of [network] preset: "none", then every preset's name; NULL-terminated. */

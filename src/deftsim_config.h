@@ -105,14 +105,9 @@ typedef struct deftsim_config {
         deftsim_wire wire;
         deftsim_feedback error_feedback;
         int sampled_workers;      /* used with error_feedback = sampled */
-        deftsim_cltk_charge cltk_charge;
-        double cltk_beta;         /* ScaleCom's low-pass filter; 0 = off */
-        deftsim_deft_norms deft_norms;
-        deftsim_deft_norm_precision deft_norm_precision; /* float64, or the authors' float32 */
-        deftsim_oktopk_variant oktopk_variant;
-        int oktopk_warmup;        /* Ok-Topk's dense iterations before the first sparse one */
-        deftsim_oktopk_layer_order oktopk_layer_order; /* Ok-Topk's buffer; auto: the variant's */
-        deftsim_topk_ag_mean topk_ag_mean;             /* topk-ag: sum / P, or each value / P */
+        /* Every method's own options ([sparsify] keys from its registry entry's table), by
+         * registry position: deftsim_config_method_opts(), deftsim_config_opt(). */
+        deftsim_method_opts opts[DEFTSIM_METHOD_MAX];
     } sparsify;
     struct {
         int64_t *counts;          /* sorted ascending, unique, each in [1, DEFTSIM_WORKERS_MAX] */
@@ -259,6 +254,22 @@ deftsim_status deftsim_config_to_ini(const deftsim_config *cfg, FILE *f);
 /* {"section": {"key": value, ...}, ...} with typed values (numbers, strings, arrays, null for
  * an unset optional string). Returns a new reference, or NULL with a message on failure. */
 json_t *deftsim_config_to_json(const deftsim_config *cfg);
+
+/* Method m's option values (its [sparsify] keys; all zero for a value the registry does not
+ * hold). */
+const deftsim_method_opts *deftsim_config_method_opts(const deftsim_config *cfg, deftsim_method m);
+/* The value of [sparsify] key `key`, one of some method's options, as a double (integers and
+ * enums: their value); NaN when no method has that option. */
+double deftsim_config_opt(const deftsim_config *cfg, const char *key);
+
+/* A point's sparsifier parameters from the scenario: method m at this density for P workers of
+ * this model, with [sparsify]'s wire settings, the method's options, the scenario's seed, the
+ * kernel context, spread mode's team (NULL or a team of one: one process) and skip_quality
+ * from [engine] quality. The one mapping from config to parameters: run, sweep, spread and
+ * real mode, and deftsim train use it. */
+void deftsim_config_sparsifier_params(const deftsim_config *cfg, deftsim_method m, double density,
+                                      uint32_t P, const deftsim_model *model, deftsim_kctx *kctx,
+                                      const deftsim_team *team, deftsim_sparsifier_params *out);
 
 /* The network simulation's parameters for P workers of a scenario ([network]);
  * elem_bytes: the element size of the schedules' ALLREDUCE vectors (the value wire width). */

@@ -84,10 +84,10 @@ double deftsim_profile_cost(void *user, const deftsim_kcall *c);
  * and the record is cleared. file names the profile, method the caller. */
 deftsim_status deftsim_profile_check(deftsim_profile *p, const char *file, const char *method);
 /* Before a run: DEFTSIM_E_INPUT, with the same message, if the profile has no row for an
- * operation that built-in method m calls (src/sparsify/sp_*.c; methods registered at run time
- * are checked by deftsim_profile_check as they run). */
+ * operation that method m calls (its registry entry's kernel_ops; a method that declares none
+ * is checked by deftsim_profile_check as it runs). */
 deftsim_status deftsim_profile_require(const deftsim_profile *p, const char *file, int m);
-/* The operations built-in method m calls, one bit per deftsim_kop (0 for others). */
+/* The operations method m calls, one bit per deftsim_kop (its registry entry's kernel_ops). */
 unsigned deftsim_profile_method_ops(int m);
 
 /* The kernel context of deftsim train: the cpu kernels with [device] threads; with [device]

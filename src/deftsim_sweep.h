@@ -236,4 +236,9 @@ typedef struct {
 deftsim_status deftsim_results_list(const char *dir, deftsim_result_set **out);
 void deftsim_results_free(deftsim_result_set *r);
 
+/* The registry's result columns that `deftsim analyze` summarises (DEFTSIM_COL_MEDIAN), added
+ * to the analysis's quantities (deftsim_metric_add) in rows.csv's order; call before
+ * deftsim_analysis_new. */
+deftsim_status deftsim_results_add_metrics(void);
+
 #endif

@@ -50,26 +50,7 @@ const deftsim_memory_plan *deftsim_engine_memory(const deftsim_engine *e) { retu
 static void fill_params(const deftsim_engine *e, deftsim_method m, double d, uint32_t P,
                         deftsim_sparsifier_params *p)
 {
-    const deftsim_config *cfg = e->cfg;
-    memset(p, 0, sizeof *p);
-    p->method = m;
-    p->density = d;
-    p->P = P;
-    p->model = e->model;
-    p->index_bytes = (uint32_t)cfg->sparsify.index_bytes;
-    p->value_bytes = (uint32_t)cfg->sparsify.value_bytes;
-    p->wire = cfg->sparsify.wire;
-    p->cltk_charge = cfg->sparsify.cltk_charge;
-    p->cltk_beta = cfg->sparsify.cltk_beta;
-    p->oktopk_variant = cfg->sparsify.oktopk_variant;
-    p->oktopk_warmup = (uint64_t)cfg->sparsify.oktopk_warmup;
-    p->oktopk_layer_order = cfg->sparsify.oktopk_layer_order;
-    p->deft_norm_precision = cfg->sparsify.deft_norm_precision;
-    p->topk_ag_mean = cfg->sparsify.topk_ag_mean;
-    p->seed = cfg->scenario.seed;
-    p->kctx = e->kctx;
-    p->skip_quality = !cfg->engine.quality;
-    p->team = e->opt.team && e->opt.team->size > 1 ? e->opt.team : NULL;
+    deftsim_config_sparsifier_params(e->cfg, m, d, P, e->model, e->kctx, e->opt.team, p);
 }
 
 /* Spread mode: whether this process writes the results (rank 0; every process otherwise). */
@@ -623,7 +604,7 @@ static deftsim_status point_iterations(deftsim_engine *e, const point_desc *pd, 
         /* [compute]: the rows and the simulation see the whole iteration's schedule. */
         deftsim_step_result whole;
         if (pd->compute) {
-            int bucketed = !strcmp(pd->method, deftsim_method_name(DEFTSIM_METHOD_DENSE)) && pd->P > 1;
+            int bucketed = deftsim_method_has(r->method, DEFTSIM_METHOD_CAP_DDP_BUCKETS) && pd->P > 1;
             if ((st = deftsim_compute_schedule(pd->compute, &r->schedule, bucketed,
                                                r->value_wire_bytes, &pr->full)))
                 return st;

@@ -70,12 +70,14 @@ static inline uint32_t deftsim_engine_tracked_workers(const deftsim_config *cfg,
 }
 
 /* Whether a method of the scenario asks the provider for g_w (the registry's raw-gradients
- * capability: CLT-k's low-pass filter, when its beta is set). */
+ * capability, with the options that turn it on: CLT-k's low-pass filter, when its beta is
+ * set). */
 static inline int deftsim_engine_needs_grad(const deftsim_config *cfg)
 {
-    if (!(cfg->sparsify.cltk_beta > 0)) return 0;
-    for (size_t i = 0; i < cfg->sparsify.nmethods; i++)
-        if (deftsim_method_has(cfg->sparsify.methods[i], DEFTSIM_METHOD_CAP_RAW_GRADIENTS)) return 1;
+    for (size_t i = 0; i < cfg->sparsify.nmethods; i++) {
+        deftsim_method m = cfg->sparsify.methods[i];
+        if (deftsim_method_reads_grad(m, deftsim_config_method_opts(cfg, m))) return 1;
+    }
     return 0;
 }
 
@@ -161,7 +163,8 @@ typedef struct {
     uint32_t regen_slot0;     /* or into slots regen_slot0 .. + regen_nw - 1 */
     deftsim_status get_status;
     char get_msg[1024];
-    /* [sparsify] deft_norms = fused, for a sparsifier that reads fragment norms: the
+    /* A sparsifier that reads fragment norms and offers them to the provider (DEFT with
+     * [sparsify] deft_norms = fused): the
      * accumulators are formed piece by piece, one piece per norm block of every fragment, with
      * deftsim_k_accumulate, whose sums give every worker's fragment norms with seg_norms' bits
      * (served by the provider's norms()). nseg = 0: the plain chunked pass. */
@@ -186,8 +189,8 @@ typedef struct {
  * it; data_free: none of them (the point's steps read no accumulator). */
 deftsim_status deftsim_acc_init(point_state *ps, deftsim_engine *e, uint32_t P, int data_free);
 void deftsim_acc_free(point_state *ps);
-/* Turns the fused pass on when deft_norms = fused and the sparsifier reads fragment norms of
- * fragments that tile [0, n) in order (DEFT's do); otherwise leaves nseg = 0. */
+/* Turns the fused pass on when the sparsifier offers fragment norms (DEFT with deft_norms =
+ * fused) of fragments that tile [0, n) in order; otherwise leaves nseg = 0. */
 deftsim_status deftsim_acc_fused_init(point_state *ps, const deftsim_sparsifier *sp);
 /* Before each step: every tracked residual takes its gradient, the average accumulator and
  * its squared norm are computed (quality = 1; otherwise norm2 is NaN and the untracked

@@ -421,38 +421,21 @@ deftsim_status deftsim_profile_check(deftsim_profile *p, const char *file, const
     return missing_op(file, op, method);
 }
 
-/* The kernel operations each built-in method's phases call (src/sparsify/sp_*.c, with the
- * shared residual pass, union and gathers of sparsify.c); tests/profile checks it by running
- * every method on a profile that has rows for these operations only. */
-#define OPBIT(o) (1u << DEFTSIM_KOP_##o)
-#define RESIDUAL (OPBIT(GATHER) | OPBIT(ZERO_AT))
-static const unsigned method_ops[DEFTSIM_METHOD_COUNT] = {
-    [DEFTSIM_METHOD_DEFT] = OPBIT(SEG_NORMS) | OPBIT(SEGTOPK) | OPBIT(UNION) | RESIDUAL,
-    [DEFTSIM_METHOD_TOPK] = OPBIT(TOPK) | OPBIT(SCATTER_ADD) | OPBIT(UNION) | RESIDUAL,
-    [DEFTSIM_METHOD_TOPK_AG] = OPBIT(TOPK) | OPBIT(SCATTER_ADD) | OPBIT(UNION) | RESIDUAL,
-    [DEFTSIM_METHOD_CLTK] = OPBIT(TOPK) | RESIDUAL,
-    [DEFTSIM_METHOD_GTOPK] = OPBIT(TOPK) | OPBIT(MERGE_TOPK) | OPBIT(UNION) | RESIDUAL,
-    [DEFTSIM_METHOD_DGC] = OPBIT(SAMPLE_STRIDED) | OPBIT(TOPK) | OPBIT(FILTER_GE) |
-                           OPBIT(SCATTER_ADD) | OPBIT(UNION) | RESIDUAL,
-    [DEFTSIM_METHOD_DENSE] = 0,
-    [DEFTSIM_METHOD_MICRO] = OPBIT(FILTER_GE) | OPBIT(UNION) | RESIDUAL,
-    [DEFTSIM_METHOD_EXDYNA] = OPBIT(FILTER_GE) | OPBIT(UNION) | RESIDUAL,
-    [DEFTSIM_METHOD_OKTOPK] = OPBIT(COUNT_GE) | OPBIT(FILTER_GE) | OPBIT(TOPK) |
-                              OPBIT(SCATTER_ADD) | RESIDUAL,
-};
-
+/* The kernel operations a method's phases call: its registry entry's kernel_ops (tests/profile
+ * checks them by running every method on a profile that has rows for these operations only). */
 deftsim_status deftsim_profile_require(const deftsim_profile *p, const char *file, int m)
 {
-    if (m < 0 || m >= DEFTSIM_METHOD_COUNT) return DEFTSIM_OK;
+    unsigned ops = deftsim_profile_method_ops(m);
     for (size_t op = 0; op < DEFTSIM_KOP_COUNT; op++)
-        if ((method_ops[m] >> op & 1u) && !p->ops[op].present)
+        if ((ops >> op & 1u) && !p->ops[op].present)
             return missing_op(file, (deftsim_kop)op, deftsim_method_name((deftsim_method)m));
     return DEFTSIM_OK;
 }
 
 unsigned deftsim_profile_method_ops(int m)
 {
-    return m >= 0 && m < DEFTSIM_METHOD_COUNT ? method_ops[m] : 0;
+    const deftsim_method_desc *d = deftsim_method_get((deftsim_method)m);
+    return d ? d->kernel_ops : 0;
 }
 
 /* ---- The fit ------------------------------------------------------------------------------ */

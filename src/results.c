@@ -12,6 +12,7 @@
 
 #include <jansson.h>
 
+#include "deftsim_analysis.h"
 #include "sweep_internal.h"
 
 static deftsim_status nomem(void) { return deftsim_sweep_nomem(); }
@@ -340,5 +341,16 @@ done:
         return st;
     }
     *out = r;
+    return DEFTSIM_OK;
+}
+
+deftsim_status deftsim_results_add_metrics(void)
+{
+    for (size_t i = 0, n = deftsim_method_column_count(); i < n; i++) {
+        const deftsim_method_column *c = deftsim_method_column_get(i);
+        if (c->summary != DEFTSIM_COL_MEDIAN) continue;
+        deftsim_status st = deftsim_metric_add(c->name, c->unit, c->title, c->doc);
+        if (st) return st;
+    }
     return DEFTSIM_OK;
 }

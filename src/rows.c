@@ -21,8 +21,9 @@ _Static_assert(sizeof(deftsim_kidx) == sizeof(uint32_t) && (deftsim_kidx)-1 == U
 
 
 /* rows.csv columns, in order; docs/OUTPUT.md describes each (a test checks that it names
- * every one). */
-static const char *const columns[] = {
+ * every one). The methods' own columns (the registry's, deftsim_method_column_get) come
+ * between the iteration's and the run's. */
+static const char *const head_columns[] = {
     /* the point and the row */
     "scenario", "model", "n", "source", "method", "density", "k", "P", "iteration",
     "source_iteration", "worker", "phase_index", "phase", "phase_kind", "phase_selection",
@@ -36,8 +37,8 @@ static const char *const columns[] = {
     "imbalance_seconds", "imbalance_cost", "captured_frac", "topk_frac", "captured_ratio",
     "lost_mass", "lost_abs_mass", "lost_entries", "acc_norm2", "prepare_seconds",
     "step_seconds",
-    "count_ratio", "threshold", "pad_overhead",
-    "threshold_local", "threshold_global", "region_balance",
+};
+static const char *const tail_columns[] = {
     /* the run */
     "error_feedback", "sampled_workers", "index_bytes", "value_bytes", "wire", "backend",
     "threads", "seed",
@@ -48,10 +49,18 @@ static const char *const columns[] = {
     /* the real network mode ([execute] network = mpi): the row, the iteration */
     "measured_seconds", "measured_bytes_sent", "measured_bytes_recv", "comm_measured_seconds",
 };
-#define NCOLUMNS (sizeof columns / sizeof columns[0])
+#define NHEAD (sizeof head_columns / sizeof head_columns[0])
+#define NTAIL (sizeof tail_columns / sizeof tail_columns[0])
 
-size_t deftsim_engine_column_count(void) { return NCOLUMNS; }
-const char *deftsim_engine_column(size_t i) { return i < NCOLUMNS ? columns[i] : NULL; }
+size_t deftsim_engine_column_count(void) { return NHEAD + deftsim_method_column_count() + NTAIL; }
+
+const char *deftsim_engine_column(size_t i)
+{
+    size_t nm = deftsim_method_column_count();
+    if (i < NHEAD) return head_columns[i];
+    if (i < NHEAD + nm) return deftsim_method_column_get(i - NHEAD)->name;
+    return i < NHEAD + nm + NTAIL ? tail_columns[i - NHEAD - nm] : NULL;
+}
 
 void deftsim_rows_metrics_free(step_metrics *m)
 {
@@ -244,25 +253,21 @@ uint64_t deftsim_rows_write(row_buffer *rb, const point_state *ps, const point_d
     uint32_t P = ps->P;
     char b[23][40];
     const double *phmin = deftsim_timing_phase_min(tm), *phmax = deftsim_timing_phase_max(tm);
-    char itcols[1024], lost_n[24] = "";
+    char itcols[2048], lost_n[24] = "";
     if (ps->quality) snprintf(lost_n, sizeof lost_n, "%" PRIu64, r->lost_entries);
-    /* MiCRO and ExDyna: K / k, the threshold, the index allgather's padding m P / K - 1. */
-    double cr = NAN, pad = NAN;
-    if (r->count_control) {
-        cr = (double)r->count_total / (double)r->k;
-        if (r->count_total)
-            pad = (double)r->count_max * (double)P / (double)r->count_total - 1.0;
-    }
-    snprintf(itcols, sizeof itcols,
-             "%u,%" PRIu64 ",%" PRIu64 ",%s,%s,%" PRIu64 ",%s,%s,%s,%s,%s,%s,%s,%s"
-             ",%s,%s,%s,%s,%s,%s,%s,%s,%s",
-             r->leader, r->nnz, r->common_count, dbl(b[0], r->buildup), dbl(b[1], r->density_actual),
-             r->kj_total, dbl(b[2], m->imbalance_seconds), dbl(b[3], m->imbalance_cost),
-             dbl(b[4], m->captured), dbl(b[5], m->topk), dbl(b[6], m->ratio),
-             dbl(b[7], r->lost_mass), dbl(b[8], r->lost_abs_mass), lost_n,
-             dbl(b[9], ps->norm2), dbl(b[10], prep_s), dbl(b[11], step_s), dbl(b[16], cr),
-             dbl(b[17], r->threshold), dbl(b[18], pad), dbl(b[19], r->oktopk_threshold_local),
-             dbl(b[20], r->oktopk_threshold_global), dbl(b[21], r->oktopk_region_balance));
+    int o = snprintf(itcols, sizeof itcols,
+                     "%u,%" PRIu64 ",%" PRIu64 ",%s,%s,%" PRIu64 ",%s,%s,%s,%s,%s,%s,%s,%s"
+                     ",%s,%s,%s",
+                     r->leader, r->nnz, r->common_count, dbl(b[0], r->buildup),
+                     dbl(b[1], r->density_actual), r->kj_total, dbl(b[2], m->imbalance_seconds),
+                     dbl(b[3], m->imbalance_cost), dbl(b[4], m->captured), dbl(b[5], m->topk),
+                     dbl(b[6], m->ratio), dbl(b[7], r->lost_mass), dbl(b[8], r->lost_abs_mass),
+                     lost_n, dbl(b[9], ps->norm2), dbl(b[10], prep_s), dbl(b[11], step_s));
+    /* The methods' own columns: empty where this method declares none of that name. */
+    for (size_t c = 0, nc = deftsim_method_column_count(); c < nc; c++)
+        if (o > 0 && (size_t)o < sizeof itcols)
+            o += snprintf(itcols + o, sizeof itcols - (size_t)o, ",%s",
+                          dbl(b[16], deftsim_method_column_value(c, r->method, r)));
     char tail[512];
     snprintf(tail, sizeof tail, "%s,%u,%u,%s", pd->fb_cols, r->index_wire_bytes,
              r->value_wire_bytes, pd->run_cols);
@@ -346,7 +351,8 @@ deftsim_status deftsim_rows_dump(const point_state *ps, const point_desc *pd,
 /* The CSV header line. */
 void deftsim_rows_header(FILE *f)
 {
-    for (size_t i = 0; i < NCOLUMNS; i++) fprintf(f, "%s%s", i ? "," : "", columns[i]);
+    for (size_t i = 0, n = deftsim_engine_column_count(); i < n; i++)
+        fprintf(f, "%s%s", i ? "," : "", deftsim_engine_column(i));
     fputc('\n', f);
 }
 

@@ -264,7 +264,7 @@ static deftsim_status point_state_init(point_state *ps, const deftsim_trainer *t
         deftsim_status st = deftsim_compute_plan_init(tr->cfg, m, &ps->compute);
         if (st) return st;
         ps->has_compute = 1;
-        ps->bucketed = method == DEFTSIM_METHOD_DENSE && P > 1;
+        ps->bucketed = deftsim_method_has(method, DEFTSIM_METHOD_CAP_DDP_BUCKETS) && P > 1;
     }
     int fail = 0;
     ps->params = zeros(ps->n, &fail);
@@ -665,24 +665,8 @@ deftsim_status deftsim_trainer_point(deftsim_trainer *tr, deftsim_method method,
     out->rows = calloc(cap, sizeof *out->rows);
     if (!out->rows) return deftsim_error_set(DEFTSIM_E_NOMEM, "train: out of memory");
 
-    deftsim_sparsifier_params sp_params = {
-        .method = method,
-        .density = density,
-        .P = P,
-        .model = m,
-        .index_bytes = (uint32_t)cfg->sparsify.index_bytes,
-        .value_bytes = (uint32_t)cfg->sparsify.value_bytes,
-        .wire = cfg->sparsify.wire,
-        .cltk_charge = cfg->sparsify.cltk_charge,
-        .cltk_beta = cfg->sparsify.cltk_beta,
-        .oktopk_variant = cfg->sparsify.oktopk_variant,
-        .oktopk_warmup = (uint64_t)cfg->sparsify.oktopk_warmup,
-        .oktopk_layer_order = cfg->sparsify.oktopk_layer_order,
-        .deft_norm_precision = cfg->sparsify.deft_norm_precision,
-        .topk_ag_mean = cfg->sparsify.topk_ag_mean,
-        .seed = cfg->scenario.seed,
-        .kctx = tr->kctx,
-    };
+    deftsim_sparsifier_params sp_params;
+    deftsim_config_sparsifier_params(cfg, method, density, P, m, tr->kctx, NULL, &sp_params);
     deftsim_sparsifier *sp = NULL;
     point_state ps;
     memset(&ps, 0, sizeof ps);
@@ -957,9 +941,10 @@ deftsim_status deftsim_train_run(const deftsim_config *cfg, const deftsim_train_
     opt.simulate = cfg->network.simulate;
     for (size_t mi = 0; mi < cfg->sparsify.nmethods && !st; mi++) {
         deftsim_method method = cfg->sparsify.methods[mi];
-        size_t nd = method == DEFTSIM_METHOD_DENSE ? 1 : cfg->sparsify.ndensities;
+        int all = deftsim_method_has(method, DEFTSIM_METHOD_CAP_SENDS_ALL);
+        size_t nd = all ? 1 : cfg->sparsify.ndensities;
         for (size_t di = 0; di < nd && !st; di++) {
-            double d = method == DEFTSIM_METHOD_DENSE ? 1.0 : cfg->sparsify.densities[di];
+            double d = all ? 1.0 : cfg->sparsify.densities[di];
             for (size_t pi = 0; pi < cfg->workers.ncounts && !st; pi++) {
                 point_record *pr = &recs[n];
                 pr->method = method;

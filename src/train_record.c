@@ -47,7 +47,7 @@ deftsim_status deftsim_train_record(const deftsim_config *cfg, deftsim_method me
     if (st) return st;
     const deftsim_model *m = deftsim_nn_model(tr->net);
     uint64_t last = (uint64_t)cfg->train.record[cfg->train.nrecord - 1];
-    if (method == DEFTSIM_METHOD_DENSE) density = 1.0;
+    if (deftsim_method_has(method, DEFTSIM_METHOD_CAP_SENDS_ALL)) density = 1.0;
 
     char how[512], db[40];
     snprintf(how, sizeof how,

@@ -8,9 +8,17 @@
 #include "cli_train.h"
 #include "deftsim_build_info.h"
 #include "deftsim_conditions.h"
+#include "deftsim_sparsify.h"
 #include "deftsim_train_analysis.h"
 #include "deftsim_train_results.h"
 #include "deftsim_util.h"
+
+/* A method's legend title from the registry; the name itself for one it does not hold. */
+static const char *method_title(const char *name)
+{
+    deftsim_method m;
+    return deftsim_method_from_name(name, &m) ? name : deftsim_method_get(m)->title;
+}
 
 int deftsim_cli_analyze_train(int ndirs, char **dirs, const deftsim_boot_options *boot,
                               const char *target, const char *outdir, int quiet)
@@ -18,6 +26,7 @@ int deftsim_cli_analyze_train(int ndirs, char **dirs, const deftsim_boot_options
     deftsim_train_analysis_options o;
     deftsim_train_analysis_options_default(&o);
     o.boot = *boot;
+    o.title = method_title;
     if (target && deftsim_train_target_parse(target, &o))
         return deftsim_cli_usage_error("analyze", "--target: '%s' is not ACC or dense:F with a number "
                                                   "in (0, 1]",

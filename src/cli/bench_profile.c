@@ -485,7 +485,7 @@ static deftsim_status validate_phases(const deftsim_profile *prof, const char *b
         deftsim_sparsifier_params pp = {.method = methods[mi], .density = 0.01, .P = P, .model = m,
                                         .index_bytes = 4, .value_bytes = 4,
                                         .wire = DEFTSIM_WIRE_SPEC,
-                                        .cltk_charge = DEFTSIM_CLTK_CHARGE_LEADER, .seed = 1,
+                                        .seed = 1,
                                         .kctx = kc};
         if ((st = deftsim_sparsifier_new(&pp, &sc))) goto done;
         pp.kctx = kp;

@@ -250,7 +250,8 @@ int deftsim_cmd_analyze(int argc, char **argv)
         rc = deftsim_cli_fail(st);
         goto done;
     }
-    if ((st = deftsim_analysis_new(&ao, (const char *const *)rs->axes, rs->naxes, &an))) {
+    if ((st = deftsim_results_add_metrics()) ||
+        (st = deftsim_analysis_new(&ao, (const char *const *)rs->axes, rs->naxes, &an))) {
         rc = deftsim_cli_fail(st);
         goto done;
     }

@@ -243,7 +243,7 @@ char *deftsim_cli_gp_methods(void)
             const deftsim_method_desc *d = deftsim_method_get((deftsim_method)i);
             if (i) fputs(", ", v);
             if (a == 1)
-                fprintf(v, "%d", d->style);
+                fprintf(v, "%d", deftsim_method_style((deftsim_method)i));
             else
                 deftsim_cli_gp_quote(v, a == 0 ? d->name : a == 2 ? d->title : d->short_title);
         }

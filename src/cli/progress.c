@@ -74,7 +74,7 @@ struct deftsim_cli_sweep_progress {
     double point_estimate;         /* its expected seconds (NaN: unknown) */
     size_t current;                /* the point running (SIZE_MAX: none) */
     /* Seconds per unit of work (P + 1, see rate()) of the points run so far. */
-    double *var_method_sec, *var_method_work; /* nvariants x DEFTSIM_METHOD_COUNT */
+    double *var_method_sec, *var_method_work; /* nvariants x DEFTSIM_METHOD_MAX */
     double all_sec, all_work;
     pthread_mutex_t lock;
     pthread_t ticker;
@@ -87,7 +87,7 @@ static double work_of(const deftsim_sweep_point_info *p) { return (double)p->P +
 
 static double rate(const deftsim_cli_sweep_progress *g, const deftsim_sweep_point_info *p)
 {
-    size_t k = p->variant * DEFTSIM_METHOD_COUNT + (size_t)p->method;
+    size_t k = p->variant * DEFTSIM_METHOD_MAX + (size_t)p->method;
     if (g->var_method_work && g->var_method_work[k] > 0)
         return g->var_method_sec[k] / g->var_method_work[k];
     if (g->all_work > 0) return g->all_sec / g->all_work;
@@ -211,7 +211,7 @@ static void on_begin(deftsim_cli_sweep_progress *g, const deftsim_sweep_event *e
     g->s = s;
     size_t all = deftsim_sweep_point_count(s);
     g->t0 = deftsim_now();
-    size_t n = deftsim_sweep_variant_count(s) * DEFTSIM_METHOD_COUNT;
+    size_t n = deftsim_sweep_variant_count(s) * DEFTSIM_METHOD_MAX;
     g->var_method_sec = calloc(n, sizeof(double));
     g->var_method_work = calloc(n, sizeof(double));
     if (!g->var_method_sec || !g->var_method_work) { /* no estimates then */
@@ -286,7 +286,7 @@ static void on_done(deftsim_cli_sweep_progress *g, size_t i, int ok)
     g->finished++;
     g->current = SIZE_MAX;
     if (ok && g->var_method_sec) {
-        size_t k = p.variant * DEFTSIM_METHOD_COUNT + (size_t)p.method;
+        size_t k = p.variant * DEFTSIM_METHOD_MAX + (size_t)p.method;
         g->var_method_sec[k] += p.seconds;
         g->var_method_work[k] += work_of(&p);
     }

@@ -47,9 +47,11 @@
 
 /* ---- The sparsifiers' vocabulary -------------------------------------------------------- */
 
-/* The built-in methods, in the order of the registry (registry.c): scenarios name them by
- * deftsim_method_name(), rows and manifests carry that name. Methods registered at run time
- * (deftsim_method_register) take the values from DEFTSIM_METHOD_COUNT on. */
+/* The built-in methods that code names, in the order of the registry (registry.c): scenarios
+ * name them by deftsim_method_name(), rows and manifests carry that name. A method is looked up
+ * by name or by its position in the registry; a new method needs no value here (the registry
+ * lists it after these, and deftsim_method_count() counts it). Methods registered at run time
+ * (deftsim_method_register) take the values after the built-in ones. */
 typedef enum {
     DEFTSIM_METHOD_DEFT,
     DEFTSIM_METHOD_TOPK,    /* the DEFT paper's baseline: allgather indices, allreduce values */
@@ -61,7 +63,7 @@ typedef enum {
     DEFTSIM_METHOD_MICRO,   /* MiCRO and ExDyna: threshold selection in rotating partitions */
     DEFTSIM_METHOD_EXDYNA,
     DEFTSIM_METHOD_OKTOPK,  /* Ok-Topk: sparse allreduce with thresholds and regions */
-    DEFTSIM_METHOD_COUNT    /* the built-in methods */
+    DEFTSIM_METHOD_COUNT    /* the methods named here (the registry may hold more) */
 } deftsim_method;
 
 /* Most methods the registry holds, built-in and registered at run time together. */
@@ -72,53 +74,50 @@ typedef enum {
  * (index, value) pairs). docs/SPARSIFIERS.md, "Wire formats". */
 typedef enum { DEFTSIM_WIRE_SPEC, DEFTSIM_WIRE_REFERENCE } deftsim_wire;
 
-/* CLT-k's selection time: charged to the leader only, or to every worker. */
-typedef enum { DEFTSIM_CLTK_CHARGE_LEADER, DEFTSIM_CLTK_CHARGE_ALL } deftsim_cltk_charge;
-
-/* Ok-Topk's constants: the authors' VGG script (the default) or their BERT one. */
-typedef enum { DEFTSIM_OKTOPK_VGG, DEFTSIM_OKTOPK_BERT } deftsim_oktopk_variant;
-
-/* Where DEFT's fragment norms are computed: fused into the pass that forms the accumulators
- * (deftsim_k_accumulate; the cost lands there) or a separate seg_norms pass in DEFT's norms
- * phase. Both give the same bits. */
-typedef enum { DEFTSIM_DEFT_NORMS_FUSED, DEFTSIM_DEFT_NORMS_SEPARATE } deftsim_deft_norms;
-
-/* The arithmetic of DEFT's k allocation (docs/SPARSIFIERS.md, "Deviations from the authors'
- * code"): float64, deftsim's (norms summed in double, tau = floor(remain_k * norm /
- * remain_norm)); float32, the authors' (each norm as PyTorch's float32 CUDA reduction computes
- * it, emulated on the host, and tau = trunc(remain_k * (norm / remain_norm))). */
-typedef enum { DEFTSIM_DEFT_NORM_FLOAT64, DEFTSIM_DEFT_NORM_FLOAT32 } deftsim_deft_norm_precision;
-
-/* topk-ag's mean: the sum of the P workers' values divided by P (deftsim's), or each worker's
- * value divided by P and added in worker order (the authors' allgather reducer). */
-typedef enum { DEFTSIM_TOPK_AG_MEAN_SUM, DEFTSIM_TOPK_AG_MEAN_EACH } deftsim_topk_ag_mean;
-
-/* The order of the layers in Ok-Topk's flat buffer, which its regions cut: auto (the
- * variant's own: the authors' VGG script reverses the layers, their BERT one keeps them),
- * reverse, or forward (the model table's order). */
-typedef enum {
-    DEFTSIM_OKTOPK_ORDER_AUTO,
-    DEFTSIM_OKTOPK_ORDER_REVERSE,
-    DEFTSIM_OKTOPK_ORDER_FORWARD
-} deftsim_oktopk_layer_order;
-
-/* The options' names as scenarios spell them, NULL-terminated, in enum order. */
+/* The wire formats' names as scenarios spell them, NULL-terminated, in enum order. */
 extern const char *const deftsim_wire_names[];
-extern const char *const deftsim_cltk_charge_names[];
-extern const char *const deftsim_oktopk_variant_names[];
-extern const char *const deftsim_deft_norms_names[];
-extern const char *const deftsim_deft_norm_precision_names[];
-extern const char *const deftsim_topk_ag_mean_names[];
-extern const char *const deftsim_oktopk_layer_order_names[];
 
 /* A name, or "?" for a value outside the enum. */
 const char *deftsim_wire_name(deftsim_wire w);
-const char *deftsim_cltk_charge_name(deftsim_cltk_charge c);
-const char *deftsim_oktopk_variant_name(deftsim_oktopk_variant v);
-const char *deftsim_deft_norms_name(deftsim_deft_norms d);
-const char *deftsim_deft_norm_precision_name(deftsim_deft_norm_precision d);
-const char *deftsim_topk_ag_mean_name(deftsim_topk_ag_mean m);
-const char *deftsim_oktopk_layer_order_name(deftsim_oktopk_layer_order o);
+
+/* Most result columns of a method's own (deftsim_method_desc.columns). */
+#define DEFTSIM_METHOD_COLS_MAX 8
+
+/* ---- A method's options ------------------------------------------------------------------ */
+
+/* A method's own settings (CLT-k's beta, Ok-Topk's variant, ...) are rows of its option table
+ * in the registry (deftsim_method_desc.options): the config turns every row into a [sparsify]
+ * key of that name (its type text, default and help from the row), and the values reach the
+ * method as a small typed array, indexed by the row's position (deftsim_method_opts). */
+#define DEFTSIM_METHOD_OPTS_MAX 8
+
+typedef enum {
+    DEFTSIM_OPT_INT,    /* an integer in [lo, hi] */
+    DEFTSIM_OPT_DOUBLE, /* a number in [lo, hi] */
+    DEFTSIM_OPT_ENUM    /* one of names[], stored as its position */
+} deftsim_opt_type;
+
+typedef struct {
+    const char *key;          /* the [sparsify] key, led by the method's name: "cltk_beta" */
+    deftsim_opt_type type;
+    const char *dflt;         /* the default, as a scenario writes it ("0", "vgg") */
+    double lo, hi;            /* INT, DOUBLE: the closed range */
+    const char *const *names; /* ENUM: the choices in value order, NULL-terminated */
+    const char *help;         /* one line for `deftsim config --keys` */
+} deftsim_method_option;
+
+/* One option's value: i for INT and ENUM, d for DOUBLE. */
+typedef union {
+    int i;
+    double d;
+} deftsim_opt_value;
+
+/* A method's option values by position in its table. All zero (a params struct built in code)
+ * is a valid block for every built-in method; deftsim_method_opts_default() gives the
+ * defaults a scenario would. */
+typedef struct {
+    deftsim_opt_value v[DEFTSIM_METHOD_OPTS_MAX];
+} deftsim_method_opts;
 
 /* k of a density: floor(d n), at least 1 and at most n (docs/SPARSIFIERS.md, "One step, P
  * workers"). */
@@ -150,17 +149,8 @@ typedef struct {
     uint32_t value_bytes;       /* wire width of a value: 4 or 2 */
     deftsim_wire wire;          /* spec, or the references' own formats (int64 indices, fp32
                                    values, 8-byte counts, gTop-k's 16-byte pairs) */
-    deftsim_cltk_charge cltk_charge;
-    double cltk_beta;           /* ScaleCom's low-pass filter on the residual, in [0, 1];
-                                   0 = off (plain error feedback) */
     uint64_t seed;              /* DGC's random sampling offsets */
-    deftsim_oktopk_variant oktopk_variant; /* Ok-Topk's constants: VGG (default) or BERT */
-    uint64_t oktopk_warmup;     /* Ok-Topk: dense iterations t < oktopk_warmup */
-    deftsim_oktopk_layer_order oktopk_layer_order; /* Ok-Topk's buffer: auto (the variant's) */
-    deftsim_deft_norm_precision deft_norm_precision; /* DEFT's k allocation: float64 (default)
-                                                        or the authors' float32 */
-    deftsim_topk_ag_mean topk_ag_mean; /* topk-ag: sum then divide (default), or the authors'
-                                          per-worker division */
+    deftsim_method_opts opts;   /* the method's options (its registry entry's table) */
     deftsim_kctx *kctx;         /* the kernel backend and its threads */
     /* Spread mode (deftsim_team.h): this process holds and selects for its block of the P
      * workers only; the provider serves only those, and what crosses workers is shared with
@@ -226,6 +216,9 @@ typedef struct {
      * receives, over their mean), and which of its periodic recomputations ran. */
     double oktopk_threshold_local, oktopk_threshold_global, oktopk_region_balance;
     int oktopk_warmup, oktopk_local_recompute, oktopk_global_recompute, oktopk_recut;
+    /* The method's own result columns (deftsim_method_desc.columns) that have no getter read
+     * extra[their position]; every step starts them at NaN (an empty cell). */
+    double extra[DEFTSIM_METHOD_COLS_MAX];
     deftsim_schedule schedule;
 } deftsim_step_result;
 
@@ -323,34 +316,77 @@ typedef struct {
 enum {
     DEFTSIM_METHOD_CAP_DEFAULT = 1u << 0,       /* in [sparsify] methods' default list */
     DEFTSIM_METHOD_CAP_KEEPS_STATE = 1u << 1,   /* deftsim_sparsifier_keeps_state() */
-    DEFTSIM_METHOD_CAP_RAW_GRADIENTS = 1u << 2, /* may ask the provider for g_w (grad()) */
+    DEFTSIM_METHOD_CAP_RAW_GRADIENTS = 1u << 2, /* may ask the provider for g_w (grad()):
+                                                   when its reads_grad() says so */
     DEFTSIM_METHOD_CAP_OWN_MOMENTUM = 1u << 3,  /* corrects momentum itself (DGC): deftsim
                                                    train applies it inside the method */
-    DEFTSIM_METHOD_CAP_DATA_FREE = 1u << 4      /* its schedule, counts and bytes do not depend
+    DEFTSIM_METHOD_CAP_DATA_FREE = 1u << 4,     /* its schedule, counts and bytes do not depend
                                                    on the accumulators (dense): they come from
                                                    deftsim_sparsifier_step_data_free() */
+    DEFTSIM_METHOD_CAP_DDP_BUCKETS = 1u << 5,   /* with [compute], its allreduce runs in DDP's
+                                                   buckets overlapping the backward pass (dense;
+                                                   src/compute.c) */
+    DEFTSIM_METHOD_CAP_SENDS_ALL = 1u << 6      /* sends every element: the density does not
+                                                   apply (dense); deftsim train runs it once, at
+                                                   density 1, and its figures draw it for every
+                                                   density */
 };
+
+/* How `deftsim analyze` summarises a result column of a method's own. */
+typedef enum {
+    DEFTSIM_COL_ROWS_ONLY, /* in the rows only */
+    DEFTSIM_COL_MEDIAN     /* the median over a point's iterations with its bootstrap interval,
+                              in summary.csv (columns NAME, NAME_lo, NAME_hi) and summary.md */
+} deftsim_col_summary;
+
+/* A result column of a method's own: rows.csv carries it in every row of every method (empty
+ * where the method does not declare it); methods that declare the same name share the column
+ * and must agree on its unit and summary. */
+typedef struct {
+    const char *name;    /* the rows' column: 1..31 of [a-z0-9_] */
+    const char *unit;    /* "ratio", "gradient units", "s", "B" */
+    const char *title;   /* summary.md's heading for it ("local threshold") */
+    const char *doc;     /* one line: what it is (summary.csv's documentation) */
+    /* Its value in this step's result; NaN: an empty cell. NULL: r->extra[its position]. */
+    double (*get)(const deftsim_step_result *r);
+    deftsim_col_summary summary;
+} deftsim_method_column;
 
 struct sp_method; /* a method's constructor and step (sp_internal.h) */
 
-/* One method: everything the rest of deftsim asks about it by name or by value. */
+/* One method: everything the rest of deftsim asks about it by name or by position. Its line
+ * style in the figures follows from its position (deftsim_method_style). */
 typedef struct {
     const char *name;        /* in scenarios, rows and file names: 1..15 of [a-z0-9-] */
     const char *title;       /* a figure's legend ("Top-k (allgather pairs)") */
     const char *short_title; /* a bar's label ("Top-k (pairs)") */
     unsigned caps;           /* DEFTSIM_METHOD_CAP_* */
-    int style;               /* its line style in plots/style.gp (`set style line N`) */
     const struct sp_method *impl;
     /* One iteration's communication at P >= 2 workers from the byte formulas, appended to s
      * (initialised for P). NULL: `deftsim bench sim` cannot run the method. */
     deftsim_status (*closed_form)(const deftsim_closed_form_in *in, uint32_t P,
                                   deftsim_schedule *s);
+    /* Its options: [sparsify] keys of their own (at most DEFTSIM_METHOD_OPTS_MAX). */
+    const deftsim_method_option *options;
+    size_t noptions;
+    /* Its result columns (at most DEFTSIM_METHOD_COLS_MAX). */
+    const deftsim_method_column *columns;
+    size_t ncolumns;
+    /* The kernel operations its phases call (bits 1 << DEFTSIM_KOP_*), for a device
+     * profile's check that it has rows for them all (src/profile.c). */
+    unsigned kernel_ops;
+    /* Optional: checks of the parameters beyond the options' ranges (an option pair, the
+     * kernel backend); called by deftsim_sparsifier_new. */
+    deftsim_status (*check)(const deftsim_sparsifier_params *p);
+    /* Optional, with DEFTSIM_METHOD_CAP_RAW_GRADIENTS: whether these option values make the
+     * method ask for g_w (CLT-k: beta > 0); NULL: always. */
+    int (*reads_grad)(const deftsim_method_opts *o);
 } deftsim_method_desc;
 
 /* The line style of a name the registry does not hold (plots/style.gp). */
 #define DEFTSIM_METHOD_STYLE_OTHER 8
 
-/* Methods the registry holds: DEFTSIM_METHOD_COUNT plus those registered at run time. */
+/* Methods the registry holds: the built-in ones plus those registered at run time. */
 size_t deftsim_method_count(void);
 /* Method m's descriptor, or NULL for a value the registry does not hold. */
 const deftsim_method_desc *deftsim_method_get(deftsim_method m);
@@ -365,6 +401,38 @@ const char *const *deftsim_method_names(void);
 /* The names of the methods declaring every capability in caps (0: all), ", "-separated,
  * into buf (truncated to cap); returns the length it needed (snprintf-like). */
 size_t deftsim_method_list(unsigned caps, char *buf, size_t cap);
+/* Method m's line style in the figures: its position + 1, skipping
+ * DEFTSIM_METHOD_STYLE_OTHER; 0 for a value the registry does not hold. */
+int deftsim_method_style(deftsim_method m);
+/* Whether method m, with these option values, asks the provider for g_w. */
+int deftsim_method_reads_grad(deftsim_method m, const deftsim_method_opts *o);
+
+/* ---- Options and result columns through the registry ------------------------------------ */
+
+/* The method holding option `key` and the option's position in its table; 0 on success, -1
+ * when no method has it. */
+int deftsim_method_option_find(const char *key, deftsim_method *m, size_t *pos);
+/* Method m's option values at their defaults (all zero for a method without options). */
+void deftsim_method_opts_default(deftsim_method m, deftsim_method_opts *o);
+/* An option value from its text as a scenario writes it: an integer, a number or a choice's
+ * name, in range. DEFTSIM_E_INPUT with a message without location ("1.5 is outside [0, 1]",
+ * "'x' is not one of: leader, all") otherwise. */
+deftsim_status deftsim_method_option_parse(const deftsim_method_option *o, const char *text,
+                                           deftsim_opt_value *out);
+/* Sets option `key` of p->method from text (as in a scenario): DEFTSIM_E_USAGE when the
+ * method has no such option, DEFTSIM_E_INPUT for a bad value. */
+deftsim_status deftsim_sparsifier_params_set(deftsim_sparsifier_params *p, const char *key,
+                                             const char *text);
+/* Option `key`'s value in p (ints and enums as doubles); NaN when p's method has none. */
+double deftsim_sparsifier_params_get(const deftsim_sparsifier_params *p, const char *key);
+
+/* The union of every method's result columns, in registry order (a name shared by several
+ * methods once, where it first appears): rows.csv's method columns. */
+size_t deftsim_method_column_count(void);
+const deftsim_method_column *deftsim_method_column_get(size_t i); /* NULL past the end */
+/* Column i's value for a step of method m: its getter (or extra[]) when m declares the
+ * column, NaN (an empty cell) otherwise. */
+double deftsim_method_column_value(size_t i, deftsim_method m, const deftsim_step_result *r);
 
 /* Adds a method (tests, extensions): the descriptor is copied, its strings and impl must
  * outlive the process's use of it; *id receives its value. DEFTSIM_E_USAGE for a name that is

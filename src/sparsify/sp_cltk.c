@@ -16,6 +16,10 @@
 
 #include "sp_internal.h"
 
+/* CLT-k's options (its registry entry's table, by position). */
+enum { OPT_CHARGE, OPT_BETA };
+enum { CHARGE_LEADER, CHARGE_ALL };
+
 typedef struct {
     deftsim_kidx *discard;  /* charge = all: the other workers' own top-k */
     float *vals;            /* one worker's values at the k indices */
@@ -31,7 +35,7 @@ static deftsim_status cltk_init(deftsim_sparsifier *s)
         (st = sp_alloc_n(s, &d->vals, s->k, sizeof *d->vals, "values")) ||
         (st = sp_scratch_topk(s, (size_t)s->n, (size_t)s->k)))
         return st;
-    if (s->p.cltk_charge == DEFTSIM_CLTK_CHARGE_ALL &&
+    if (sp_opt_int(&s->p, OPT_CHARGE) == CHARGE_ALL &&
         (st = sp_alloc_n(s, &d->discard, s->k, sizeof *d->discard, "indices")))
         return st;
     d->ph_select = sp_phase(s, "select", 1);
@@ -45,7 +49,7 @@ static void low_pass(const deftsim_sparsifier *s, float *acc, const float *g,
                      const deftsim_kidx *idx, const float *v, size_t k)
 {
     const size_t n = (size_t)s->n;
-    const float beta = (float)s->p.cltk_beta, keep = 1.0f - beta;
+    const float beta = (float)sp_opt_double(&s->p, OPT_BETA), keep = 1.0f - beta;
     for (size_t i = 0; i < n; i++) acc[i] -= keep * g[i];
     for (size_t j = 0; j < k; j++) acc[idx[j]] -= beta * v[j];
 }
@@ -55,7 +59,7 @@ static void low_pass_loss(const deftsim_sparsifier *s, const float *g, const def
                           const float *v, size_t k, double *lost, double *lost_abs)
 {
     const size_t n = (size_t)s->n;
-    const double keep = 1.0 - s->p.cltk_beta;
+    const double keep = 1.0 - sp_opt_double(&s->p, OPT_BETA);
     double sg = 0, sa = 0;
     for (size_t i = 0; i < n; i++) {
         sg += g[i];
@@ -79,8 +83,8 @@ static deftsim_status cltk_step(deftsim_sparsifier *s, uint64_t t, const deftsim
     const uint32_t P = s->P;
     const size_t n = (size_t)s->n, k = (size_t)s->k;
     const uint32_t lead = (uint32_t)(t % P);
-    const int all = s->p.cltk_charge == DEFTSIM_CLTK_CHARGE_ALL;
-    const int filter = s->p.cltk_beta > 0;
+    const int all = sp_opt_int(&s->p, OPT_CHARGE) == CHARGE_ALL;
+    const int filter = sp_opt_double(&s->p, OPT_BETA) > 0;
     float *acc;
     r->leader = lead;
     if (filter && !a->grad)
@@ -176,11 +180,11 @@ static deftsim_status cltk_step(deftsim_sparsifier *s, uint64_t t, const deftsim
     return DEFTSIM_OK;
 }
 
-const sp_method deftsim_sp_cltk = {cltk_init, cltk_step, NULL, NULL, 1};
+static const sp_method cltk_impl = {cltk_init, cltk_step, NULL, NULL, 1};
 
 /* `deftsim bench sim` (t = 0: the leader is worker 0): the leader's k indices, the k values. */
-deftsim_status deftsim_sp_cltk_closed_form(const deftsim_closed_form_in *in, uint32_t P,
-                                           deftsim_schedule *s)
+static deftsim_status cltk_closed_form(const deftsim_closed_form_in *in, uint32_t P,
+                                       deftsim_schedule *s)
 {
     (void)P;
     if (!sp_cf_add(s, DEFTSIM_STEP_BCAST, "indices", in->k * in->index_bytes) ||
@@ -188,3 +192,31 @@ deftsim_status deftsim_sp_cltk_closed_form(const deftsim_closed_form_in *in, uin
         return DEFTSIM_E_NOMEM;
     return DEFTSIM_OK;
 }
+
+/* The low-pass filter reads g_w next to the accumulator. */
+static int cltk_reads_grad(const deftsim_method_opts *o) { return o->v[OPT_BETA].d > 0; }
+
+static const char *const charge_names[] = {"leader", "all", NULL};
+
+static const deftsim_method_option cltk_options[] = {
+    [OPT_CHARGE] = {.key = "cltk_charge", .type = DEFTSIM_OPT_ENUM, .dflt = "leader",
+                    .names = charge_names,
+                    .help = "CLT-k selection time charged to the leader only, or to every worker"},
+    [OPT_BETA] = {.key = "cltk_beta", .type = DEFTSIM_OPT_DOUBLE, .dflt = "0", .lo = 0, .hi = 1,
+                  .help = "CLT-k low-pass filter beta; 0 = off"},
+};
+
+#define OPBIT(o) (1u << DEFTSIM_KOP_##o)
+
+const deftsim_method_desc deftsim_sp_cltk_desc = {
+    .name = "cltk",
+    .title = "CLT-k",
+    .short_title = "CLT-k",
+    .caps = DEFTSIM_METHOD_CAP_DEFAULT | DEFTSIM_METHOD_CAP_RAW_GRADIENTS,
+    .impl = &cltk_impl,
+    .closed_form = cltk_closed_form,
+    .options = cltk_options,
+    .noptions = sizeof cltk_options / sizeof cltk_options[0],
+    .kernel_ops = OPBIT(TOPK) | OPBIT(GATHER) | OPBIT(ZERO_AT),
+    .reads_grad = cltk_reads_grad,
+};

@@ -11,6 +11,11 @@
 #include "deftsim_deft.h"
 #include "sp_internal.h"
 
+/* DEFT's options (its registry entry's table, by position). */
+enum { OPT_NORMS, OPT_NORM_PRECISION };
+enum { NORMS_FUSED, NORMS_SEPARATE };
+enum { NORM_FLOAT64, NORM_FLOAT32 };
+
 typedef struct {
     deftsim_fragment *frags;
     size_t nfrag;
@@ -83,8 +88,12 @@ static deftsim_status deft_init(deftsim_sparsifier *s)
     if (st) return st;
     if (!s->dry) {
         for (size_t j = 0; j < L; j++) d->all[j].k = 0;
-        s->norm_segs = d->all;
-        s->norm_nseg = L;
+        /* deft_norms = fused: the provider may hand over the norms it computes while it forms
+         * the accumulators; separate: the norms phase computes them. */
+        if (sp_opt_int(&s->p, OPT_NORMS) == NORMS_FUSED) {
+            s->norm_segs = d->all;
+            s->norm_nseg = L;
+        }
     }
 
     d->ph_norms = sp_phase(s, "norms", 1);
@@ -115,7 +124,7 @@ static deftsim_status norms_and_k(deftsim_sparsifier *s, deft_state *d, const fl
                                      s->scratch, s->scratch_bytes));
         norms = d->norms;
     }
-    const int f32 = s->p.deft_norm_precision == DEFTSIM_DEFT_NORM_FLOAT32;
+    const int f32 = sp_opt_int(&s->p, OPT_NORM_PRECISION) == NORM_FLOAT32;
     if (f32) {
         for (size_t j = 0; j < d->nfrag; j++)
             d->norms[j] = (double)deftsim_deft_norm_float32(acc + d->frags[j].offset,
@@ -262,12 +271,12 @@ static deftsim_status deft_step(deftsim_sparsifier *s, uint64_t t, const deftsim
     return DEFTSIM_OK;
 }
 
-const sp_method deftsim_sp_deft = {deft_init, deft_step, deft_fini, NULL, 1};
+static const sp_method deft_impl = {deft_init, deft_step, deft_fini, NULL, 1};
 
 /* `deftsim bench sim` (t = 0: the leader is worker 0): the packing, the counts, ceil(k / P)
  * indices per worker (uniformly spread selections: a union of k) and the k values. */
-deftsim_status deftsim_sp_deft_closed_form(const deftsim_closed_form_in *in, uint32_t P,
-                                           deftsim_schedule *s)
+static deftsim_status deft_closed_form(const deftsim_closed_form_in *in, uint32_t P,
+                                       deftsim_schedule *s)
 {
     const uint64_t k = in->k;
     deftsim_fragment *frags;
@@ -282,3 +291,47 @@ deftsim_status deftsim_sp_deft_closed_form(const deftsim_closed_form_in *in, uin
         return DEFTSIM_E_NOMEM;
     return DEFTSIM_OK;
 }
+
+/* The float32 norms are an emulation that reads the accumulators on the host: the "cpu" and
+ * "cuda-staged" backends hold them there, the "cuda" one (device pointers) does not. */
+static deftsim_status deft_check(const deftsim_sparsifier_params *p)
+{
+    if (sp_opt_int(p, OPT_NORM_PRECISION) == NORM_FLOAT32 && p->kctx &&
+        strcmp(deftsim_kctx_backend(p->kctx), "cuda") == 0)
+        return deftsim_error_set(DEFTSIM_E_UNSUPPORTED,
+                                 "deft: [sparsify] deft_norm_precision = float32 computes the "
+                                 "norms on the host, but kernel backend 'cuda' holds the "
+                                 "accumulators on the device; use 'cuda-staged' ([device] kind = "
+                                 "cuda) or 'cpu', or deft_norm_precision = float64");
+    return DEFTSIM_OK;
+}
+
+static const char *const norms_names[] = {"fused", "separate", NULL};
+static const char *const precision_names[] = {"float64", "float32", NULL};
+
+static const deftsim_method_option deft_options[] = {
+    [OPT_NORMS] = {.key = "deft_norms", .type = DEFTSIM_OPT_ENUM, .dflt = "fused",
+                   .names = norms_names,
+                   .help = "DEFT's fragment norms: fused into the accumulate pass, or a separate "
+                           "pass in its selection"},
+    [OPT_NORM_PRECISION] = {.key = "deft_norm_precision", .type = DEFTSIM_OPT_ENUM,
+                            .dflt = "float64", .names = precision_names,
+                            .help = "DEFT's k_j from float64 norms, or as the authors' code: "
+                                    "float32 torch.norm and order"},
+};
+
+#define OPBIT(o) (1u << DEFTSIM_KOP_##o)
+
+const deftsim_method_desc deftsim_sp_deft_desc = {
+    .name = "deft",
+    .title = "DEFT",
+    .short_title = "DEFT",
+    .caps = DEFTSIM_METHOD_CAP_DEFAULT,
+    .impl = &deft_impl,
+    .closed_form = deft_closed_form,
+    .options = deft_options,
+    .noptions = sizeof deft_options / sizeof deft_options[0],
+    .kernel_ops = OPBIT(SEG_NORMS) | OPBIT(SEGTOPK) | OPBIT(UNION) | OPBIT(GATHER) |
+                  OPBIT(ZERO_AT),
+    .check = deft_check,
+};

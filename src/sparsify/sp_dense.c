@@ -59,13 +59,24 @@ static deftsim_status dense_step_data_free(deftsim_sparsifier *s, uint64_t t)
     return DEFTSIM_OK;
 }
 
-const sp_method deftsim_sp_dense = {dense_init, dense_step, NULL, dense_step_data_free, 1};
+static const sp_method dense_impl = {dense_init, dense_step, NULL, dense_step_data_free, 1};
 
 /* `deftsim bench sim`: one allreduce of the n values. */
-deftsim_status deftsim_sp_dense_closed_form(const deftsim_closed_form_in *in, uint32_t P,
-                                            deftsim_schedule *s)
+static deftsim_status dense_closed_form(const deftsim_closed_form_in *in, uint32_t P,
+                                        deftsim_schedule *s)
 {
     (void)P;
     return sp_cf_add(s, DEFTSIM_STEP_ALLREDUCE, "values", in->model->numel * in->value_bytes)
                ? DEFTSIM_OK : DEFTSIM_E_NOMEM;
 }
+
+const deftsim_method_desc deftsim_sp_dense_desc = {
+    .name = "dense",
+    .title = "dense allreduce",
+    .short_title = "dense",
+    .caps = DEFTSIM_METHOD_CAP_DEFAULT | DEFTSIM_METHOD_CAP_DATA_FREE |
+            DEFTSIM_METHOD_CAP_DDP_BUCKETS | DEFTSIM_METHOD_CAP_SENDS_ALL,
+    .impl = &dense_impl,
+    .closed_form = dense_closed_form,
+    .kernel_ops = 0,
+};

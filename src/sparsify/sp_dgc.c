@@ -375,12 +375,12 @@ static deftsim_status dgc_step(deftsim_sparsifier *s, uint64_t t, const deftsim_
     return DEFTSIM_OK;
 }
 
-const sp_method deftsim_sp_dgc = {dgc_init, dgc_step, dgc_fini, NULL, 1};
+static const sp_method dgc_impl = {dgc_init, dgc_step, dgc_fini, NULL, 1};
 
 /* `deftsim bench sim`: per tensor, ceil(numel d) pairs of a matrix or filter, or every value of
  * a 1-D tensor. */
-deftsim_status deftsim_sp_dgc_closed_form(const deftsim_closed_form_in *in, uint32_t P,
-                                          deftsim_schedule *s)
+static deftsim_status dgc_closed_form(const deftsim_closed_form_in *in, uint32_t P,
+                                      deftsim_schedule *s)
 {
     (void)P;
     const deftsim_model *m = in->model;
@@ -401,3 +401,17 @@ deftsim_status deftsim_sp_dgc_closed_form(const deftsim_closed_form_in *in, uint
     }
     return DEFTSIM_OK;
 }
+
+#define OPBIT(o) (1u << DEFTSIM_KOP_##o)
+#define RESIDUAL (OPBIT(GATHER) | OPBIT(ZERO_AT))
+
+const deftsim_method_desc deftsim_sp_dgc_desc = {
+    .name = "dgc",
+    .title = "DGC",
+    .short_title = "DGC",
+    .caps = DEFTSIM_METHOD_CAP_DEFAULT | DEFTSIM_METHOD_CAP_OWN_MOMENTUM,
+    .impl = &dgc_impl,
+    .closed_form = dgc_closed_form,
+    .kernel_ops = OPBIT(SAMPLE_STRIDED) | OPBIT(TOPK) | OPBIT(FILTER_GE) | OPBIT(SCATTER_ADD) |
+                  OPBIT(UNION) | RESIDUAL,
+};

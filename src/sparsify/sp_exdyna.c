@@ -120,4 +120,16 @@ static deftsim_status exdyna_step(deftsim_sparsifier *s, uint64_t t,
     return sp_mcr_step(s, t, a);
 }
 
-const sp_method deftsim_sp_exdyna = {exdyna_init, exdyna_step, NULL, NULL, 1};
+static const sp_method exdyna_impl = {exdyna_init, exdyna_step, NULL, NULL, 1};
+
+const deftsim_method_desc deftsim_sp_exdyna_desc = {
+    .name = "exdyna",
+    .title = "ExDyna",
+    .short_title = "ExDyna",
+    .caps = DEFTSIM_METHOD_CAP_KEEPS_STATE,
+    .impl = &exdyna_impl,
+    .closed_form = deftsim_sp_mcr_closed_form,
+    .columns = sp_mcr_columns,
+    .ncolumns = SP_MCR_NCOLUMNS,
+    .kernel_ops = SP_MCR_KERNEL_OPS,
+};

@@ -292,12 +292,12 @@ static deftsim_status gtopk_step(deftsim_sparsifier *s, uint64_t t, const deftsi
     return DEFTSIM_OK;
 }
 
-const sp_method deftsim_sp_gtopk = {gtopk_init, gtopk_step, NULL, NULL, 1};
+static const sp_method gtopk_impl = {gtopk_init, gtopk_step, NULL, NULL, 1};
 
 /* `deftsim bench sim`: k pairs up the tree (the fold of the ranks beyond the largest power of
  * two first) and down in a broadcast. */
-deftsim_status deftsim_sp_gtopk_closed_form(const deftsim_closed_form_in *in, uint32_t P,
-                                            deftsim_schedule *s)
+static deftsim_status gtopk_closed_form(const deftsim_closed_form_in *in, uint32_t P,
+                                        deftsim_schedule *s)
 {
     uint64_t e = in->k * ((uint64_t)in->index_bytes + in->value_bytes);
     deftsim_step *st;
@@ -319,3 +319,16 @@ deftsim_status deftsim_sp_gtopk_closed_form(const deftsim_closed_form_in *in, ui
     }
     return sp_cf_add(s, DEFTSIM_STEP_BCAST, "final", e) ? DEFTSIM_OK : DEFTSIM_E_NOMEM;
 }
+
+#define OPBIT(o) (1u << DEFTSIM_KOP_##o)
+#define RESIDUAL (OPBIT(GATHER) | OPBIT(ZERO_AT))
+
+const deftsim_method_desc deftsim_sp_gtopk_desc = {
+    .name = "gtopk",
+    .title = "gTop-k",
+    .short_title = "gTop-k",
+    .caps = DEFTSIM_METHOD_CAP_DEFAULT,
+    .impl = &gtopk_impl,
+    .closed_form = gtopk_closed_form,
+    .kernel_ops = OPBIT(TOPK) | OPBIT(MERGE_TOPK) | OPBIT(UNION) | RESIDUAL,
+};

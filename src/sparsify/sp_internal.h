@@ -30,31 +30,32 @@ typedef struct sp_method {
     int spread;
 } sp_method;
 
-extern const sp_method deftsim_sp_deft, deftsim_sp_topk, deftsim_sp_topk_ag, deftsim_sp_cltk,
-    deftsim_sp_gtopk, deftsim_sp_dgc, deftsim_sp_dense;
-extern const sp_method deftsim_sp_micro, deftsim_sp_exdyna;
-extern const sp_method deftsim_sp_oktopk;
+/* The built-in methods' registry entries, each in its own file (sp_deft.c, sp_topk.c, ...),
+ * listed once in registry.c's `builtin`. */
+extern const deftsim_method_desc deftsim_sp_deft_desc, deftsim_sp_topk_desc,
+    deftsim_sp_topk_ag_desc, deftsim_sp_cltk_desc, deftsim_sp_gtopk_desc, deftsim_sp_dgc_desc,
+    deftsim_sp_dense_desc, deftsim_sp_micro_desc, deftsim_sp_exdyna_desc, deftsim_sp_oktopk_desc;
 
-/* The methods' closed-form schedules (deftsim_method_desc.closed_form), each beside its
- * method; MiCRO and ExDyna share theirs (sp_micro.c). */
-deftsim_status deftsim_sp_deft_closed_form(const deftsim_closed_form_in *in, uint32_t P,
-                                           deftsim_schedule *s);
-deftsim_status deftsim_sp_topk_closed_form(const deftsim_closed_form_in *in, uint32_t P,
-                                           deftsim_schedule *s);
-deftsim_status deftsim_sp_topk_ag_closed_form(const deftsim_closed_form_in *in, uint32_t P,
-                                              deftsim_schedule *s);
-deftsim_status deftsim_sp_cltk_closed_form(const deftsim_closed_form_in *in, uint32_t P,
-                                           deftsim_schedule *s);
-deftsim_status deftsim_sp_gtopk_closed_form(const deftsim_closed_form_in *in, uint32_t P,
-                                            deftsim_schedule *s);
-deftsim_status deftsim_sp_dgc_closed_form(const deftsim_closed_form_in *in, uint32_t P,
-                                          deftsim_schedule *s);
-deftsim_status deftsim_sp_dense_closed_form(const deftsim_closed_form_in *in, uint32_t P,
-                                            deftsim_schedule *s);
+/* What MiCRO and ExDyna share in their registry entries (sp_micro.c): the closed form, the
+ * result columns (count_ratio, threshold, pad_overhead) and the kernel operations. */
 deftsim_status deftsim_sp_mcr_closed_form(const deftsim_closed_form_in *in, uint32_t P,
                                           deftsim_schedule *s);
-deftsim_status deftsim_sp_oktopk_closed_form(const deftsim_closed_form_in *in, uint32_t P,
-                                             deftsim_schedule *s);
+#define SP_MCR_NCOLUMNS 3
+extern const deftsim_method_column sp_mcr_columns[SP_MCR_NCOLUMNS];
+#define SP_MCR_KERNEL_OPS                                                                     \
+    ((1u << DEFTSIM_KOP_FILTER_GE) | (1u << DEFTSIM_KOP_UNION) | (1u << DEFTSIM_KOP_GATHER) | \
+     (1u << DEFTSIM_KOP_ZERO_AT))
+
+/* Every option of p's method within its table's range, then the method's own check
+ * (registry.c). */
+deftsim_status sp_check_options(const deftsim_sparsifier_params *p);
+
+/* Option j of the sparsifier's method (its position in the method's option table). */
+static inline int sp_opt_int(const deftsim_sparsifier_params *p, size_t j) { return p->opts.v[j].i; }
+static inline double sp_opt_double(const deftsim_sparsifier_params *p, size_t j)
+{
+    return p->opts.v[j].d;
+}
 
 /* Appends a collective to a closed-form schedule with `bytes` for every worker (a BCAST: the
  * root's, root 0); NULL when out of memory (with the error recorded). */

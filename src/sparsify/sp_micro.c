@@ -158,7 +158,7 @@ static deftsim_status micro_step(deftsim_sparsifier *s, uint64_t t, const deftsi
     return sp_mcr_step(s, t, a);
 }
 
-const sp_method deftsim_sp_micro = {micro_init, micro_step, NULL, NULL, 1};
+static const sp_method micro_impl = {micro_init, micro_step, NULL, NULL, 1};
 
 /* `deftsim bench sim` (MiCRO and ExDyna) at the target: K = k in all, balanced partitions,
  * m = ceil(k / P) per worker. */
@@ -172,3 +172,44 @@ deftsim_status deftsim_sp_mcr_closed_form(const deftsim_closed_form_in *in, uint
         return DEFTSIM_E_NOMEM;
     return DEFTSIM_OK;
 }
+
+/* The result columns MiCRO and ExDyna share: K / k, the threshold, the index allgather's
+ * padding m P / K - 1. */
+static double col_count_ratio(const deftsim_step_result *r)
+{
+    return r->count_control ? (double)r->count_total / (double)r->k : NAN;
+}
+
+static double col_threshold(const deftsim_step_result *r) { return r->threshold; }
+
+static double col_pad(const deftsim_step_result *r)
+{
+    if (!r->count_control || !r->count_total) return NAN;
+    return (double)r->count_max * (double)r->P / (double)r->count_total - 1.0;
+}
+
+const deftsim_method_column sp_mcr_columns[SP_MCR_NCOLUMNS] = {
+    {.name = "count_ratio", .unit = "ratio", .title = "count ratio",
+     .doc = "K / k: the workers' summed counts over the target", .get = col_count_ratio,
+     .summary = DEFTSIM_COL_ROWS_ONLY},
+    {.name = "threshold", .unit = "gradient units", .title = "threshold",
+     .doc = "micro, exdyna: the global threshold the step selected with", .get = col_threshold,
+     .summary = DEFTSIM_COL_MEDIAN},
+    {.name = "pad_overhead", .unit = "ratio", .title = "padding",
+     .doc = "micro, exdyna: m P / K - 1, the padding share of the index allgather",
+     .get = col_pad, .summary = DEFTSIM_COL_MEDIAN},
+};
+
+#define OPBIT(o) (1u << DEFTSIM_KOP_##o)
+
+const deftsim_method_desc deftsim_sp_micro_desc = {
+    .name = "micro",
+    .title = "MiCRO",
+    .short_title = "MiCRO",
+    .caps = DEFTSIM_METHOD_CAP_KEEPS_STATE,
+    .impl = &micro_impl,
+    .closed_form = deftsim_sp_mcr_closed_form,
+    .columns = sp_mcr_columns,
+    .ncolumns = SP_MCR_NCOLUMNS,
+    .kernel_ops = SP_MCR_KERNEL_OPS,
+};

@@ -32,6 +32,11 @@
 
 #include "sp_internal.h"
 
+/* Ok-Topk's options (its registry entry's table, by position). */
+enum { OPT_VARIANT, OPT_WARMUP, OPT_LAYER_ORDER };
+enum { VARIANT_VGG, VARIANT_BERT };
+enum { ORDER_AUTO, ORDER_REVERSE, ORDER_FORWARD };
+
 #define OK_THROTTLE 4u      /* peers per round of the split and reduce */
 #define OK_REGION_PERIOD 64 /* steps between region re-cuts */
 
@@ -155,9 +160,9 @@ static uint64_t lower_bound(const deftsim_kidx *a, uint64_t m, uint64_t v)
 static deftsim_status ok_layout(deftsim_sparsifier *s, ok_state *d)
 {
     const deftsim_model *m = s->p.model;
-    deftsim_oktopk_layer_order o = s->p.oktopk_layer_order;
-    int rev = o == DEFTSIM_OKTOPK_ORDER_REVERSE ||
-              (o == DEFTSIM_OKTOPK_ORDER_AUTO && s->p.oktopk_variant == DEFTSIM_OKTOPK_VGG);
+    int o = sp_opt_int(&s->p, OPT_LAYER_ORDER);
+    int rev = o == ORDER_REVERSE ||
+              (o == ORDER_AUTO && sp_opt_int(&s->p, OPT_VARIANT) == VARIANT_VGG);
     size_t L = 0;
     for (size_t l = 0; l < m->nlayers; l++) L += m->layers[l].numel > 0;
     if (!rev || L < 2) return DEFTSIM_OK;
@@ -274,8 +279,8 @@ static deftsim_status ok_init(deftsim_sparsifier *s)
     deftsim_status st;
     ok_state *d = sp_priv(s, sizeof *d);
     if (!d) return DEFTSIM_E_NOMEM;
-    d->c = s->p.oktopk_variant == DEFTSIM_OKTOPK_BERT ? &bert : &vgg;
-    d->warmup = s->p.oktopk_warmup;
+    d->c = sp_opt_int(&s->p, OPT_VARIANT) == VARIANT_BERT ? &bert : &vgg;
+    d->warmup = (uint64_t)sp_opt_int(&s->p, OPT_WARMUP);
     uint64_t P = s->P, n = s->n;
     if ((st = sp_plan_common(s, 0, n)) ||
         (st = sp_alloc_n(s, &d->lthr, P, sizeof *d->lthr, "thresholds")) ||
@@ -844,12 +849,12 @@ static deftsim_status ok_step(deftsim_sparsifier *s, uint64_t t, const deftsim_a
     return DEFTSIM_OK;
 }
 
-const sp_method deftsim_sp_oktopk = {ok_init, ok_step, ok_fini, NULL, 1};
+static const sp_method ok_impl = {ok_init, ok_step, ok_fini, NULL, 1};
 
 /* `deftsim bench sim`: a sparse step between recomputations: every worker's k picks spread
  * evenly over the P regions, every owner keeps k / P of them (docs/SPARSIFIERS.md, Ok-Topk). */
-deftsim_status deftsim_sp_oktopk_closed_form(const deftsim_closed_form_in *in, uint32_t P,
-                                             deftsim_schedule *s)
+static deftsim_status ok_closed_form(const deftsim_closed_form_in *in, uint32_t P,
+                                     deftsim_schedule *s)
 {
     uint64_t e = (in->k + P - 1) / P;
     deftsim_step *st;
@@ -871,3 +876,53 @@ deftsim_status deftsim_sp_oktopk_closed_form(const deftsim_closed_form_in *in, u
         return DEFTSIM_E_NOMEM;
     return DEFTSIM_OK;
 }
+
+static const char *const variant_names[] = {"vgg", "bert", NULL};
+static const char *const order_names[] = {"auto", "reverse", "forward", NULL};
+
+static const deftsim_method_option ok_options[] = {
+    [OPT_VARIANT] = {.key = "oktopk_variant", .type = DEFTSIM_OPT_ENUM, .dflt = "vgg",
+                     .names = variant_names,
+                     .help = "Ok-Topk's constants: the authors' VGG script, or BERT's (periods "
+                             "128, balanced allgather)"},
+    [OPT_WARMUP] = {.key = "oktopk_warmup", .type = DEFTSIM_OPT_INT, .dflt = "512", .lo = 0,
+                    .hi = 1000000000,
+                    .help = "Ok-Topk: dense iterations before the first sparse one (the authors' "
+                            "VGG: 512; 0 skips)"},
+    [OPT_LAYER_ORDER] = {.key = "oktopk_layer_order", .type = DEFTSIM_OPT_ENUM, .dflt = "auto",
+                         .names = order_names,
+                         .help = "Ok-Topk's buffer, cut into regions; auto: the variant's (vgg "
+                                 "reverse, bert forward)"},
+};
+
+static double col_local(const deftsim_step_result *r) { return r->oktopk_threshold_local; }
+static double col_global(const deftsim_step_result *r) { return r->oktopk_threshold_global; }
+static double col_balance(const deftsim_step_result *r) { return r->oktopk_region_balance; }
+
+static const deftsim_method_column ok_columns[] = {
+    {.name = "threshold_local", .unit = "gradient units", .title = "local threshold",
+     .doc = "oktopk: the mean over the workers of the local threshold", .get = col_local,
+     .summary = DEFTSIM_COL_MEDIAN},
+    {.name = "threshold_global", .unit = "gradient units", .title = "global threshold",
+     .doc = "oktopk: the global threshold", .get = col_global, .summary = DEFTSIM_COL_MEDIAN},
+    {.name = "region_balance", .unit = "ratio", .title = "region balance",
+     .doc = "oktopk: entries the busiest region owner receives over the mean",
+     .get = col_balance, .summary = DEFTSIM_COL_MEDIAN},
+};
+
+#define OPBIT(o) (1u << DEFTSIM_KOP_##o)
+
+const deftsim_method_desc deftsim_sp_oktopk_desc = {
+    .name = "oktopk",
+    .title = "Ok-Topk",
+    .short_title = "Ok-Topk",
+    .caps = DEFTSIM_METHOD_CAP_KEEPS_STATE,
+    .impl = &ok_impl,
+    .closed_form = ok_closed_form,
+    .options = ok_options,
+    .noptions = sizeof ok_options / sizeof ok_options[0],
+    .columns = ok_columns,
+    .ncolumns = sizeof ok_columns / sizeof ok_columns[0],
+    .kernel_ops = OPBIT(COUNT_GE) | OPBIT(FILTER_GE) | OPBIT(TOPK) | OPBIT(SCATTER_ADD) |
+                  OPBIT(GATHER) | OPBIT(ZERO_AT),
+};

@@ -149,7 +149,7 @@ static deftsim_status topk_ag_step(deftsim_sparsifier *s, uint64_t t,
      * out[pos] += val): run once, charged to every worker. The picks lie back to back in
      * worker order, so one scatter-add sums them in that order. topk_ag_mean = each: every
      * value is divided by P first (the authors' out[pos] += val / P) and the sum is the mean. */
-    const int each = s->p.topk_ag_mean == DEFTSIM_TOPK_AG_MEAN_EACH;
+    const int each = sp_opt_int(&s->p, 0) == 1; /* topk_ag_mean: sum, each */
     size_t c_sum = sp_compute(s, d->ph_sum);
     if (c_sum == SIZE_MAX) return DEFTSIM_E_NOMEM;
     double t0 = sp_now(s);
@@ -174,13 +174,13 @@ static deftsim_status topk_ag_step(deftsim_sparsifier *s, uint64_t t,
     return DEFTSIM_OK;
 }
 
-const sp_method deftsim_sp_topk = {topk_init, topk_step, NULL, NULL, 1};
-const sp_method deftsim_sp_topk_ag = {topk_ag_init, topk_ag_step, NULL, NULL, 1};
+static const sp_method topk_impl = {topk_init, topk_step, NULL, NULL, 1};
+static const sp_method topk_ag_impl = {topk_ag_init, topk_ag_step, NULL, NULL, 1};
 
 /* `deftsim bench sim`: k indices per worker, and the values at a union of P independent,
  * uniformly spread k-subsets, which holds n (1 - (1 - k/n)^P) indices. */
-deftsim_status deftsim_sp_topk_closed_form(const deftsim_closed_form_in *in, uint32_t P,
-                                           deftsim_schedule *s)
+static deftsim_status topk_closed_form(const deftsim_closed_form_in *in, uint32_t P,
+                                       deftsim_schedule *s)
 {
     const uint64_t n = in->model->numel, k = in->k;
     if (!sp_cf_add(s, DEFTSIM_STEP_ALLGATHER, "indices", k * in->index_bytes))
@@ -191,11 +191,43 @@ deftsim_status deftsim_sp_topk_closed_form(const deftsim_closed_form_in *in, uin
 }
 
 /* `deftsim bench sim`: k (index, value) pairs per worker. */
-deftsim_status deftsim_sp_topk_ag_closed_form(const deftsim_closed_form_in *in, uint32_t P,
-                                              deftsim_schedule *s)
+static deftsim_status topk_ag_closed_form(const deftsim_closed_form_in *in, uint32_t P,
+                                          deftsim_schedule *s)
 {
     (void)P;
     return sp_cf_add(s, DEFTSIM_STEP_ALLGATHER, "pairs",
                      in->k * ((uint64_t)in->index_bytes + in->value_bytes))
                ? DEFTSIM_OK : DEFTSIM_E_NOMEM;
 }
+
+#define OPBIT(o) (1u << DEFTSIM_KOP_##o)
+#define RESIDUAL (OPBIT(GATHER) | OPBIT(ZERO_AT))
+
+const deftsim_method_desc deftsim_sp_topk_desc = {
+    .name = "topk",
+    .title = "Top-k (allgather idx, allreduce val)",
+    .short_title = "Top-k",
+    .caps = DEFTSIM_METHOD_CAP_DEFAULT,
+    .impl = &topk_impl,
+    .closed_form = topk_closed_form,
+    .kernel_ops = OPBIT(TOPK) | OPBIT(SCATTER_ADD) | OPBIT(UNION) | RESIDUAL,
+};
+
+static const char *const mean_names[] = {"sum", "each", NULL};
+
+static const deftsim_method_option topk_ag_options[] = {
+    {.key = "topk_ag_mean", .type = DEFTSIM_OPT_ENUM, .dflt = "sum", .names = mean_names,
+     .help = "topk-ag's mean: the sum / P, or each value / P added up (the authors' reducer)"},
+};
+
+const deftsim_method_desc deftsim_sp_topk_ag_desc = {
+    .name = "topk-ag",
+    .title = "Top-k (allgather pairs)",
+    .short_title = "Top-k (pairs)",
+    .caps = DEFTSIM_METHOD_CAP_DEFAULT,
+    .impl = &topk_ag_impl,
+    .closed_form = topk_ag_closed_form,
+    .options = topk_ag_options,
+    .noptions = 1,
+    .kernel_ops = OPBIT(TOPK) | OPBIT(SCATTER_ADD) | OPBIT(UNION) | RESIDUAL,
+};

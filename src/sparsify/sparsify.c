@@ -43,36 +43,8 @@ static deftsim_status check_params(const deftsim_sparsifier_params *p)
                                  p->value_bytes);
     if (p->wire != DEFTSIM_WIRE_SPEC && p->wire != DEFTSIM_WIRE_REFERENCE)
         return deftsim_error_set(DEFTSIM_E_USAGE, "%s: unknown wire format %d", name, (int)p->wire);
-    if (p->cltk_charge != DEFTSIM_CLTK_CHARGE_LEADER && p->cltk_charge != DEFTSIM_CLTK_CHARGE_ALL)
-        return deftsim_error_set(DEFTSIM_E_USAGE, "%s: unknown cltk_charge %d", name,
-                                 (int)p->cltk_charge);
-    if (p->oktopk_variant != DEFTSIM_OKTOPK_VGG && p->oktopk_variant != DEFTSIM_OKTOPK_BERT)
-        return deftsim_error_set(DEFTSIM_E_USAGE, "%s: unknown oktopk_variant %d", name,
-                                 (int)p->oktopk_variant);
-    if (!(p->cltk_beta >= 0 && p->cltk_beta <= 1))
-        return deftsim_error_set(DEFTSIM_E_USAGE, "%s: cltk_beta %g is outside [0, 1]", name,
-                                 p->cltk_beta);
-    if (p->oktopk_layer_order != DEFTSIM_OKTOPK_ORDER_AUTO &&
-        p->oktopk_layer_order != DEFTSIM_OKTOPK_ORDER_REVERSE &&
-        p->oktopk_layer_order != DEFTSIM_OKTOPK_ORDER_FORWARD)
-        return deftsim_error_set(DEFTSIM_E_USAGE, "%s: unknown oktopk_layer_order %d", name,
-                                 (int)p->oktopk_layer_order);
-    if (p->deft_norm_precision != DEFTSIM_DEFT_NORM_FLOAT64 &&
-        p->deft_norm_precision != DEFTSIM_DEFT_NORM_FLOAT32)
-        return deftsim_error_set(DEFTSIM_E_USAGE, "%s: unknown deft_norm_precision %d", name,
-                                 (int)p->deft_norm_precision);
-    if (p->topk_ag_mean != DEFTSIM_TOPK_AG_MEAN_SUM && p->topk_ag_mean != DEFTSIM_TOPK_AG_MEAN_EACH)
-        return deftsim_error_set(DEFTSIM_E_USAGE, "%s: unknown topk_ag_mean %d", name,
-                                 (int)p->topk_ag_mean);
-    /* The float32 norms are an emulation that reads the accumulators on the host: the "cpu"
-     * and "cuda-staged" backends hold them there, the "cuda" one (device pointers) does not. */
-    if (p->method == DEFTSIM_METHOD_DEFT && p->deft_norm_precision == DEFTSIM_DEFT_NORM_FLOAT32 &&
-        p->kctx && strcmp(deftsim_kctx_backend(p->kctx), "cuda") == 0)
-        return deftsim_error_set(DEFTSIM_E_UNSUPPORTED,
-                                 "deft: [sparsify] deft_norm_precision = float32 computes the "
-                                 "norms on the host, but kernel backend 'cuda' holds the "
-                                 "accumulators on the device; use 'cuda-staged' ([device] kind = "
-                                 "cuda) or 'cpu', or deft_norm_precision = float64");
+    deftsim_status st = sp_check_options(p);
+    if (st) return st;
     if (p->team && p->team->size > 1 && !method_of(p->method)->spread)
         return deftsim_error_set(DEFTSIM_E_UNSUPPORTED,
                                  "%s: spread mode (mpirun without [execute] network = mpi) does "
@@ -497,6 +469,7 @@ static void result_reset(deftsim_sparsifier *s)
     r->count_total = r->count_max = 0;
     r->oktopk_threshold_local = r->oktopk_threshold_global = r->oktopk_region_balance = NAN;
     r->oktopk_warmup = r->oktopk_local_recompute = r->oktopk_global_recompute = r->oktopk_recut = 0;
+    for (size_t j = 0; j < DEFTSIM_METHOD_COLS_MAX; j++) r->extra[j] = NAN;
     r->agg_index = s->agg_idx;
     r->agg_value = s->agg_val;
 }

@@ -3,6 +3,7 @@
 #include <criterion/criterion.h>
 
 #include <dirent.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,8 +81,8 @@ Test(config_good, example_file)
     cr_expect_eq(c->synthetic.signal, 0.5);
     cr_expect_eq(c->synthetic.tail, 4);
     cr_expect_eq(c->synthetic.drift, 0.01);
-    cr_assert_eq(c->sparsify.nmethods, DEFTSIM_METHOD_COUNT);
-    for (size_t i = 0; i < DEFTSIM_METHOD_COUNT; i++) cr_expect_eq(c->sparsify.methods[i], (deftsim_method)i);
+    cr_assert_eq(c->sparsify.nmethods, deftsim_method_count());
+    for (size_t i = 0; i < deftsim_method_count(); i++) cr_expect_eq(c->sparsify.methods[i], (deftsim_method)i);
     cr_assert_eq(c->sparsify.ndensities, 2);
     cr_expect_eq(c->sparsify.densities[0], 0.01);
     cr_expect_eq(c->sparsify.densities[1], 0.001);
@@ -90,10 +91,21 @@ Test(config_good, example_file)
     cr_expect_eq(c->sparsify.wire, DEFTSIM_WIRE_SPEC);
     cr_expect_eq(c->sparsify.error_feedback, DEFTSIM_FEEDBACK_FULL);
     cr_expect_eq(c->sparsify.sampled_workers, 8);
-    cr_expect_eq(c->sparsify.cltk_charge, DEFTSIM_CLTK_CHARGE_LEADER);
-    cr_expect_eq(c->sparsify.cltk_beta, 0);
-    cr_expect_eq(c->sparsify.deft_norms, DEFTSIM_DEFT_NORMS_FUSED);
-    cr_expect_str_eq(deftsim_deft_norms_name(DEFTSIM_DEFT_NORMS_SEPARATE), "separate");
+    /* Every method's options at their tables' defaults. */
+    for (size_t m = 0; m < deftsim_method_count(); m++) {
+        deftsim_method_opts want;
+        deftsim_method_opts_default((deftsim_method)m, &want);
+        const deftsim_method_opts *got = deftsim_config_method_opts(c, (deftsim_method)m);
+        const deftsim_method_desc *d = deftsim_method_get((deftsim_method)m);
+        for (size_t j = 0; j < d->noptions; j++)
+            cr_expect_eq(deftsim_config_opt(c, d->options[j].key),
+                         d->options[j].type == DEFTSIM_OPT_DOUBLE ? want.v[j].d : want.v[j].i,
+                         "%s", d->options[j].key);
+        cr_expect_eq(memcmp(got, &want, sizeof want), 0, "%s", d->name);
+    }
+    cr_expect_eq(deftsim_config_opt(c, "cltk_beta"), 0);
+    cr_expect_eq(deftsim_config_opt(c, "oktopk_warmup"), 512);
+    cr_expect(isnan(deftsim_config_opt(c, "no_such_option")));
     cr_assert_eq(c->workers.ncounts, 6);
     cr_expect_arr_eq(c->workers.counts, pow2_2_64, sizeof pow2_2_64);
     cr_expect_eq(c->device.kind, DEFTSIM_DEVICE_CPU);
@@ -187,8 +199,8 @@ Test(config_good, defaults)
     cr_expect_eq(c->sparsify.wire, DEFTSIM_WIRE_SPEC);
     cr_expect_eq(c->sparsify.error_feedback, DEFTSIM_FEEDBACK_FULL);
     cr_expect_eq(c->sparsify.sampled_workers, 8);
-    cr_expect_eq(c->sparsify.cltk_charge, DEFTSIM_CLTK_CHARGE_LEADER);
-    cr_expect_eq(c->sparsify.cltk_beta, 0);
+    cr_expect_eq(deftsim_config_opt(c, "cltk_charge"), 0); /* leader */
+    cr_expect_eq(deftsim_config_opt(c, "cltk_beta"), 0);
     cr_assert_eq(c->workers.ncounts, 6);
     cr_expect_arr_eq(c->workers.counts, pow2_2_64, sizeof pow2_2_64);
     cr_expect_eq(c->device.kind, DEFTSIM_DEVICE_CPU);
@@ -390,9 +402,8 @@ Test(config_override, bad)
         {"=0.1", DEFTSIM_E_USAGE, "--set : no section (expected section.key=value)"},
         {"sparsify.density=0.1", DEFTSIM_E_USAGE,
          "--set sparsify.density: unknown key (keys: methods, densities, index_bytes, value_bytes, "
-         "wire, error_feedback, sampled_workers, cltk_charge, cltk_beta, deft_norms, "
-         "deft_norm_precision, oktopk_variant, oktopk_warmup, oktopk_layer_order, "
-         "topk_ag_mean)"},
+         "wire, error_feedback, sampled_workers, deft_norms, deft_norm_precision, topk_ag_mean, "
+         "cltk_charge, cltk_beta, oktopk_variant, oktopk_warmup, oktopk_layer_order)"},
         {"sparsifier.densities=0.1", DEFTSIM_E_USAGE,
          "--set sparsifier.densities: unknown section (sections: scenario, gradients, synthetic, "
          "sparsify, workers, device, engine, timing, network, train, compute, execute)"},
@@ -623,7 +634,7 @@ Test(config_print, json)
     cr_expect(json_is_null(json_object_get(gr, "trace")));
     json_t *m = json_object_get(sp, "methods");
     cr_assert(json_is_array(m));
-    cr_expect_eq(json_array_size(m), DEFTSIM_METHOD_COUNT);
+    cr_expect_eq(json_array_size(m), deftsim_method_count());
     cr_expect_str_eq(json_string_value(json_array_get(m, 2)), "topk-ag");
     json_t *d = json_object_get(sp, "densities");
     cr_assert_eq(json_array_size(d), 2);
@@ -671,9 +682,10 @@ Test(config_print, clone_and_equal)
 
 Test(config_names, methods)
 {
-    static const char *want[] = {"deft", "topk", "topk-ag", "cltk", "gtopk", "dgc", "dense",
-                                 "micro", "exdyna", "oktopk"};
-    for (int i = 0; i < DEFTSIM_METHOD_COUNT; i++) {
+    /* The registry's names map to their positions and back. */
+    const char *const *want = deftsim_method_names();
+    size_t n = deftsim_method_count();
+    for (size_t i = 0; i < n; i++) {
         cr_expect_str_eq(deftsim_method_name((deftsim_method)i), want[i]);
         deftsim_method m;
         cr_expect_eq(deftsim_method_from_name(want[i], &m), 0);
@@ -681,11 +693,10 @@ Test(config_names, methods)
     }
     deftsim_method m;
     cr_expect_eq(deftsim_method_from_name("TopK", &m), -1);
-    cr_expect_str_eq(deftsim_method_name(DEFTSIM_METHOD_COUNT), "?");
+    cr_expect_str_eq(deftsim_method_name((deftsim_method)n), "?");
     cr_expect_str_eq(deftsim_source_name(DEFTSIM_SOURCE_TRACE), "trace");
     cr_expect_str_eq(deftsim_wire_name(DEFTSIM_WIRE_REFERENCE), "reference");
     cr_expect_str_eq(deftsim_feedback_name(DEFTSIM_FEEDBACK_SAMPLED), "sampled");
-    cr_expect_str_eq(deftsim_cltk_charge_name(DEFTSIM_CLTK_CHARGE_ALL), "all");
     cr_expect_str_eq(deftsim_timing_statistic_name(DEFTSIM_TIMING_MEDIAN), "median");
     cr_expect_str_eq(deftsim_timing_cache_name(DEFTSIM_TIMING_COLD), "cold");
     cr_expect_str_eq(deftsim_device_kind_name(DEFTSIM_DEVICE_CUDA), "cuda");

@@ -102,8 +102,6 @@ static void run_case(const deftsim_model *model, deftsim_kctx *cpu, deftsim_kctx
     p.index_bytes = 4;
     p.value_bytes = 4;
     p.wire = DEFTSIM_WIRE_SPEC;
-    p.cltk_charge = DEFTSIM_CLTK_CHARGE_LEADER;
-    p.cltk_beta = 0;
     p.seed = seed;
     deftsim_sparsifier *sc = NULL, *sg = NULL;
     p.kctx = cpu;

@@ -243,11 +243,22 @@ deftsim_sparsifier_params sp_params(deftsim_method m, double d, uint32_t P,
         .index_bytes = 4,
         .value_bytes = 4,
         .wire = DEFTSIM_WIRE_SPEC,
-        .cltk_charge = DEFTSIM_CLTK_CHARGE_LEADER,
-        .cltk_beta = 0,
         .seed = 7,
         .kctx = sp_kc,
     };
+}
+
+void sp_opt(deftsim_sparsifier_params *p, const char *key, double v)
+{
+    deftsim_method m;
+    size_t j;
+    cr_assert_eq(deftsim_method_option_find(key, &m, &j), 0, "no option %s", key);
+    cr_assert_eq(m, p->method, "%s is %s's option, not %s's", key, deftsim_method_name(m),
+                 deftsim_method_name(p->method));
+    if (deftsim_method_get(m)->options[j].type == DEFTSIM_OPT_DOUBLE)
+        p->opts.v[j].d = v;
+    else
+        p->opts.v[j].i = (int)v;
 }
 
 deftsim_sparsifier *sp_new(const deftsim_sparsifier_params *p)

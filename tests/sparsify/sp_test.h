@@ -63,6 +63,10 @@ void sp_npv_free(sp_npv *v);
 deftsim_sparsifier_params sp_params(deftsim_method m, double d, uint32_t P,
                                     const deftsim_model *model);
 deftsim_sparsifier *sp_new(const deftsim_sparsifier_params *p);
+/* Sets option `key` (of p's method; the test fails otherwise) to v: a DOUBLE option's value,
+ * an INT's, an ENUM's position in its names. No range check, so that tests can pass values a
+ * scenario could not. */
+void sp_opt(deftsim_sparsifier_params *p, const char *key, double v);
 
 /* Exact top-k under the kernels' ranking (|x| descending, lower index first), sorted ascending
  * into out. */

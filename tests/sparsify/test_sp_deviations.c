@@ -20,6 +20,10 @@
 #include "deftsim_deft.h"
 #include "sp_test.h"
 
+/* Ok-Topk's choices by position in its option table (oktopk_variant, oktopk_layer_order). */
+enum { OK_VGG, OK_BERT };
+enum { ORDER_AUTO, ORDER_REVERSE, ORDER_FORWARD };
+
 TestSuite(sp_dev, .init = sp_suite_init, .fini = sp_suite_fini, .timeout = 240);
 
 static deftsim_step_result *step_ok(deftsim_sparsifier *s, uint64_t t,
@@ -132,7 +136,7 @@ Test(sp_dev, deft_step_float32_gives_the_authors_k)
     deftsim_model *m = sp_model(shapes, 2);
     for (int prec = 0; prec < 2; prec++) {
         deftsim_sparsifier_params p = sp_params(DEFTSIM_METHOD_DEFT, 0.11, 2, m);
-        p.deft_norm_precision = prec ? DEFTSIM_DEFT_NORM_FLOAT32 : DEFTSIM_DEFT_NORM_FLOAT64;
+        sp_opt(&p, "deft_norm_precision", prec); /* float64, float32 */
         deftsim_sparsifier *s = sp_new(&p);
         sp_accs *a = sp_accs_new(2, 200);
         for (uint32_t w = 0; w < 2; w++) {
@@ -156,21 +160,29 @@ Test(sp_dev, unknown_option_values_are_refused)
     deftsim_model *m = sp_model(shapes, 1);
     deftsim_sparsifier *s = NULL;
     deftsim_sparsifier_params p = sp_params(DEFTSIM_METHOD_DEFT, 0.1, 2, m);
-    p.deft_norm_precision = (deftsim_deft_norm_precision)7;
+    sp_opt(&p, "deft_norm_precision", 7);
     cr_expect_eq(deftsim_sparsifier_new(&p, &s), DEFTSIM_E_USAGE);
     cr_expect(strstr(deftsim_error_message(), "deft_norm_precision"), "%s",
               deftsim_error_message());
     p = sp_params(DEFTSIM_METHOD_OKTOPK, 0.1, 2, m);
-    p.oktopk_layer_order = (deftsim_oktopk_layer_order)9;
+    sp_opt(&p, "oktopk_layer_order", 9);
     cr_expect_eq(deftsim_sparsifier_new(&p, &s), DEFTSIM_E_USAGE);
     cr_expect(strstr(deftsim_error_message(), "oktopk_layer_order"));
     p = sp_params(DEFTSIM_METHOD_TOPK_AG, 0.1, 2, m);
-    p.topk_ag_mean = (deftsim_topk_ag_mean)3;
+    sp_opt(&p, "topk_ag_mean", 3);
     cr_expect_eq(deftsim_sparsifier_new(&p, &s), DEFTSIM_E_USAGE);
     cr_expect(strstr(deftsim_error_message(), "topk_ag_mean"));
-    cr_expect_str_eq(deftsim_deft_norm_precision_name(DEFTSIM_DEFT_NORM_FLOAT32), "float32");
-    cr_expect_str_eq(deftsim_oktopk_layer_order_name(DEFTSIM_OKTOPK_ORDER_REVERSE), "reverse");
-    cr_expect_str_eq(deftsim_topk_ag_mean_name(DEFTSIM_TOPK_AG_MEAN_EACH), "each");
+    /* The values the tests below use by position, as the option tables name them. */
+    static const char *const want[][2] = {{"deft_norm_precision", "float32"},
+                                          {"oktopk_layer_order", "reverse"},
+                                          {"topk_ag_mean", "each"}};
+    static const int pos[] = {1, ORDER_REVERSE, 1};
+    for (size_t i = 0; i < 3; i++) {
+        deftsim_method mm;
+        size_t j;
+        cr_assert_eq(deftsim_method_option_find(want[i][0], &mm, &j), 0);
+        cr_expect_str_eq(deftsim_method_get(mm)->options[j].names[pos[i]], want[i][1]);
+    }
     deftsim_model_free(m);
 }
 
@@ -206,7 +218,7 @@ static double topk_ag_compare(uint32_t P, size_t n, double d, uint64_t seed, dou
     float **orig = sp_accs_copy(a);
     for (int mode = 0; mode < 2; mode++) {
         deftsim_sparsifier_params p = sp_params(DEFTSIM_METHOD_TOPK_AG, d, P, m);
-        p.topk_ag_mean = mode ? DEFTSIM_TOPK_AG_MEAN_EACH : DEFTSIM_TOPK_AG_MEAN_SUM;
+        sp_opt(&p, "topk_ag_mean", mode); /* sum, each */
         deftsim_sparsifier *s = sp_new(&p);
         for (uint32_t w = 0; w < P; w++) memcpy(a->acc[w], orig[w], n * sizeof(float));
         r[mode] = step_ok(s, 0, &a->prov);
@@ -288,12 +300,12 @@ Test(sp_dev, topk_ag_mean_difference_size)
 /* ---- Ok-Topk: the layer order of the buffer --------------------------------------------- */
 
 static deftsim_sparsifier *ok_new(const deftsim_model *m, double d, uint32_t P,
-                                  deftsim_oktopk_variant v, deftsim_oktopk_layer_order o)
+                                  int v, int o)
 {
     deftsim_sparsifier_params p = sp_params(DEFTSIM_METHOD_OKTOPK, d, P, m);
-    p.oktopk_variant = v;
-    p.oktopk_warmup = 0;
-    p.oktopk_layer_order = o;
+    sp_opt(&p, "oktopk_variant", v);
+    sp_opt(&p, "oktopk_warmup", 0);
+    sp_opt(&p, "oktopk_layer_order", o);
     return sp_new(&p);
 }
 
@@ -313,9 +325,9 @@ Test(sp_dev, oktopk_reverse_hand_case)
     deftsim_model *m = sp_model(shapes, 2);
     const float w0[8] = {10, -1, 6, 0, -9, 2, 5, 0}, w1[8] = {0, 8, -3, 7, 0, 1, -4, 11};
     for (int fwd = 0; fwd < 2; fwd++) {
-        deftsim_sparsifier *s = ok_new(m, 0.5, 2, DEFTSIM_OKTOPK_VGG,
-                                       fwd ? DEFTSIM_OKTOPK_ORDER_FORWARD
-                                           : DEFTSIM_OKTOPK_ORDER_AUTO);
+        deftsim_sparsifier *s = ok_new(m, 0.5, 2, OK_VGG,
+                                       fwd ? ORDER_FORWARD
+                                           : ORDER_AUTO);
         sp_accs *a = sp_accs_new(2, 8);
         memcpy(a->acc[0], w0, sizeof w0);
         memcpy(a->acc[1], w1, sizeof w1);
@@ -390,13 +402,13 @@ static void expect_same_schedule(const deftsim_step_result *x, const deftsim_ste
 
 /* The reverse order on layers (A, B, C) is the forward order on (C, B, A), step for step: the
  * same thresholds, counts, regions, bytes and aggregate (its indices mapped). */
-static void reverse_equals_reversed_model(uint32_t P, deftsim_oktopk_variant v, uint64_t T)
+static void reverse_equals_reversed_model(uint32_t P, int v, uint64_t T)
 {
     const char *fw[] = {"40x25", "37", "300", "11"}, *bw[] = {"11", "300", "37", "40x25"};
     deftsim_model *m = sp_model(fw, 4), *mr = sp_model(bw, 4);
     const size_t n = m->numel;
-    deftsim_sparsifier *s = ok_new(m, 0.02, P, v, DEFTSIM_OKTOPK_ORDER_REVERSE);
-    deftsim_sparsifier *sr = ok_new(mr, 0.02, P, v, DEFTSIM_OKTOPK_ORDER_FORWARD);
+    deftsim_sparsifier *s = ok_new(m, 0.02, P, v, ORDER_REVERSE);
+    deftsim_sparsifier *sr = ok_new(mr, 0.02, P, v, ORDER_FORWARD);
     sp_accs *a = sp_accs_new(P, n), *ar = sp_accs_new(P, n);
     size_t *map = malloc(n * sizeof *map);
     float *g = malloc(n * sizeof *g);
@@ -449,9 +461,9 @@ static void reverse_equals_reversed_model(uint32_t P, deftsim_oktopk_variant v, 
     deftsim_model_free(mr);
 }
 
-Test(sp_dev, oktopk_reverse_equals_reversed_layers_p3) { reverse_equals_reversed_model(3, DEFTSIM_OKTOPK_VGG, 70); }
-Test(sp_dev, oktopk_reverse_equals_reversed_layers_p6) { reverse_equals_reversed_model(6, DEFTSIM_OKTOPK_VGG, 70); }
-Test(sp_dev, oktopk_reverse_equals_reversed_layers_bert) { reverse_equals_reversed_model(5, DEFTSIM_OKTOPK_BERT, 140); }
+Test(sp_dev, oktopk_reverse_equals_reversed_layers_p3) { reverse_equals_reversed_model(3, OK_VGG, 70); }
+Test(sp_dev, oktopk_reverse_equals_reversed_layers_p6) { reverse_equals_reversed_model(6, OK_VGG, 70); }
+Test(sp_dev, oktopk_reverse_equals_reversed_layers_bert) { reverse_equals_reversed_model(5, OK_BERT, 140); }
 
 /* auto: the VGG variant reverses the layers, the BERT variant keeps them. */
 Test(sp_dev, oktopk_auto_follows_the_variant)
@@ -459,11 +471,11 @@ Test(sp_dev, oktopk_auto_follows_the_variant)
     const char *shapes[] = {"2", "6"};
     deftsim_model *m = sp_model(shapes, 2);
     const float w0[8] = {10, -1, 6, 0, -9, 2, 5, 0}, w1[8] = {0, 8, -3, 7, 0, 1, -4, 11};
-    const deftsim_oktopk_variant vs[2] = {DEFTSIM_OKTOPK_VGG, DEFTSIM_OKTOPK_BERT};
+    const int vs[2] = {OK_VGG, OK_BERT};
     for (int i = 0; i < 2; i++) {
         double bal[3];
         for (int o = 0; o < 3; o++) {
-            deftsim_sparsifier *s = ok_new(m, 0.5, 2, vs[i], (deftsim_oktopk_layer_order)o);
+            deftsim_sparsifier *s = ok_new(m, 0.5, 2, vs[i], o);
             sp_accs *a = sp_accs_new(2, 8);
             memcpy(a->acc[0], w0, sizeof w0);
             memcpy(a->acc[1], w1, sizeof w1);
@@ -471,10 +483,10 @@ Test(sp_dev, oktopk_auto_follows_the_variant)
             sp_accs_free(a);
             deftsim_sparsifier_free(s);
         }
-        cr_expect_eq(bal[DEFTSIM_OKTOPK_ORDER_REVERSE], 1.0);
-        cr_expect_eq(bal[DEFTSIM_OKTOPK_ORDER_FORWARD], 4.0 / 3);
-        cr_expect_eq(bal[DEFTSIM_OKTOPK_ORDER_AUTO],
-                     bal[i == 0 ? DEFTSIM_OKTOPK_ORDER_REVERSE : DEFTSIM_OKTOPK_ORDER_FORWARD],
+        cr_expect_eq(bal[ORDER_REVERSE], 1.0);
+        cr_expect_eq(bal[ORDER_FORWARD], 4.0 / 3);
+        cr_expect_eq(bal[ORDER_AUTO],
+                     bal[i == 0 ? ORDER_REVERSE : ORDER_FORWARD],
                      "variant %d", i);
     }
     deftsim_model_free(m);

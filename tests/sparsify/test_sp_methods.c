@@ -519,7 +519,7 @@ Test(sp_methods, cltk_leader_and_charge)
     const uint32_t P = 5;
     for (int all = 0; all < 2; all++) {
         deftsim_sparsifier_params p = sp_params(DEFTSIM_METHOD_CLTK, 0.01, P, m);
-        p.cltk_charge = all ? DEFTSIM_CLTK_CHARGE_ALL : DEFTSIM_CLTK_CHARGE_LEADER;
+        sp_opt(&p, "cltk_charge", all); /* leader, all */
         deftsim_sparsifier *s = sp_new(&p);
         sp_accs *a = sp_accs_new(P, m->numel);
         for (uint64_t t = 0; t < 7; t++) {
@@ -559,7 +559,7 @@ Test(sp_methods, cltk_low_pass_filter)
     const uint32_t P = 3;
     const double beta = 0.25;
     deftsim_sparsifier_params p = sp_params(DEFTSIM_METHOD_CLTK, 0.01, P, m);
-    p.cltk_beta = beta;
+    sp_opt(&p, "cltk_beta", beta);
     deftsim_sparsifier *s = sp_new(&p);
     sp_accs *a = sp_accs_new(P, m->numel);
     for (uint64_t t = 0; t < 3; t++) {

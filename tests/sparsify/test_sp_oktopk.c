@@ -11,6 +11,10 @@
 
 #include "sp_test.h"
 
+/* Ok-Topk's choices by position in its option table (oktopk_variant, oktopk_layer_order). */
+enum { OK_VGG, OK_BERT };
+enum { ORDER_AUTO, ORDER_REVERSE, ORDER_FORWARD };
+
 TestSuite(sp_oktopk, .init = sp_suite_init, .fini = sp_suite_fini, .timeout = 240);
 
 static deftsim_step_result *step_ok(deftsim_sparsifier *s, uint64_t t,
@@ -23,14 +27,14 @@ static deftsim_step_result *step_ok(deftsim_sparsifier *s, uint64_t t,
 }
 
 static deftsim_sparsifier_params ok_params(double d, uint32_t P, const deftsim_model *m,
-                                           deftsim_oktopk_variant v, uint64_t warmup)
+                                           int v, uint64_t warmup)
 {
     deftsim_sparsifier_params p = sp_params(DEFTSIM_METHOD_OKTOPK, d, P, m);
-    p.oktopk_variant = v;
-    p.oktopk_warmup = warmup;
+    sp_opt(&p, "oktopk_variant", v);
+    sp_opt(&p, "oktopk_warmup", (double)warmup);
     /* The reference below cuts regions in the model's order; test_sp_deviations.c checks the
      * reverse order (the VGG variant's default) against it on the model reversed. */
-    p.oktopk_layer_order = DEFTSIM_OKTOPK_ORDER_FORWARD;
+    sp_opt(&p, "oktopk_layer_order", ORDER_FORWARD);
     return p;
 }
 
@@ -48,7 +52,7 @@ Test(sp_oktopk, hand_computed_recompute_then_adjust)
 {
     const char *shapes[] = {"8"};
     deftsim_model *m = sp_model(shapes, 1);
-    deftsim_sparsifier_params p = ok_params(0.5, 2, m, DEFTSIM_OKTOPK_VGG, 0);
+    deftsim_sparsifier_params p = ok_params(0.5, 2, m, OK_VGG, 0);
     deftsim_sparsifier *s = sp_new(&p);
     sp_accs *a = sp_accs_new(2, 8);
     const float w0[8] = {10, -1, 6, 0, -9, 2, 5, 0}, w1[8] = {0, 8, -3, 7, 0, 1, -4, 11};
@@ -135,7 +139,7 @@ Test(sp_oktopk, raise_loop_at_most_five_times)
 {
     const char *shapes[] = {"8"};
     deftsim_model *m = sp_model(shapes, 1);
-    deftsim_sparsifier_params p = ok_params(0.125, 1, m, DEFTSIM_OKTOPK_VGG, 0);
+    deftsim_sparsifier_params p = ok_params(0.125, 1, m, OK_VGG, 0);
     deftsim_sparsifier *s = sp_new(&p);
     sp_accs *a = sp_accs_new(1, 8);
     const float x[8] = {100, 1, 1, 1, 1, 1, 1, 1};
@@ -371,7 +375,7 @@ static void against_reference(uint32_t P, int bert, uint64_t warmup, uint64_t T,
     const char *shapes[] = {"40x25", "37", "300"};
     deftsim_model *m = sp_model(shapes, 3);
     const size_t n = m->numel;
-    deftsim_sparsifier_params p = ok_params(d, P, m, bert ? DEFTSIM_OKTOPK_BERT : DEFTSIM_OKTOPK_VGG, warmup);
+    deftsim_sparsifier_params p = ok_params(d, P, m, bert ? OK_BERT : OK_VGG, warmup);
     deftsim_sparsifier *s = sp_new(&p);
     sp_accs *a = sp_accs_new(P, n);
     float **racc = sp_accs_copy(a);
@@ -521,14 +525,14 @@ Test(sp_oktopk, bert_matches_the_reference_p5) { against_reference(5, 1, 0, 140,
 
 /* The non-persistent provider gives the same results and sees no protocol violation, in
  * either order of the buffer. */
-static void non_persistent(deftsim_oktopk_layer_order order)
+static void non_persistent(int order)
 {
     const char *shapes[] = {"40x25", "37"};
     deftsim_model *m = sp_model(shapes, 2);
     const uint32_t P = 5;
     const size_t n = m->numel;
-    deftsim_sparsifier_params p = ok_params(0.03, P, m, DEFTSIM_OKTOPK_VGG, 0);
-    p.oktopk_layer_order = order;
+    deftsim_sparsifier_params p = ok_params(0.03, P, m, OK_VGG, 0);
+    sp_opt(&p, "oktopk_layer_order", order);
     deftsim_sparsifier *s1 = sp_new(&p), *s2 = sp_new(&p);
     sp_accs *a = sp_accs_new(P, n);
     sp_npv *v = sp_npv_new(P, n);
@@ -558,8 +562,8 @@ static void non_persistent(deftsim_oktopk_layer_order order)
     deftsim_model_free(m);
 }
 
-Test(sp_oktopk, non_persistent_provider) { non_persistent(DEFTSIM_OKTOPK_ORDER_FORWARD); }
-Test(sp_oktopk, non_persistent_provider_reverse) { non_persistent(DEFTSIM_OKTOPK_ORDER_REVERSE); }
+Test(sp_oktopk, non_persistent_provider) { non_persistent(ORDER_FORWARD); }
+Test(sp_oktopk, non_persistent_provider_reverse) { non_persistent(ORDER_REVERSE); }
 
 /* Two runs from the same inputs: the same selections, aggregates and bytes. */
 Test(sp_oktopk, two_runs_identical)
@@ -568,7 +572,7 @@ Test(sp_oktopk, two_runs_identical)
     deftsim_model *m = sp_model(shapes, 1);
     const uint32_t P = 6;
     const size_t n = m->numel;
-    deftsim_sparsifier_params p = ok_params(0.01, P, m, DEFTSIM_OKTOPK_VGG, 0);
+    deftsim_sparsifier_params p = ok_params(0.01, P, m, OK_VGG, 0);
     deftsim_sparsifier *s[2] = {sp_new(&p), sp_new(&p)};
     sp_accs *a[2] = {sp_accs_new(P, n), sp_accs_new(P, n)};
     uint64_t seed = sp_seed();

@@ -193,7 +193,7 @@ static void compare_providers(deftsim_method method, uint32_t P, double beta)
     deftsim_model *m = sp_model_mix();
     size_t n = m->numel;
     deftsim_sparsifier_params p = sp_params(method, 0.01, P, m);
-    p.cltk_beta = beta;
+    if (method == DEFTSIM_METHOD_CLTK) sp_opt(&p, "cltk_beta", beta);
     deftsim_sparsifier *s1 = sp_new(&p), *s2 = sp_new(&p);
     sp_accs *a = sp_accs_new(P, n);
     sp_npv *v = sp_npv_new(P, n);
@@ -598,7 +598,7 @@ Test(sparsify, bad_parameters)
     p = sp_params(DEFTSIM_METHOD_TOPK, 0.01, 0, m);
     cr_assert_eq(deftsim_sparsifier_new(&p, &s), DEFTSIM_E_USAGE);
     p = sp_params(DEFTSIM_METHOD_CLTK, 0.01, 2, m);
-    p.cltk_beta = 1.5;
+    sp_opt(&p, "cltk_beta", 1.5);
     cr_assert_eq(deftsim_sparsifier_new(&p, &s), DEFTSIM_E_USAGE);
     /* DEFT cannot cut a model into more fragments than it has elements. */
     p = sp_params(DEFTSIM_METHOD_DEFT, 0.01, (uint32_t)m->numel + 1, m);
@@ -606,7 +606,7 @@ Test(sparsify, bad_parameters)
     cr_assert_null(s);
     /* CLT-k's filter without the provider's gradients. */
     p = sp_params(DEFTSIM_METHOD_CLTK, 0.01, 2, m);
-    p.cltk_beta = 0.5;
+    sp_opt(&p, "cltk_beta", 0.5);
     s = sp_new(&p);
     sp_accs *a = sp_accs_new(2, m->numel);
     a->prov.grad = NULL;
