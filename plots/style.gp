@@ -33,23 +33,24 @@ set encoding utf8
 # Colours: a colour-blind-safe palette (Okabe-Ito), DEFT in vermillion; markers differ too, so
 # the figures read in grey.
 # The methods come from deftsim's registry (src/sparsify/registry.c): `deftsim plot` passes
-# mreg_name, mreg_style (the line style below), mreg_title (the legend) and mreg_short (a bar's
-# label), one entry per method. Style 8 is the style of a name the registry does not hold.
+# mreg_name, mreg_style (the method's line style: its registry position + 1, skipping 8),
+# mreg_title (the legend), mreg_short (a bar's label) and the style itself, mreg_lc (colour),
+# mreg_pt (marker), mreg_ps, mreg_lw, mreg_dt, one entry per method (src/cli/gnuplot.c assigns
+# them from the position). Style 8 is the style of a name the registry does not hold.
 if (!exists("mreg_name")) { array mreg_name[1] = [""]; array mreg_style[1] = [8]; \
-                            array mreg_title[1] = [""]; array mreg_short[1] = [""] }
-set style line 1 lc rgb "#D55E00" pt 7  ps 1.5 lw 2.2 dt 1
-set style line 2 lc rgb "#0072B2" pt 5  ps 1.3 lw 1.8 dt 1
-set style line 3 lc rgb "#56B4E9" pt 4  ps 1.3 lw 1.8 dt 2
-set style line 4 lc rgb "#CC79A7" pt 9  ps 1.5 lw 1.8 dt 1
-set style line 5 lc rgb "#009E73" pt 11 ps 1.5 lw 1.8 dt 1
-set style line 6 lc rgb "#E69F00" pt 13 ps 1.5 lw 1.8 dt 1
-set style line 7 lc rgb "#555555" pt 3  ps 1.3 lw 1.8 dt 3
+                            array mreg_title[1] = [""]; array mreg_short[1] = [""]; \
+                            array mreg_lc[1] = ["#000000"]; array mreg_pt[1] = [1]; \
+                            array mreg_ps[1] = [1.3]; array mreg_lw[1] = [1.5]; array mreg_dt[1] = [1] }
+do for [i=1:|mreg_name|] {
+    set style line mreg_style[i] lc rgb mreg_lc[i] pt mreg_pt[i] ps mreg_ps[i] lw mreg_lw[i] dt mreg_dt[i]
+}
 set style line 8 lc rgb "#000000" pt 1  ps 1.3 lw 1.5 dt 1
-set style line 9 lc rgb "#882255" pt 15 ps 1.5 lw 1.8 dt 1
-set style line 10 lc rgb "#117733" pt 2  ps 1.5 lw 1.8 dt 4
-set style line 11 lc rgb "#44AA99" pt 13 ps 1.5 lw 1.8 dt 5
 # Each style's marker (pt above), for figures that draw a second line in open markers.
-array ls_pt[11] = [7, 5, 4, 9, 11, 13, 3, 1, 15, 2, 13]
+ls_max = 8
+do for [i=1:|mreg_name|] { if (mreg_style[i] > ls_max) { ls_max = mreg_style[i] } }
+array ls_pt[ls_max]
+ls_pt[8] = 1
+do for [i=1:|mreg_name|] { ls_pt[mreg_style[i]] = mreg_pt[i] }
 
 # Line style and legend title of a method: the registry's, style 8 and its name for a name the
 # registry does not hold.

@@ -84,8 +84,9 @@ int deftsim_cli_parse_size(const char *s, uint64_t *out);
 /* Writes s to f as a gnuplot single-quoted string (a quote is doubled). */
 void deftsim_cli_gp_quote(FILE *f, const char *s);
 /* The registry's methods as gnuplot arrays for plots/style.gp (mreg_name, mreg_style,
- * mreg_title, mreg_short: one entry per method): a malloc'd "-e" argument, NULL when out of
- * memory (cmd_plot.c). */
+ * mreg_title, mreg_short and the style's mreg_lc, mreg_pt, mreg_ps, mreg_lw, mreg_dt: one entry
+ * per method, the style derived from its registry position): a malloc'd "-e" argument, NULL
+ * when out of memory (gnuplot.c). */
 char *deftsim_cli_gp_methods(void);
 
 /* Runs `gnuplot -e METHODS -e VARS SCRIPT` (METHODS: deftsim_cli_gp_methods(); its stdout

@@ -229,33 +229,6 @@ static void add_note(plot_ctx *x, const char *fmt, ...)
     if ((x->notes[x->nnotes] = strdup(buf))) x->nnotes++;
 }
 
-char *deftsim_cli_gp_methods(void)
-{
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *v = open_memstream(&buf, &len);
-    if (!v) return NULL;
-    size_t n = deftsim_method_count();
-    static const char *const arrays[] = {"mreg_name", "mreg_style", "mreg_title", "mreg_short"};
-    for (size_t a = 0; a < 4; a++) {
-        fprintf(v, "%sarray %s[%zu] = [", a ? "; " : "", arrays[a], n);
-        for (size_t i = 0; i < n; i++) {
-            const deftsim_method_desc *d = deftsim_method_get((deftsim_method)i);
-            if (i) fputs(", ", v);
-            if (a == 1)
-                fprintf(v, "%d", deftsim_method_style((deftsim_method)i));
-            else
-                deftsim_cli_gp_quote(v, a == 0 ? d->name : a == 2 ? d->title : d->short_title);
-        }
-        fputc(']', v);
-    }
-    if (fclose(v) != 0) {
-        free(buf);
-        return NULL;
-    }
-    return buf;
-}
-
 /* Renders one figure in every format. extra: more "name=value;" statements, or "". */
 static deftsim_status render(plot_ctx *x, const char *fig, const char *stem, const char *datafile,
                              const char *methods, const char *subtitle, const char *omitted,

@@ -17,6 +17,7 @@
 #include "cli.h"
 #include "cli_train.h"
 #include "deftsim_analysis.h"
+#include "deftsim_sparsify.h"
 #include "deftsim_train_results.h"
 #include "deftsim_util.h"
 
@@ -31,6 +32,14 @@ typedef struct {
     crow *rows;
     size_t n;
 } curve;
+
+/* Whether the registry's method of this name sends every element (its density does not
+ * apply). */
+static int sends_all(const char *name)
+{
+    deftsim_method m;
+    return !deftsim_method_from_name(name, &m) && deftsim_method_has(m, DEFTSIM_METHOD_CAP_SENDS_ALL);
+}
 
 static void curves_free(curve *c, size_t n)
 {
@@ -168,11 +177,13 @@ int deftsim_cli_plot_train(const char *dir, const char *scripts, const char (*fo
         rc = 1;
         goto done;
     }
+    /* A method that sends everything (dense) has no density: its curve joins every density's
+     * figure. */
     int any_sparse = 0;
     for (size_t i = 0; i < n; i++)
-        if (strcmp(cv[i].method, "dense")) any_sparse = 1;
+        if (!sends_all(cv[i].method)) any_sparse = 1;
     for (size_t i = 0; i < n; i++) {
-        if (any_sparse && !strcmp(cv[i].method, "dense")) continue;
+        if (any_sparse && sends_all(cv[i].method)) continue;
         size_t j = 0;
         while (j < ncombo && !(cp[j] == cv[i].P && !strcmp(cd[j], cv[i].density))) j++;
         if (j == ncombo) {
@@ -201,7 +212,7 @@ int deftsim_cli_plot_train(const char *dir, const char *scripts, const char (*fo
         double itmax = 0;
         for (size_t i = 0; i < n; i++) {
             if (cv[i].P != cp[k]) continue;
-            if (any_sparse && strcmp(cv[i].method, "dense") && strcmp(cv[i].density, cd[k])) continue;
+            if (any_sparse && !sends_all(cv[i].method) && strcmp(cv[i].density, cd[k])) continue;
             fprintf(f, "%s# method %s\n", blocks ? "\n\n" : "", cv[i].method);
             for (size_t r = 0; r < cv[i].n; r++) {
                 const crow *w = &cv[i].rows[r];
