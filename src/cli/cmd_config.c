@@ -13,6 +13,7 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: deftsim config SCENARIO [--set section.key=value]... [--json]\n"
             "       deftsim config --keys\n"
+            "       deftsim config --methods\n"
             "       deftsim config --presets\n"
             "       deftsim config --preset NAME\n"
             "\n"
@@ -23,6 +24,8 @@ static void usage(FILE *out)
             "  -s, --set S.K=V  override key K of section S (repeatable; a later one wins)\n"
             "  -j, --json       print JSON instead, as written into result manifests\n"
             "  -k, --keys       list every key: type, default, meaning\n"
+            "  -m, --methods    list the sparsifiers, tab-separated: name, title, capabilities,\n"
+            "                   their [sparsify] keys, their own rows.csv columns\n"
             "  -P, --presets    list the [network] presets (docs/NETWORK.md, \"Presets\")\n"
             "  -p, --preset N   print preset N's keys as INI, each figure with its source\n"
             "  -h, --help       this help\n"
@@ -36,6 +39,25 @@ static void print_keys(void)
         const deftsim_config_keyinfo *k = deftsim_config_key(i);
         printf("%s.%s = %s\n    %s; %s\n", k->section, k->key,
                !k->dflt ? "(derived)" : k->dflt[0] ? k->dflt : "(unset)", k->type, k->doc);
+    }
+}
+
+/* The registry, one method a line (the tests read their lists of methods from it). */
+static void print_methods(void)
+{
+    printf("name\ttitle\tcapabilities\toptions\tcolumns\n");
+    for (size_t i = 0; i < deftsim_method_count(); i++) {
+        const deftsim_method_desc *d = deftsim_method_get((deftsim_method)i);
+        printf("%s\t%s\t", d->name, d->title);
+        int n = 0;
+        for (unsigned b = 1; b; b <<= 1)
+            if ((d->caps & b) && deftsim_method_cap_name(b))
+                printf("%s%s", n++ ? "," : "", deftsim_method_cap_name(b));
+        putchar('\t');
+        for (size_t j = 0; j < d->noptions; j++) printf("%s%s", j ? "," : "", d->options[j].key);
+        putchar('\t');
+        for (size_t j = 0; j < d->ncolumns; j++) printf("%s%s", j ? "," : "", d->columns[j].name);
+        putchar('\n');
     }
 }
 
@@ -81,6 +103,7 @@ int deftsim_cmd_config(int argc, char **argv)
         {"set", required_argument, NULL, 's'},
         {"json", no_argument, NULL, 'j'},
         {"keys", no_argument, NULL, 'k'},
+        {"methods", no_argument, NULL, 'm'},
         {"presets", no_argument, NULL, 'P'},
         {"preset", required_argument, NULL, 'p'},
         {"help", no_argument, NULL, 'h'},
@@ -91,17 +114,18 @@ int deftsim_cmd_config(int argc, char **argv)
         fprintf(stderr, "deftsim config: out of memory\n");
         return 1;
     }
-    int json = 0, keys = 0, presets = 0, c, rc = 0;
+    int json = 0, keys = 0, methods = 0, presets = 0, c, rc = 0;
     const char *preset = NULL;
     /* optind = 0 makes glibc's getopt start afresh: main() parsed its own options in "+"
      * (stop at the first argument) mode, which would otherwise stay in effect and make
      * "config FILE --json" stop at FILE. */
     optind = 0;
-    while ((c = getopt_long(argc, argv, "s:jkPp:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "s:jkmPp:h", opts, NULL)) != -1) {
         switch (c) {
         case 's': deftsim_cli_sets_add(&sets, optarg); break;
         case 'j': json = 1; break;
         case 'k': keys = 1; break;
+        case 'm': methods = 1; break;
         case 'P': presets = 1; break;
         case 'p': preset = optarg; break;
         case 'h': usage(stdout); goto done;
@@ -115,6 +139,14 @@ int deftsim_cmd_config(int argc, char **argv)
         }
         if (preset) rc = print_preset(preset);
         else if (!deftsim_cli_parse_only) print_presets();
+        goto done;
+    }
+    if (methods) {
+        if (optind < argc || keys) {
+            rc = deftsim_cli_usage_error("config", "--methods takes nothing else");
+            goto done;
+        }
+        if (!deftsim_cli_parse_only) print_methods();
         goto done;
     }
     if (keys) {

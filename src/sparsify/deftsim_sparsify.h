@@ -401,6 +401,10 @@ const char *const *deftsim_method_names(void);
 /* The names of the methods declaring every capability in caps (0: all), ", "-separated,
  * into buf (truncated to cap); returns the length it needed (snprintf-like). */
 size_t deftsim_method_list(unsigned caps, char *buf, size_t cap);
+/* A capability's name ("default", "keeps-state", "raw-gradients", "own-momentum",
+ * "data-free", "ddp-buckets", "sends-all") for one DEFTSIM_METHOD_CAP_* bit; NULL for another
+ * value. */
+const char *deftsim_method_cap_name(unsigned cap);
 /* Method m's line style in the figures: its position + 1, skipping
  * DEFTSIM_METHOD_STYLE_OTHER; 0 for a value the registry does not hold. */
 int deftsim_method_style(deftsim_method m);

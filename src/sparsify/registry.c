@@ -119,6 +119,16 @@ size_t deftsim_method_list(unsigned caps, char *buf, size_t cap)
     return o;
 }
 
+const char *deftsim_method_cap_name(unsigned cap)
+{
+    static const char *const cap_names[] = {"default",   "keeps-state", "raw-gradients",
+                                            "own-momentum", "data-free", "ddp-buckets",
+                                            "sends-all"};
+    for (size_t i = 0; i < sizeof cap_names / sizeof cap_names[0]; i++)
+        if (cap == 1u << i) return cap_names[i];
+    return NULL;
+}
+
 int deftsim_method_style(deftsim_method m)
 {
     if (!deftsim_method_get(m)) return 0;

@@ -1,8 +1,7 @@
 #!/usr/bin/env python3
 """The real network mode ([execute] network = mpi, docs/CLUSTER.md "Real mode").
 
-Every method (deft, topk, topk-ag, cltk, gtopk, dgc, dense, micro, exdyna, oktopk without its
-warm-up) at d = 0.01 over two iterations of traces/fmnist_cnn_p4, with [network] compute =
+Every method of the registry (deftsim config --methods; Ok-Topk without its warm-up) at d = 0.01 over two iterations of traces/fmnist_cnn_p4, with [network] compute =
 none, runs at P = 2, 3 and 4 twice: once as one process (network = simulate) and once as
 `mpirun --oversubscribe -n P deftsim run` (network = mpi). Checked:
 
@@ -53,8 +52,10 @@ os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
 os.environ.setdefault("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
 
 TRACE = os.path.join(ROOT, "traces", "fmnist_cnn_p4")
-METHODS = ["deft", "topk", "topk-ag", "cltk", "gtopk", "dgc", "dense", "micro", "exdyna",
-           "oktopk"]
+sys.path.insert(0, os.path.join(ROOT, "tests", "reliability"))
+import registry  # noqa: E402
+
+METHODS = registry.methods(EXE)  # every method of the registry
 MEASURED = {"phase_seconds", "phase_seconds_min", "phase_seconds_max", "select_seconds",
             "select_seconds_min", "select_seconds_max", "worker_seconds", "imbalance_seconds",
             "prepare_seconds", "step_seconds"}

@@ -58,8 +58,11 @@ os.environ.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
 sys.path.insert(0, os.path.join(ROOT, "tests", "reliability"))
 from rowcmp import MEASURED  # noqa: E402
 
-SPREAD = os.environ.get("SPREAD_METHODS", "deft,topk,topk-ag,cltk,gtopk,dgc,dense,micro,exdyna,"
-                        "oktopk").split(",")
+import registry  # noqa: E402
+
+# Every method of the registry, unless SPREAD_METHODS names some.
+SPREAD = (os.environ["SPREAD_METHODS"].split(",") if os.environ.get("SPREAD_METHODS")
+          else registry.methods(EXE))
 NOT_YET = [m for m in os.environ.get("SPREAD_REFUSED", "").split(",") if m]
 COUNTS = [5, 7]
 RANKS = [1, 2, 3, 4]

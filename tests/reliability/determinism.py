@@ -4,7 +4,8 @@ communication times, whatever the thread counts; another seed gives other select
 
 For three scenarios (the synthetic generator with error_feedback = full on 1.18 M elements,
 the generator with error_feedback = sampled, and the recorded trace traces/fmnist_cnn_p4,
-421 k elements, read only), every sparsifier (deft, topk, topk-ag, dgc, gtopk, cltk, micro, exdyna, oktopk without its warm-up) at P =
+421 k elements, read only), every sparsifier of the registry but those that send everything
+(dense), Ok-Topk without its warm-up, at P =
 3 and 4 runs twice with the same seed and [network] compute = none: once with [device]
 threads = 1 and --prep-threads 1, once with [device] threads = 4 and --prep-threads 3 (the
 network simulation has no thread setting: one SimGrid process per point). Compared:
@@ -40,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 
+import registry
 import rowcmp
 
 EXE = os.environ.get("DEFTSIM_EXE")
@@ -59,8 +61,8 @@ MODEL = """index,name,shape,numel
 4,fc2.weight,128x1024,131072
 5,fc2.bias,128,128
 """
-METHODS = ["deft", "topk", "topk-ag", "dgc", "gtopk", "cltk", "micro", "exdyna",
-           "oktopk"]
+# Every method of the registry whose selections depend on the gradients (not dense's).
+METHODS = registry.methods(EXE, without=("sends-all",))
 ONE = ["--set", "device.threads=1", "--prep-threads", "1"]
 MANY = ["--set", "device.threads=4", "--prep-threads", "3"]
 

@@ -3,7 +3,7 @@
 and runs with repeats = 3 (statistic min, cache cold) and repeats = 4 (median, warm) give the
 same selections and the same rows in every column but the measured times.
 
-Every sparsifier (deft, topk, topk-ag, dgc, gtopk, cltk, dense) at P = 1, 3 and 4 runs over
+Every sparsifier of the registry (deftsim config --methods) at P = 1, 3 and 4 runs over
 three iterations (the trace: its two), with [network] compute = none, on the synthetic generator with
 error_feedback = full, none and sampled (2 workers), on the generator with CLT-k's low-pass
 filter (cltk_beta = 0.5: the repetitions hand the sparsifier the gradient too), and on the
@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 
+import registry
 import rowcmp
 
 EXE = os.environ.get("DEFTSIM_EXE")
@@ -45,7 +46,7 @@ MODEL = """index,name,shape,numel
 4,fc2.weight,10x256,2560
 5,fc2.bias,10,10
 """
-METHODS = ["deft", "topk", "topk-ag", "dgc", "gtopk", "cltk", "dense", "micro", "exdyna", "oktopk"]
+METHODS = registry.methods(EXE)  # every method of the registry
 PROTOCOLS = {
     "r1": ["--set", "timing.repeats=1"],
     "r3": ["--set", "timing.repeats=3", "--set", "timing.statistic=min",

@@ -32,7 +32,10 @@ TINY = """index,name,shape,numel
 4,fc2.weight,10x64,640
 5,fc2.bias,10,10
 """
-METHODS = ["deft", "topk", "topk-ag", "cltk", "gtopk", "dgc", "dense"]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reliability"))
+import registry  # noqa: E402
+
+METHODS = registry.methods(EXE, caps=("default",))  # the registry's default list
 COUNTS = [1, 2, 4, 8]
 ITERS = 4
 
