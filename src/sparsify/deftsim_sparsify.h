@@ -256,7 +256,8 @@ deftsim_status deftsim_sparsifier_selection(deftsim_sparsifier *s, uint32_t w,
 
 /* The fragments whose L2 norms the method reads from every accumulator (DEFT's fragments:
  * ascending, disjoint, covering [0, n)), for a provider that computes them while it forms the
- * accumulators (the provider's norms()); *nseg = 0 for methods that read none. Valid for the
+ * accumulators (the provider's norms()); *nseg = 0 for methods that read none, and where the
+ * method's options ask for its own norm pass (DEFT's deft_norms = separate). Valid for the
  * sparsifier's life. */
 void deftsim_sparsifier_norm_segments(const deftsim_sparsifier *s, const deftsim_kseg **segs,
                                       size_t *nseg);
