@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "deftsim_par.h"
+#include "deftsim_util.h"
 
 
 /* Chunk c of the preparation pass: acc_w = residual_w + g_w for tracked workers, and the
@@ -446,6 +447,7 @@ static deftsim_status regen_block_chunk(void *ctx, size_t c, unsigned thread)
 /* Workers w .. w + nw - 1 into slots slot0 onwards. */
 static deftsim_status regen_into_slots(point_state *ps, uint32_t w, uint32_t nw, uint32_t slot0)
 {
+    double t0 = deftsim_now();
     for (uint32_t j = 0; j < nw; j++) ps->regen_held[slot0 + j] = UINT32_MAX;
     ps->regen_worker = w;
     ps->regen_nw = nw;
@@ -460,6 +462,7 @@ static deftsim_status regen_into_slots(point_state *ps, uint32_t w, uint32_t nw,
         size_t nchunks = (size_t)((ps->n + REGEN_CHUNK - 1) / REGEN_CHUNK);
         st = deftsim_par_run(ps->e->prep_threads, nchunks, regen_block_chunk, ps);
     }
+    ps->regen_seconds += deftsim_now() - t0;
     if (st) return st;
     for (uint32_t j = 0; j < nw; j++) ps->regen_held[slot0 + j] = w + j;
     return DEFTSIM_OK;
@@ -533,7 +536,9 @@ static const float *acc_grad(void *ctx, uint32_t w)
     }
     const float *g = deftsim_gradsrc_map(ps->e->src, ps->it, w);
     if (g) return g;
+    double t0 = deftsim_now();
     deftsim_status st = regenerate(ps, w, ps->gradbuf);
+    ps->regen_seconds += deftsim_now() - t0;
     if (st) {
         provider_fail(ps, st);
         return NULL;

@@ -38,6 +38,7 @@
 #include "deftsim_team.h"
 #include "deftsim_error.h"
 #include "deftsim_noise.h"
+#include "deftsim_stages.h"
 
 /* One finished point of deftsim_engine_run(), for a progress display. */
 typedef struct {
@@ -169,6 +170,7 @@ typedef struct {
     deftsim_noise_sample machine_start, machine_end; /* the machine's state around the point */
     uint64_t gradient_elements; /* gradient elements it read or generated (0: a data-free
                                    point, [engine] quality = 0) */
+    deftsim_stages stages;   /* where its wall time went, and each stage's floor */
 } deftsim_point_summary;
 
 /* Runs one point (method, density, P) over the source's iterations, as deftsim_engine_run()

@@ -87,5 +87,11 @@ const float *deftsim_gradsrc_map(deftsim_gradsrc *g, size_t it, uint32_t w);
  * over every thread: what the engine reports per point (deftsim_point_summary), so that a
  * test can see that a point generated nothing. */
 uint64_t deftsim_gradsrc_elements(const deftsim_gradsrc *g);
+/* Seconds spent inside read and fill so far, summed over the threads that called them (the
+ * generation, or a trace's reads, of the stage accounting: deftsim_stages.h). */
+double deftsim_gradsrc_busy_seconds(const deftsim_gradsrc *g);
+/* The generator's own throughput in elements per second on `threads` threads (tasks of 8
+ * workers x 32 Ki elements, as the preparation pass calls it); NaN for a trace. */
+deftsim_status deftsim_gradsrc_rate(deftsim_gradsrc *g, unsigned threads, double *rate);
 
 #endif

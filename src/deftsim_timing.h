@@ -28,7 +28,8 @@ deftsim_status deftsim_timing_new(int repeats, deftsim_timing_statistic statisti
                                   deftsim_timing_cache cache, uint64_t n, deftsim_timing **out);
 void deftsim_timing_free(deftsim_timing *t);
 
-/* Bytes deftsim_timing_new allocates beyond its own struct (the memory plan). */
+/* Bytes deftsim_timing_new allocates beyond its own struct (the memory plan): one buffer of n
+ * floats, the repetitions' copy and the reference's bytes (whatever R). */
 uint64_t deftsim_timing_memory(int repeats, uint64_t n);
 
 /* For a method that keeps state across steps (deftsim_sparsifier_keeps_state): repetition i
@@ -51,6 +52,27 @@ const double *deftsim_timing_phase_min(const deftsim_timing *t);
 const double *deftsim_timing_phase_max(const deftsim_timing *t);
 const double *deftsim_timing_select_min(const deftsim_timing *t);
 const double *deftsim_timing_select_max(const deftsim_timing *t);
+
+/* Of the last step, every repetition's phase times as they were measured: R blocks of P x
+ * nphases (worker-major, as phase_seconds), repetition 1 first. */
+const double *deftsim_timing_phase_raw(const deftsim_timing *t);
+int deftsim_timing_repeats(const deftsim_timing *t);
+/* Its buffer of n floats (the repetitions' copy, the reference's bytes). */
+const float *deftsim_timing_buffer(const deftsim_timing *t);
+
+/* The reference of the last step: before each repetition, the time of one cold read of n
+ * floats (the repetition copy's buffer flushed from the caches, then read once); the estimate
+ * ([timing] statistic) of the R readings. A measure of this machine's state beside the
+ * repetitions, in the same units as a selection that reads its accumulator once
+ * (docs/TIMING.md, "Reference"). */
+double deftsim_timing_reference(const deftsim_timing *t);
+/* Seconds of one cold read of bytes at p (flushed first): the reference's probe. */
+double deftsim_timing_read_probe(const void *p, size_t bytes);
+
+/* Since the context was made: seconds and count of the repetitions' accumulator copies and
+ * of the cache flushes (cache = cold), which a step's wall time holds beside its phases. */
+void deftsim_timing_overheads(const deftsim_timing *t, double *copy_s, double *flush_s,
+                              uint64_t *copies, uint64_t *flushes);
 
 /* The estimate of v[0..r): the minimum or the median (the mean of the two middle values when r
  * is even). Reorders v. */

@@ -575,10 +575,11 @@ static deftsim_status point_iterations(deftsim_engine *e, const point_desc *pd, 
         if (stopping(e)) return deftsim_error_set(DEFTSIM_E_RUNTIME, "interrupted");
         ps->it = it;
         ps->src_iter = e->source_iter[it];
-        double t0 = deftsim_now();
+        double b0 = deftsim_gradsrc_busy_seconds(e->src), t0 = deftsim_now();
         if (!ps->data_free && (st = deftsim_acc_prepare(ps))) return st;
-        ps->fresh = 0;
         double t1 = deftsim_now();
+        deftsim_stages_prepared(&rec->stages, ps, t1 - t0, b0);
+        ps->fresh = 0;
         deftsim_step_result *r = NULL;
         /* Calls outside the phases (the quality metrics' reference top-k) time nothing. */
         if (e->profile) e->profile->missing = 0;
@@ -599,6 +600,7 @@ static deftsim_status point_iterations(deftsim_engine *e, const point_desc *pd, 
                                      pd->method, r->P, r->k, r->n, pd->P, pd->k, ps->n);
         rec->prepare_seconds += t1 - t0;
         rec->step_seconds += t2 - t1;
+        deftsim_stages_stepped(&rec->stages, ps, pr->tm, r, t2 - t1);
         /* Spread mode: every rank holds the step's result; rank 0 writes it. */
         if (!writes(e)) continue;
         /* [compute]: the rows and the simulation see the whole iteration's schedule. */
@@ -612,7 +614,9 @@ static deftsim_status point_iterations(deftsim_engine *e, const point_desc *pd, 
             whole.schedule = pr->full;
             r = &whole;
         }
+        double t3 = deftsim_now();
         if ((st = deftsim_rows_metrics(ps, pd, r, &pr->m))) return st;
+        double t4 = deftsim_now();
         rec->rows += deftsim_rows_write(&pr->rb, ps, pd, r, &pr->m, t1 - t0, t2 - t1, pr->tm);
         if (pr->rb.werr) /* stop at once: the point cannot be written */
             return deftsim_row_buffer_error(&pr->rb, pr->rb.werr);
@@ -621,6 +625,8 @@ static deftsim_status point_iterations(deftsim_engine *e, const point_desc *pd, 
                                         e->cfg->execute.network == DEFTSIM_EXEC_MPI)))
             return st;
         if (e->dump_dir && (st = deftsim_rows_dump(ps, pd, pr->sp, r))) return st;
+        rec->stages.metrics += t4 - t3;
+        rec->stages.write += deftsim_now() - t4;
     }
     return DEFTSIM_OK;
 }
@@ -644,6 +650,7 @@ static deftsim_status point_finish(deftsim_engine *e, point_run *pr, point_recor
     deftsim_status st;
     if (!writes(e)) return DEFTSIM_OK; /* spread mode: rank 0 simulates and writes */
     if (stopping(e)) return deftsim_error_set(DEFTSIM_E_RUNTIME, "interrupted before its simulation");
+    double t0 = deftsim_now();
     if (cfg->network.simulate) {
         deftsim_sim_params sp_net;
         deftsim_point_sim_params(cfg, &pr->psim, &sp_net);
@@ -659,6 +666,8 @@ static deftsim_status point_finish(deftsim_engine *e, point_run *pr, point_recor
         if ((st = real_mode(&pr->psim, &pr->mres))) return st;
         pr->measured = 1;
     }
+    double t1 = deftsim_now();
+    rec->stages.simulate += t1 - t0;
     char run_cols[1024];
     deftsim_sim_mode ran = pr->simulated ? pr->sres.mode : cfg->network.mode;
     if ((st = deftsim_point_sim_run_cols(cfg, &e->platform, ran, run_cols, sizeof run_cols)))
@@ -667,8 +676,11 @@ static deftsim_status point_finish(deftsim_engine *e, point_run *pr, point_recor
                                      pr->simulated ? &pr->sres : NULL, run_cols,
                                      pr->measured ? &pr->mres : NULL)))
         return st;
+    long bytes = ftell(pr->f);
     st = deftsim_afile_commit(pr->af);
     pr->af = NULL;
+    rec->stages.write += deftsim_now() - t1;
+    rec->stages.write_bytes += bytes > 0 ? (uint64_t)bytes : 0;
     return st;
 }
 
@@ -704,7 +716,8 @@ static deftsim_status run_point(deftsim_engine *e, deftsim_method method, double
     deftsim_noise_sample_now(&rec->machine_start, NULL);
     uint64_t g0 = deftsim_gradsrc_elements(e->src);
     double t_start = deftsim_now();
-    if (!(st = point_open(e, &pd, method, csv_path, &pr))) {
+    if (!(st = point_open(e, &pd, method, csv_path, &pr)) &&
+        !(st = deftsim_stages_begin(&rec->stages, e, &pr.ps, pr.tm))) {
         pr.in_iter = 1;
         st = point_iterations(e, &pd, &pr, rec);
         if (!st) {
@@ -720,6 +733,8 @@ static deftsim_status run_point(deftsim_engine *e, deftsim_method method, double
     point_close(&pr);
     rec->seconds = deftsim_now() - t_start;
     rec->gradient_elements = deftsim_gradsrc_elements(e->src) - g0;
+    rec->stages.total = rec->seconds;
+    rec->stages.gen_elements = rec->gradient_elements;
     deftsim_noise_sample_now(&rec->machine_end, NULL);
     deftsim_kctx_transfers(e->kctx, &rec->xfer);
     rec->xfer.calls -= x0.calls;
@@ -795,6 +810,7 @@ deftsim_status deftsim_engine_run_point(deftsim_engine *e, deftsim_method method
         out->gradient_elements = rec.gradient_elements;
         out->machine_start = rec.machine_start;
         out->machine_end = rec.machine_end;
+        out->stages = rec.stages;
     }
     return st;
 }

@@ -19,6 +19,7 @@
 #include "deftsim_point_sim.h"
 #include "deftsim_profile.h"
 #include "deftsim_sparsify.h"
+#include "deftsim_stages.h"
 #include "deftsim_timing.h"
 
 /* Accumulators are prepared in chunks of this many elements (a multiple of the generator's
@@ -112,6 +113,7 @@ typedef struct {
     uint64_t gradient_elements; /* read from the gradient source (deftsim_gradsrc_elements) */
     deftsim_kxfer xfer;        /* the kernel context's copies over the point (cuda-staged) */
     deftsim_noise_sample machine_start, machine_end; /* the machine's state around the point */
+    deftsim_stages stages;     /* where its wall time went (deftsim_stages.h) */
     json_t *kept;              /* resumed: its record in the folder's earlier manifest */
 } point_record;
 
@@ -163,6 +165,7 @@ typedef struct {
     uint32_t regen_slot0;     /* or into slots regen_slot0 .. + regen_nw - 1 */
     deftsim_status get_status;
     char get_msg[1024];
+    double regen_seconds;     /* wall seconds of the provider's regenerations so far */
     /* A sparsifier that reads fragment norms and offers them to the provider (DEFT with
      * [sparsify] deft_norms = fused): the
      * accumulators are formed piece by piece, one piece per norm block of every fragment, with
@@ -198,6 +201,19 @@ deftsim_status deftsim_acc_fused_init(point_state *ps, const deftsim_sparsifier 
 deftsim_status deftsim_acc_prepare(point_state *ps);
 /* The accumulator provider the sparsifier reads the point's accumulators through. */
 deftsim_acc_provider deftsim_acc_provider_of(point_state *ps);
+
+/* ---- one point: the stages of its wall time (stages.c) ------------------------------------- */
+
+/* At the point's start, once its accumulators and timing context exist: the probes (the
+ * parallel read of the timing buffer, the generator's throughput). */
+deftsim_status deftsim_stages_begin(deftsim_stages *s, deftsim_engine *e, const point_state *ps,
+                                    const deftsim_timing *tm);
+/* After an iteration's preparation of `wall` seconds; busy0: the source's busy seconds before
+ * it (deftsim_gradsrc_busy_seconds). */
+void deftsim_stages_prepared(deftsim_stages *s, const point_state *ps, double wall, double busy0);
+/* After an iteration's timed step of `wall` seconds with result r. */
+void deftsim_stages_stepped(deftsim_stages *s, const point_state *ps, const deftsim_timing *tm,
+                            const deftsim_step_result *r, double wall);
 
 /* ---- one point: rows (rows.c) --------------------------------------------------------------- */
 

@@ -3,14 +3,17 @@
 #include "deftsim_gradsrc.h"
 
 #include <dirent.h>
+#include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "deftsim_gen.h"
 #include "deftsim_par.h"
 #include "deftsim_trace.h"
+#include "deftsim_util.h"
 
 struct deftsim_gradsrc {
     const deftsim_gradsrc_ops *ops;
@@ -18,7 +21,15 @@ struct deftsim_gradsrc {
     const deftsim_model *model;
     deftsim_source kind;
     _Atomic uint64_t elements;  /* elements read, filled or mapped (deftsim_gradsrc_elements) */
+    _Atomic uint64_t busy_ns;   /* nanoseconds inside read and fill, summed over threads */
 };
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 /* ---- the synthetic generator ---------------------------------------------------------------- */
 
@@ -360,14 +371,20 @@ deftsim_status deftsim_gradsrc_read(deftsim_gradsrc *g, size_t it, uint32_t w0, 
                                     const float **out)
 {
     atomic_fetch_add_explicit(&g->elements, (uint64_t)nw * cnt, memory_order_relaxed);
-    return g->ops->read(g->impl, it, w0, nw, off, cnt, stage, out);
+    uint64_t t0 = now_ns();
+    deftsim_status st = g->ops->read(g->impl, it, w0, nw, off, cnt, stage, out);
+    atomic_fetch_add_explicit(&g->busy_ns, now_ns() - t0, memory_order_relaxed);
+    return st;
 }
 
 deftsim_status deftsim_gradsrc_fill(deftsim_gradsrc *g, size_t it, uint32_t w, uint64_t off,
                                     size_t cnt, float *dst)
 {
     atomic_fetch_add_explicit(&g->elements, (uint64_t)cnt, memory_order_relaxed);
-    return g->ops->fill(g->impl, it, w, off, cnt, dst);
+    uint64_t t0 = now_ns();
+    deftsim_status st = g->ops->fill(g->impl, it, w, off, cnt, dst);
+    atomic_fetch_add_explicit(&g->busy_ns, now_ns() - t0, memory_order_relaxed);
+    return st;
 }
 
 const float *deftsim_gradsrc_map(deftsim_gradsrc *g, size_t it, uint32_t w)
@@ -380,4 +397,57 @@ const float *deftsim_gradsrc_map(deftsim_gradsrc *g, size_t it, uint32_t w)
 uint64_t deftsim_gradsrc_elements(const deftsim_gradsrc *g)
 {
     return atomic_load_explicit(&((deftsim_gradsrc *)g)->elements, memory_order_relaxed);
+}
+
+double deftsim_gradsrc_busy_seconds(const deftsim_gradsrc *g)
+{
+    return (double)atomic_load_explicit(&((deftsim_gradsrc *)g)->busy_ns, memory_order_relaxed) *
+           1e-9;
+}
+
+/* ---- the generator's own throughput --------------------------------------------------------- */
+
+/* Elements per probe task: 8 workers (one generator call, as the preparation pass makes) of
+ * this many elements each. */
+#define RATE_WORKERS 8u
+#define RATE_COUNT (32u * 1024u)
+
+typedef struct {
+    deftsim_gradsrc *g;
+    float *buf;
+    uint64_t n;
+} rate_ctx;
+
+static deftsim_status rate_task(void *ctx, size_t i, unsigned thread)
+{
+    rate_ctx *r = ctx;
+    float *outs[RATE_WORKERS];
+    for (uint32_t j = 0; j < RATE_WORKERS; j++)
+        outs[j] = r->buf + ((size_t)thread * RATE_WORKERS + j) * RATE_COUNT;
+    uint64_t cnt = r->n < RATE_COUNT ? r->n : RATE_COUNT;
+    uint64_t off = (i * RATE_COUNT) % (r->n - cnt + 1);
+    gen_source *s = r->g->impl;
+    return deftsim_gen_fill_workers(s->gen, 0, 0, RATE_WORKERS, off, cnt, outs);
+}
+
+deftsim_status deftsim_gradsrc_rate(deftsim_gradsrc *g, unsigned threads, double *rate)
+{
+    *rate = NAN;
+    if (g->kind == DEFTSIM_SOURCE_TRACE || !((gen_source *)g->impl)->gen) return DEFTSIM_OK;
+    if (threads < 1) threads = 1;
+    rate_ctx r = {.g = g, .n = g->model->numel};
+    r.buf = malloc((size_t)threads * RATE_WORKERS * RATE_COUNT * sizeof(float));
+    if (!r.buf) return deftsim_error_set(DEFTSIM_E_NOMEM, "generator probe: out of memory");
+    size_t tasks = 4 * (size_t)threads;
+    uint64_t per = (r.n < RATE_COUNT ? r.n : RATE_COUNT) * RATE_WORKERS;
+    /* Once to warm the pages and the code, then timed three times: the best. */
+    deftsim_status st = deftsim_par_run(threads, threads, rate_task, &r);
+    for (int k = 0; k < 3 && !st; k++) {
+        double t0 = deftsim_now();
+        st = deftsim_par_run(threads, tasks, rate_task, &r);
+        double dt = deftsim_now() - t0;
+        if (!st && dt > 0 && !((double)(per * tasks) / dt <= *rate)) *rate = (double)(per * tasks) / dt;
+    }
+    free(r.buf);
+    return st;
 }

@@ -185,9 +185,11 @@ static json_t *manifest_json(const deftsim_engine *e, const char *started, const
                                              (json_int_t)recs[i].sim_peak_rss));
     json_object_set_new(root, "points", pts);
     for (size_t i = 0; i < nrecs; i++)
-        if (!recs[i].kept) /* a resumed point keeps its record */
+        if (!recs[i].kept) { /* a resumed point keeps its record */
             json_object_set_new(json_array_get(pts, i), "machine_state",
                                 deftsim_noise_json(&recs[i].machine_start, &recs[i].machine_end));
+            json_object_set_new(json_array_get(pts, i), "stages", deftsim_stages_json(&recs[i].stages));
+        }
     if (deftsim_engine_moves_data(e)) {
         /* What the cuda-staged backend copied, per point and in all (docs/OUTPUT.md). */
         deftsim_kxfer tot;

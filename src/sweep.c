@@ -71,6 +71,7 @@ void deftsim_sweep_free(deftsim_sweep *s)
         free(p->finished);
         free(p->git_commit);
         json_decref(p->machine_state);
+        json_decref(p->stages);
     }
     free(s->points);
     json_decref(s->identity);
@@ -171,6 +172,8 @@ void deftsim_sweep_point_from_json(deftsim_sweep *s, point *p, json_t *e)
         p->git_commit = dup_or_null(json_string_value(json_object_get(e, "git_commit")));
         json_decref(p->machine_state);
         p->machine_state = json_incref(json_object_get(e, "machine_state"));
+        json_decref(p->stages);
+        p->stages = json_incref(json_object_get(e, "stages"));
     } else if (state && !strcmp(state, "failed")) {
         p->state = DEFTSIM_POINT_FAILED;
         p->error = dup_or_null(json_string_value(json_object_get(e, "error")));
@@ -259,6 +262,7 @@ json_t *deftsim_sweep_point_json(const deftsim_sweep *s, const point *p, int pla
         json_object_set_new(o, "finished", p->finished ? json_string(p->finished) : json_null());
         json_object_set_new(o, "git_commit", p->git_commit ? json_string(p->git_commit) : json_null());
         if (p->machine_state) json_object_set(o, "machine_state", p->machine_state);
+        if (p->stages) json_object_set(o, "stages", p->stages);
     } else if (p->state == DEFTSIM_POINT_FAILED) {
         json_object_set_new(o, "error", json_string(p->error ? p->error : ""));
         char f[1500];
@@ -780,6 +784,8 @@ static void point_finished(deftsim_sweep *s, point *p, const deftsim_point_summa
     p->git_commit = strdup(DEFTSIM_GIT_COMMIT);
     json_decref(p->machine_state);
     p->machine_state = deftsim_noise_json(&ps->machine_start, &ps->machine_end);
+    json_decref(p->stages);
+    p->stages = deftsim_stages_json(&ps->stages);
     free(p->error);
     p->error = NULL;
     char rel[1500], fpath[4200];

@@ -48,6 +48,7 @@ typedef struct {
     char *finished;          /* UTC time it finished */
     char *git_commit;        /* build that wrote it */
     json_t *machine_state;   /* DONE: the machine's state while it ran (deftsim_noise_json) */
+    json_t *stages;          /* DONE: where its wall time went (deftsim_stages_json) */
 } point;
 
 struct deftsim_sweep {

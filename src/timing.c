@@ -7,6 +7,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "deftsim_util.h"
+
 #include <jansson.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -110,11 +112,60 @@ struct deftsim_timing {
     double *phmin, *phmax, *selmin, *selmax, *vals;
     size_t phmin_cap, phmax_cap, selmin_cap, selmax_cap;
     deftsim_status get_status;
+    /* Where a step's time goes besides its phases (deftsim_timing_overheads), since creation. */
+    double copy_s, flush_s;
+    uint64_t copies, flushes;
+    /* The reference beside each repetition: a cold read of the copy buffer (n floats). */
+    double *refs;
+    double ref_est;
 };
 
 uint64_t deftsim_timing_memory(int repeats, uint64_t n)
 {
-    return repeats > 1 ? n * sizeof(float) : 0;
+    (void)repeats; /* the copy of the repetitions, and the reference's buffer with R = 1 */
+    return n * sizeof(float);
+}
+
+/* ---- the reference ------------------------------------------------------------------------ */
+
+/* Reads every byte of p once (an OR of its 64-bit words, which the compiler vectorizes): the
+ * one-read floor of bytes. */
+static uint64_t read_all(const void *p, size_t bytes)
+{
+    const uint64_t *q = p;
+    size_t nq = bytes / sizeof *q;
+    uint64_t a = 0, b = 0, c = 0, d = 0;
+    size_t i = 0;
+    for (; i + 4 <= nq; i += 4) {
+        a |= q[i];
+        b |= q[i + 1];
+        c |= q[i + 2];
+        d |= q[i + 3];
+    }
+    for (; i < nq; i++) a |= q[i];
+    const unsigned char *t = (const unsigned char *)(q + nq);
+    for (size_t j = 0; j < bytes % sizeof *q; j++) b |= t[j];
+    return a | b | c | d;
+}
+
+static volatile uint64_t probe_sink;
+
+double deftsim_timing_read_probe(const void *p, size_t bytes)
+{
+    if (!p || !bytes) return 0;
+    deftsim_timing_flush(p, bytes);
+    double t0 = deftsim_now();
+    probe_sink = read_all(p, bytes);
+    return deftsim_now() - t0;
+}
+
+double deftsim_timing_reference(const deftsim_timing *t) { return t->ref_est; }
+
+/* The reference before repetition rep: the copy buffer (written once, so its pages exist)
+ * flushed, then read. */
+static void reference(deftsim_timing *t, int rep)
+{
+    t->refs[rep] = deftsim_timing_read_probe(t->copy, (size_t)t->n * sizeof(float));
 }
 
 deftsim_status deftsim_timing_new(int repeats, deftsim_timing_statistic statistic,
@@ -131,8 +182,9 @@ deftsim_status deftsim_timing_new(int repeats, deftsim_timing_statistic statisti
     t->n = n;
     t->copy_of = UINT32_MAX;
     t->vals = malloc((size_t)repeats * sizeof *t->vals);
-    if (!t->vals) goto nomem;
-    if (repeats > 1) {
+    t->refs = calloc((size_t)repeats, sizeof *t->refs);
+    if (!t->vals || !t->refs) goto nomem;
+    {
         if (n > SIZE_MAX / sizeof(float)) goto nomem;
         /* Mapped as the engine maps the accumulators (huge pages advised), so that a copy and
          * the real accumulator cost the same TLB misses. */
@@ -143,6 +195,7 @@ deftsim_status deftsim_timing_new(int repeats, deftsim_timing_statistic statisti
         madvise(p, bytes, MADV_HUGEPAGE);
 #endif
         t->copy = p;
+        memset(t->copy, 0, bytes); /* the reference reads mapped pages */
     }
     *out = t;
     return DEFTSIM_OK;
@@ -165,10 +218,32 @@ void deftsim_timing_free(deftsim_timing *t)
     free(t->selmin);
     free(t->selmax);
     free(t->vals);
+    free(t->refs);
     free(t);
 }
 
 const double *deftsim_timing_phase_min(const deftsim_timing *t) { return t->phmin; }
+const double *deftsim_timing_phase_raw(const deftsim_timing *t) { return t->ph; }
+int deftsim_timing_repeats(const deftsim_timing *t) { return t->repeats; }
+const float *deftsim_timing_buffer(const deftsim_timing *t) { return t->copy; }
+
+void deftsim_timing_overheads(const deftsim_timing *t, double *copy_s, double *flush_s,
+                              uint64_t *copies, uint64_t *flushes)
+{
+    *copy_s = t->copy_s;
+    *flush_s = t->flush_s;
+    *copies = t->copies;
+    *flushes = t->flushes;
+}
+
+/* A flush of n floats, its time kept. */
+static void timed_flush(deftsim_timing *t, const void *p)
+{
+    double t0 = deftsim_now();
+    deftsim_timing_flush(p, (size_t)t->n * sizeof(float));
+    t->flush_s += deftsim_now() - t0;
+    t->flushes++;
+}
 const double *deftsim_timing_phase_max(const deftsim_timing *t) { return t->phmax; }
 const double *deftsim_timing_select_min(const deftsim_timing *t) { return t->selmin; }
 const double *deftsim_timing_select_max(const deftsim_timing *t) { return t->selmax; }
@@ -198,10 +273,13 @@ static float *copy_get(void *ctx, uint32_t w)
     /* The sparsifier does not write an accumulator before its last visit, and it releases it
      * after: a copy not yet released still holds the accumulator. */
     if (t->copy_of != w) {
+        double t0 = deftsim_now();
         memcpy(t->copy, src, (size_t)t->n * sizeof *t->copy);
+        t->copy_s += deftsim_now() - t0;
+        t->copies++;
         t->copy_of = w;
     }
-    if (t->cache == DEFTSIM_TIMING_COLD) deftsim_timing_flush(t->copy, (size_t)t->n * sizeof(float));
+    if (t->cache == DEFTSIM_TIMING_COLD) timed_flush(t, t->copy);
     return t->copy;
 }
 
@@ -228,7 +306,7 @@ static float *cold_get(void *ctx, uint32_t w)
 {
     deftsim_timing *t = ctx;
     float *p = t->real->get(t->real->ctx, w);
-    if (p) deftsim_timing_flush(p, (size_t)t->n * sizeof(float));
+    if (p) timed_flush(t, p);
     return p;
 }
 
@@ -271,6 +349,8 @@ static deftsim_status record(deftsim_timing *t, const deftsim_step_result *r, in
 static deftsim_status summarize(deftsim_timing *t, deftsim_step_result *r)
 {
     size_t P = r->P, nph = r->nphases, ns = r->schedule.nsteps, R = (size_t)t->repeats;
+    for (size_t k = 0; k < R; k++) t->vals[k] = t->refs[k];
+    t->ref_est = deftsim_timing_estimate(t->statistic, t->vals, R);
     if (grow(&t->phmin, &t->phmin_cap, P * nph) || grow(&t->phmax, &t->phmax_cap, P * nph) ||
         grow(&t->selmin, &t->selmin_cap, P) || grow(&t->selmax, &t->selmax_cap, P))
         goto nomem;
@@ -339,6 +419,7 @@ deftsim_status deftsim_timing_step(deftsim_timing *t, deftsim_sparsifier *sp, ui
     *res = NULL;
     if (!acc) { /* a data-free step: the same repetitions, no accumulator to copy or flush */
         for (int rep = 0; rep < t->repeats; rep++) {
+            reference(t, rep);
             deftsim_sparsifier *one = rep + 1 < t->repeats && t->shadows ? t->shadows[rep] : sp;
             if ((st = deftsim_sparsifier_step_data_free(one, it, &r))) return st;
             if ((st = record(t, r, rep, &nsteps0))) return st;
@@ -347,6 +428,7 @@ deftsim_status deftsim_timing_step(deftsim_timing *t, deftsim_sparsifier *sp, ui
         *res = r;
         return DEFTSIM_OK;
     }
+    /* copy_get's copies reuse the buffer of the reference. */
     t->real = acc;
     deftsim_acc_provider copy = {.get = copy_get,
                                  .ctx = t,
@@ -355,6 +437,7 @@ deftsim_status deftsim_timing_step(deftsim_timing *t, deftsim_sparsifier *sp, ui
                                  .grad = acc->grad ? pass_grad : NULL,
                                  .norms = acc->norms ? pass_norms : NULL};
     for (int rep = 0; rep + 1 < t->repeats; rep++) {
+        reference(t, rep);
         t->copy_of = UINT32_MAX;
         if ((st = deftsim_sparsifier_step(t->shadows ? t->shadows[rep] : sp, it, &copy, &r)))
             return st;
@@ -369,6 +452,7 @@ deftsim_status deftsim_timing_step(deftsim_timing *t, deftsim_sparsifier *sp, ui
         cold.grad = acc->grad ? pass_grad : NULL;
         cold.norms = acc->norms ? pass_norms : NULL;
     }
+    reference(t, t->repeats - 1);
     if ((st = deftsim_sparsifier_step(sp, it, &cold, &r))) return st;
     if ((st = record(t, r, t->repeats - 1, &nsteps0))) return st;
     if ((st = summarize(t, r))) return st;

@@ -96,4 +96,9 @@ deftsim_status deftsim_cli_gnuplot_run(const char *vars, const char *script);
  * line each (plots/style.gp's `conditions` and `compute_note`); "" or NULL: none. */
 void deftsim_cli_gp_set_conditions(const char *network, const char *compute);
 
+/* deftsim analyze: the points' time by stage from src's manifest into outdir/stages.csv and a
+ * section appended to summary.md (md); nothing for a file of rows (analyze_stages.c). */
+deftsim_status deftsim_cli_analyze_stages(const char *src, const char *outdir, const char *md,
+                                          int quiet);
+
 #endif

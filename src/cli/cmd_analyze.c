@@ -291,7 +291,8 @@ int deftsim_cmd_analyze(int argc, char **argv)
         rc = deftsim_cli_fail(st);
         goto done;
     }
-    if ((st = measured_table(rs, outdir, md, quiet))) {
+    if ((st = measured_table(rs, outdir, md, quiet)) ||
+        (st = deftsim_cli_analyze_stages(src, outdir, md, quiet))) {
         rc = deftsim_cli_fail(st);
         goto done;
     }

@@ -38,7 +38,7 @@ Test(timing, new_checks_repeats_and_plans_the_copy)
                  DEFTSIM_E_USAGE);
     cr_expect_null(t);
     cr_expect(strstr(deftsim_error_message(), "[timing] repeats"));
-    cr_expect_eq(deftsim_timing_memory(1, 1000), 0);
+    cr_expect_eq(deftsim_timing_memory(1, 1000), 4000);
     cr_expect_eq(deftsim_timing_memory(3, 1000), 4000);
     cr_assert_eq(deftsim_timing_new(3, DEFTSIM_TIMING_MEDIAN, DEFTSIM_TIMING_WARM, 1000, &t),
                  DEFTSIM_OK);
