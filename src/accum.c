@@ -24,9 +24,9 @@ static deftsim_status prepare_chunk(void *ctx, size_t c, unsigned thread)
     double *sum = e->sums + (size_t)thread * CHUNK;
     float *stage = e->stage + (size_t)thread * GEN_WORKERS * CHUNK;
     memset(sum, 0, cnt * sizeof *sum);
-    /* quality = 0: only the tracked workers' residuals; the others' gradients fed the
-     * average alone. */
-    const uint32_t upto = ps->quality ? ps->P : ps->S;
+    /* quality = 0: only the tracked workers' residuals and the resident accumulators; the
+     * others' gradients fed the average alone. */
+    const uint32_t upto = ps->quality ? ps->P : ps->S + ps->C;
     for (uint32_t w0 = 0; w0 < upto; w0 += GEN_WORKERS) {
         uint32_t nw = upto - w0 < GEN_WORKERS ? upto - w0 : GEN_WORKERS;
         const float *g[GEN_WORKERS];
@@ -50,6 +50,7 @@ static deftsim_status prepare_chunk(void *ctx, size_t c, unsigned thread)
                     sum[i] += (double)r[i];
                 }
             } else {
+                if (w < ps->S + ps->C) memcpy(ps->kept[w - ps->S] + off, gw, cnt * sizeof *gw);
                 for (size_t i = 0; i < cnt; i++) sum[i] += (double)gw[i];
             }
         }
@@ -81,7 +82,7 @@ static deftsim_status prepare_piece(void *ctx, size_t c, unsigned thread)
     void *scr = ps->pscratch + (size_t)thread * ps->pscratch_each;
     const deftsim_kseg seg = {0, cnt, 0};
     const int mode = ps->fresh ? DEFTSIM_KACC_COPY : DEFTSIM_KACC_ADD;
-    const uint32_t upto = ps->quality ? ps->P : ps->S; /* as prepare_chunk */
+    const uint32_t upto = ps->quality ? ps->P : ps->S + ps->C; /* as prepare_chunk */
     memset(sum, 0, cnt * sizeof *sum);
     for (uint32_t w0 = 0; w0 < upto; w0 += GEN_WORKERS) {
         uint32_t nw = upto - w0 < GEN_WORKERS ? upto - w0 : GEN_WORKERS;
@@ -100,6 +101,13 @@ static deftsim_status prepare_piece(void *ctx, size_t c, unsigned thread)
                                                          scr, ps->pscratch_each);
                 if (st) return st;
                 for (size_t i = 0; i < cnt; i++) sum[i] += (double)r[i];
+            } else if (w < ps->S + ps->C) { /* resident: acc = g, with its norms */
+                float *k = ps->kept[w - ps->S] + off;
+                deftsim_status st = deftsim_k_accumulate(kc, k, gw, cnt, DEFTSIM_KACC_COPY, &seg, 1,
+                                                         &ps->part[(size_t)w * ps->npieces + c],
+                                                         scr, ps->pscratch_each);
+                if (st) return st;
+                for (size_t i = 0; i < cnt; i++) sum[i] += (double)gw[i];
             } else {
                 for (size_t i = 0; i < cnt; i++) sum[i] += (double)gw[i];
             }
@@ -168,7 +176,7 @@ static deftsim_status regen_piece(void *ctx, size_t c, unsigned thread)
     for (uint32_t j = 0; j < nw; j++) {
         uint32_t slot = ps->regen_slot0 + j;
         float *dst = ps->regen[slot];
-        uint32_t row = ps->S + slot;
+        uint32_t row = ps->S + ps->C + slot;
         st = deftsim_k_accumulate(ps->pctx[thread], dst + off, g[j], cnt, DEFTSIM_KACC_COPY,
                                   &seg, 1, &ps->part[(size_t)row * ps->npieces + c],
                                   ps->pscratch + (size_t)thread * ps->pscratch_each,
@@ -211,7 +219,7 @@ deftsim_status deftsim_acc_fused_init(point_state *ps, const deftsim_sparsifier 
     }
     if (pos != ps->n) return DEFTSIM_OK;
     deftsim_status st;
-    size_t rows = (size_t)ps->S + (ps->nregen ? ps->nregen : 1);
+    size_t rows = (size_t)ps->S + ps->C + (ps->nregen ? ps->nregen : 1);
     ps->piece_off = malloc(np * sizeof *ps->piece_off);
     ps->piece_len = malloc(np * sizeof *ps->piece_len);
     ps->part = calloc(rows * np, sizeof *ps->part);
@@ -248,9 +256,9 @@ static const double *acc_norms(void *ctx, uint32_t w)
 {
     point_state *ps = ctx;
     if (!ps->nseg || w >= ps->P) return NULL;
-    if (w < ps->S) return ps->wnorms + (size_t)w * ps->nseg;
+    if (w < ps->S + ps->C) return ps->wnorms + (size_t)w * ps->nseg;
     for (uint32_t j = 0; j < ps->nregen; j++)
-        if (ps->regen_held[j] == w) return ps->wnorms + (size_t)(ps->S + j) * ps->nseg;
+        if (ps->regen_held[j] == w) return ps->wnorms + (size_t)(ps->S + ps->C + j) * ps->nseg;
     return NULL;
 }
 
@@ -378,11 +386,11 @@ deftsim_status deftsim_acc_prepare(point_state *ps)
     regen_forget(ps);
     ps->norm2 = NAN;
     /* quality = 0 and no residual to update (error_feedback = none): nothing to prepare. */
-    if (!ps->quality && !ps->S) return DEFTSIM_OK;
+    if (!ps->quality && !ps->S && !ps->C) return DEFTSIM_OK;
     if (ps->team) return spread_prepare(ps, nchunks);
     if (ps->nseg) {
         if ((st = deftsim_par_run(e->prep_threads, ps->npieces, prepare_piece, ps))) return st;
-        for (uint32_t w = 0; w < ps->S; w++) fold_norms(ps, w);
+        for (uint32_t w = 0; w < ps->S + ps->C; w++) fold_norms(ps, w);
         /* The average's squared norm in the plain pass's chunks, so its bits do not depend
          * on deft_norms. */
         if (ps->quality && (st = deftsim_par_run(e->prep_threads, nchunks, avg_norm2_chunk, ps)))
@@ -455,7 +463,7 @@ static deftsim_status regen_into_slots(point_state *ps, uint32_t w, uint32_t nw,
     deftsim_status st;
     if (ps->nseg) {
         st = deftsim_par_run(ps->e->prep_threads, ps->npieces, regen_piece, ps);
-        for (uint32_t j = 0; !st && j < nw; j++) fold_norms(ps, ps->S + slot0 + j);
+        for (uint32_t j = 0; !st && j < nw; j++) fold_norms(ps, ps->S + ps->C + slot0 + j);
     } else if (nw == 1) {
         st = regenerate(ps, w, ps->regen[slot0]);
     } else {
@@ -492,6 +500,7 @@ static float *acc_get(void *ctx, uint32_t w)
         return NULL;
     }
     if (w < ps->S) return ps->res[w];
+    if (w < ps->S + ps->C) return ps->kept[w - ps->S];
     const uint32_t prev = ps->last_get;
     ps->last_get = w;
     for (uint32_t j = 0; j < ps->nregen; j++)
@@ -551,6 +560,7 @@ void deftsim_acc_free(point_state *ps)
     fused_free(ps);
     free(ps->dsum);
     free(ps->res);
+    free(ps->kept);
     free(ps->chunk_norm2);
     memset(ps, 0, sizeof *ps);
 }
@@ -595,9 +605,17 @@ deftsim_status deftsim_acc_init(point_state *ps, deftsim_engine *e, uint32_t P, 
     /* Only this process's block keeps residuals here (all of them without spread mode). */
     for (uint32_t w = ps->lo; w < ps->S && w < ps->hi; w++)
         if (!(ps->res[w] = pool_get(e, next++))) goto nomem;
-    /* The slots, when this process holds a worker without a residual. */
-    if (ps->S < ps->hi) {
-        uint32_t untracked = ps->hi - (ps->S > ps->lo ? ps->S : ps->lo);
+    /* The resident accumulators (one process only: its block is every worker). */
+    if (!ps->team && ps->S < P) {
+        uint32_t C = deftsim_engine_resident(e, P);
+        ps->C = C < P - ps->S ? C : P - ps->S;
+        if (ps->C && !(ps->kept = calloc(ps->C, sizeof *ps->kept))) goto nomem;
+        for (uint32_t j = 0; j < ps->C; j++)
+            if (!(ps->kept[j] = pool_get(e, next++))) goto nomem;
+    }
+    /* The slots, when this process holds a worker without a residual or a resident one. */
+    if (ps->S + ps->C < ps->hi) {
+        uint32_t untracked = ps->hi - (ps->S + ps->C > ps->lo ? ps->S + ps->C : ps->lo);
         uint32_t slots = deftsim_engine_regen_slots(e, P);
         ps->nregen = slots < untracked ? slots : untracked;
         for (uint32_t j = 0; j < ps->nregen; j++)
@@ -627,4 +645,39 @@ deftsim_acc_provider deftsim_acc_provider_of(point_state *ps)
                                   .release = acc_release,
                                   .grad = acc_grad,
                                   .norms = acc_norms};
+}
+
+/* MemAvailable of /proc/meminfo in bytes; 0 where it cannot be read. */
+static uint64_t mem_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    unsigned long long kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    if (f) fclose(f);
+    return (uint64_t)kb * 1024u;
+}
+
+/* The budget less what the point needs, and on this machine (no --ram) no more than half of
+ * what it has available now beside the point's own needs: residents only save time, so they
+ * take memory that nothing else (another run on a shared machine) is using. */
+void deftsim_acc_plan_resident(const deftsim_engine *e, deftsim_memory_row *row,
+                               uint32_t untracked)
+{
+    row->resident = 0;
+    row->resident_bytes = 0;
+    uint64_t nb = e->model->numel * sizeof(float);
+    if (!untracked || e->opt.no_resident || deftsim_gradsrc_maps(e->src) || !nb ||
+        (e->opt.team && e->opt.team->size > 1) || row->bytes >= e->plan.budget_bytes)
+        return;
+    uint64_t room = e->plan.budget_bytes - row->bytes;
+    if (!e->opt.ram_bytes) {
+        uint64_t avail = mem_available() / 2;
+        avail = avail > row->bytes ? avail - row->bytes : 0;
+        if (avail < room) room = avail;
+    }
+    uint64_t fit = room / nb;
+    row->resident = (uint32_t)(fit < untracked ? fit : untracked);
+    row->resident_bytes = (uint64_t)row->resident * nb;
 }

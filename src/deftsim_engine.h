@@ -83,6 +83,9 @@ typedef struct {
      * status "interrupted", listing the points that finished, and returns DEFTSIM_E_RUNTIME
      * with summary->interrupted set. NULL: none. */
     const volatile sig_atomic_t *stop;
+    /* 1: no resident accumulators (deftsim_memory_row.resident): every worker without a
+     * residual is regenerated at each visit, as before they existed (tests compare both). */
+    int no_resident;
 } deftsim_run_options;
 
 void deftsim_run_options_default(deftsim_run_options *o);
@@ -99,6 +102,13 @@ typedef struct {
     uint32_t regen_slots;       /* buffers the accumulators of workers without a residual
                                    are regenerated into (0: none has one; 1; up to 8 where
                                    they fit), counted in residual_bytes */
+    /* Workers without a residual whose accumulator the point keeps for the whole iteration,
+     * generated once by the preparation pass and read by every repetition and pass of the
+     * step, where they fit in the budget beside everything else (the first `resident` of
+     * them; the others are regenerated at each visit). Not in `bytes`, which is what the
+     * point needs: these use what is left of the budget. */
+    uint32_t resident;
+    uint64_t resident_bytes;
 } deftsim_memory_row;
 
 typedef struct {

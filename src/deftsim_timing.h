@@ -28,6 +28,10 @@ deftsim_status deftsim_timing_new(int repeats, deftsim_timing_statistic statisti
                                   deftsim_timing_cache cache, uint64_t n, deftsim_timing **out);
 void deftsim_timing_free(deftsim_timing *t);
 
+/* The threads that copy and flush accumulators (untimed work: the preparation threads); 1 by
+ * default. */
+void deftsim_timing_set_threads(deftsim_timing *t, unsigned threads);
+
 /* Bytes deftsim_timing_new allocates beyond its own struct (the memory plan): one buffer of n
  * floats, the repetitions' copy and the reference's bytes (whatever R). */
 uint64_t deftsim_timing_memory(int repeats, uint64_t n);

@@ -58,6 +58,13 @@ struct deftsim_engine {
  * plan has room for them beside everything else and the source generates its gradients, else
  * 1 (engine.c's memory_for counts them). */
 uint32_t deftsim_engine_regen_slots(const deftsim_engine *e, uint32_t P);
+/* The resident accumulators of a point at P (point_state's kept): row->resident of the plan. */
+uint32_t deftsim_engine_resident(const deftsim_engine *e, uint32_t P);
+/* Fills row->resident and resident_bytes: of the `untracked` workers (those without a
+ * residual in the largest block), as many as fit in the budget beside row->bytes, when the
+ * source generates its gradients, in one process, unless opt.no_resident (accum.c). */
+void deftsim_acc_plan_resident(const deftsim_engine *e, deftsim_memory_row *row,
+                               uint32_t untracked);
 
 static inline uint32_t deftsim_engine_tracked_workers(const deftsim_config *cfg, uint32_t P)
 {
@@ -151,6 +158,11 @@ typedef struct {
     uint32_t nregen;
     uint32_t last_get;        /* the worker of the provider's last get() (UINT32_MAX: none) */
     float *gradbuf;           /* n floats: g_w for CLT-k's filter (synthetic source) */
+    /* Workers S .. S + C - 1 (no residual) keep their accumulator in kept[w - S] for the whole
+     * iteration: the preparation pass generates it once, every repetition and pass of the step
+     * reads it (engine.c's plan: deftsim_memory_row.resident). */
+    uint32_t C;
+    float **kept;
     float *avg;               /* n floats: (1/P) sum_w acc_w; NULL with quality = 0 */
     int quality;              /* [engine] quality: the average, its norm, the captured norms */
     int data_free;            /* the point's steps read no accumulator (deftsim_engine_data_free) */
@@ -176,8 +188,8 @@ typedef struct {
     size_t npieces;
     uint64_t *piece_off;
     uint32_t *piece_len;
-    double *part;             /* (S + nregen) x npieces: each piece's sum of squares */
-    double *wnorms;           /* (S + nregen) x nseg; row S + j: the worker in slot j */
+    double *part;             /* (S + C + nregen) x npieces: each piece's sum of squares */
+    double *wnorms;           /* (S + C + nregen) x nseg; row S + C + j: the worker in slot j */
     deftsim_kctx **pctx;      /* one single-thread cpu context per preparation thread */
     unsigned npctx;
     char *pscratch;

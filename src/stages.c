@@ -153,7 +153,7 @@ void deftsim_stages_prepared(deftsim_stages *s, const point_state *ps, double wa
     s->accumulate += wall - gen;
     uint64_t acc = (uint64_t)(ps->hi < ps->S ? ps->hi : ps->S) - (ps->lo < ps->S ? ps->lo : ps->S);
     uint64_t nb = ps->n * sizeof(float);
-    s->accum_bytes += acc * nb * (ps->fresh ? 1 : 2) + (ps->quality ? nb : 0);
+    s->accum_bytes += acc * nb * (ps->fresh ? 1 : 2) + (uint64_t)ps->C * nb + (ps->quality ? nb : 0);
 }
 
 void deftsim_stages_stepped(deftsim_stages *s, const point_state *ps, const deftsim_timing *tm,

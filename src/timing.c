@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "deftsim_par.h"
 #include "deftsim_util.h"
 
 #include <jansson.h>
@@ -118,7 +119,40 @@ struct deftsim_timing {
     /* The reference beside each repetition: a cold read of the copy buffer (n floats). */
     double *refs;
     double ref_est;
+    unsigned threads;             /* for the copies and flushes (untimed work) */
+    const float *par_src;         /* the copy in progress (par_copy) */
+    float *par_dst;
+    size_t par_bytes;
 };
+
+/* Copies and flushes are untimed: split over the preparation threads in pieces of this many
+ * bytes (a multiple of the cache line). */
+#define PAR_PIECE ((size_t)4 << 20)
+
+static size_t pieces(size_t bytes) { return (bytes + PAR_PIECE - 1) / PAR_PIECE; }
+
+static deftsim_status copy_piece(void *ctx, size_t i, unsigned thread)
+{
+    (void)thread;
+    deftsim_timing *t = ctx;
+    size_t a = i * PAR_PIECE, len = t->par_bytes - a < PAR_PIECE ? t->par_bytes - a : PAR_PIECE;
+    memcpy((char *)t->par_dst + a, (const char *)t->par_src + a, len);
+    return DEFTSIM_OK;
+}
+
+static deftsim_status flush_piece(void *ctx, size_t i, unsigned thread)
+{
+    (void)thread;
+    deftsim_timing *t = ctx;
+    size_t a = i * PAR_PIECE, len = t->par_bytes - a < PAR_PIECE ? t->par_bytes - a : PAR_PIECE;
+    deftsim_timing_flush((const char *)t->par_src + a, len);
+    return DEFTSIM_OK;
+}
+
+void deftsim_timing_set_threads(deftsim_timing *t, unsigned threads)
+{
+    t->threads = threads ? threads : 1;
+}
 
 uint64_t deftsim_timing_memory(int repeats, uint64_t n)
 {
@@ -181,6 +215,7 @@ deftsim_status deftsim_timing_new(int repeats, deftsim_timing_statistic statisti
     t->cache = cache;
     t->n = n;
     t->copy_of = UINT32_MAX;
+    t->threads = 1;
     t->vals = malloc((size_t)repeats * sizeof *t->vals);
     t->refs = calloc((size_t)repeats, sizeof *t->refs);
     if (!t->vals || !t->refs) goto nomem;
@@ -240,7 +275,14 @@ void deftsim_timing_overheads(const deftsim_timing *t, double *copy_s, double *f
 static void timed_flush(deftsim_timing *t, const void *p)
 {
     double t0 = deftsim_now();
-    deftsim_timing_flush(p, (size_t)t->n * sizeof(float));
+    size_t bytes = (size_t)t->n * sizeof(float);
+    if (t->threads > 1 && pieces(bytes) > 1) {
+        t->par_src = p;
+        t->par_bytes = bytes;
+        (void)deftsim_par_run(t->threads, pieces(bytes), flush_piece, t); /* cannot fail */
+    } else {
+        deftsim_timing_flush(p, bytes);
+    }
     t->flush_s += deftsim_now() - t0;
     t->flushes++;
 }
@@ -274,7 +316,14 @@ static float *copy_get(void *ctx, uint32_t w)
      * after: a copy not yet released still holds the accumulator. */
     if (t->copy_of != w) {
         double t0 = deftsim_now();
-        memcpy(t->copy, src, (size_t)t->n * sizeof *t->copy);
+        size_t bytes = (size_t)t->n * sizeof *t->copy;
+        t->par_src = src;
+        t->par_dst = t->copy;
+        t->par_bytes = bytes;
+        if (t->threads > 1 && pieces(bytes) > 1)
+            (void)deftsim_par_run(t->threads, pieces(bytes), copy_piece, t); /* cannot fail */
+        else
+            memcpy(t->copy, src, bytes);
         t->copy_s += deftsim_now() - t0;
         t->copies++;
         t->copy_of = w;

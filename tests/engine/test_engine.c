@@ -97,6 +97,9 @@ static deftsim_config *scenario(const char *out, const char *const *ov, size_t n
 }
 
 /* A run with the machine's RAM, or ram bytes of it (0: the machine's). */
+/* run_ok_ram's deftsim_run_options.no_resident. */
+static int no_resident;
+
 static deftsim_run_summary run_ok_ram(const char *out, const char *dump, const char *const *ov,
                                       size_t nov, uint64_t ram)
 {
@@ -107,6 +110,7 @@ static deftsim_run_summary run_ok_ram(const char *out, const char *dump, const c
     opt.dump_dir = dumpdir;
     opt.prep_threads = 2;
     opt.ram_bytes = ram;
+    opt.no_resident = no_resident;
     deftsim_run_summary sum;
     deftsim_status st = deftsim_run(cfg, &opt, &sum);
     cr_assert_eq(st, DEFTSIM_OK, "%s", deftsim_error_message());
@@ -851,7 +855,8 @@ Test(engine, memory_budget_refusal_names_the_largest_p)
     deftsim_engine_free(e);
 }
 
-/* Workers without a residual are regenerated 8 at a time where memory allows (accum.c's
+/* Workers without a residual are kept resident for the iteration where memory allows, and
+ * otherwise regenerated 8 at a time where memory allows (accum.c's
  * slots) and one at a time where it does not: the rows and every dumped selection and
  * accumulator are the same either way, for every method, with no feedback and with sampled
  * feedback, with DEFT's fused and separate norm passes. P = 13 with one residual: a worker
@@ -892,8 +897,15 @@ Test(engine, regeneration_slots_change_nothing)
         snprintf(o1, sizeof o1, "slots1_%d", m);
         snprintf(d8, sizeof d8, "dump_slots8_%d", m);
         snprintf(d1, sizeof d1, "dump_slots1_%d", m);
+        /* The slots alone (no resident accumulators), then every untracked worker resident. */
+        no_resident = 1;
         run_ok_ram(o8, d8, ov, 5, 1ull << 40);
         run_ok_ram(o1, d1, ov, 5, ram);
+        no_resident = 0;
+        char oR[32], dR[32];
+        snprintf(oR, sizeof oR, "resident_%d", m);
+        snprintf(dR, sizeof dR, "dump_resident_%d", m);
+        run_ok_ram(oR, dR, ov, 5, 1ull << 40);
         char r8[64], r1[64];
         snprintf(r8, sizeof r8, "%s/rows.csv", o8);
         snprintf(r1, sizeof r1, "%s/rows.csv", o1);
@@ -902,11 +914,20 @@ Test(engine, regeneration_slots_change_nothing)
         cr_assert_eq(a->nrows, b->nrows);
         cr_assert_gt(a->nrows, 13 * 9);
         for (size_t r = 0; r < a->nrows; r++) rows_equal(a, r, b, r, NULL, 0);
+        table_free(b);
+        free(p1);
+        dumps_equal(d8, d1, 100);
+        char rR[64];
+        snprintf(rR, sizeof rR, "%s/rows.csv", oR);
+        char *pR = in_tmp(rR);
+        b = load_csv(pR);
+        cr_assert_eq(a->nrows, b->nrows);
+        for (size_t r = 0; r < a->nrows; r++) rows_equal(a, r, b, r, NULL, 0);
         table_free(a);
         table_free(b);
         free(p8);
-        free(p1);
-        dumps_equal(d8, d1, 100);
+        free(pR);
+        dumps_equal(d8, dR, 100);
     }
 }
 

@@ -184,6 +184,9 @@ Test(quality, the_default_is_on)
     table_free(b);
 }
 
+/* one_point's deftsim_run_options.no_resident. */
+static int no_resident;
+
 /* Runs one point through deftsim_engine_run_point; returns its summary. */
 static deftsim_point_summary one_point(const char *method, uint32_t P, const char *dump,
                                        const char *const *ov, size_t nov, const char *file)
@@ -195,6 +198,7 @@ static deftsim_point_summary one_point(const char *method, uint32_t P, const cha
     if (dump) snprintf(dumpdir, sizeof dumpdir, "%s/%s", tmpdir, dump);
     opt.dump_dir = dump ? dumpdir : NULL;
     opt.prep_threads = 2;
+    opt.no_resident = no_resident;
     deftsim_engine *e;
     cr_assert_eq(deftsim_engine_new(cfg, &opt, &e), DEFTSIM_OK, "%s", deftsim_error_message());
     deftsim_method m;
@@ -242,14 +246,23 @@ Test(quality, dense_off_generates_no_gradient)
         table_free(c);
     }
     /* A method that reads its accumulators still reads them, and with error_feedback = none
-     * quality = 0 leaves out the gradients only the average needed. */
+     * quality = 0 leaves out the gradients only the average needed (regenerating at each
+     * visit); with the accumulators resident, each worker's gradient is generated once per
+     * iteration either way (4 workers, 3 iterations). */
     const char *off[] = {"sparsify.error_feedback=none", "engine.quality=0"};
     const char *on[] = {"sparsify.error_feedback=none", "engine.quality=1"};
+    no_resident = 1;
     deftsim_point_summary t0 = one_point("topk", 4, NULL, off, 2, "t0.csv");
     deftsim_point_summary t1 = one_point("topk", 4, NULL, on, 2, "t1.csv");
+    no_resident = 0;
     cr_assert_gt(t0.gradient_elements, 0);
     cr_assert_lt(t0.gradient_elements, t1.gradient_elements, "%llu, %llu",
                  (unsigned long long)t0.gradient_elements, (unsigned long long)t1.gradient_elements);
+    deftsim_point_summary r0 = one_point("topk", 4, NULL, off, 2, "r0.csv");
+    deftsim_point_summary r1 = one_point("topk", 4, NULL, on, 2, "r1.csv");
+    cr_assert_eq(r0.gradient_elements, (uint64_t)4 * 3 * N);
+    cr_assert_eq(r1.gradient_elements, (uint64_t)4 * 3 * N);
+    cr_assert_lt(r1.gradient_elements, t1.gradient_elements);
 }
 
 static float *acc_get(void *ctx, uint32_t w) { return (float *)ctx + (size_t)w * N; }
