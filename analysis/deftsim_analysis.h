@@ -143,6 +143,9 @@ typedef enum {
                                 the timing repetitions spread (absent in rows before [timing]) */
     DEFTSIM_M_FWDBWD,        /* the training step's forward and backward pass ([compute]: the
                                 phase_kind model rows of a worker); empty without [compute] */
+    DEFTSIM_M_REF,              /* ref_seconds: the reference beside the timing repetitions */
+    DEFTSIM_M_SELECT_REF,       /* the slowest worker's selection over ref_seconds */
+    DEFTSIM_M_SELECT_MEDIAN_REF,/* the median worker's selection over ref_seconds */
     DEFTSIM_M_BASE_COUNT     /* the quantities of every table; the sparsifiers' own result
                                 columns follow (deftsim_metric_add) */
 } deftsim_metric;

@@ -58,6 +58,15 @@ static deftsim_metric_info metrics[DEFTSIM_M_MAX] = {
     [DEFTSIM_M_FWDBWD] = {"forward_backward_seconds", "phase_seconds", "s",
                           "the training step's forward and backward pass in the iteration "
                           "([compute]: the phase_kind model rows; empty without)", 1},
+    [DEFTSIM_M_REF] = {"ref_seconds", "ref_seconds", "s",
+                       "the reference beside the timing repetitions: one cold read of an "
+                       "accumulator's bytes (docs/TIMING.md, \"Reference\")", 1},
+    [DEFTSIM_M_SELECT_REF] = {"select_ref", "select_seconds", "references",
+                              "select_seconds of the slowest worker as a multiple of the "
+                              "iteration's ref_seconds", 1},
+    [DEFTSIM_M_SELECT_MEDIAN_REF] = {"select_median_worker_ref", "select_seconds", "references",
+                                     "select_seconds of the median worker as a multiple of the "
+                                     "iteration's ref_seconds", 1},
 };
 
 /* Quantities repeated in every row of an iteration (read once per iteration). */
@@ -65,7 +74,7 @@ static int iteration_level(int m)
 {
     return m != DEFTSIM_M_SELECT && m != DEFTSIM_M_COMPUTE && m != DEFTSIM_M_BYTES &&
            m != DEFTSIM_M_BYTES_MAX && m != DEFTSIM_M_SELECT_MEDIAN && m != DEFTSIM_M_REP_SPREAD &&
-           m != DEFTSIM_M_FWDBWD;
+           m != DEFTSIM_M_FWDBWD && m != DEFTSIM_M_SELECT_REF && m != DEFTSIM_M_SELECT_MEDIAN_REF;
 }
 
 /* The quantities known: the base ones above, then those added. */
@@ -615,6 +624,10 @@ static deftsim_status finish_group(deftsim_analysis *a, group *g)
         ir->v[DEFTSIM_M_BYTES] = ir->bytes_sum / g->P;
         ir->v[DEFTSIM_M_SELECT_MEDIAN] = median_finite(ir->wsel, g->P);
         ir->v[DEFTSIM_M_REP_SPREAD] = median_finite(ir->wspread, g->P);
+        /* As multiples of the reference (rows without one: NaN, empty cells). */
+        double ref = ir->v[DEFTSIM_M_REF];
+        ir->v[DEFTSIM_M_SELECT_REF] = ref > 0 ? ir->v[DEFTSIM_M_SELECT] / ref : NAN;
+        ir->v[DEFTSIM_M_SELECT_MEDIAN_REF] = ref > 0 ? ir->v[DEFTSIM_M_SELECT_MEDIAN] / ref : NAN;
     }
     size_t first = a->opt.warmup < g->nit ? a->opt.warmup : g->nit;
     g->iterations = g->nit - first;

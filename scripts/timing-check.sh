@@ -94,7 +94,7 @@ print(f"   falls at every step of P: {'yes' if falls else 'no'}; at P = {deft[-1
       f"{deft[-1][1] / topk[deft[-1][0]]:.3f} of Top-k (goal <= 0.1)")
 
 print("\n3. [device] kind = profile, two sweeps: rows identical but for wall times")
-WALL = {"prepare_seconds", "step_seconds"}
+WALL = {"prepare_seconds", "step_seconds", "ref_seconds"}
 with open(f"{out}/profile-a/rows.csv") as f:
     ra = list(csv.reader(f))
 with open(f"{out}/profile-b/rows.csv") as f:

@@ -36,7 +36,7 @@ static const char *const head_columns[] = {
     "leader", "nnz", "common_count", "buildup", "actual_density", "kj_total",
     "imbalance_seconds", "imbalance_cost", "captured_frac", "topk_frac", "captured_ratio",
     "lost_mass", "lost_abs_mass", "lost_entries", "acc_norm2", "prepare_seconds",
-    "step_seconds",
+    "step_seconds", "ref_seconds",
 };
 static const char *const tail_columns[] = {
     /* the run */
@@ -257,12 +257,13 @@ uint64_t deftsim_rows_write(row_buffer *rb, const point_state *ps, const point_d
     if (ps->quality) snprintf(lost_n, sizeof lost_n, "%" PRIu64, r->lost_entries);
     int o = snprintf(itcols, sizeof itcols,
                      "%u,%" PRIu64 ",%" PRIu64 ",%s,%s,%" PRIu64 ",%s,%s,%s,%s,%s,%s,%s,%s"
-                     ",%s,%s,%s",
+                     ",%s,%s,%s,%s",
                      r->leader, r->nnz, r->common_count, dbl(b[0], r->buildup),
                      dbl(b[1], r->density_actual), r->kj_total, dbl(b[2], m->imbalance_seconds),
                      dbl(b[3], m->imbalance_cost), dbl(b[4], m->captured), dbl(b[5], m->topk),
                      dbl(b[6], m->ratio), dbl(b[7], r->lost_mass), dbl(b[8], r->lost_abs_mass),
-                     lost_n, dbl(b[9], ps->norm2), dbl(b[10], prep_s), dbl(b[11], step_s));
+                     lost_n, dbl(b[9], ps->norm2), dbl(b[10], prep_s), dbl(b[11], step_s),
+                     dbl(b[22], deftsim_timing_reference(tm)));
     /* The methods' own columns: empty where this method declares none of that name. */
     for (size_t c = 0, nc = deftsim_method_column_count(); c < nc; c++)
         if (o > 0 && (size_t)o < sizeof itcols)

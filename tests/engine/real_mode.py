@@ -58,7 +58,7 @@ import registry  # noqa: E402
 METHODS = registry.methods(EXE)  # every method of the registry
 MEASURED = {"phase_seconds", "phase_seconds_min", "phase_seconds_max", "select_seconds",
             "select_seconds_min", "select_seconds_max", "worker_seconds", "imbalance_seconds",
-            "prepare_seconds", "step_seconds"}
+            "prepare_seconds", "step_seconds", "ref_seconds"}
 REAL = ["measured_seconds", "measured_bytes_sent", "measured_bytes_recv",
         "comm_measured_seconds"]
 SCENARIO = f"""[scenario]

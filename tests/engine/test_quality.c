@@ -98,7 +98,7 @@ static int is_timing(const char *name)
                                          "select_seconds_min", "select_seconds_max",
                                          "worker_seconds",
                                          "imbalance_seconds", "prepare_seconds", "step_seconds",
-                                         "sim_start", "sim_end", "comm_seconds",
+                                         "ref_seconds", "sim_start", "sim_end", "comm_seconds",
                                          "select_critical_seconds", "iteration_seconds"};
     for (size_t i = 0; i < sizeof timing / sizeof timing[0]; i++)
         if (strcmp(name, timing[i]) == 0) return 1;

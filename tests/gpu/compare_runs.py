@@ -20,7 +20,7 @@ CLOSE = {"lost_mass", "lost_abs_mass"}
 TIMED = {
     "phase_seconds", "phase_seconds_min", "phase_seconds_max", "select_seconds",
     "select_seconds_min", "select_seconds_max", "worker_seconds", "imbalance_seconds", "prepare_seconds",
-    "step_seconds", "backend", "threads", "sim_start", "sim_end", "comm_seconds",
+    "step_seconds", "ref_seconds", "backend", "threads", "sim_start", "sim_end", "comm_seconds",
     "select_critical_seconds", "iteration_seconds",
 }
 

@@ -1,7 +1,7 @@
 """Comparing the rows of two runs of the same points (crash_resume.py, determinism.py).
 
 Measured times differ from run to run and are skipped (docs/OUTPUT.md: phase_seconds,
-select_seconds, worker_seconds, imbalance_seconds, prepare_seconds, step_seconds). The
+select_seconds, worker_seconds, imbalance_seconds, prepare_seconds, step_seconds, ref_seconds). The
 simulated times (sim_start, sim_end, comm_seconds, select_critical_seconds,
 iteration_seconds) come from a simulation fed with the measured compute phases. An event's
 simulated time moves by at most the sum of the changes of the compute durations before it
@@ -17,7 +17,7 @@ on the measured ones, and compare(..., exact_simulated=True) asks for them to th
 
 MEASURED = {"phase_seconds", "phase_seconds_min", "phase_seconds_max", "select_seconds",
             "select_seconds_min", "select_seconds_max", "worker_seconds", "imbalance_seconds",
-            "prepare_seconds", "step_seconds"}
+            "prepare_seconds", "step_seconds", "ref_seconds"}
 SIMULATED = {"sim_start", "sim_end", "comm_seconds", "select_critical_seconds",
              "iteration_seconds"}
 ROUNDING = 1e-9
