@@ -57,7 +57,7 @@ VARY = ["--vary", "network.bandwidth=10Gbps,1Gbps"]
 # summary.csv columns computed from measured times (docs/ANALYSIS.md): not compared.
 TIMED = ("select_seconds", "compute_seconds", "imbalance_seconds", "imbalance_cost",
          "select_median_worker", "select_spread", "select_exponent", "select_speedup", "phase_",
-         "noisy")
+         "noisy", "ref_seconds", "select_ref")
 
 failures = []
 
