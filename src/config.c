@@ -24,6 +24,7 @@
 /* ---- enum names ------------------------------------------------------------------------- */
 
 static const char *const source_names[] = {"synthetic", "trace", NULL};
+static const char *const scales_names[] = {"seed", "kinds", NULL};
 static const char *const feedback_names[] = {"full", "none", "sampled", NULL};
 static const char *const device_names[] = {"cpu", "cuda", "profile", NULL};
 static const char *const train_model_names[] = {"mlp", "cnn", NULL};
@@ -121,6 +122,9 @@ static const keydef base_keys[] = {
     {KEY("gradients", "trace", "path, or a list of paths", "",
          "the trace directory (source = trace only); a list: deftsim sweep"),
      .type = T_OPTPATH, .off = F(gradients.trace)},
+    {KEY("gradients", "params", "built-in parameter set or INI path", "",
+         "[synthetic] keys from a file (deftsim trace calibrate writes one); the scenario's win"),
+     .type = T_OPTPATH, .off = F(gradients.params)},
 
     {KEY("synthetic", "scale_decades", "number in [0, 24]", "3",
          "spread of the layers' log10 gradient scales"),
@@ -137,6 +141,11 @@ static const keydef base_keys[] = {
     {KEY("synthetic", "bias_shift", "number in [-6, 6]", "1",
          "log10 offset of the scales of 1-D tensors (biases, norms) against weights"),
      .type = T_DOUBLE, .off = F(synthetic.bias_shift), .lo = -6, .hi = 6},
+    {KEY("synthetic", "scales", "one of: seed, kinds", "seed",
+         "layer scales drawn over scale_decades (seed) or on a line per tensor kind (kinds)"),
+     .type = T_ENUM, .off = F(synthetic.scales), .names = scales_names},
+    KIND_KEYS("conv", 0, "-3.5"), KIND_KEYS("linear", 1, "-3.5"), KIND_KEYS("embedding", 2, "-3.5"),
+    KIND_KEYS("bias", 3, "-2.5"), KIND_KEYS("norm", 4, "-2.5"), KIND_KEYS("norm_bias", 5, "-2.5"),
 
     /* Its type text and default come from the registry (schema_init). */
     {KEY("sparsify", "methods", NULL, NULL, "the sparsifiers to compare"),
@@ -451,6 +460,10 @@ static const deftsim_config_keyinfo *info_of(size_t i)
 
 size_t deftsim_config_key_count(void) { return NKEYS; }
 size_t deftsim_cfg_nkeys(void) { return NKEYS; }
+int *deftsim_cfg_origin_at(deftsim_config *cfg, size_t i, const keydef **kd)
+{
+    return *kd = &keys[i], &cfg->origin->key_line[i];
+}
 /* In file order (as deftsim_config_key). */
 const keydef *deftsim_cfg_keydef(size_t i) { return i < NKEYS ? &keys[order[i]] : NULL; }
 const deftsim_config_keyinfo *deftsim_config_key(size_t i)
@@ -526,6 +539,11 @@ static void where(const deftsim_config *cfg, size_t k, char *buf, size_t cap)
         where(cfg, kp, pw, sizeof pw);
         snprintf(buf, cap, "%s = %s, its %s", pw, deftsim_cfg_preset_names[cfg->network.preset],
                  kd->info.key);
+        return;
+    }
+    if (line == DEFTSIM_CFG_ORIGIN_PARAMS) {
+        snprintf(buf, cap, "%s: [%s] %s (from [gradients] params)", cfg->gradients.params,
+                 kd->info.section, kd->info.key);
         return;
     }
     if (line == ORIGIN_PRESET_FILE) {
@@ -840,6 +858,7 @@ deftsim_status deftsim_config_apply_override(deftsim_config *cfg, const char *as
     if (((size_t)k == kidx("network", "preset") || (size_t)k == kidx("network", "preset_file")) &&
         (st = apply_preset(cfg)))
         goto done;
+    if ((size_t)k == kidx("gradients", "params") && (st = deftsim_cfg_apply_params(cfg))) goto done;
     st = derive(cfg);
 done:
     free(copy);
@@ -1027,7 +1046,7 @@ static deftsim_status parse_impl(const char *text, const char *origin,
             goto fail;
         }
     }
-    if ((st = apply_preset(cfg))) goto fail;
+    if ((st = apply_preset(cfg)) || (st = deftsim_cfg_apply_params(cfg))) goto fail;
     if ((st = derive(cfg))) goto fail;
     if ((st = deftsim_cfg_check(cfg, train))) goto fail;
     *out = cfg;

@@ -82,6 +82,31 @@ deftsim_status deftsim_cfg_set_value(deftsim_config *cfg, const keydef *k, const
 
 size_t deftsim_cfg_nkeys(void);
 const keydef *deftsim_cfg_keydef(size_t i);
+/* Key i of the table (i < deftsim_cfg_nkeys(), table order) into *kd, and where cfg's value of
+ * it came from: 0 default, > 0 a line, < 0 an override, a preset or a parameter file. */
+int *deftsim_cfg_origin_at(deftsim_config *cfg, size_t i, const keydef **kd);
+
+/* [synthetic] scales = kinds: three keys per tensor kind (deftsim_gen_kind's order), rows of
+ * config.c's table (F and KEY are its macros). */
+#define KIND_KEYS(stem, i, level)                                                                  \
+    {KEY("synthetic", stem "_scale", "number in [-20, 2]", level,                                  \
+         "scales = kinds: log10 gradient scale of " stem " tensors at mid-depth"),                 \
+     .type = T_DOUBLE, .off = F(synthetic.kind_level[i]), .lo = -20, .hi = 2},                     \
+    {KEY("synthetic", stem "_depth", "number in [-10, 10]", "0",                                   \
+         "scales = kinds: log10 change of that scale from the first to the last tensor"),          \
+     .type = T_DOUBLE, .off = F(synthetic.kind_depth[i]), .lo = -10, .hi = 10},                    \
+    {KEY("synthetic", stem "_spread", "number in [0, 12]", "3",                                    \
+         "scales = kinds: width in decades of the uniform scatter around that line"),              \
+     .type = T_DOUBLE, .off = F(synthetic.kind_spread[i]), .lo = 0, .hi = 12}
+
+/* ---- parameter files (config_params.c) ------------------------------------------------- */
+
+/* Where a key's value came from [gradients] params. */
+#define DEFTSIM_CFG_ORIGIN_PARAMS (-4)
+
+/* [gradients] params: the keys an earlier parameter file set go back to their defaults, then
+ * the file's [synthetic] keys fill every key still at its default. */
+deftsim_status deftsim_cfg_apply_params(deftsim_config *cfg);
 
 /* ---- the methods' options (config_methods.c) ------------------------------------------- */
 

@@ -36,6 +36,7 @@
 #include <jansson.h>
 
 #include "deftsim_error.h"
+#include "deftsim_gen.h" /* DEFTSIM_GEN_NKINDS */
 #include "deftsim_sim.h"
 #include "deftsim_sparsify.h" /* the methods and the sparsifier options */
 
@@ -91,9 +92,15 @@ typedef struct deftsim_config {
         deftsim_source source;
         char *model;        /* built-in name or CSV path; set exactly when source = synthetic */
         char *trace;        /* trace directory; set exactly when source = trace */
+        char *params;       /* a parameter file of [synthetic] keys (a path or a built-in
+                             * set's name); NULL when unset */
     } gradients;
     struct {
         double scale_decades, signal, tail, drift, bias_shift; /* docs/GENERATOR.md */
+        int scales;                              /* 0 seed (scale_decades, bias_shift), 1 kinds */
+        double kind_level[DEFTSIM_GEN_NKINDS];   /* <kind>_scale */
+        double kind_depth[DEFTSIM_GEN_NKINDS];   /* <kind>_depth */
+        double kind_spread[DEFTSIM_GEN_NKINDS];  /* <kind>_spread */
     } synthetic;
     struct {
         deftsim_method *methods;  /* in the order given, no duplicates */

@@ -55,6 +55,9 @@ deftsim_status deftsim_gradsrc_open(const deftsim_config *cfg, deftsim_gradsrc *
 deftsim_status deftsim_gradsrc_open_table(const deftsim_config *cfg, deftsim_gradsrc **out);
 void deftsim_gradsrc_close(deftsim_gradsrc *g);
 
+/* The generator's parameters a scenario's [synthetic] keys and [scenario] seed give. */
+void deftsim_gradsrc_gen_params(const deftsim_config *cfg, deftsim_gen_params *gp);
+
 /* Whether [gradients] names a table at all (a trace, or a model for the synthetic source);
  * the key that names it ("trace" or "model") and its value. */
 int deftsim_gradsrc_named(const deftsim_config *cfg);

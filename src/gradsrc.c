@@ -126,14 +126,25 @@ static deftsim_status gen_open(const deftsim_config *cfg, int table_only, deftsi
     g->model = s->model;
     if (table_only) return DEFTSIM_OK;
     deftsim_gen_params gp;
-    deftsim_gen_params_default(&gp);
-    gp.seed = cfg->scenario.seed;
-    gp.scale_decades = cfg->synthetic.scale_decades;
-    gp.signal = cfg->synthetic.signal;
-    gp.tail = cfg->synthetic.tail;
-    gp.drift = cfg->synthetic.drift;
-    gp.bias_shift = cfg->synthetic.bias_shift;
+    deftsim_gradsrc_gen_params(cfg, &gp);
     return deftsim_gen_new(s->model, &gp, &s->gen);
+}
+
+void deftsim_gradsrc_gen_params(const deftsim_config *cfg, deftsim_gen_params *gp)
+{
+    deftsim_gen_params_default(gp);
+    gp->seed = cfg->scenario.seed;
+    gp->scale_decades = cfg->synthetic.scale_decades;
+    gp->signal = cfg->synthetic.signal;
+    gp->tail = cfg->synthetic.tail;
+    gp->drift = cfg->synthetic.drift;
+    gp->bias_shift = cfg->synthetic.bias_shift;
+    gp->kind_scales = cfg->synthetic.scales;
+    for (int k = 0; k < DEFTSIM_GEN_NKINDS; k++) {
+        gp->kind_level[k] = cfg->synthetic.kind_level[k];
+        gp->kind_depth[k] = cfg->synthetic.kind_depth[k];
+        gp->kind_spread[k] = cfg->synthetic.kind_spread[k];
+    }
 }
 
 /* ---- a recorded trace ----------------------------------------------------------------------- */

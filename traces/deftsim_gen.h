@@ -24,6 +24,27 @@
 #include "deftsim_model.h"
 #include "deftsim_philox.h"
 
+/* Kinds of parameter tensors (deftsim_gen_layer_kind): each has its own line of layer scales
+ * when the scales come from kinds (kind_scales = 1). */
+typedef enum {
+    DEFTSIM_GEN_KIND_CONV,        /* >= 3-D weights */
+    DEFTSIM_GEN_KIND_LINEAR,      /* 2-D weights other than embeddings */
+    DEFTSIM_GEN_KIND_EMBEDDING,   /* 2-D tables whose name says embedding (embed, wte, wpe) */
+    DEFTSIM_GEN_KIND_BIAS,        /* 1-D biases of 2-D+ weights, and other 1-D tensors */
+    DEFTSIM_GEN_KIND_NORM_WEIGHT, /* 1-D weights (batch and layer norms' gains) */
+    DEFTSIM_GEN_KIND_NORM_BIAS,   /* the bias beside a 1-D weight */
+    DEFTSIM_GEN_NKINDS
+} deftsim_gen_kind;
+
+/* "conv", "linear", "embedding", "bias", "norm", "norm_bias" (the config keys' stems). */
+const char *deftsim_gen_kind_name(deftsim_gen_kind k);
+
+/* Layer L's kind, from its dimensions and names (docs/GENERATOR.md, "Kinds"). */
+deftsim_gen_kind deftsim_gen_layer_kind(const deftsim_model *m, size_t layer);
+
+/* Layer L's depth: its position in the table, 0 for the first tensor and 1 for the last. */
+double deftsim_gen_layer_depth(const deftsim_model *m, size_t layer);
+
 /* Generator parameters. deftsim_gen_params_default() fills the documented defaults; scenario
  * files set them in a [synthetic] section under the same names. */
 typedef struct {
@@ -35,6 +56,14 @@ typedef struct {
                            * relative change), in [0, 0.1]; default 0.01 */
     double bias_shift;    /* log10 offset of 1-D tensors' scales (biases, norms), in [-6, 6];
                            * default 1 */
+    /* Layer scales by kind (kind_scales = 1; 0, the default, draws them from scale_decades and
+     * bias_shift): log10 c_L = level + depth * (x_L - 1/2) - spread * (U_L - 1/2), x_L the
+     * layer's depth, U_L its uniform draw. The defaults reproduce the seed's spread (level
+     * -3.5 for weights, -2.5 for 1-D tensors, depth 0, spread 3). */
+    int kind_scales;
+    double kind_level[DEFTSIM_GEN_NKINDS];  /* in [-20, 2] */
+    double kind_depth[DEFTSIM_GEN_NKINDS];  /* in [-10, 10] */
+    double kind_spread[DEFTSIM_GEN_NKINDS]; /* in [0, 12] */
 } deftsim_gen_params;
 
 #define DEFTSIM_GEN_DEFAULT_SEED 1
@@ -50,6 +79,13 @@ typedef struct {
 #define DEFTSIM_GEN_DRIFT_PERIOD 64u
 
 void deftsim_gen_params_default(deftsim_gen_params *p);
+
+/* Built-in parameter sets (the INI files of traces/params/, compiled in): [synthetic] keys fitted to
+ * recorded traces by deftsim trace calibrate, for [gradients] params = NAME. The text of the
+ * set called name, or NULL if there is none. */
+size_t deftsim_gen_builtin_params_count(void);
+const char *deftsim_gen_builtin_params_name(size_t i);
+const char *deftsim_gen_builtin_params(const char *name);
 
 /* DEFTSIM_E_INPUT naming the offending field ("synthetic.tail: ...") if a value is out of range
  * or not finite. */

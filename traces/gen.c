@@ -116,6 +116,71 @@ const char *deftsim_gen_kernel_name(size_t i)
     return i < sizeof kernels / sizeof kernels[0] ? kernels[i].name : NULL;
 }
 
+extern const size_t deftsim_params_data_count;
+extern const char *const deftsim_params_data_names[];
+extern const char *const deftsim_params_data_csv[];
+
+size_t deftsim_gen_builtin_params_count(void) { return deftsim_params_data_count; }
+
+const char *deftsim_gen_builtin_params_name(size_t i)
+{
+    return i < deftsim_params_data_count ? deftsim_params_data_names[i] : NULL;
+}
+
+const char *deftsim_gen_builtin_params(const char *name)
+{
+    for (size_t i = 0; i < deftsim_params_data_count; i++)
+        if (strcmp(deftsim_params_data_names[i], name) == 0) return deftsim_params_data_csv[i];
+    return NULL;
+}
+
+static const char *const kind_names[DEFTSIM_GEN_NKINDS] = {"conv", "linear", "embedding",
+                                                            "bias", "norm", "norm_bias"};
+
+const char *deftsim_gen_kind_name(deftsim_gen_kind k)
+{
+    return (unsigned)k < DEFTSIM_GEN_NKINDS ? kind_names[k] : "?";
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* The tensor named like L's name with its last component replaced by "weight", if any. */
+static const deftsim_layer *weight_beside(const deftsim_model *m, const char *name)
+{
+    const char *dot = strrchr(name, '.');
+    size_t stem = dot ? (size_t)(dot - name) + 1 : 0;
+    for (size_t i = 0; i < m->nlayers; i++) {
+        const char *n = m->layers[i].name;
+        if (strncmp(n, name, stem) == 0 && strcmp(n + stem, "weight") == 0) return &m->layers[i];
+    }
+    return NULL;
+}
+
+deftsim_gen_kind deftsim_gen_layer_kind(const deftsim_model *m, size_t layer)
+{
+    const deftsim_layer *L = &m->layers[layer];
+    if (L->ndim >= 3) return DEFTSIM_GEN_KIND_CONV;
+    if (L->ndim == 2)
+        return strstr(L->name, "embed") || strstr(L->name, "wte") || strstr(L->name, "wpe")
+                   ? DEFTSIM_GEN_KIND_EMBEDDING
+                   : DEFTSIM_GEN_KIND_LINEAR;
+    if (ends_with(L->name, "weight")) return DEFTSIM_GEN_KIND_NORM_WEIGHT;
+    if (ends_with(L->name, "bias")) {
+        const deftsim_layer *w = weight_beside(m, L->name);
+        return w && w->ndim == 1 ? DEFTSIM_GEN_KIND_NORM_BIAS : DEFTSIM_GEN_KIND_BIAS;
+    }
+    return DEFTSIM_GEN_KIND_BIAS;
+}
+
+double deftsim_gen_layer_depth(const deftsim_model *m, size_t layer)
+{
+    return m->nlayers > 1 ? (double)layer / (double)(m->nlayers - 1) : 0.0;
+}
+
 void deftsim_gen_params_default(deftsim_gen_params *p)
 {
     p->seed = DEFTSIM_GEN_DEFAULT_SEED;
@@ -124,6 +189,14 @@ void deftsim_gen_params_default(deftsim_gen_params *p)
     p->tail = DEFTSIM_GEN_DEFAULT_TAIL;
     p->drift = DEFTSIM_GEN_DEFAULT_DRIFT;
     p->bias_shift = DEFTSIM_GEN_DEFAULT_BIAS_SHIFT;
+    p->kind_scales = 0;
+    for (int k = 0; k < DEFTSIM_GEN_NKINDS; k++) {
+        int one_d = k >= DEFTSIM_GEN_KIND_BIAS;
+        p->kind_level[k] = -2.0 - DEFTSIM_GEN_DEFAULT_SCALE_DECADES / 2 +
+                           (one_d ? DEFTSIM_GEN_DEFAULT_BIAS_SHIFT : 0);
+        p->kind_depth[k] = 0;
+        p->kind_spread[k] = DEFTSIM_GEN_DEFAULT_SCALE_DECADES;
+    }
 }
 
 deftsim_status deftsim_gen_params_check(const deftsim_gen_params *p)
@@ -147,6 +220,22 @@ deftsim_status deftsim_gen_params_check(const deftsim_gen_params *p)
     if (!isfinite(p->bias_shift) || fabs(p->bias_shift) > 6)
         return deftsim_error_set(DEFTSIM_E_INPUT, "synthetic.bias_shift: %g is outside [-6, 6]",
                                  p->bias_shift);
+    if (p->kind_scales != 0 && p->kind_scales != 1)
+        return deftsim_error_set(DEFTSIM_E_INPUT, "synthetic.scales: %d is neither 0 (seed) nor "
+                                 "1 (kinds)", p->kind_scales);
+    for (int k = 0; k < DEFTSIM_GEN_NKINDS; k++) {
+        /* Together at most 2 + 5 + 6 = 13 decades above 10^0 or 20 + 11 below 10^-20: inside
+         * the bounds above. */
+        const struct { const char *what; double v, lo, hi; } f[3] = {
+            {"scale", p->kind_level[k], -20, 2},
+            {"depth", p->kind_depth[k], -10, 10},
+            {"spread", p->kind_spread[k], 0, 12},
+        };
+        for (int j = 0; j < 3; j++)
+            if (!isfinite(f[j].v) || f[j].v < f[j].lo || f[j].v > f[j].hi)
+                return deftsim_error_set(DEFTSIM_E_INPUT, "synthetic.%s_%s: %g is outside [%g, %g]",
+                                         kind_names[k], f[j].what, f[j].v, f[j].lo, f[j].hi);
+    }
     return DEFTSIM_OK;
 }
 
@@ -208,7 +297,14 @@ deftsim_status deftsim_gen_new(const deftsim_model *m, const deftsim_gen_params 
      * familiar range. */
     for (size_t L = 0; L < m->nlayers; L++) {
         double u = layer_uniform(c, DEFTSIM_GEN_STREAM_LAYER, L, 0);
-        double log10s = -2.0 - p->scale_decades * u + (m->layers[L].ndim == 1 ? p->bias_shift : 0);
+        double log10s;
+        if (p->kind_scales) {
+            deftsim_gen_kind k = deftsim_gen_layer_kind(m, L);
+            log10s = p->kind_level[k] + p->kind_depth[k] * (deftsim_gen_layer_depth(m, L) - 0.5) -
+                     p->kind_spread[k] * (u - 0.5);
+        } else {
+            log10s = -2.0 - p->scale_decades * u + (m->layers[L].ndim == 1 ? p->bias_shift : 0);
+        }
         g->log2_scale[L] = log10s * 3.32192809488736234787;
     }
     for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++) {
@@ -345,6 +441,19 @@ deftsim_status deftsim_gen_write_trace(const deftsim_gen *g, const char *dir, ui
                              "synthetic", "scale_decades", p->scale_decades, "signal", p->signal,
                              "tail", p->tail, "drift", p->drift, "bias_shift", p->bias_shift);
     if (!prov) return deftsim_error_set(DEFTSIM_E_NOMEM, "generator: out of memory");
+    if (p->kind_scales) { /* the kinds' lines replace scale_decades and bias_shift */
+        json_t *syn = json_object_get(prov, "synthetic"), *kinds = json_object();
+        int bad = !kinds || json_object_set_new(syn, "kinds", kinds);
+        for (int k = 0; k < DEFTSIM_GEN_NKINDS && !bad; k++)
+            bad = json_object_set_new(kinds, kind_names[k],
+                                      json_pack("{s:f, s:f, s:f}", "scale", p->kind_level[k],
+                                                "depth", p->kind_depth[k], "spread",
+                                                p->kind_spread[k]));
+        if (bad) {
+            json_decref(prov);
+            return deftsim_error_set(DEFTSIM_E_NOMEM, "generator: out of memory");
+        }
+    }
     /* JSON integers are signed 64-bit: larger seeds are written as decimal strings. */
     json_t *seed = p->seed <= (uint64_t)INT64_MAX ? json_integer((json_int_t)p->seed) : NULL;
     if (!seed) {

@@ -161,8 +161,89 @@ def gather_to_rank0(vec):
     return [v.cpu().numpy() for v in out] if rank == 0 else None
 
 
+def fashion_mnist_cifar(folder, limit=None):
+    """Fashion-MNIST's training images (the IDX files Debian's dataset-fashion-mnist installs
+    under /usr/share/datasets/fashion-mnist) as CIFAR-style inputs: 28x28 zero-padded to 32x32,
+    the grey channel repeated three times, normalised with the set's mean and standard
+    deviation."""
+    import gzip
+    import torch
+    with gzip.open(os.path.join(folder, "train-images-idx3-ubyte.gz")) as f:
+        raw = f.read()
+    n, rows, cols = (int.from_bytes(raw[i:i + 4], "big") for i in (4, 8, 12))
+    img = np.frombuffer(raw, np.uint8, n * rows * cols, 16).reshape(n, rows, cols)
+    with gzip.open(os.path.join(folder, "train-labels-idx1-ubyte.gz")) as f:
+        lab = np.frombuffer(f.read(), np.uint8, n, 8)
+    if limit:
+        img, lab = img[:limit], lab[:limit]
+    x = torch.from_numpy(img.astype(np.float32) / 255.0)
+    x = (x - 0.2860) / 0.3530
+    x = torch.nn.functional.pad(x, (2, 2, 2, 2), value=float((0 - 0.2860) / 0.3530))
+    x = x[:, None].expand(-1, 3, -1, -1).contiguous()
+    return torch.utils.data.TensorDataset(x, torch.from_numpy(lab.astype(np.int64)))
+
+
+def resnet18_cifar(classes=10):
+    """ResNet-18 with the CIFAR stem (3x3 convolution, stride 1, no max-pooling), named as the
+    built-in table resnet18_cifar10 (conv1, bn1, layerN.M.convK/bnK, layerN.0.shortcut.0/1,
+    linear), so its traces line up tensor by tensor with that table."""
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class Block(nn.Module):
+        def __init__(self, cin, cout, stride):
+            super().__init__()
+            self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(cout)
+            self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(cout)
+            self.shortcut = nn.Sequential()
+            if stride != 1 or cin != cout:
+                self.shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
+                                              nn.BatchNorm2d(cout))
+
+        def forward(self, x):
+            out = F.relu(self.bn1(self.conv1(x)))
+            return F.relu(self.bn2(self.conv2(out)) + self.shortcut(x))
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = nn.Conv2d(3, 64, 3, 1, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(64)
+            cin, layers = 64, []
+            for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
+                layers.append(nn.Sequential(Block(cin, cout, stride), Block(cout, cout, 1)))
+                cin = cout
+            self.layer1, self.layer2, self.layer3, self.layer4 = layers
+            self.linear = nn.Linear(512, classes)
+
+        def forward(self, x):
+            out = F.relu(self.bn1(self.conv1(x)))
+            out = self.layer4(self.layer3(self.layer2(self.layer1(out))))
+            return self.linear(F.adaptive_avg_pool2d(out, 1).flatten(1))
+
+    return Net()
+
+
 def build(args, world_size=1, rank=0):
     import torch
+    if args.model == "bert_small":
+        from bert_small import BertSmall, PydocPairs
+        data = PydocPairs(args.seq_len, args.vocab, args.seed)
+        model = BertSmall(len(data.vocab), args.hidden, args.layers, args.heads, args.seq_len)
+        return model, torch.utils.data.DataLoader(data, batch_size=args.batch, shuffle=True,
+                                                  drop_last=True)
+    if args.dataset == "fashion-mnist":
+        data = fashion_mnist_cifar(args.data if args.data != "data"
+                                   else "/usr/share/datasets/fashion-mnist")
+        model = resnet18_cifar(10) if args.model == "resnet18_cifar" else None
+        if model is None:
+            import torchvision
+            model = getattr(torchvision.models, args.model)(num_classes=10)
+        gen = torch.Generator().manual_seed(args.seed)
+        return model, torch.utils.data.DataLoader(data, batch_size=args.batch, shuffle=True,
+                                                  drop_last=True, generator=gen)
     import torchvision
     import torchvision.transforms as T
     if args.dataset == "cifar10":
@@ -175,7 +256,8 @@ def build(args, world_size=1, rank=0):
         data = torch.utils.data.TensorDataset(torch.randn(4096, 3, 32, 32),
                                               torch.randint(0, 10, (4096,)))
         classes = 10
-    model = getattr(torchvision.models, args.model)(num_classes=classes)
+    model = (resnet18_cifar(classes) if args.model == "resnet18_cifar"
+             else getattr(torchvision.models, args.model)(num_classes=classes))
     if world_size == 1:
         loader = torch.utils.data.DataLoader(data, batch_size=args.batch, shuffle=True,
                                              drop_last=True, num_workers=2)
@@ -243,8 +325,17 @@ def main_ddp(args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", default="resnet18", help="a torchvision.models constructor")
-    ap.add_argument("--dataset", default="cifar10", choices=["cifar10", "random"])
+    ap.add_argument("--model", default="resnet18",
+                    help="a torchvision.models constructor, resnet18_cifar (ResNet-18 with the "
+                         "CIFAR stem, named as the table resnet18_cifar10) or bert_small (a "
+                         "BERT-style encoder, traces/bert_small.py, on Python's own pydoc text)")
+    ap.add_argument("--dataset", default="cifar10", choices=["cifar10", "fashion-mnist", "random"])
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's choice)")
+    ap.add_argument("--seq-len", type=int, default=64, help="bert_small: tokens per sequence")
+    ap.add_argument("--vocab", type=int, default=2000, help="bert_small: most frequent words kept")
+    ap.add_argument("--hidden", type=int, default=128, help="bert_small: hidden size")
+    ap.add_argument("--layers", type=int, default=4, help="bert_small: encoder layers")
+    ap.add_argument("--heads", type=int, default=4, help="bert_small: attention heads")
     ap.add_argument("--data", default="data", help="dataset directory")
     ap.add_argument("--download", action="store_true")
     ap.add_argument("--workers", type=int, default=4, help="simulated data-parallel workers P")
@@ -264,6 +355,8 @@ def main():
         ap.error("--batch must be a multiple of --workers")
 
     import torch
+    if args.threads:
+        torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     np.random.seed(args.seed)
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -271,12 +364,17 @@ def main():
     model.to(device).train()
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=5e-4)
     record = sorted({int(s) for s in args.record.split(",")})
+    data_name = "Python's pydoc_data.topics text (masked words and next-half pairs)" \
+        if args.model == "bert_small" else args.dataset
     prov = {"recorder": f"traces/record_pytorch.py (torch {torch.__version__})",
-            "method": f"simulated data-parallel SGD: {args.model} on {args.dataset}, global batch "
+            "method": f"simulated data-parallel SGD: {args.model} on {data_name}, global batch "
                       f"{args.batch} cut into {args.workers} shards, lr {args.lr}, momentum 0.9, "
                       f"weight decay 5e-4, gradients before averaging (weight decay excluded)",
             "seed": args.seed, "device": device}
     writer = TraceWriter(args.output, args.model, layer_table(model), args.workers, prov)
+    last = max(record)
+    if args.steps <= last:
+        ap.error(f"--steps {args.steps} ends before the recorded step {last}")
     params = [p for p in model.parameters() if p.requires_grad]
     step, batches = 0, iter(loader)
     while step < args.steps:
@@ -286,12 +384,21 @@ def main():
             batches = iter(loader)
             continue
         x, y = x.to(device), y.to(device)
-        grads = []
+        if step > last:
+            break
+        grads, losses = [], []
         # Batch norm statistics update once per shard, as on P replicas.
         for xs, ys in zip(x.chunk(args.workers), y.chunk(args.workers)):
             model.zero_grad(set_to_none=True)
-            torch.nn.functional.cross_entropy(model(xs), ys).backward()
+            loss = model.loss(xs, ys) if hasattr(model, "loss") else \
+                torch.nn.functional.cross_entropy(model(xs), ys)
+            loss.backward()
+            losses.append(float(loss))
             grads.append(flat_grad(model))
+        if step in record or step % 20 == 0:
+            print(f"step {step}: mean loss over the workers {np.mean(losses):.4f}", flush=True)
+        if not np.isfinite(np.mean(losses)):
+            raise SystemExit(f"step {step}: the loss is not finite; try a smaller --lr")
         if step in record:
             writer.put(step, [g.cpu().numpy() for g in grads])
         mean = torch.stack(grads).mean(0)

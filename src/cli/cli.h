@@ -32,6 +32,7 @@ int deftsim_cmd_train(int argc, char **argv);
 int deftsim_cmd_validate(int argc, char **argv);
 /* `deftsim trace record`, dispatched by cmd_trace.c, written in cmd_train.c. */
 int deftsim_cmd_trace_record(int argc, char **argv);
+int deftsim_cmd_trace_calibrate(int argc, char **argv);
 
 /* Prints "deftsim: <message>" for st's recorded message to stderr and returns the exit code. */
 int deftsim_cli_fail(deftsim_status st);

@@ -10,13 +10,14 @@
 
 #include "cli.h"
 #include "deftsim_gen.h"
+#include "deftsim_gradsrc.h"
 #include "deftsim_trace.h"
 #include "deftsim_util.h"
 
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: deftsim trace <info|check|dump|import|gen|bench|record> [<args>]\n"
+            "usage: deftsim trace <info|check|dump|import|gen|bench|record|calibrate> [<args>]\n"
             "\n"
             "Gradient traces (traces/FORMAT.md): a directory with manifest.json and one\n"
             "safetensors file per iteration holding every worker's float32 gradient, or the\n"
@@ -33,13 +34,18 @@ static void usage(FILE *out)
             "      write DIR/manifest.json for a per-rank trace, derived from its files (an\n"
             "      existing manifest that differs is left alone: exit 2)\n"
             "  gen --model NAME --workers P --iterations T --seed S -o DIR\n"
-            "      [--scale-decades X] [--signal X] [--tail X] [--drift X] [--bias-shift X]\n"
-            "      write a synthetic trace (docs/GENERATOR.md); NAME is a built-in model or a CSV\n"
+            "      [--params FILE] [--scale-decades X] [--signal X] [--tail X] [--drift X]\n"
+            "      [--bias-shift X]\n"
+            "      write a synthetic trace (docs/GENERATOR.md); NAME is a built-in model or a CSV;\n"
+            "      --params: a parameter file or built-in set ([gradients] params), the options win\n"
             "  bench --model NAME [--workers P] [--seconds S]\n"
             "      time the generator's fill kernels (elements per second, one thread)\n"
             "  record SCENARIO -o DIR [--workers P] [--method M] [--density D] [--set S.K=V]...\n"
             "      train [train] model on Fashion-MNIST and record every worker's gradients at\n"
-            "      [train] record's iterations ('deftsim trace record --help')\n");
+            "      [train] record's iterations ('deftsim trace record --help')\n"
+            "  calibrate DIR [-o FILE] [--from ID]\n"
+            "      fit the generator's parameters to a trace; write them as a parameter file\n"
+            "      ('deftsim trace calibrate --help')\n");
 }
 
 /* ---- info ------------------------------------------------------------------------------ */
@@ -364,6 +370,26 @@ static int parse_double_opt(const char *name, const char *arg, double *out)
     return 0;
 }
 
+/* p's fields from a parameter file's [synthetic] keys, read as [gradients] params reads it;
+ * the seed stays p's. */
+static int gen_params_file(const char *params, deftsim_gen_params *p)
+{
+    deftsim_config *cfg;
+    deftsim_status st = deftsim_config_default("gen", &cfg);
+    if (st) return deftsim_cli_fail(st);
+    char set[4200];
+    snprintf(set, sizeof set, "gradients.params=%s", params);
+    if ((st = deftsim_config_apply_override(cfg, set))) {
+        deftsim_config_free(cfg);
+        return deftsim_cli_fail(st);
+    }
+    uint64_t seed = p->seed;
+    deftsim_gradsrc_gen_params(cfg, p);
+    p->seed = seed;
+    deftsim_config_free(cfg);
+    return 0;
+}
+
 static int cmd_gen(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -377,14 +403,17 @@ static int cmd_gen(int argc, char **argv)
         {"tail", required_argument, NULL, 3},
         {"drift", required_argument, NULL, 4},
         {"bias-shift", required_argument, NULL, 5},
+        {"params", required_argument, NULL, 6},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     deftsim_gen_params p;
     deftsim_gen_params_default(&p);
-    const char *model = NULL, *dir = NULL;
+    const char *model = NULL, *dir = NULL, *params = NULL;
     uint64_t workers = 0, iterations = 0;
     int have_seed = 0, c, rc;
+    double opt[5];
+    int have_opt[5] = {0};
     while ((c = getopt_long(argc, argv, "m:P:T:s:o:h", opts, NULL)) != -1) {
         switch (c) {
         case 'm': model = optarg; break;
@@ -392,11 +421,11 @@ static int cmd_gen(int argc, char **argv)
         case 'T': if ((rc = parse_u64_opt("--iterations", optarg, &iterations))) return rc; break;
         case 's': if ((rc = parse_u64_opt("--seed", optarg, &p.seed))) return rc; have_seed = 1; break;
         case 'o': dir = optarg; break;
-        case 1: if ((rc = parse_double_opt("--scale-decades", optarg, &p.scale_decades))) return rc; break;
-        case 2: if ((rc = parse_double_opt("--signal", optarg, &p.signal))) return rc; break;
-        case 3: if ((rc = parse_double_opt("--tail", optarg, &p.tail))) return rc; break;
-        case 4: if ((rc = parse_double_opt("--drift", optarg, &p.drift))) return rc; break;
-        case 5: if ((rc = parse_double_opt("--bias-shift", optarg, &p.bias_shift))) return rc; break;
+        case 1: case 2: case 3: case 4: case 5:
+            if ((rc = parse_double_opt(opts[c + 4].name, optarg, &opt[c - 1]))) return rc;
+            have_opt[c - 1] = 1;
+            break;
+        case 6: params = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -412,8 +441,13 @@ static int cmd_gen(int argc, char **argv)
                                        DEFTSIM_TRACE_MAX_WORKERS);
     if (iterations - 1 > DEFTSIM_GEN_MAX_ITERATION)
         return deftsim_cli_usage_error("trace", "gen: --iterations must be at most 2^32");
+    deftsim_status st;
+    if (params && (rc = gen_params_file(params, &p))) return rc;
+    double *field[5] = {&p.scale_decades, &p.signal, &p.tail, &p.drift, &p.bias_shift};
+    for (int i = 0; i < 5; i++)
+        if (have_opt[i]) *field[i] = opt[i];
     deftsim_model *m;
-    deftsim_status st = deftsim_model_load(model, &m);
+    st = deftsim_model_load(model, &m);
     if (st) return deftsim_cli_fail(st);
     deftsim_gen *g;
     if ((st = deftsim_gen_new(m, &p, &g))) {
@@ -538,6 +572,7 @@ int deftsim_cmd_trace(int argc, char **argv)
     } subs[] = {
         {"info", cmd_info}, {"check", cmd_check}, {"dump", cmd_dump}, {"import", cmd_import},
         {"gen", cmd_gen},   {"bench", cmd_bench},   {"record", deftsim_cmd_trace_record},
+        {"calibrate", deftsim_cmd_trace_calibrate},
     };
     for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
         if (!strcmp(subs[i].name, sub)) {
@@ -548,5 +583,5 @@ int deftsim_cmd_trace(int argc, char **argv)
         }
     }
     return deftsim_cli_usage_error("trace", "'%s' is not a trace command (info, check, dump, import, "
-                                   "gen, bench, record)", sub);
+                                   "gen, bench, record, calibrate)", sub);
 }

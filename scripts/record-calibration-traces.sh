@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# record-calibration-traces.sh - the real gradient traces behind the calibrated generator
+# parameters (docs/GENERATOR.md, "Calibration"): PyTorch on the CPU, simulated data-parallel
+# SGD with P = 8 workers (traces/record_pytorch.py), from data installed packages ship:
+#
+#   resnet18   ResNet-18 with the CIFAR stem (the table resnet18_cifar10, 11.2 M elements) on
+#              Fashion-MNIST (Debian's dataset-fashion-mnist, padded to 3x32x32), global batch
+#              32 (4 images a worker), lr 0.05; iterations 0, 1 and 40
+#   bert       a 4-layer BERT-style encoder (traces/bert_small.py: hidden 128, 4 heads, 2,000
+#              words, 1.08 M elements; the tensor kinds of bert_base_uncased) pretrained on
+#              Python's own documentation text (pydoc_data.topics, shipped with the
+#              interpreter), global batch 32 sequences of 64 words, lr 0.05; iterations 0,
+#              1, 200 and 201 (lr 0.02)
+#
+# The two run side by side, one thread each under nice: about 25 minutes on a busy two-core
+# machine. Traces (1.2 GB) go to results/calibration-traces/ (git-ignored); then
+# `deftsim trace calibrate` fits the generator to each (scripts/calibration-validate.py).
+#
+#   bash scripts/record-calibration-traces.sh [OUT_DIR]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-results/calibration-traces}
+py=${PYTHON:-.venv/bin/python3}
+[ -x "$py" ] || py=/work/main/.venv/bin/python3
+mkdir -p "$out"
+rec() {
+    local name=$1
+    shift
+    if [ -f "$out/$name/manifest.json" ]; then
+        echo "$out/$name: recorded already"
+        return
+    fi
+    nice -n 10 "$py" traces/record_pytorch.py --workers 8 --threads 1 --seed 1 "$@" \
+        -o "$out/$name" >"$out/$name.log" 2>&1
+    tail -1 "$out/$name.log"
+}
+rec resnet18 --model resnet18_cifar --dataset fashion-mnist --batch 32 --lr 0.05 \
+    --steps 41 --record 0,1,40 &
+r1=$!
+rec bert --model bert_small --batch 32 --lr 0.02 --steps 202 --record 0,1,200,201 &
+r2=$!
+wait $r1
+wait $r2

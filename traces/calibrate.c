@@ -1,0 +1,643 @@
+/* calibrate.c - the generator's parameters fitted to a recorded trace (deftsim_calibrate.h). */
+#include "deftsim_calibrate.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "deftsim_util.h"
+
+void deftsim_calib_opts_default(deftsim_calib_opts *o)
+{
+    o->tail_density = 0.01;
+    o->signal_density = 0.001;
+    o->from = -1;
+}
+
+/* ---- selection helpers -------------------------------------------------------------------- */
+
+static void swapf(float *a, float *b)
+{
+    float t = *a;
+    *a = *b;
+    *b = t;
+}
+
+/* Rearranges a[0 .. n) so that a[j] holds the value sorted order puts there, everything before
+ * it is <= and everything after >= (Hoare's selection with a median-of-three pivot). */
+static void select_nth(float *a, size_t n, size_t j)
+{
+    size_t lo = 0, hi = n - 1;
+    while (hi > lo) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (a[mid] < a[lo]) swapf(&a[mid], &a[lo]);
+        if (a[hi] < a[lo]) swapf(&a[hi], &a[lo]);
+        if (a[hi] < a[mid]) swapf(&a[hi], &a[mid]);
+        float pivot = a[mid];
+        size_t i = lo, k = hi;
+        while (i <= k) {
+            while (a[i] < pivot) i++;
+            while (a[k] > pivot) k--;
+            if (i <= k) {
+                swapf(&a[i], &a[k]);
+                i++;
+                if (k == 0) break;
+                k--;
+            }
+        }
+        if (j <= k) hi = k;
+        else if (j >= i) lo = i;
+        else return;
+    }
+}
+
+/* |x| of n values into buf; the k-th largest becomes the threshold (returned) and buf[n-k ..
+ * n) the k largest. *share (if not NULL): their part of the sum of squares. */
+static float top_threshold(const float *x, size_t n, size_t k, float *buf, double *share)
+{
+    double total = 0;
+    for (size_t i = 0; i < n; i++) {
+        buf[i] = fabsf(x[i]);
+        total += (double)buf[i] * buf[i];
+    }
+    select_nth(buf, n, n - k);
+    if (share) {
+        double top = 0;
+        for (size_t i = n - k; i < n; i++) top += (double)buf[i] * buf[i];
+        *share = total > 0 ? top / total : 0;
+    }
+    return buf[n - k];
+}
+
+/* |A & B| / k for A = {i: |a_i| >= ta} (> 0 when ta is 0: zeros are never picked). */
+static double overlap(const float *a, float ta, const float *b, float tb, size_t n, size_t k)
+{
+    size_t both = 0;
+    for (size_t i = 0; i < n; i++) {
+        float u = fabsf(a[i]), v = fabsf(b[i]);
+        both += (ta > 0 ? u >= ta : u > 0) && (tb > 0 ? v >= tb : v > 0);
+    }
+    return (double)both / (double)k;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, size_t n)
+{
+    if (!n) return NAN;
+    qsort(v, n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* ---- the generator's side of the tail and signal statistics ------------------------------- */
+
+#define SIM_N (1u << 20)
+#define SIM_W 4u
+
+typedef struct {
+    deftsim_model *model; /* one layer of SIM_N elements */
+    float *g[SIM_W];
+    float *buf;
+} sim_ctx;
+
+static deftsim_status sim_open(sim_ctx *s)
+{
+    memset(s, 0, sizeof *s);
+    char csv[128];
+    snprintf(csv, sizeof csv, "index,name,shape,numel\n0,w,1024x1024,%u\n", SIM_N);
+    deftsim_status st = deftsim_model_parse_csv(csv, strlen(csv), "calibrate", "one_layer",
+                                                &s->model);
+    if (st) return st;
+    for (unsigned w = 0; w < SIM_W; w++)
+        if (!(s->g[w] = malloc(SIM_N * sizeof(float))))
+            return deftsim_error_set(DEFTSIM_E_NOMEM, "calibrate: out of memory");
+    if (!(s->buf = malloc(SIM_N * sizeof(float))))
+        return deftsim_error_set(DEFTSIM_E_NOMEM, "calibrate: out of memory");
+    return DEFTSIM_OK;
+}
+
+static void sim_close(sim_ctx *s)
+{
+    deftsim_model_free(s->model);
+    for (unsigned w = 0; w < SIM_W; w++) free(s->g[w]);
+    free(s->buf);
+}
+
+/* The generator's top share at tail_d and per-tensor overlap at signal_d (mean over the pairs
+ * of SIM_W workers), for one layer with these signal and tail. */
+static deftsim_status sim_stats(sim_ctx *s, double signal, double tail, double tail_d,
+                                double signal_d, double *share, double *ovl)
+{
+    deftsim_gen_params p;
+    deftsim_gen_params_default(&p);
+    p.signal = signal;
+    p.tail = tail;
+    p.drift = 0;
+    deftsim_gen *g;
+    deftsim_status st = deftsim_gen_new(s->model, &p, &g);
+    if (st) return st;
+    st = deftsim_gen_fill_workers(g, 0, 0, SIM_W, 0, SIM_N, s->g);
+    deftsim_gen_free(g);
+    if (st) return st;
+    size_t kt = (size_t)ceil(tail_d * SIM_N), ks = (size_t)ceil(signal_d * SIM_N);
+    double sh = 0, one;
+    float thr[SIM_W];
+    for (unsigned w = 0; w < SIM_W; w++) {
+        top_threshold(s->g[w], SIM_N, kt, s->buf, &one);
+        sh += one / SIM_W;
+        thr[w] = top_threshold(s->g[w], SIM_N, ks, s->buf, NULL);
+    }
+    double o = 0;
+    unsigned pairs = 0;
+    for (unsigned a = 0; a < SIM_W; a++)
+        for (unsigned b = a + 1; b < SIM_W; b++, pairs++)
+            o += overlap(s->g[a], thr[a], s->g[b], thr[b], SIM_N, ks);
+    *share = sh;
+    *ovl = o / pairs;
+    return DEFTSIM_OK;
+}
+
+/* tail (Student-t degrees of freedom, log-bisected in [2.05, 1000]) whose top share matches. */
+static deftsim_status fit_tail(sim_ctx *s, const deftsim_calib_opts *o, double signal,
+                               double target, double *tail, double *got)
+{
+    double lo = log(2.05), hi = log(1000.0), sh, ov;
+    deftsim_status st;
+    for (int i = 0; i < 18; i++) {
+        double mid = 0.5 * (lo + hi);
+        if ((st = sim_stats(s, signal, exp(mid), o->tail_density, o->signal_density, &sh, &ov)))
+            return st;
+        if (sh > target) lo = mid; /* too heavy: more degrees of freedom */
+        else hi = mid;
+    }
+    *tail = exp(0.5 * (lo + hi));
+    if ((st = sim_stats(s, signal, *tail, o->tail_density, o->signal_density, got, &ov))) return st;
+    return DEFTSIM_OK;
+}
+
+/* signal (bisected in [0, 1]) whose per-tensor overlap matches. */
+static deftsim_status fit_signal(sim_ctx *s, const deftsim_calib_opts *o, double tail,
+                                 double target, double *signal, double *got)
+{
+    double lo = 0, hi = 1, sh, ov;
+    deftsim_status st;
+    for (int i = 0; i < 16; i++) {
+        double mid = 0.5 * (lo + hi);
+        if ((st = sim_stats(s, mid, tail, o->tail_density, o->signal_density, &sh, &ov)))
+            return st;
+        if (ov < target) lo = mid;
+        else hi = mid;
+    }
+    *signal = 0.5 * (lo + hi);
+    return sim_stats(s, *signal, tail, o->tail_density, o->signal_density, &sh, got);
+}
+
+/* The generator's mean |change of ln s_L| over `gap` iterations per unit of drift: 512 layers,
+ * 8 starting iterations (its layer scales are exactly proportional to drift). */
+static deftsim_status drift_per_unit(uint64_t gap, double *per_unit)
+{
+    enum { NL = 512 };
+    char *csv = malloc(NL * 24 + 32);
+    if (!csv) return deftsim_error_set(DEFTSIM_E_NOMEM, "calibrate: out of memory");
+    size_t o = (size_t)sprintf(csv, "index,name,shape,numel\n");
+    for (int i = 0; i < NL; i++) o += (size_t)sprintf(csv + o, "%d,l%d,1,1\n", i, i);
+    deftsim_model *m;
+    deftsim_status st = deftsim_model_parse_csv(csv, o, "calibrate", "drift", &m);
+    free(csv);
+    if (st) return st;
+    deftsim_gen_params p;
+    deftsim_gen_params_default(&p);
+    p.drift = 0.1;
+    deftsim_gen *g;
+    if ((st = deftsim_gen_new(m, &p, &g))) {
+        deftsim_model_free(m);
+        return st;
+    }
+    double sum = 0;
+    for (int L = 0; L < NL; L++)
+        for (uint64_t t0 = 0; t0 < 8; t0++) {
+            uint64_t a = t0 * 97, b = a + gap;
+            sum += fabs(log(deftsim_gen_layer_scale(g, (size_t)L, b)) -
+                        log(deftsim_gen_layer_scale(g, (size_t)L, a)));
+        }
+    deftsim_gen_free(g);
+    deftsim_model_free(m);
+    *per_unit = sum / (NL * 8) / p.drift;
+    return DEFTSIM_OK;
+}
+
+/* ---- the trace's side --------------------------------------------------------------------- */
+
+/* The kind a missing kind's line comes from: the nearest present one in this order. */
+static const int kind_fallback[DEFTSIM_GEN_NKINDS][DEFTSIM_GEN_NKINDS - 1] = {
+    {1, 2, 4, 5, 3}, {0, 2, 4, 5, 3}, {1, 0, 4, 5, 3},
+    {5, 4, 1, 0, 2}, {5, 3, 1, 0, 2}, {3, 4, 1, 0, 2},
+};
+
+static int weight_kind(deftsim_gen_kind k)
+{
+    return k == DEFTSIM_GEN_KIND_CONV || k == DEFTSIM_GEN_KIND_LINEAR;
+}
+
+static double clampd(double v, double lo, double hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* Per kind: the least-squares line of y (log10 RMS) against x (depth); its slope only when
+ * the kind spans at least a fifth of the depth with 3 tensors or more. */
+static void fit_kinds(const deftsim_model *m, const double *y, const int *ok,
+                      deftsim_calib_result *r)
+{
+    deftsim_gen_params *p = &r->params;
+    double *tmp = malloc((m->nlayers ? m->nlayers : 1) * sizeof *tmp);
+    for (int k = 0; k < DEFTSIM_GEN_NKINDS; k++) {
+        /* Tensors more than 3 decades below their kind's median are left out: gradients that
+         * are zero but for rounding by construction (attention's key biases). */
+        size_t nk = 0;
+        for (size_t L = 0; L < m->nlayers && tmp; L++)
+            if (ok[L] && (int)deftsim_gen_layer_kind(m, L) == k) tmp[nk++] = y[L];
+        double floor_k = nk && tmp ? median(tmp, nk) - 3 : -INFINITY;
+        double sx = 0, sy = 0, sxx = 0, sxy = 0, xmin = 1, xmax = -1;
+        int n = 0;
+        r->kind_dropped[k] = 0;
+        for (size_t L = 0; L < m->nlayers; L++) {
+            if (!ok[L] || (int)deftsim_gen_layer_kind(m, L) != k) continue;
+            if (y[L] < floor_k) {
+                r->kind_dropped[k]++;
+                continue;
+            }
+            double x = deftsim_gen_layer_depth(m, L) - 0.5;
+            sx += x, sy += y[L], sxx += x * x, sxy += x * y[L], n++;
+            xmin = x < xmin ? x : xmin;
+            xmax = x > xmax ? x : xmax;
+        }
+        r->kind_tensors[k] = n;
+        r->kind_from[k] = -1;
+        if (!n) continue;
+        double mx = sx / n, my = sy / n, vx = sxx / n - mx * mx;
+        double slope = n >= 3 && xmax - xmin >= 0.2 && vx > 0 ? (sxy / n - mx * my) / vx : 0;
+        double level = my - slope * mx, ss = 0;
+        for (size_t L = 0; L < m->nlayers; L++) {
+            if (!ok[L] || (int)deftsim_gen_layer_kind(m, L) != k || y[L] < floor_k) continue;
+            double e = y[L] - level - slope * (deftsim_gen_layer_depth(m, L) - 0.5);
+            ss += e * e;
+        }
+        r->kind_rmse[k] = sqrt(ss / n);
+        p->kind_level[k] = clampd(level, -20, 2);
+        p->kind_depth[k] = clampd(slope, -10, 10);
+        p->kind_spread[k] = clampd(sqrt(12.0) * r->kind_rmse[k], 0, 12);
+    }
+    free(tmp);
+    for (int k = 0; k < DEFTSIM_GEN_NKINDS; k++) {
+        if (r->kind_tensors[k]) continue;
+        for (int j = 0; j < DEFTSIM_GEN_NKINDS - 1; j++) {
+            int f = kind_fallback[k][j];
+            if (!r->kind_tensors[f]) continue;
+            r->kind_from[k] = f;
+            p->kind_level[k] = p->kind_level[f];
+            p->kind_depth[k] = p->kind_depth[f];
+            p->kind_spread[k] = p->kind_spread[f];
+            break;
+        }
+    }
+}
+
+typedef struct {
+    const deftsim_trace *t;
+    const deftsim_model *m;
+    uint32_t P;
+    size_t T;
+    double *rms;   /* T x nlayers: RMS per element, median over the workers */
+    float *buf;    /* max(numel of a layer, whole gradient) floats */
+    float *thr;    /* P thresholds */
+    double *vals;  /* statistics to take the median of */
+    size_t nvals, capvals;
+} calib_ctx;
+
+static deftsim_status push_val(calib_ctx *c, double v)
+{
+    if (c->nvals == c->capvals) {
+        size_t cap = c->capvals ? 2 * c->capvals : 256;
+        double *a = realloc(c->vals, cap * sizeof *a);
+        if (!a) return deftsim_error_set(DEFTSIM_E_NOMEM, "calibrate: out of memory");
+        c->vals = a;
+        c->capvals = cap;
+    }
+    c->vals[c->nvals++] = v;
+    return DEFTSIM_OK;
+}
+
+static deftsim_status layer_rms(calib_ctx *c)
+{
+    size_t NL = c->m->nlayers;
+    double *norms = malloc(NL * c->P * sizeof *norms), *col = malloc(c->P * sizeof *col);
+    deftsim_status st = DEFTSIM_OK;
+    if (!norms || !col) st = deftsim_error_set(DEFTSIM_E_NOMEM, "calibrate: out of memory");
+    for (size_t i = 0; i < c->T && !st; i++) {
+        for (uint32_t w = 0; w < c->P && !st; w++)
+            st = deftsim_trace_layer_stats(c->t, i, w, norms + (size_t)w * NL, NULL);
+        for (size_t L = 0; L < NL && !st; L++) {
+            for (uint32_t w = 0; w < c->P; w++)
+                col[w] = norms[(size_t)w * NL + L] / sqrt((double)c->m->layers[L].numel);
+            c->rms[i * NL + L] = median(col, c->P);
+        }
+    }
+    free(norms);
+    free(col);
+    return st;
+}
+
+/* Medians over the fit iterations' weight tensors of the top share (tail_density) and the
+ * mean pairwise overlap of the workers' per-tensor top sets (signal_density). */
+static deftsim_status tensor_stats(calib_ctx *c, const deftsim_calib_opts *o, const size_t *fit,
+                                   size_t nfit, double *share, double *ovl)
+{
+    const deftsim_model *m = c->m;
+    const float **g = malloc(c->P * sizeof *g);
+    if (!g) return deftsim_error_set(DEFTSIM_E_NOMEM, "calibrate: out of memory");
+    deftsim_status st = DEFTSIM_OK;
+    for (int pass = 0; pass < 2 && !st; pass++) {
+        double d = pass ? o->signal_density : o->tail_density;
+        c->nvals = 0;
+        for (size_t f = 0; f < nfit && !st; f++) {
+            for (uint32_t w = 0; w < c->P && !st; w++)
+                st = deftsim_trace_gradient(c->t, fit[f], w, &g[w]);
+            for (size_t L = 0; L < m->nlayers && !st; L++) {
+                const deftsim_layer *ly = &m->layers[L];
+                size_t n = (size_t)ly->numel, k = (size_t)ceil(d * (double)n);
+                if (!weight_kind(deftsim_gen_layer_kind(m, L)) || k < 10) continue;
+                double v = 0, one;
+                for (uint32_t w = 0; w < c->P; w++) {
+                    c->thr[w] = top_threshold(g[w] + ly->offset, n, k, c->buf, &one);
+                    v += one / c->P;
+                }
+                if (pass) {
+                    v = 0;
+                    for (uint32_t a = 0; a < c->P; a++)
+                        for (uint32_t b = a + 1; b < c->P; b++)
+                            v += overlap(g[a] + ly->offset, c->thr[a], g[b] + ly->offset,
+                                         c->thr[b], n, k);
+                    v /= c->P * (c->P - 1) / 2.0;
+                }
+                st = push_val(c, v);
+            }
+        }
+        if (!st && !c->nvals)
+            st = deftsim_error_set(DEFTSIM_E_INPUT, "%s: no conv or linear tensor has %g / %g "
+                                   "= 10 elements or more", deftsim_trace_dir(c->t), 10.0, d);
+        if (!st) *(pass ? ovl : share) = median(c->vals, c->nvals);
+    }
+    free(g);
+    return st;
+}
+
+static double cosine(const float *a, const float *b, uint64_t n)
+{
+    double ab = 0, aa = 0, bb = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        ab += (double)a[i] * b[i];
+        aa += (double)a[i] * a[i];
+        bb += (double)b[i] * b[i];
+    }
+    return aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : 0;
+}
+
+/* What the generator does not model, measured: the workers' correlation at the fit iterations,
+ * and one worker's correlation and top-1% overlap between the last two consecutive ids. */
+static deftsim_status measured(calib_ctx *c, const size_t *fit, size_t nfit,
+                               deftsim_calib_result *r)
+{
+    uint64_t n = c->m->numel;
+    const float *a, *b;
+    deftsim_status st = DEFTSIM_OK;
+    double corr = 0;
+    int pairs = 0;
+    for (size_t f = 0; f < nfit && !st; f++)
+        for (uint32_t w = 0; w + 1 < c->P && !st; w += 2) {
+            if ((st = deftsim_trace_gradient(c->t, fit[f], w, &a)) ||
+                (st = deftsim_trace_gradient(c->t, fit[f], w + 1, &b)))
+                break;
+            corr += cosine(a, b, n);
+            pairs++;
+        }
+    r->worker_corr = pairs ? corr / pairs : 0;
+    for (size_t i = c->T; i-- > 1 && !st && !r->have_temporal;) {
+        uint64_t id = deftsim_trace_iteration_id(c->t, i - 1);
+        if (deftsim_trace_iteration_id(c->t, i) != id + 1) continue;
+        r->have_temporal = 1;
+        r->temporal_a = id;
+        size_t k = (size_t)ceil(0.01 * (double)n);
+        for (uint32_t w = 0; w < c->P && !st; w++) {
+            if ((st = deftsim_trace_gradient(c->t, i - 1, w, &a)) ||
+                (st = deftsim_trace_gradient(c->t, i, w, &b)))
+                break;
+            r->temporal_corr += cosine(a, b, n) / c->P;
+            float ta = top_threshold(a, (size_t)n, k, c->buf, NULL);
+            float tb = top_threshold(b, (size_t)n, k, c->buf, NULL);
+            r->temporal_overlap += overlap(a, ta, b, tb, (size_t)n, k) / c->P;
+        }
+    }
+    return st;
+}
+
+static deftsim_status calibrate_ctx(calib_ctx *c, const deftsim_calib_opts *o, size_t *fit,
+                                    deftsim_calib_result *r)
+{
+    const deftsim_model *m = c->m;
+    size_t NL = m->nlayers, nfit = 0;
+    uint64_t last = deftsim_trace_iteration_id(c->t, c->T - 1);
+    uint64_t from = o->from >= 0 ? (uint64_t)o->from : last / 2;
+    for (size_t i = 0; i < c->T; i++)
+        if (deftsim_trace_iteration_id(c->t, i) >= from) fit[nfit++] = i;
+    if (!nfit)
+        return deftsim_error_set(DEFTSIM_E_INPUT, "%s: no iteration at or after %llu",
+                                 deftsim_trace_dir(c->t), (unsigned long long)from);
+    r->nfit = nfit;
+    r->fit_first = deftsim_trace_iteration_id(c->t, fit[0]);
+    r->fit_last = last;
+    deftsim_status st = layer_rms(c);
+    if (st) return st;
+
+    /* Scales: the mean over the fit iterations of log10 RMS, tensors non-zero in all. */
+    double *y = calloc(NL, sizeof *y);
+    int *ok = calloc(NL, sizeof *ok);
+    if (!y || !ok) st = deftsim_error_set(DEFTSIM_E_NOMEM, "calibrate: out of memory");
+    double wmin = INFINITY, wmax = -INFINITY;
+    int any = 0;
+    for (size_t L = 0; L < NL && !st; L++) {
+        ok[L] = 1;
+        for (size_t f = 0; f < nfit; f++) {
+            double v = c->rms[fit[f] * NL + L];
+            ok[L] &= v > 0;
+            if (v > 0) y[L] += log10(v) / (double)nfit;
+        }
+        any |= ok[L];
+        if (ok[L] && weight_kind(deftsim_gen_layer_kind(m, L))) {
+            wmin = y[L] < wmin ? y[L] : wmin;
+            wmax = y[L] > wmax ? y[L] : wmax;
+        }
+    }
+    if (!st && !any)
+        st = deftsim_error_set(DEFTSIM_E_INPUT, "%s: every tensor's gradient is zero",
+                               deftsim_trace_dir(c->t));
+    if (!st) {
+        fit_kinds(m, y, ok, r);
+        r->weight_decades = wmax >= wmin ? wmax - wmin : 0;
+    }
+    free(y);
+    free(ok);
+    if (st) return st;
+
+    /* Tail and signal: each fitted given the other, twice. */
+    if ((st = tensor_stats(c, o, fit, nfit, &r->tail_real, &r->signal_real))) return st;
+    sim_ctx s;
+    if (!(st = sim_open(&s))) {
+        double signal = DEFTSIM_GEN_DEFAULT_SIGNAL, tail = DEFTSIM_GEN_DEFAULT_TAIL;
+        for (int round = 0; round < 2 && !st; round++) {
+            if (!(st = fit_tail(&s, o, signal, r->tail_real, &tail, &r->tail_gen)))
+                st = fit_signal(&s, o, tail, r->signal_real, &signal, &r->signal_gen);
+        }
+        r->params.tail = tail;
+        r->params.signal = signal;
+    }
+    sim_close(&s);
+    if (st) return st;
+
+    /* Drift: the first iteration after 0 against the last. */
+    size_t ia = 0;
+    while (ia < c->T && deftsim_trace_iteration_id(c->t, ia) == 0) ia++;
+    r->drift_a = r->drift_b = last;
+    if (ia + 1 < c->T) {
+        double sum = 0, per_unit = 0;
+        int n = 0;
+        for (size_t L = 0; L < NL; L++) {
+            double u = c->rms[ia * NL + L], v = c->rms[(c->T - 1) * NL + L];
+            if (u > 0 && v > 0) sum += fabs(log(v) - log(u)), n++;
+        }
+        r->drift_a = deftsim_trace_iteration_id(c->t, ia);
+        r->drift_real = n ? sum / n : 0;
+        if ((st = drift_per_unit(last - r->drift_a, &per_unit))) return st;
+        r->params.drift = clampd(per_unit > 0 ? r->drift_real / per_unit : 0, 0, 0.1);
+    }
+    return measured(c, fit, nfit, r);
+}
+
+deftsim_status deftsim_calibrate(const deftsim_trace *t, const deftsim_calib_opts *o,
+                                 deftsim_calib_result *r)
+{
+    memset(r, 0, sizeof *r);
+    deftsim_gen_params_default(&r->params);
+    r->params.kind_scales = 1;
+    calib_ctx c = {.t = t, .m = deftsim_trace_model(t), .P = deftsim_trace_workers(t),
+                   .T = deftsim_trace_iterations(t)};
+    if (c.P < 2)
+        return deftsim_error_set(DEFTSIM_E_INPUT, "%s: %u worker; calibrating needs 2 or more",
+                                 deftsim_trace_dir(t), c.P);
+    if (!(o->tail_density > 0 && o->tail_density < 1 && o->signal_density > 0 &&
+          o->signal_density < 1))
+        return deftsim_error_set(DEFTSIM_E_INPUT, "calibrate: densities must lie in (0, 1)");
+    uint64_t maxn = c.m->numel;
+    size_t *fit = malloc(c.T * sizeof *fit);
+    c.rms = malloc(c.T * c.m->nlayers * sizeof *c.rms);
+    c.buf = malloc((size_t)maxn * sizeof *c.buf);
+    c.thr = malloc(c.P * sizeof *c.thr);
+    deftsim_status st = fit && c.rms && c.buf && c.thr
+                            ? calibrate_ctx(&c, o, fit, r)
+                            : deftsim_error_set(DEFTSIM_E_NOMEM, "calibrate: out of memory");
+    free(fit);
+    free(c.rms);
+    free(c.buf);
+    free(c.thr);
+    free(c.vals);
+    return st;
+}
+
+/* ---- the parameter file ------------------------------------------------------------------- */
+
+/* "# " + text, wrapped at spaces into lines of at most 96 characters (the scenario reader's
+ * limit is 198). */
+static void comment(FILE *f, const char *text)
+{
+    const char *p = text;
+    while (*p) {
+        size_t n = strlen(p), cut = n;
+        if (n > 94) {
+            cut = 94;
+            while (cut > 20 && p[cut] != ' ') cut--;
+        }
+        fprintf(f, "# %.*s\n", (int)cut, p);
+        p += cut;
+        while (*p == ' ') p++;
+    }
+}
+
+static void write_params(FILE *f, const deftsim_trace *t, const deftsim_calib_result *r)
+{
+    const deftsim_gen_params *p = &r->params;
+    const json_t *prov = deftsim_trace_provenance(t);
+    const char *rec = json_string_value(json_object_get(prov, "recorder"));
+    const char *meth = json_string_value(json_object_get(prov, "method"));
+    char line[1200];
+    snprintf(line, sizeof line, "Synthetic generator parameters fitted by deftsim trace calibrate "
+             "(docs/GENERATOR.md, \"Calibration\") to the trace %s: model %s (%zu tensors, %llu "
+             "elements), %u workers, fitted on its %zu iteration(s) %llu .. %llu.",
+             deftsim_trace_dir(t), deftsim_trace_model(t)->name, deftsim_trace_model(t)->nlayers,
+             (unsigned long long)deftsim_trace_model(t)->numel, deftsim_trace_workers(t), r->nfit,
+             (unsigned long long)r->fit_first, (unsigned long long)r->fit_last);
+    comment(f, line);
+    snprintf(line, sizeof line, "Recorded by: %s", rec ? rec : "?");
+    comment(f, line);
+    snprintf(line, sizeof line, "Method: %s", meth ? meth : "?");
+    comment(f, line);
+    fprintf(f, "# Weight tensors' RMS spans %.2f decades.\n\n[synthetic]\nscales = kinds\n",
+            r->weight_decades);
+    for (int k = 0; k < DEFTSIM_GEN_NKINDS; k++) {
+        const char *name = deftsim_gen_kind_name((deftsim_gen_kind)k);
+        if (r->kind_tensors[k])
+            fprintf(f, "# %s: %d tensors, residual %.2f decades%s\n", name, r->kind_tensors[k],
+                    r->kind_rmse[k], r->kind_dropped[k] ? " (and some more than 3 decades below "
+                    "the rest, left out)" : "");
+        else if (r->kind_from[k] >= 0)
+            fprintf(f, "# %s: not in the trace; extrapolated: copied from %s\n", name,
+                    deftsim_gen_kind_name((deftsim_gen_kind)r->kind_from[k]));
+        fprintf(f, "%s_scale = %.4f\n%s_depth = %.4f\n%s_spread = %.4f\n", name,
+                p->kind_level[k], name, p->kind_depth[k], name, p->kind_spread[k]);
+    }
+    fprintf(f, "# Top-1%% share of a weight tensor's squared norm (median): trace %.4f, "
+               "generator %.4f\ntail = %.4g\n", r->tail_real, r->tail_gen, p->tail);
+    fprintf(f, "# Overlap of two workers' top-0.1%% sets in one weight tensor (median): trace "
+               "%.4f,\n# generator %.4f. (The workers' gradients correlate %.4f: the generator "
+               "shares\n# positions of large values only through signal.)\nsignal = %.4g\n",
+            r->signal_real, r->signal_gen, r->worker_corr, p->signal);
+    if (r->drift_a < r->drift_b)
+        fprintf(f, "# Mean |change of ln RMS| from iteration %llu to %llu: %.4f (minibatch noise "
+                   "included)\ndrift = %.4g\n",
+                (unsigned long long)r->drift_a, (unsigned long long)r->drift_b, r->drift_real,
+                p->drift);
+    else
+        fprintf(f, "# drift: one iteration after 0 only; not fitted\n");
+    if (r->have_temporal)
+        fprintf(f, "# Not modelled (the generator draws every iteration afresh): iterations "
+                   "%llu and %llu of\n# one worker correlate %.4f, their top-1%% sets overlap "
+                   "%.4f.\n",
+                (unsigned long long)r->temporal_a, (unsigned long long)r->temporal_a + 1,
+                r->temporal_corr, r->temporal_overlap);
+}
+
+deftsim_status deftsim_calib_write(const deftsim_trace *t, const deftsim_calib_result *r,
+                                   const char *path)
+{
+    if (!path) {
+        write_params(stdout, t, r);
+        return fflush(stdout) ? deftsim_error_set(DEFTSIM_E_IO, "stdout: write failed")
+                              : DEFTSIM_OK;
+    }
+    deftsim_afile *af;
+    deftsim_status st = deftsim_afile_open(&af, path);
+    if (st) return st;
+    write_params(deftsim_afile_stream(af), t, r);
+    return deftsim_afile_commit(af);
+}
