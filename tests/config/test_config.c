@@ -713,7 +713,8 @@ Test(config_names, schema)
     cr_expect_str_eq(deftsim_config_section_name(10), "compute");
     cr_expect_str_eq(deftsim_config_section_name(11), "execute");
     cr_expect_null(deftsim_config_section_name(12));
-    cr_expect_eq(deftsim_config_key_count(), 95);
+    /* 95 + [gradients] params, [synthetic] scales and its 18 kind keys */
+    cr_expect_eq(deftsim_config_key_count(), 115);
     cr_expect_null(deftsim_config_key(deftsim_config_key_count()));
     /* Keys come grouped by section, in section order. */
     size_t s = 0;
@@ -1055,4 +1056,52 @@ Test(config, trace_iterations_default_to_the_whole_trace)
     char cmd[4400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpl);
     cr_expect_eq(system(cmd), 0);
+}
+
+/* [gradients] params: the parameter file fills the [synthetic] keys the scenario leaves unset,
+ * the scenario's own and --set's win, and a later params replaces what an earlier one set. */
+Test(config_good, params_file_fills_unset_synthetic_keys)
+{
+    chdir_source("tests/config/good");
+    deftsim_config *c = load_ok("params.ini", NULL, 0);
+    cr_expect_eq(c->synthetic.signal, 0.2);             /* the scenario's */
+    cr_expect_eq(c->synthetic.tail, 3.5);               /* the file's */
+    cr_expect_eq(c->synthetic.scales, 1);
+    cr_expect_eq(c->synthetic.kind_level[DEFTSIM_GEN_KIND_CONV], -2.75);
+    cr_expect_eq(c->synthetic.kind_depth[DEFTSIM_GEN_KIND_CONV], -0.5);
+    cr_expect_eq(c->synthetic.kind_spread[DEFTSIM_GEN_KIND_CONV], 0.25);
+    cr_expect_eq(c->synthetic.kind_level[DEFTSIM_GEN_KIND_LINEAR], -3.5); /* default */
+    cr_expect_eq(c->synthetic.drift, 0.01);
+    char w[600];
+    deftsim_config_where(c, "synthetic", "tail", w, sizeof w);
+    cr_expect_str_eq(w, "params_fit.params: [synthetic] tail (from [gradients] params)");
+    deftsim_config_free(c);
+
+    const char *ov[] = {"synthetic.tail=5"};
+    c = load_ok("params.ini", ov, 1);
+    cr_expect_eq(c->synthetic.tail, 5);
+    cr_expect_eq(c->synthetic.scales, 1);
+    /* Unsetting params returns the file's keys to their defaults. */
+    cr_assert_eq(deftsim_config_apply_override(c, "gradients.params="), DEFTSIM_OK);
+    cr_expect_eq(c->synthetic.scales, 0);
+    cr_expect_eq(c->synthetic.kind_level[DEFTSIM_GEN_KIND_CONV], -3.5);
+    cr_expect_eq(c->synthetic.tail, 5);
+    cr_expect_eq(c->synthetic.signal, 0.2);
+    deftsim_config_free(c);
+}
+
+/* Every built-in parameter set parses as a parameter file and sets scales = kinds. */
+Test(config_good, builtin_params_sets_parse)
+{
+    cr_assert_geq(deftsim_gen_builtin_params_count(), 2);
+    for (size_t i = 0; i < deftsim_gen_builtin_params_count(); i++) {
+        deftsim_config *c;
+        cr_assert_eq(deftsim_config_default("p", &c), DEFTSIM_OK);
+        char set[200];
+        snprintf(set, sizeof set, "gradients.params=%s", deftsim_gen_builtin_params_name(i));
+        cr_assert_eq(deftsim_config_apply_override(c, set), DEFTSIM_OK, "%s: %s", set,
+                     deftsim_error_message());
+        cr_expect_eq(c->synthetic.scales, 1, "%s", set);
+        deftsim_config_free(c);
+    }
 }

@@ -1,0 +1,184 @@
+/* test_calibrate.c - the generator's tensor kinds and kind scales, and deftsim_calibrate
+ * recovering the parameters of a synthetic trace it is given. */
+#include <criterion/criterion.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "deftsim_calibrate.h"
+#include "deftsim_gen.h"
+#include "deftsim_trace.h"
+#include "deftsim_util.h"
+
+static deftsim_model *builtin(const char *name)
+{
+    deftsim_model *m;
+    cr_assert_eq(deftsim_model_builtin(name, &m), DEFTSIM_OK, "%s", deftsim_error_message());
+    return m;
+}
+
+static size_t layer_named(const deftsim_model *m, const char *name)
+{
+    for (size_t i = 0; i < m->nlayers; i++)
+        if (!strcmp(m->layers[i].name, name)) return i;
+    cr_assert_fail("no tensor %s in %s", name, m->name);
+    return 0;
+}
+
+Test(gen_kinds, tables)
+{
+    static const struct { const char *model, *tensor, *kind; } cases[] = {
+        {"resnet18_cifar10", "conv1.weight", "conv"},
+        {"resnet18_cifar10", "bn1.weight", "norm"},
+        {"resnet18_cifar10", "bn1.bias", "norm_bias"},
+        {"resnet18_cifar10", "layer2.0.shortcut.1.bias", "norm_bias"},
+        {"resnet18_cifar10", "linear.weight", "linear"},
+        {"resnet18_cifar10", "linear.bias", "bias"},
+        {"bert_base_uncased", "embeddings.word_embeddings.weight", "embedding"},
+        {"bert_base_uncased", "embeddings.LayerNorm.bias", "norm_bias"},
+        {"bert_base_uncased", "encoder.layer.3.attention.self.key.bias", "bias"},
+        {"bert_base_uncased", "encoder.layer.3.output.LayerNorm.weight", "norm"},
+        {"bert_base_uncased", "pooler.dense.weight", "linear"},
+        {"gpt2_small", "wte.weight", "embedding"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        deftsim_model *m = builtin(cases[i].model);
+        size_t L = layer_named(m, cases[i].tensor);
+        cr_expect_str_eq(deftsim_gen_kind_name(deftsim_gen_layer_kind(m, L)), cases[i].kind,
+                         "%s %s", cases[i].model, cases[i].tensor);
+        deftsim_model_free(m);
+    }
+}
+
+/* With spread 0 a layer's scale is 10^(level + depth (x - 1/2)) (drift 0), to float rounding. */
+Test(gen_kinds, scale_line)
+{
+    deftsim_model *m = builtin("resnet18_cifar10");
+    deftsim_gen_params p;
+    deftsim_gen_params_default(&p);
+    p.kind_scales = 1;
+    p.drift = 0;
+    for (int k = 0; k < DEFTSIM_GEN_NKINDS; k++) {
+        p.kind_level[k] = -3.0 + 0.25 * k;
+        p.kind_depth[k] = -1.5 + 0.5 * k;
+        p.kind_spread[k] = 0;
+    }
+    deftsim_gen *g;
+    cr_assert_eq(deftsim_gen_new(m, &p, &g), DEFTSIM_OK);
+    for (size_t L = 0; L < m->nlayers; L++) {
+        int k = (int)deftsim_gen_layer_kind(m, L);
+        double want = p.kind_level[k] + p.kind_depth[k] * (deftsim_gen_layer_depth(m, L) - 0.5);
+        double got = log10(deftsim_gen_layer_scale(g, L, 7));
+        cr_expect(fabs(got - want) < 1e-6, "%s: log10 scale %.8f, want %.8f", m->layers[L].name,
+                  got, want);
+    }
+    /* The spread scatters the tensors of one kind within [line - spread/2, line + spread/2]. */
+    p.kind_spread[DEFTSIM_GEN_KIND_CONV] = 2;
+    deftsim_gen_free(g);
+    cr_assert_eq(deftsim_gen_new(m, &p, &g), DEFTSIM_OK);
+    double lo = 1, hi = -1;
+    for (size_t L = 0; L < m->nlayers; L++) {
+        if (deftsim_gen_layer_kind(m, L) != DEFTSIM_GEN_KIND_CONV) continue;
+        double line = p.kind_level[0] + p.kind_depth[0] * (deftsim_gen_layer_depth(m, L) - 0.5);
+        double r = log10(deftsim_gen_layer_scale(g, L, 0)) - line;
+        lo = r < lo ? r : lo;
+        hi = r > hi ? r : hi;
+    }
+    cr_expect(lo >= -1.0 - 1e-6 && hi <= 1.0 + 1e-6 && hi - lo > 1.0, "residuals %g .. %g", lo, hi);
+    deftsim_gen_free(g);
+    deftsim_model_free(m);
+}
+
+Test(gen_kinds, bad_values_name_the_key)
+{
+    deftsim_gen_params p;
+    deftsim_gen_params_default(&p);
+    p.kind_spread[DEFTSIM_GEN_KIND_NORM_BIAS] = 12.5;
+    cr_expect_eq(deftsim_gen_params_check(&p), DEFTSIM_E_INPUT);
+    cr_expect_str_eq(deftsim_error_message(), "synthetic.norm_bias_spread: 12.5 is outside [0, 12]");
+    deftsim_gen_params_default(&p);
+    p.kind_level[DEFTSIM_GEN_KIND_EMBEDDING] = NAN;
+    cr_expect_eq(deftsim_gen_params_check(&p), DEFTSIM_E_INPUT);
+    cr_expect_str_eq(deftsim_error_message(), "synthetic.embedding_scale: nan is outside [-20, 2]");
+}
+
+/* A synthetic trace of known parameters: calibrate recovers the kinds' lines, the spread (0),
+ * signal and tail within the noise of its estimates. */
+Test(calibrate, recovers_a_synthetic_trace, .timeout = 240)
+{
+    const char *csv = "index,name,shape,numel\n"
+                      "0,c1.weight,64x32x3x3,18432\n"
+                      "1,n1.weight,64,64\n"
+                      "2,n1.bias,64,64\n"
+                      "3,c2.weight,128x64x3x3,73728\n"
+                      "4,n2.weight,128,128\n"
+                      "5,n2.bias,128,128\n"
+                      "6,c3.weight,128x128x3x3,147456\n"
+                      "7,fc.weight,100x256,25600\n"
+                      "8,fc.bias,100,100\n";
+    deftsim_model *m;
+    cr_assert_eq(deftsim_model_parse_csv(csv, strlen(csv), "test", "tiny", &m), DEFTSIM_OK);
+    deftsim_gen_params p;
+    deftsim_gen_params_default(&p);
+    p.kind_scales = 1;
+    p.signal = 0.3;
+    p.tail = 5;
+    p.drift = 0;
+    for (int k = 0; k < DEFTSIM_GEN_NKINDS; k++) {
+        p.kind_level[k] = -2.5 - 0.1 * k;
+        p.kind_depth[k] = k == DEFTSIM_GEN_KIND_CONV ? -1.0 : 0;
+        p.kind_spread[k] = 0;
+    }
+    deftsim_gen *g;
+    cr_assert_eq(deftsim_gen_new(m, &p, &g), DEFTSIM_OK);
+    char dir[] = "/tmp/deftsim_calib_XXXXXX";
+    cr_assert(mkdtemp(dir));
+    char tdir[64];
+    snprintf(tdir, sizeof tdir, "%s/t", dir);
+    cr_assert_eq(deftsim_gen_write_trace(g, tdir, 4, 2), DEFTSIM_OK, "%s", deftsim_error_message());
+    deftsim_trace *t;
+    cr_assert_eq(deftsim_trace_open(tdir, &t), DEFTSIM_OK);
+    deftsim_calib_opts o;
+    deftsim_calib_opts_default(&o);
+    o.from = 0;
+    deftsim_calib_result r;
+    cr_assert_eq(deftsim_calibrate(t, &o, &r), DEFTSIM_OK, "%s", deftsim_error_message());
+    const deftsim_gen_params *q = &r.params;
+    cr_expect_eq(q->kind_scales, 1);
+    cr_expect_eq(r.kind_tensors[DEFTSIM_GEN_KIND_CONV], 3);
+    cr_expect(fabs(q->kind_level[DEFTSIM_GEN_KIND_CONV] - p.kind_level[0]) < 0.02, "conv %g",
+              q->kind_level[DEFTSIM_GEN_KIND_CONV]);
+    cr_expect(fabs(q->kind_depth[DEFTSIM_GEN_KIND_CONV] + 1.0) < 0.05, "conv depth %g",
+              q->kind_depth[DEFTSIM_GEN_KIND_CONV]);
+    cr_expect(q->kind_spread[DEFTSIM_GEN_KIND_CONV] < 0.05, "conv spread %g",
+              q->kind_spread[DEFTSIM_GEN_KIND_CONV]);
+    for (int k = DEFTSIM_GEN_KIND_LINEAR; k < DEFTSIM_GEN_NKINDS; k++) {
+        if (!r.kind_tensors[k]) continue;
+        cr_expect(fabs(q->kind_level[k] - p.kind_level[k]) < 0.15, "%s: %g, want %g",
+                  deftsim_gen_kind_name((deftsim_gen_kind)k), q->kind_level[k], p.kind_level[k]);
+    }
+    /* The table has no embedding: its line is copied from linear's. */
+    cr_expect_eq(r.kind_tensors[DEFTSIM_GEN_KIND_EMBEDDING], 0);
+    cr_expect_eq(r.kind_from[DEFTSIM_GEN_KIND_EMBEDDING], DEFTSIM_GEN_KIND_LINEAR);
+    cr_expect(fabs(q->signal - 0.3) < 0.06, "signal %g", q->signal);
+    cr_expect(q->tail > 3.5 && q->tail < 8, "tail %g", q->tail);
+    cr_expect(fabs(r.worker_corr - 0.3) < 0.03, "correlation %g", r.worker_corr);
+    cr_expect(r.have_temporal && fabs(r.temporal_corr) < 0.02, "temporal %g", r.temporal_corr);
+    /* The file it writes is a parameter file: [synthetic] then keys. */
+    char ini[96];
+    snprintf(ini, sizeof ini, "%s/p.ini", dir);
+    cr_assert_eq(deftsim_calib_write(t, &r, ini), DEFTSIM_OK);
+    char *text;
+    cr_assert_eq(deftsim_read_file(ini, &text, NULL), DEFTSIM_OK);
+    cr_expect(strstr(text, "\n[synthetic]\nscales = kinds\n"));
+    cr_expect(strstr(text, "# embedding: not in the trace; extrapolated: copied from linear\n"));
+    free(text);
+    deftsim_trace_close(t);
+    deftsim_gen_free(g);
+    deftsim_model_free(m);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    cr_expect_eq(system(cmd), 0);
+}
