@@ -12,6 +12,7 @@ void deftsim_calib_opts_default(deftsim_calib_opts *o)
 {
     o->tail_density = 0.01;
     o->signal_density = 0.001;
+    o->scale_density = 0.01;
     o->from = -1;
 }
 
@@ -129,9 +130,11 @@ static void sim_close(sim_ctx *s)
 }
 
 /* The generator's top share at tail_d and per-tensor overlap at signal_d (mean over the pairs
- * of SIM_W workers), for one layer with these signal and tail. */
-static deftsim_status sim_stats(sim_ctx *s, double signal, double tail, double tail_d,
-                                double signal_d, double *share, double *ovl)
+ * of SIM_W workers), for one layer with these signal and tail; *q_unit (if scale_d > 0): the
+ * threshold of its top scale_d fraction at unit scale (mean over the workers). */
+static deftsim_status sim_stats_q(sim_ctx *s, double signal, double tail, double tail_d,
+                                  double signal_d, double scale_d, double *share, double *ovl,
+                                  double *q_unit)
 {
     deftsim_gen_params p;
     deftsim_gen_params_default(&p);
@@ -142,8 +145,15 @@ static deftsim_status sim_stats(sim_ctx *s, double signal, double tail, double t
     deftsim_status st = deftsim_gen_new(s->model, &p, &g);
     if (st) return st;
     st = deftsim_gen_fill_workers(g, 0, 0, SIM_W, 0, SIM_N, s->g);
+    double unit = deftsim_gen_layer_scale(g, 0, 0);
     deftsim_gen_free(g);
     if (st) return st;
+    if (q_unit) {
+        size_t kq = (size_t)ceil(scale_d * SIM_N);
+        *q_unit = 0;
+        for (unsigned w = 0; w < SIM_W; w++)
+            *q_unit += top_threshold(s->g[w], SIM_N, kq, s->buf, NULL) / unit / SIM_W;
+    }
     size_t kt = (size_t)ceil(tail_d * SIM_N), ks = (size_t)ceil(signal_d * SIM_N);
     double sh = 0, one;
     float thr[SIM_W];
@@ -160,6 +170,12 @@ static deftsim_status sim_stats(sim_ctx *s, double signal, double tail, double t
     *share = sh;
     *ovl = o / pairs;
     return DEFTSIM_OK;
+}
+
+static deftsim_status sim_stats(sim_ctx *s, double signal, double tail, double tail_d,
+                                double signal_d, double *share, double *ovl)
+{
+    return sim_stats_q(s, signal, tail, tail_d, signal_d, 0, share, ovl, NULL);
 }
 
 /* tail (Student-t degrees of freedom, log-bisected in [2.05, 1000]) whose top share matches. */
@@ -311,6 +327,7 @@ typedef struct {
     uint32_t P;
     size_t T;
     double *rms;   /* T x nlayers: RMS per element, median over the workers */
+    double *top;   /* T x nlayers: top threshold (layer_top), median over the workers */
     float *buf;    /* max(numel of a layer, whole gradient) floats */
     float *thr;    /* P thresholds */
     double *vals;  /* statistics to take the median of */
@@ -443,6 +460,30 @@ static deftsim_status measured(calib_ctx *c, const size_t *fit, size_t nfit,
     return st;
 }
 
+/* top[i][L] for the fit iterations: the threshold of the tensor's top scale_density fraction
+ * (at least its largest value), median over the workers. */
+static deftsim_status layer_top(calib_ctx *c, const deftsim_calib_opts *o, const size_t *fit,
+                                size_t nfit)
+{
+    const deftsim_model *m = c->m;
+    const float *g;
+    double *col = malloc(c->P * sizeof *col);
+    deftsim_status st = col ? DEFTSIM_OK
+                            : deftsim_error_set(DEFTSIM_E_NOMEM, "calibrate: out of memory");
+    for (size_t f = 0; f < nfit && !st; f++)
+        for (size_t L = 0; L < m->nlayers && !st; L++) {
+            const deftsim_layer *ly = &m->layers[L];
+            size_t n = (size_t)ly->numel, k = (size_t)ceil(o->scale_density * (double)n);
+            k = k < 1 ? 1 : k;
+            for (uint32_t w = 0; w < c->P && !st; w++)
+                if (!(st = deftsim_trace_gradient(c->t, fit[f], w, &g)))
+                    col[w] = top_threshold(g + ly->offset, n, k, c->buf, NULL);
+            if (!st) c->top[fit[f] * m->nlayers + L] = median(col, c->P);
+        }
+    free(col);
+    return st;
+}
+
 static deftsim_status calibrate_ctx(calib_ctx *c, const deftsim_calib_opts *o, size_t *fit,
                                     deftsim_calib_result *r)
 {
@@ -461,7 +502,31 @@ static deftsim_status calibrate_ctx(calib_ctx *c, const deftsim_calib_opts *o, s
     deftsim_status st = layer_rms(c);
     if (st) return st;
 
-    /* Scales: the mean over the fit iterations of log10 RMS, tensors non-zero in all. */
+    /* Tail and signal: each fitted given the other, twice; then the generator's threshold of
+     * its top scale_density fraction at unit scale. */
+    if ((st = tensor_stats(c, o, fit, nfit, &r->tail_real, &r->signal_real))) return st;
+    sim_ctx s;
+    double q_unit = 1, sh, ov;
+    if (!(st = sim_open(&s))) {
+        double signal = DEFTSIM_GEN_DEFAULT_SIGNAL, tail = DEFTSIM_GEN_DEFAULT_TAIL;
+        for (int round = 0; round < 2 && !st; round++) {
+            if (!(st = fit_tail(&s, o, signal, r->tail_real, &tail, &r->tail_gen)))
+                st = fit_signal(&s, o, tail, r->signal_real, &signal, &r->signal_gen);
+        }
+        r->params.tail = tail;
+        r->params.signal = signal;
+        r->scale_density = o->scale_density;
+        if (!st && o->scale_density > 0)
+            st = sim_stats_q(&s, signal, tail, o->tail_density, o->signal_density,
+                             o->scale_density, &sh, &ov, &q_unit);
+    }
+    sim_close(&s);
+    if (st) return st;
+    r->q_unit = q_unit;
+    if (o->scale_density > 0 && (st = layer_top(c, o, fit, nfit))) return st;
+
+    /* Scales: the mean over the fit iterations of log10 of each tensor's effective scale (its
+     * top threshold over the generator's, or its RMS), tensors non-zero in all. */
     double *y = calloc(NL, sizeof *y);
     int *ok = calloc(NL, sizeof *ok);
     if (!y || !ok) st = deftsim_error_set(DEFTSIM_E_NOMEM, "calibrate: out of memory");
@@ -470,14 +535,17 @@ static deftsim_status calibrate_ctx(calib_ctx *c, const deftsim_calib_opts *o, s
     for (size_t L = 0; L < NL && !st; L++) {
         ok[L] = 1;
         for (size_t f = 0; f < nfit; f++) {
-            double v = c->rms[fit[f] * NL + L];
+            double v = o->scale_density > 0 ? c->top[fit[f] * NL + L] / q_unit
+                                            : c->rms[fit[f] * NL + L];
             ok[L] &= v > 0;
             if (v > 0) y[L] += log10(v) / (double)nfit;
         }
         any |= ok[L];
         if (ok[L] && weight_kind(deftsim_gen_layer_kind(m, L))) {
-            wmin = y[L] < wmin ? y[L] : wmin;
-            wmax = y[L] > wmax ? y[L] : wmax;
+            double v = 0; /* the spread reported is the RMS's */
+            for (size_t f = 0; f < nfit; f++) v += log10(c->rms[fit[f] * NL + L]) / (double)nfit;
+            wmin = v < wmin ? v : wmin;
+            wmax = v > wmax ? v : wmax;
         }
     }
     if (!st && !any)
@@ -491,24 +559,14 @@ static deftsim_status calibrate_ctx(calib_ctx *c, const deftsim_calib_opts *o, s
     free(ok);
     if (st) return st;
 
-    /* Tail and signal: each fitted given the other, twice. */
-    if ((st = tensor_stats(c, o, fit, nfit, &r->tail_real, &r->signal_real))) return st;
-    sim_ctx s;
-    if (!(st = sim_open(&s))) {
-        double signal = DEFTSIM_GEN_DEFAULT_SIGNAL, tail = DEFTSIM_GEN_DEFAULT_TAIL;
-        for (int round = 0; round < 2 && !st; round++) {
-            if (!(st = fit_tail(&s, o, signal, r->tail_real, &tail, &r->tail_gen)))
-                st = fit_signal(&s, o, tail, r->signal_real, &signal, &r->signal_gen);
-        }
-        r->params.tail = tail;
-        r->params.signal = signal;
-    }
-    sim_close(&s);
-    if (st) return st;
-
-    /* Drift: the first iteration after 0 against the last. */
+    /* Drift: the first fit iteration against the last when they lie a drift period (64) or
+     * more apart (closer, the change is mostly minibatch noise); otherwise the default stays,
+     * and the change from the first iteration after 0 to the last is reported only. */
     size_t ia = 0;
     while (ia < c->T && deftsim_trace_iteration_id(c->t, ia) == 0) ia++;
+    int fitted = last - r->fit_first >= DEFTSIM_GEN_DRIFT_PERIOD;
+    if (fitted) ia = fit[0];
+    r->drift_fitted = fitted;
     r->drift_a = r->drift_b = last;
     if (ia + 1 < c->T) {
         double sum = 0, per_unit = 0;
@@ -519,8 +577,10 @@ static deftsim_status calibrate_ctx(calib_ctx *c, const deftsim_calib_opts *o, s
         }
         r->drift_a = deftsim_trace_iteration_id(c->t, ia);
         r->drift_real = n ? sum / n : 0;
-        if ((st = drift_per_unit(last - r->drift_a, &per_unit))) return st;
-        r->params.drift = clampd(per_unit > 0 ? r->drift_real / per_unit : 0, 0, 0.1);
+        if (fitted) {
+            if ((st = drift_per_unit(last - r->drift_a, &per_unit))) return st;
+            r->params.drift = clampd(per_unit > 0 ? r->drift_real / per_unit : 0, 0, 0.1);
+        }
     }
     return measured(c, fit, nfit, r);
 }
@@ -537,18 +597,20 @@ deftsim_status deftsim_calibrate(const deftsim_trace *t, const deftsim_calib_opt
         return deftsim_error_set(DEFTSIM_E_INPUT, "%s: %u worker; calibrating needs 2 or more",
                                  deftsim_trace_dir(t), c.P);
     if (!(o->tail_density > 0 && o->tail_density < 1 && o->signal_density > 0 &&
-          o->signal_density < 1))
+          o->signal_density < 1 && o->scale_density >= 0 && o->scale_density < 1))
         return deftsim_error_set(DEFTSIM_E_INPUT, "calibrate: densities must lie in (0, 1)");
     uint64_t maxn = c.m->numel;
     size_t *fit = malloc(c.T * sizeof *fit);
     c.rms = malloc(c.T * c.m->nlayers * sizeof *c.rms);
+    c.top = calloc(c.T * c.m->nlayers, sizeof *c.top);
     c.buf = malloc((size_t)maxn * sizeof *c.buf);
     c.thr = malloc(c.P * sizeof *c.thr);
-    deftsim_status st = fit && c.rms && c.buf && c.thr
+    deftsim_status st = fit && c.rms && c.top && c.buf && c.thr
                             ? calibrate_ctx(&c, o, fit, r)
                             : deftsim_error_set(DEFTSIM_E_NOMEM, "calibrate: out of memory");
     free(fit);
     free(c.rms);
+    free(c.top);
     free(c.buf);
     free(c.thr);
     free(c.vals);
@@ -592,8 +654,14 @@ static void write_params(FILE *f, const deftsim_trace *t, const deftsim_calib_re
     comment(f, line);
     snprintf(line, sizeof line, "Method: %s", meth ? meth : "?");
     comment(f, line);
-    fprintf(f, "# Weight tensors' RMS spans %.2f decades.\n\n[synthetic]\nscales = kinds\n",
-            r->weight_decades);
+    fprintf(f, "# Weight tensors' RMS spans %.2f decades.\n", r->weight_decades);
+    if (r->scale_density > 0)
+        fprintf(f, "# A tensor's scale: the threshold of its top %g%% (median over the workers) "
+                   "over the\n# generator's at unit scale (%.4f with this tail and signal).\n",
+                100 * r->scale_density, r->q_unit);
+    else
+        fprintf(f, "# A tensor's scale: its RMS (median over the workers).\n");
+    fprintf(f, "\n[synthetic]\nscales = kinds\n");
     for (int k = 0; k < DEFTSIM_GEN_NKINDS; k++) {
         const char *name = deftsim_gen_kind_name((deftsim_gen_kind)k);
         if (r->kind_tensors[k])
@@ -612,11 +680,17 @@ static void write_params(FILE *f, const deftsim_trace *t, const deftsim_calib_re
                "%.4f,\n# generator %.4f. (The workers' gradients correlate %.4f: the generator "
                "shares\n# positions of large values only through signal.)\nsignal = %.4g\n",
             r->signal_real, r->signal_gen, r->worker_corr, p->signal);
-    if (r->drift_a < r->drift_b)
+    if (r->drift_fitted)
         fprintf(f, "# Mean |change of ln RMS| from iteration %llu to %llu: %.4f (minibatch noise "
                    "included)\ndrift = %.4g\n",
                 (unsigned long long)r->drift_a, (unsigned long long)r->drift_b, r->drift_real,
                 p->drift);
+    else if (r->drift_a < r->drift_b)
+        fprintf(f, "# drift: not fitted (the fit's iterations lie less than %u apart); the "
+                   "default stays.\n# From iteration %llu to %llu (training's first stage) the "
+                   "tensors' ln RMS changed by\n# %.4f on average.\ndrift = %.4g\n",
+                DEFTSIM_GEN_DRIFT_PERIOD, (unsigned long long)r->drift_a,
+                (unsigned long long)r->drift_b, r->drift_real, p->drift);
     else
         fprintf(f, "# drift: one iteration after 0 only; not fitted\n");
     if (r->have_temporal)

@@ -2,16 +2,19 @@
  * (deftsim trace calibrate; docs/GENERATOR.md, "Calibration").
  *
  * What each parameter is fitted to, on the trace's late iterations:
- *   <kind>_scale, _depth, _spread  per tensor kind, a least-squares line of log10 RMS (median
- *                                  over the workers) against the tensor's depth in the table,
- *                                  and the uniform width with the residuals' variance (tensors
- *                                  3 decades below their kind's median left out);
+ *   <kind>_scale, _depth, _spread  per tensor kind, a least-squares line against the tensor's
+ *                                  depth in the table of log10 of its effective scale: the
+ *                                  threshold of its top 1% (median over the workers) over the
+ *                                  fitted generator's at unit scale (or its RMS), and the
+ *                                  uniform width with the residuals' variance (tensors 3
+ *                                  decades below their kind's median left out);
  *   tail    the share of a weight tensor's squared norm in its top 1% of entries (median over
  *           tensors, workers and iterations), matched by the generator's own values;
  *   signal  the overlap of two workers' top-0.1% sets within one tensor (median over tensors),
  *           matched by the generator's own values;
- *   drift   the mean change of the tensors' log RMS between the first non-initial and the last
- *           recorded iteration, against the generator's mean change over that gap.
+ *   drift   the mean change of the tensors' log RMS between the first and the last fit
+ *           iteration, against the generator's mean change over that gap (only when they lie
+ *           64 iterations or more apart; otherwise the default stays).
  * The statistics the validation compares (global top-k overlap, build-up, DEFT's allocation and
  * imbalance, top-k density per tensor) are not among them. */
 #ifndef DEFTSIM_CALIBRATE_H
@@ -26,6 +29,8 @@
 typedef struct {
     double tail_density;   /* top fraction whose norm share fits tail; default 0.01 */
     double signal_density; /* top fraction whose overlap fits signal; default 0.001 */
+    double scale_density;  /* a tensor's scale from the threshold of its top fraction this
+                            * size; default 0.01; 0: from its RMS */
     int64_t from;          /* fit iterations with id >= from; < 0: half the last id */
 } deftsim_calib_opts;
 
@@ -40,10 +45,12 @@ typedef struct {
     size_t nfit;                     /* fit iterations */
     uint64_t fit_first, fit_last;    /* their ids */
     double weight_decades;           /* max - min log10 RMS over the weight tensors */
+    double scale_density, q_unit;    /* the options' scale_density; the generator's threshold */
     double tail_real, tail_gen;      /* top-share statistic: trace, fitted generator */
     double signal_real, signal_gen;  /* per-tensor overlap statistic: trace, fitted generator */
     uint64_t drift_a, drift_b;       /* the iteration ids the drift compares (a == b: none) */
     double drift_real;               /* mean |change of ln RMS| between them */
+    int drift_fitted;                /* 1: drift fitted (fit iterations >= 64 apart) */
     double worker_corr;              /* mean pairwise correlation of whole gradients (measured) */
     int have_temporal;               /* two consecutive ids exist */
     uint64_t temporal_a;             /* ids temporal_a, temporal_a + 1 */

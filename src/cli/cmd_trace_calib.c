@@ -15,12 +15,14 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: deftsim trace calibrate DIR [-o FILE] [--from ID] [--tail-density D]\n"
-            "                               [--signal-density D]\n"
+            "                               [--signal-density D] [--scale-density D]\n"
             "\n"
             "Fits the synthetic generator's parameters to the recorded trace DIR and writes them\n"
             "as a parameter file of [synthetic] keys (to FILE, else to stdout) that a scenario\n"
             "names with [gradients] params = FILE (docs/GENERATOR.md, \"Calibration\"):\n"
-            "  <kind>_scale/_depth/_spread  each tensor kind's line of log10 RMS over depth\n"
+            "  <kind>_scale/_depth/_spread  each tensor kind's line of log10 scale over depth;\n"
+            "           a tensor's scale: its top-D threshold over the generator's (--scale-density,\n"
+            "           0.01; 0: its RMS)\n"
             "  tail     the top share of a weight tensor's squared norm (--tail-density, 0.01)\n"
             "  signal   two workers' top-set overlap in one tensor (--signal-density, 0.001)\n"
             "  drift    the change of the tensors' RMS between the first iteration after 0 and\n"
@@ -42,6 +44,7 @@ int deftsim_cmd_trace_calibrate(int argc, char **argv)
         {"from", required_argument, NULL, 'f'},
         {"tail-density", required_argument, NULL, 1},
         {"signal-density", required_argument, NULL, 2},
+        {"scale-density", required_argument, NULL, 3},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -61,6 +64,12 @@ int deftsim_cmd_trace_calibrate(int argc, char **argv)
             break;
         case 1: if ((rc = parse_d("--tail-density", optarg, &o.tail_density))) return rc; break;
         case 2: if ((rc = parse_d("--signal-density", optarg, &o.signal_density))) return rc; break;
+        case 3:
+            if (deftsim_parse_double(optarg, &o.scale_density) ||
+                !(o.scale_density >= 0 && o.scale_density < 1))
+                return deftsim_cli_usage_error("trace", "--scale-density: '%s' is not a number "
+                                               "in [0, 1)", optarg);
+            break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
