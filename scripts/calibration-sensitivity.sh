@@ -16,6 +16,7 @@ py=${PYTHON:-.venv/bin/python3}
 [ -x "$py" ] || py=/work/main/.venv/bin/python3
 sc=scenarios/calibration_sensitivity.ini
 out=results/calibration/sensitivity
+rm -rf "$out"/default "$out"/calibrated "$out"/recorded  # a rerun replaces them
 mkdir -p "$out"
 "$exe" run "$sc" -q --output "$out/default"
 "$exe" run "$sc" -q --output "$out/calibrated" --set gradients.params=resnet18_fmnist_p8

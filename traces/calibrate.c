@@ -12,7 +12,7 @@ void deftsim_calib_opts_default(deftsim_calib_opts *o)
 {
     o->tail_density = 0.01;
     o->signal_density = 0.001;
-    o->scale_density = 0.01;
+    o->scale_density = 0;
     o->from = -1;
 }
 

@@ -3,9 +3,9 @@
  *
  * What each parameter is fitted to, on the trace's late iterations:
  *   <kind>_scale, _depth, _spread  per tensor kind, a least-squares line against the tensor's
- *                                  depth in the table of log10 of its effective scale: the
- *                                  threshold of its top 1% (median over the workers) over the
- *                                  fitted generator's at unit scale (or its RMS), and the
+ *                                  depth in the table of log10 of its RMS (median over the
+ *                                  workers; or, with scale_density, of the threshold of its top
+ *                                  fraction over the fitted generator's at unit scale), and the
  *                                  uniform width with the residuals' variance (tensors 3
  *                                  decades below their kind's median left out);
  *   tail    the share of a weight tensor's squared norm in its top 1% of entries (median over
@@ -29,8 +29,8 @@
 typedef struct {
     double tail_density;   /* top fraction whose norm share fits tail; default 0.01 */
     double signal_density; /* top fraction whose overlap fits signal; default 0.001 */
-    double scale_density;  /* a tensor's scale from the threshold of its top fraction this
-                            * size; default 0.01; 0: from its RMS */
+    double scale_density;  /* > 0: a tensor's scale from the threshold of its top fraction
+                            * this size; default 0: from its RMS */
     int64_t from;          /* fit iterations with id >= from; < 0: half the last id */
 } deftsim_calib_opts;
 
