@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 exe=${1:-build}/deftsim
 trace=${2:-results/calibration-traces/resnet18}
 py=${PYTHON:-.venv/bin/python3}
-[ -x "$py" ] || py=/work/main/.venv/bin/python3
+[ -x "$py" ] || py=python3
 sc=scenarios/calibration_sensitivity.ini
 out=results/calibration/sensitivity
 rm -rf "$out"/default "$out"/calibrated "$out"/recorded  # a rerun replaces them

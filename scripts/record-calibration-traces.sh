@@ -13,16 +13,17 @@
 #              1, 200 and 201
 #
 # The two run side by side, one thread each under nice. CPU time: ResNet-18 about 13 s a step
-# (32 images forward and backward), the BERT 0.4 s; on a two-core machine shared with a load
-# of 14 that was 35 minutes of wall time. Traces (1.2 GB) go to results/calibration-traces/ (git-ignored); then
-# `deftsim trace calibrate` fits the generator to each (scripts/calibration-validate.py).
+# (32 images forward and backward), the BERT 0.4 s. On two cores shared with other jobs (load
+# 12 to 14) the BERT took 29 minutes of wall time, the ResNet-18 16. Traces (1.2 GB) go to
+# results/calibration-traces/ (git-ignored); `deftsim trace calibrate` fits the generator to
+# each, scripts/calibration-validate.py compares.
 #
 #   bash scripts/record-calibration-traces.sh [OUT_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-results/calibration-traces}
 py=${PYTHON:-.venv/bin/python3}
-[ -x "$py" ] || py=/work/main/.venv/bin/python3
+[ -x "$py" ] || py=python3
 mkdir -p "$out"
 rec() {
     local name=$1
