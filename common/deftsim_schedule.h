@@ -58,6 +58,10 @@ typedef struct {
     uint32_t fan;                     /* P2P: message slots per rank (bytes and peer hold
                                          P * fan entries); 1 for the other kinds */
     uint32_t flags;                   /* DEFTSIM_STEP_ASYNC, DEFTSIM_STEP_GIVEN; 0 for a plain step */
+    uint32_t layer;                   /* 1 + the model layer whose gradient the step needs first
+                                         (a layer-wise method: LAGS); 0: the whole gradient.
+                                         [compute] runs the backward pass down to that layer
+                                         before the step (src/compute.c) */
 } deftsim_step;
 
 #define DEFTSIM_STEP_ASYNC 1u /* a collective the worker starts and does not wait for */

@@ -87,6 +87,7 @@ deftsim_step *deftsim_schedule_add_copy(deftsim_schedule *s, const deftsim_step 
     if (!d) return NULL;
     d->root = src->root;
     d->flags = src->flags;
+    d->layer = src->layer;
     size_t P = s->P ? s->P : 1;
     if (src->seconds) memcpy(d->seconds, src->seconds, P * sizeof *d->seconds);
     if (src->bytes) memcpy(d->bytes, src->bytes, P * d->fan * sizeof *d->bytes);

@@ -144,6 +144,7 @@ void deftsim_compute_plan_free(deftsim_compute_plan *p)
 {
     free(p->bucket_elems);
     free(p->bucket_backward);
+    free(p->layer_backward);
     memset(p, 0, sizeof *p);
 }
 
@@ -157,7 +158,9 @@ deftsim_status deftsim_compute_plan_init(const deftsim_config *cfg, const deftsi
     size_t L = m->nlayers;
     out->bucket_elems = calloc(L ? L : 1, sizeof *out->bucket_elems);
     out->bucket_backward = calloc(L ? L : 1, sizeof *out->bucket_backward);
-    if (!out->bucket_elems || !out->bucket_backward) {
+    out->layer_backward = calloc(L ? L : 1, sizeof *out->layer_backward);
+    out->nlayers = L;
+    if (!out->bucket_elems || !out->bucket_backward || !out->layer_backward) {
         deftsim_compute_plan_free(out);
         return deftsim_error_set(DEFTSIM_E_NOMEM, "[compute]: out of memory");
     }
@@ -174,6 +177,7 @@ deftsim_status deftsim_compute_plan_init(const deftsim_config *cfg, const deftsi
                            ? 1.0 / (double)L : (double)ly->numel / (double)m->numel;
         out->bucket_elems[nb] += ly->numel;
         out->bucket_backward[nb] += out->t.backward * share;
+        out->layer_backward[i] = out->t.backward * share;
         bytes += (double)ly->numel * vb;
         if (bytes >= cap * 1048576.0 || i == 0) {
             nb++;
@@ -194,12 +198,39 @@ static deftsim_step *given_step(deftsim_schedule *s, const char *name, double se
     return st;
 }
 
+/* A layer-wise schedule: the backward pass in pieces before the steps of each layer (the
+ * layers run backward from the last; `left` counts the layers not yet produced). */
+static deftsim_status layerwise(const deftsim_compute_plan *p, const deftsim_schedule *sp,
+                                deftsim_schedule *out)
+{
+    size_t left = p->nlayers;
+    for (size_t k = 0; k <= sp->nsteps; k++) {
+        size_t upto = k < sp->nsteps && sp->steps[k].layer ? sp->steps[k].layer - 1 : 0;
+        if (upto < left) {
+            double sec = 0;
+            for (size_t l = upto; l < left; l++) sec += p->layer_backward[l];
+            if (!given_step(out, DEFTSIM_COMPUTE_BACKWARD, sec)) return DEFTSIM_E_NOMEM;
+            left = upto;
+        }
+        if (k < sp->nsteps && !deftsim_schedule_add_copy(out, &sp->steps[k]))
+            return DEFTSIM_E_NOMEM;
+    }
+    return DEFTSIM_OK;
+}
+
 deftsim_status deftsim_compute_schedule(const deftsim_compute_plan *p, const deftsim_schedule *sp,
                                         int bucketed, uint32_t value_bytes,
                                         deftsim_schedule *out)
 {
     deftsim_schedule_reset(out, sp->P);
     if (!given_step(out, DEFTSIM_COMPUTE_FORWARD, p->t.forward)) goto nomem;
+    int tagged = 0;
+    for (size_t k = 0; k < sp->nsteps && !tagged; k++)
+        tagged = sp->steps[k].layer > 0 && sp->steps[k].layer <= p->nlayers;
+    if (!bucketed && p->overlap && tagged) {
+        if (layerwise(p, sp, out)) goto nomem;
+        return DEFTSIM_OK;
+    }
     if (!bucketed || !p->overlap || p->nbuckets == 0) {
         if (!given_step(out, DEFTSIM_COMPUTE_BACKWARD, p->t.backward)) goto nomem;
         for (size_t k = 0; k < sp->nsteps; k++)

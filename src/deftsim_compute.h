@@ -49,6 +49,8 @@ typedef struct {
     size_t nbuckets;
     uint64_t *bucket_elems;   /* per bucket: gradient elements */
     double *bucket_backward;  /* per bucket: backward seconds since the previous bucket */
+    size_t nlayers;
+    double *layer_backward;   /* per model layer: its share of the backward seconds */
 } deftsim_compute_plan;
 
 /* The plan for model m (its tensors in parameter order give the buckets and the backward
@@ -61,6 +63,10 @@ void deftsim_compute_plan_free(deftsim_compute_plan *p);
  * step of sp. bucketed (the dense baseline with overlap and P > 1, whose sp is one ALLREDUCE
  * of the whole gradient): the backward pass in pieces, bucket b's asynchronous ALLREDUCE
  * ("bucket<b>", elements x value_bytes) after the piece that ends at its last gradient.
+ * A layer-wise sp (steps with deftsim_step.layer set: LAGS) with overlap: before each step of
+ * layer l the backward pass down to layer l that has not run yet, in one piece (the layers'
+ * shares summed, from the last layer down); the rest of it before the first step without a
+ * layer, or at the end.
  * DEFTSIM_E_NOMEM with a message when out of memory. */
 deftsim_status deftsim_compute_schedule(const deftsim_compute_plan *p, const deftsim_schedule *sp,
                                         int bucketed, uint32_t value_bytes,
