@@ -28,7 +28,7 @@ static const char *const head_columns[] = {
     "scenario", "model", "n", "source", "method", "density", "k", "P", "iteration",
     "source_iteration", "worker", "phase_index", "phase", "phase_kind", "phase_selection",
     "phase_seconds", "phase_seconds_min", "phase_seconds_max", "phase_bytes_sent",
-    "phase_bytes_recv",
+    "phase_bytes_recv", "layer",
     /* the worker in this iteration */
     "select_seconds", "select_seconds_min", "select_seconds_max", "worker_seconds", "cost",
     "local_count", "bytes_sent", "bytes_recv", "residual_kept",
@@ -285,7 +285,7 @@ uint64_t deftsim_rows_write(row_buffer *rb, const point_state *ps, const point_d
         /* [compute]: the training step's forward and backward pass, given (not measured):
          * phase_kind model, no repetitions. */
         for (size_t mp = 0; pd->compute && mp < 2; mp++, pi++) {
-            fprintf(f, "%s,%zu,%" PRIu64 ",%u,%zu,%s,model,0,%s,,,0,0,%s,%s,%s\n", pd->prefix,
+            fprintf(f, "%s,%zu,%" PRIu64 ",%u,%zu,%s,model,0,%s,,,0,0,,%s,%s,%s\n", pd->prefix,
                     ps->it, ps->src_iter, w, pi,
                     mp ? DEFTSIM_COMPUTE_BACKWARD : DEFTSIM_COMPUTE_FORWARD,
                     dbl(b[15], mp ? pd->compute->t.backward : pd->compute->t.forward), wcols,
@@ -297,7 +297,7 @@ uint64_t deftsim_rows_write(row_buffer *rb, const point_state *ps, const point_d
             fprintf(f, "%s,%zu,%" PRIu64 ",%u,%zu,", pd->prefix, ps->it, ps->src_iter, w, pi);
             deftsim_csv_field(f, r->phase_name[ph]);
             size_t wp = (size_t)w * r->nphases + ph;
-            fprintf(f, ",compute,%d,%s,%s,%s,0,0,%s,%s,%s\n", r->phase_selection[ph] ? 1 : 0,
+            fprintf(f, ",compute,%d,%s,%s,%s,0,0,,%s,%s,%s\n", r->phase_selection[ph] ? 1 : 0,
                     dbl(b[15], r->phase_seconds[wp]), dbl(b[18], phmin[wp]), dbl(b[19], phmax[wp]),
                     wcols, itcols, tail);
             row_done(rb);
@@ -307,16 +307,19 @@ uint64_t deftsim_rows_write(row_buffer *rb, const point_state *ps, const point_d
             const deftsim_step *st = &r->schedule.steps[m->coll_step[c]];
             fprintf(f, "%s,%zu,%" PRIu64 ",%u,%zu,", pd->prefix, ps->it, ps->src_iter, w, pi);
             deftsim_csv_field(f, st->name);
-            fprintf(f, ",%s,0,,,,%" PRIu64 ",%" PRIu64 ",%s,%s,%s\n",
-                    deftsim_step_kind_name(st->kind),
-                    m->coll_sent[c * P + w], m->coll_recv[c * P + w], wcols, itcols, tail);
+            /* A step of a layer-wise method (LAGS) names its model layer (0-based). */
+            char lay[16] = "";
+            if (st->layer) snprintf(lay, sizeof lay, "%u", st->layer - 1);
+            fprintf(f, ",%s,0,,,,%" PRIu64 ",%" PRIu64 ",%s,%s,%s,%s\n",
+                    deftsim_step_kind_name(st->kind), m->coll_sent[c * P + w],
+                    m->coll_recv[c * P + w], lay, wcols, itcols, tail);
             row_done(rb);
             rows++;
         }
         /* A worker with neither (dense at P = 1) still gets a row: the iteration's metrics
          * must not vanish from the table. */
         if (pi == 0) {
-            fprintf(f, "%s,%zu,%" PRIu64 ",%u,0,none,none,0,0,0,0,0,0,%s,%s,%s\n", pd->prefix,
+            fprintf(f, "%s,%zu,%" PRIu64 ",%u,0,none,none,0,0,0,0,0,0,,%s,%s,%s\n", pd->prefix,
                     ps->it, ps->src_iter, w, wcols, itcols, tail);
             row_done(rb);
             rows++;

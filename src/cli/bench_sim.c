@@ -75,8 +75,10 @@ static void usage(FILE *out)
             "                    (default 1)\n"
             "  --csv             one CSV row per (P, method)\n"
             "  --set KEY=VALUE   a [network] key, as in a scenario (network.allgather=ring,\n"
-            "                    network.preset=dgx-h100, ...); communication only: [compute]\n"
-            "                    keys are refused (deftsim run, sweep and train take them)\n"
+            "                    network.preset=dgx-h100, ...), or a method's own [sparsify]\n"
+            "                    option its closed form reads (sparsify.powersgd_rank=4);\n"
+            "                    communication only: [compute] keys are refused (deftsim run,\n"
+            "                    sweep and train take them)\n"
             "  -h, --help        this help\n"
             "Targets (docs/NETWORK.md), for the default methods together with the default\n"
             "algorithms: P = 1024 within 10 s and P = 4096 within 60 s under 1 GiB of memory\n"
@@ -99,6 +101,19 @@ static int parse_methods(const char *mlist, deftsim_method *methods, size_t *nm)
         methods[(*nm)++] = m;
     }
     return 0;
+}
+
+/* Whether a --set names a method's own option ("sparsify.powersgd_rank=4"). */
+static int method_option(const char *set)
+{
+    char key[64];
+    const char *eq = strchr(set, '=');
+    if (strncmp(set, "sparsify.", 9) != 0 || !eq || (size_t)(eq - set - 9) >= sizeof key) return 0;
+    memcpy(key, set + 9, (size_t)(eq - set - 9));
+    key[eq - set - 9] = '\0';
+    deftsim_method m;
+    size_t pos;
+    return deftsim_method_option_find(key, &m, &pos) == 0;
 }
 
 /* One (P, method): its closed-form schedule simulated reps times; prints its row and adds its
@@ -220,8 +235,9 @@ int deftsim_bench_sim(int argc, char **argv)
             break;
         case 'c': csv = 1; break;
         case 's':
-            if (strncmp(optarg, "network.", 8) != 0)
-                return deftsim_cli_usage_error("bench sim", "--set %s: only network.* keys (the bench "
+            if (strncmp(optarg, "network.", 8) != 0 && !method_option(optarg))
+                return deftsim_cli_usage_error("bench sim", "--set %s: only network.* keys and "
+                                               "the methods' own sparsify.* options (the bench "
                                                "times communication alone; [compute] applies to "
                                                "run, sweep and train)", optarg);
             if (nov == MAX_OV) return deftsim_cli_usage_error("bench sim", "too many --set");
@@ -305,10 +321,12 @@ int deftsim_bench_sim(int argc, char **argv)
     double total_wall[MAX_P] = {0};
     uint64_t peak[MAX_P] = {0};
     for (size_t pi = 0; pi < nP; pi++)
-        for (size_t mi = 0; mi < nm; mi++)
+        for (size_t mi = 0; mi < nm; mi++) {
+            wl.opts = deftsim_config_method_opts(cfg, methods[mi]);
             if ((st = run_one(&sp, methods[mi], &wl, (uint32_t)Ps[pi], reps, csv, &total_wall[pi],
                               &peak[pi])))
                 goto fail;
+        }
     print_totals(csv ? stderr : stdout, Ps, nP, total_wall, peak, &sp);
     rc = 0;
 fail:

@@ -113,8 +113,8 @@ typedef union {
 } deftsim_opt_value;
 
 /* A method's option values by position in its table. All zero (a params struct built in code)
- * is a valid block for every built-in method; deftsim_method_opts_default() gives the
- * defaults a scenario would. */
+ * is a valid block for every built-in method but PowerSGD (its powersgd_rank is at least 1);
+ * deftsim_method_opts_default() gives the defaults a scenario would. */
 typedef struct {
     deftsim_opt_value v[DEFTSIM_METHOD_OPTS_MAX];
 } deftsim_method_opts;
@@ -311,6 +311,7 @@ typedef struct {
     uint64_t k;                 /* deftsim_k_of_density(density, model->numel) */
     uint32_t index_bytes;       /* wire width of an index */
     uint32_t value_bytes;       /* wire width of a value */
+    const deftsim_method_opts *opts; /* the method's options (a scenario's); NULL: defaults */
 } deftsim_closed_form_in;
 
 /* Capabilities a method declares (deftsim_method_desc.caps). */

@@ -540,12 +540,46 @@ static deftsim_status run_profile(const char *out, const char *methods, const ch
     return st;
 }
 
-/* Every method of the registry. */
+/* The registry's methods a device profile cannot time, each with the reason: refused under
+ * kind = profile (profile_run, refused_without_kernel_operations). */
+static const char *const untimed[][2] = {
+    {"powersgd", "its phases are matrix products and QR on OpenBLAS, no kernel operation"},
+};
+
+/* Every method of the registry but those. */
 static const char *all_methods_list(void)
 {
     static char buf[1024];
-    deftsim_method_list(0, buf, sizeof buf);
+    size_t o = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < deftsim_method_count(); i++) {
+        const char *name = deftsim_method_name((deftsim_method)i);
+        int skip = 0;
+        for (size_t j = 0; j < sizeof untimed / sizeof untimed[0]; j++)
+            skip |= !strcmp(untimed[j][0], name);
+        if (!skip && o < sizeof buf)
+            o += (size_t)snprintf(buf + o, sizeof buf - o, "%s%s", o ? ", " : "", name);
+    }
     return buf;
+}
+
+/* A method whose phases call no kernel operation is refused under a profile (rather than
+ * timed at 0 s), with a message naming the operation it would need. */
+Test(profile_run, refused_without_kernel_operations)
+{
+    const char *root = getenv("DEFTSIM_SOURCE_ROOT");
+    cr_assert(root);
+    char prof[1024];
+    snprintf(prof, sizeof prof, "%s/profiles/%s.csv", root, gpu_profiles[0]);
+    for (size_t j = 0; j < sizeof untimed / sizeof untimed[0]; j++) {
+        char out[32];
+        snprintf(out, sizeof out, "untimed%zu", j);
+        cr_assert_eq(run_profile(out, untimed[j][0], prof), DEFTSIM_E_INPUT, "%s: %s",
+                     untimed[j][0], untimed[j][1]);
+        cr_expect(strstr(deftsim_error_message(), "kind = profile") &&
+                      strstr(deftsim_error_message(), "operation '"),
+                  "%s", deftsim_error_message());
+    }
 }
 
 /* Every method, timed by each sourced GPU profile: the phases are charged (positive), and the

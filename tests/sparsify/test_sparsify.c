@@ -22,6 +22,12 @@ static const deftsim_method all_methods[] = {DEFTSIM_METHOD_DEFT,  DEFTSIM_METHO
 static const char *const elsewhere[][2] = {
     {"oktopk", "test_sp_oktopk.c: dense warm-up steps and regions break the generic byte "
                "formulas and d = 1 cases below"},
+    {"powersgd", "test_sp_powersgd.c: low rank, not a selection: its aggregate is every index, "
+                 "its bytes follow the matrices' shapes and rank, not d, and all-zero options "
+                 "(rank 0) are refused"},
+    {"lags", "test_sp_lags.c: its bytes are per layer (k_l of each tensor, one allgather per "
+             "layer), not the generic formulas; it checks conservation, P = 1 and the "
+             "non-persistent provider there"},
 };
 
 /* Every method of the registry is in all_methods or named in elsewhere: a method added to

@@ -1,0 +1,205 @@
+/* sp_lags.c - LAGS (layer-wise adaptive gradient sparsification, Shi et al. 2019, LAGS-SGD),
+ * docs/SPARSIFIERS.md ("lags").
+ *
+ * Every tensor of the model table is a layer on its own: worker w takes the top k_l of its
+ * accumulator's slice of layer l (k_l = deftsim_k_of_density(density, numel_l): the uniform
+ * choice, every layer at the point's density), keeps the rest as the layer's residual, and the
+ * layer's (index, value) pairs go out in an allgather of their own, layer after layer in the
+ * order the backward pass produces them (the last layer first). Each allgather but the last is
+ * asynchronous: the worker goes on selecting the next layer while it runs, and with [compute]
+ * (src/compute.c) the steps of layer l follow the backward pass down to layer l, so that the
+ * exchange overlaps the backward pass layer by layer. The steps carry their layer
+ * (deftsim_step.layer). After the last allgather every worker adds the P workers' pairs into
+ * the aggregate (sum / P), as topk-ag. Not in spread mode. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sp_internal.h"
+
+/* Its result columns, by position (lags_columns below): r->extra[COL_*]. */
+enum { COL_LAYERS, COL_COUNT_MIN, COL_COUNT_MAX };
+
+typedef struct {
+    uint64_t *k;                 /* per layer: k_l */
+    uint64_t *pos;               /* per layer: where its picks start in a worker's block */
+    uint64_t per;                /* sum of k_l: a worker's picks */
+    uint64_t kmin, kmax;         /* the smallest and the largest k_l */
+    float *vals;                 /* P * per values at the picks */
+    float *dense;                /* n floats, zero between steps */
+    const deftsim_kidx **lists;
+    size_t *lens;
+    size_t *c_sel, *c_res;       /* per layer: its COMPUTE steps in this step's schedule */
+    size_t ph_select, ph_residual, ph_sum;
+} lags_state;
+
+static deftsim_status lags_init(deftsim_sparsifier *s)
+{
+    deftsim_status st;
+    const deftsim_model *m = s->p.model;
+    const size_t L = m->nlayers;
+    lags_state *d = sp_priv(s, sizeof *d);
+    if (!d) return DEFTSIM_E_NOMEM;
+    /* The per-layer plan is needed in the dry run too (its sizes): plain allocations. */
+    s->mem_bytes += 2 * L * sizeof(uint64_t);
+    d->k = calloc(L ? L : 1, sizeof *d->k);
+    d->pos = calloc(L ? L : 1, sizeof *d->pos);
+    if (!d->k || !d->pos) return deftsim_error_set(DEFTSIM_E_NOMEM, "lags: out of memory");
+    uint64_t per = 0;
+    d->kmin = UINT64_MAX;
+    d->kmax = 0;
+    for (size_t l = L; l-- > 0;) {
+        d->k[l] = deftsim_k_of_density(s->p.density, m->layers[l].numel);
+        if (d->k[l] < d->kmin) d->kmin = d->k[l];
+        if (d->k[l] > d->kmax) d->kmax = d->k[l];
+        d->pos[l] = per;
+        per += d->k[l];
+        if ((st = sp_scratch_topk(s, (size_t)m->layers[l].numel, (size_t)d->k[l]))) return st;
+    }
+    d->per = per;
+    uint64_t P = s->P, agg_cap = P * per < s->n ? P * per : s->n;
+    if ((st = sp_plan_common(s, P * per, agg_cap)) ||
+        (st = sp_alloc_n(s, &d->vals, P * per, sizeof *d->vals, "values")) ||
+        (st = sp_alloc_n(s, &d->dense, s->n, sizeof *d->dense, "dense sums")) ||
+        (st = sp_alloc_n(s, &d->lists, P, sizeof *d->lists, "lists")) ||
+        (st = sp_alloc_n(s, &d->lens, P, sizeof *d->lens, "lists")) ||
+        (st = sp_alloc_n(s, &d->c_sel, L, sizeof *d->c_sel, "steps")) ||
+        (st = sp_alloc_n(s, &d->c_res, L, sizeof *d->c_res, "steps")) ||
+        (st = sp_scratch_union(s)))
+        return st;
+    d->ph_select = sp_phase(s, "select", 1);
+    d->ph_residual = sp_phase(s, "residual", 0);
+    d->ph_sum = sp_phase(s, "sum", 0);
+    return DEFTSIM_OK;
+}
+
+static void lags_fini(deftsim_sparsifier *s)
+{
+    lags_state *d = s->priv;
+    if (!d) return;
+    free(d->k);
+    free(d->pos);
+}
+
+/* The schedule of one step, layer by layer from the last: select, residual, the layer's
+ * allgather of pairs (asynchronous but for the last); then the sum. */
+static deftsim_status plan_steps(deftsim_sparsifier *s, lags_state *d, size_t *c_sum)
+{
+    const size_t L = s->p.model->nlayers;
+    for (size_t l = L; l-- > 0;) {
+        if ((d->c_sel[l] = sp_compute(s, d->ph_select)) == SIZE_MAX ||
+            (d->c_res[l] = sp_compute(s, d->ph_residual)) == SIZE_MAX)
+            return DEFTSIM_E_NOMEM;
+        s->res.schedule.steps[d->c_sel[l]].layer = (uint32_t)l + 1;
+        s->res.schedule.steps[d->c_res[l]].layer = (uint32_t)l + 1;
+        if (s->P > 1) {
+            deftsim_step *c = sp_collective(s, DEFTSIM_STEP_ALLGATHER, "pairs");
+            if (!c) return DEFTSIM_E_NOMEM;
+            c->layer = (uint32_t)l + 1;
+            c->flags = l ? DEFTSIM_STEP_ASYNC : 0;
+            for (uint32_t w = 0; w < s->P; w++) c->bytes[w] = d->k[l] * ((uint64_t)s->si + s->sv);
+        }
+    }
+    *c_sum = sp_compute(s, d->ph_sum);
+    return *c_sum == SIZE_MAX ? DEFTSIM_E_NOMEM : DEFTSIM_OK;
+}
+
+static deftsim_status lags_step(deftsim_sparsifier *s, uint64_t t, const deftsim_acc_provider *a)
+{
+    (void)t;
+    lags_state *d = s->priv;
+    deftsim_status st;
+    const deftsim_model *m = s->p.model;
+    const size_t L = m->nlayers, n = (size_t)s->n;
+    const uint32_t P = s->P;
+    size_t c_sum;
+    float *acc;
+    if ((st = plan_steps(s, d, &c_sum))) return st;
+    for (uint32_t w = 0; w < P; w++) {
+        if ((st = sp_get(a, w, &acc))) return st;
+        deftsim_kidx *sel = s->sel + (uint64_t)w * d->per;
+        float *v = d->vals + (uint64_t)w * d->per;
+        double cost = 0;
+        for (size_t l = L; l-- > 0;) {
+            const deftsim_layer *ly = &m->layers[l];
+            deftsim_kidx *idx = sel + d->pos[l];
+            const size_t k = (size_t)d->k[l];
+            SP_TIMED(s, d->c_sel[l], d->ph_select, w,
+                     deftsim_k_topk(s->kc, acc + ly->offset, (size_t)ly->numel, k, idx,
+                                    s->scratch, s->scratch_bytes));
+            for (size_t j = 0; j < k; j++) idx[j] += (deftsim_kidx)ly->offset;
+            SP_TIMED(s, d->c_res[l], d->ph_residual, w,
+                     deftsim_k_gather(s->kc, acc, n, idx, k, v + d->pos[l]));
+            SP_TIMED(s, d->c_res[l], d->ph_residual, w, deftsim_k_zero_at(s->kc, acc, n, idx, k));
+            cost += sp_topk_cost(ly->numel, d->k[l]);
+        }
+        s->sel_start[w] = (uint64_t)w * d->per;
+        s->res.local_count[w] = d->per;
+        s->res.cost[w] = cost;
+        d->lists[w] = sel;
+        d->lens[w] = (size_t)d->per;
+        if ((st = sp_release(a, w))) return st;
+    }
+    /* Every worker adds the P workers' pairs (worker order: the blocks lie back to back):
+     * once, charged to every worker. */
+    double t0 = sp_now(s);
+    st = deftsim_k_scatter_add(s->kc, d->dense, n, s->sel, d->vals, (size_t)(P * d->per));
+    double dt = sp_now(s) - t0;
+    if (st) return st;
+    for (uint32_t w = 0; w < P; w++) sp_charge(s, c_sum, d->ph_sum, w, dt);
+    uint64_t nnz;
+    if ((st = sp_union(s, d->lists, d->lens, P, &nnz)) ||
+        (st = deftsim_k_gather(s->kc, d->dense, n, s->agg_idx, (size_t)nnz, s->agg_val)) ||
+        (st = deftsim_k_zero_at(s->kc, d->dense, n, s->agg_idx, (size_t)nnz)))
+        return st;
+    sp_agg_finish(s, nnz);
+    s->res.extra[COL_LAYERS] = (double)L;
+    s->res.extra[COL_COUNT_MIN] = (double)d->kmin;
+    s->res.extra[COL_COUNT_MAX] = (double)d->kmax;
+    return DEFTSIM_OK;
+}
+
+static const sp_method lags_impl = {lags_init, lags_step, lags_fini, NULL, 0};
+
+/* `deftsim bench sim`: per layer from the last, an allgather of k_l pairs (asynchronous but
+ * for the last). */
+static deftsim_status lags_closed_form(const deftsim_closed_form_in *in, uint32_t P,
+                                       deftsim_schedule *s)
+{
+    (void)P;
+    const deftsim_model *m = in->model;
+    for (size_t l = m->nlayers; l-- > 0;) {
+        uint64_t k = deftsim_k_of_density(in->density, m->layers[l].numel);
+        deftsim_step *c = sp_cf_add(s, DEFTSIM_STEP_ALLGATHER, "pairs",
+                                    k * ((uint64_t)in->index_bytes + in->value_bytes));
+        if (!c) return DEFTSIM_E_NOMEM;
+        c->layer = (uint32_t)l + 1;
+        c->flags = l ? DEFTSIM_STEP_ASYNC : 0;
+    }
+    return DEFTSIM_OK;
+}
+
+static const deftsim_method_column lags_columns[] = {
+    [COL_LAYERS] = {.name = "layers", .unit = "count", .title = "layers",
+                    .doc = "lags: the layers selected and exchanged each on its own (one "
+                           "allgather per layer when P > 1)",
+                    .summary = DEFTSIM_COL_MEDIAN},
+    [COL_COUNT_MIN] = {.name = "layer_count_min", .unit = "count", .title = "smallest layer count",
+                       .doc = "lags: the smallest count k_l a layer's exchange carries per worker",
+                       .summary = DEFTSIM_COL_MEDIAN},
+    [COL_COUNT_MAX] = {.name = "layer_count_max", .unit = "count", .title = "largest layer count",
+                       .doc = "lags: the largest count k_l a layer's exchange carries per worker",
+                       .summary = DEFTSIM_COL_MEDIAN},
+};
+
+#define OPBIT(o) (1u << DEFTSIM_KOP_##o)
+
+const deftsim_method_desc deftsim_sp_lags_desc = {
+    .name = "lags",
+    .title = "LAGS (layer-wise top-k)",
+    .short_title = "LAGS",
+    .impl = &lags_impl,
+    .closed_form = lags_closed_form,
+    .columns = lags_columns,
+    .ncolumns = sizeof lags_columns / sizeof lags_columns[0],
+    .kernel_ops = OPBIT(TOPK) | OPBIT(GATHER) | OPBIT(ZERO_AT) | OPBIT(SCATTER_ADD) | OPBIT(UNION),
+};

@@ -1,0 +1,253 @@
+/* test_sp_lags.c - LAGS against its definition (docs/SPARSIFIERS.md, "lags"): per-layer k, a
+ * hand case, a brute-force reference over several steps (exact: integer accumulators), the
+ * schedule (one allgather per layer, from the last layer, asynchronous but for the last) and
+ * bench sim's closed form, the non-persistent provider, and [compute]'s layer-by-layer
+ * overlap of the backward pass. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "deftsim_compute.h"
+#include "deftsim_config.h"
+#include "sp_test.h"
+
+/* LAGS's value in the registry (it has no name in deftsim_method). */
+static deftsim_method lags(void)
+{
+    deftsim_method m;
+    cr_assert_eq(deftsim_method_from_name("lags", &m), 0);
+    return m;
+}
+
+/* Its result columns by position in its registry entry (extra[]). */
+#define COL_LAYERS 0
+#define COL_COUNT_MIN 1
+#define COL_COUNT_MAX 2
+
+TestSuite(sp_lags, .init = sp_suite_init, .fini = sp_suite_fini, .timeout = 240);
+
+static deftsim_step_result *step_ok(deftsim_sparsifier *s, uint64_t t,
+                                    const deftsim_acc_provider *prov)
+{
+    deftsim_step_result *r = NULL;
+    cr_assert_eq(deftsim_sparsifier_step(s, t, prov, &r), DEFTSIM_OK, "%s",
+                 deftsim_error_message());
+    return r;
+}
+
+/* Layers "4" and "2x3" at density 0.5: k = 2 and 3. */
+Test(sp_lags, hand_case)
+{
+    static const char *const shapes[] = {"4", "2x3"};
+    deftsim_model *m = sp_model(shapes, 2);
+    deftsim_sparsifier_params p = sp_params(lags(), 0.5, 2, m);
+    deftsim_sparsifier *s = sp_new(&p);
+    sp_accs *a = sp_accs_new(2, 10);
+    const float w0[10] = {1, -5, 3, 0, /**/ 9, 0, -2, 7, 1, 4};
+    const float w1[10] = {6, 0, -1, 2, /**/ 0, -8, 3, 1, 2, 0};
+    memcpy(a->acc[0], w0, sizeof w0);
+    memcpy(a->acc[1], w1, sizeof w1);
+    deftsim_step_result *r = step_ok(s, 0, &a->prov);
+    /* w0: layer 0 picks {1, 2}, layer 1 {4, 7, 9}; w1: layer 0 {0, 3}, layer 1 {5, 6, 8}. */
+    cr_assert_eq(r->local_count[0], 5);
+    cr_assert_eq(r->extra[COL_LAYERS], 2);
+    cr_assert_eq(r->extra[COL_COUNT_MIN], 2);
+    cr_assert_eq(r->extra[COL_COUNT_MAX], 3);
+    const deftsim_kidx *sel;
+    uint64_t c;
+    cr_assert_eq(deftsim_sparsifier_selection(s, 0, &sel, &c), DEFTSIM_OK);
+    const deftsim_kidx want0[5] = {1, 2, 4, 7, 9}, want1[5] = {0, 3, 5, 6, 8};
+    for (int i = 0; i < 5; i++) cr_expect_eq(sel[i], want0[i]);
+    cr_assert_eq(deftsim_sparsifier_selection(s, 1, &sel, &c), DEFTSIM_OK);
+    for (int i = 0; i < 5; i++) cr_expect_eq(sel[i], want1[i]);
+    cr_assert_eq(r->nnz, 10);
+    const float agg[10] = {3, -2.5f, 1.5f, 1, 4.5f, -4, 1.5f, 3.5f, 1, 2};
+    for (int i = 0; i < 10; i++) {
+        cr_expect_eq(r->agg_index[i], (deftsim_kidx)i);
+        cr_expect_eq(r->agg_value[i], agg[i], "agg[%d] = %g", i, r->agg_value[i]);
+    }
+    const float res0[10] = {1, 0, 0, 0, 0, 0, -2, 0, 1, 0}, res1[10] = {0, 0, -1, 0, 0, 0, 0, 1, 0, 0};
+    for (int i = 0; i < 10; i++) {
+        cr_expect_eq(a->acc[0][i], res0[i]);
+        cr_expect_eq(a->acc[1][i], res1[i]);
+    }
+    /* The schedule: layer 1 first (its allgather asynchronous), then layer 0, then the sum. */
+    static const char *const names[] = {"select", "residual", "pairs", "select", "residual",
+                                        "pairs", "sum"};
+    static const uint32_t layers[] = {2, 2, 2, 1, 1, 1, 0};
+    cr_assert_eq(r->schedule.nsteps, 7);
+    for (int i = 0; i < 7; i++) {
+        cr_expect_str_eq(r->schedule.steps[i].name, names[i]);
+        cr_expect_eq(r->schedule.steps[i].layer, layers[i], "step %d", i);
+    }
+    cr_expect_eq(r->schedule.steps[2].flags, DEFTSIM_STEP_ASYNC);
+    cr_expect_eq(r->schedule.steps[5].flags, 0);
+    cr_expect_eq(r->schedule.steps[2].bytes[1], 3 * 8);
+    cr_expect_eq(r->schedule.steps[5].bytes[0], 2 * 8);
+    cr_expect_eq(r->bytes_sent[0], 5 * 8);
+    sp_accs_free(a);
+    deftsim_sparsifier_free(s);
+    deftsim_model_free(m);
+}
+
+/* Brute force over several steps: per layer the exact top-k of the slice, the aggregate the sum
+ * over workers / P at the union, residuals zero at the picks. Integer values: exact. */
+Test(sp_lags, reference_every_P)
+{
+    deftsim_model *m = sp_model_mix();
+    const size_t n = m->numel, L = m->nlayers;
+    const uint64_t seed = sp_seed();
+    for (uint32_t P = 1; P <= 5; P += 2) {
+        deftsim_sparsifier_params p = sp_params(lags(), 0.03, P, m);
+        deftsim_sparsifier *s = sp_new(&p), *s2 = sp_new(&p);
+        sp_accs *a = sp_accs_new(P, n);
+        sp_npv *v = sp_npv_new(P, n);
+        float *sum = calloc(n, sizeof *sum);
+        unsigned char *in = calloc(n, 1);
+        uint32_t *ref = malloc(n * sizeof *ref);
+        for (uint64_t t = 0; t < 3; t++) {
+            for (uint32_t w = 0; w < P; w++) {
+                sp_fill_int(a->grad[w], n, 1000, seed, t * 100 + w);
+                for (size_t i = 0; i < n; i++) a->acc[w][i] += a->grad[w][i];
+                memcpy(v->grad[w], a->grad[w], n * sizeof(float));
+            }
+            float **before = sp_accs_copy(a);
+            memset(sum, 0, n * sizeof *sum);
+            memset(in, 0, n);
+            uint64_t per = 0;
+            for (uint32_t w = 0; w < P; w++)
+                for (size_t l = 0; l < L; l++) {
+                    const deftsim_layer *ly = &m->layers[l];
+                    uint64_t k = deftsim_k_of_density(0.03, ly->numel);
+                    if (w == 0) per += k;
+                    sp_ref_topk(before[w] + ly->offset, ly->numel, k, ref);
+                    for (uint64_t j = 0; j < k; j++) {
+                        size_t i = ly->offset + ref[j];
+                        sum[i] += before[w][i];
+                        in[i] = 1;
+                    }
+                }
+            sp_npv_begin(v);
+            deftsim_step_result *r = step_ok(s, t, &a->prov);
+            deftsim_step_result *r2 = step_ok(s2, t, &v->prov);
+            cr_assert_eq(v->violations, 0);
+            uint64_t nnz = 0;
+            for (size_t i = 0; i < n; i++) {
+                if (!in[i]) {
+                    for (uint32_t w = 0; w < P; w++) cr_assert_eq(a->acc[w][i], before[w][i]);
+                    continue;
+                }
+                cr_assert_eq(r->agg_index[nnz], (deftsim_kidx)i, "P=%u t=%llu", P,
+                             (unsigned long long)t);
+                float want = (P & (P - 1)) == 0 ? sum[i] * (1.0f / (float)P) : sum[i] / (float)P;
+                cr_assert_eq(r->agg_value[nnz], want, "P=%u i=%zu", P, i);
+                nnz++;
+            }
+            cr_assert_eq(r->nnz, nnz);
+            for (uint32_t w = 0; w < P; w++) {
+                cr_assert_eq(r->local_count[w], per);
+                cr_assert(memcmp(a->acc[w], v->res[w], n * sizeof(float)) == 0);
+            }
+            cr_assert(memcmp(r->agg_value, r2->agg_value, nnz * sizeof(float)) == 0);
+            double tol;
+            double lost = sp_check_conservation(r, before, a->acc, P, n, 1, &tol);
+            cr_assert_float_eq(lost, 0, tol);
+            /* One allgather per layer (P > 1), k_l (s_i + s_v) bytes from everyone. */
+            size_t ag = 0;
+            for (size_t i = 0; i < r->schedule.nsteps; i++) {
+                const deftsim_step *st = &r->schedule.steps[i];
+                if (st->kind != DEFTSIM_STEP_ALLGATHER) continue;
+                cr_assert_eq(st->bytes[0], deftsim_k_of_density(p.density, m->layers[st->layer - 1].numel) * 8);
+                ag++;
+            }
+            cr_assert_eq(ag, P > 1 ? L : 0);
+            sp_copies_free(before, P);
+        }
+        free(sum);
+        free(in);
+        free(ref);
+        sp_npv_free(v);
+        sp_accs_free(a);
+        deftsim_sparsifier_free(s);
+        deftsim_sparsifier_free(s2);
+    }
+    deftsim_model_free(m);
+}
+
+Test(sp_lags, closed_form_matches_the_step)
+{
+    deftsim_model *m = sp_model_mix();
+    deftsim_sparsifier_params p = sp_params(lags(), 0.02, 4, m);
+    deftsim_sparsifier *s = sp_new(&p);
+    sp_accs *a = sp_accs_new(4, m->numel);
+    for (uint32_t w = 0; w < 4; w++) sp_fill_int(a->acc[w], m->numel, 50, 3, w);
+    deftsim_step_result *r = step_ok(s, 0, &a->prov);
+    deftsim_closed_form_in in = {.model = m, .density = 0.02, .k = r->k, .index_bytes = 4,
+                                 .value_bytes = 4};
+    deftsim_schedule cf;
+    cr_assert_eq(deftsim_method_closed_form(lags(), &in, 4, &cf), DEFTSIM_OK);
+    size_t j = 0;
+    for (size_t i = 0; i < r->schedule.nsteps; i++) {
+        const deftsim_step *st = &r->schedule.steps[i];
+        if (st->kind == DEFTSIM_STEP_COMPUTE) continue;
+        cr_assert_lt(j, cf.nsteps);
+        cr_expect_eq(cf.steps[j].bytes[2], st->bytes[2]);
+        cr_expect_eq(cf.steps[j].layer, st->layer);
+        cr_expect_eq(cf.steps[j].flags, st->flags);
+        j++;
+    }
+    cr_expect_eq(j, cf.nsteps);
+    deftsim_schedule_free(&cf);
+    sp_accs_free(a);
+    deftsim_sparsifier_free(s);
+    deftsim_model_free(m);
+}
+
+/* [compute]: forward, then before each layer's steps the backward pass down to that layer
+ * (the layers' shares of the backward time), the rest before the first step without a layer. */
+Test(sp_lags, compute_overlaps_layer_by_layer)
+{
+    static const char *const shapes[] = {"10x10", "100", "30x10"}; /* shares 0.2, 0.2, 0.6 */
+    deftsim_model *m = sp_model(shapes, 3);
+    deftsim_config *cfg = NULL;
+    cr_assert_eq(deftsim_config_default("t", &cfg), DEFTSIM_OK);
+    cr_assert_eq(deftsim_config_apply_override(cfg, "compute.forward=0.01"), DEFTSIM_OK);
+    cr_assert_eq(deftsim_config_apply_override(cfg, "compute.backward=0.05"), DEFTSIM_OK,
+                 "%s", deftsim_error_message());
+    deftsim_compute_plan plan;
+    cr_assert_eq(deftsim_compute_plan_init(cfg, m, &plan), DEFTSIM_OK, "%s",
+                 deftsim_error_message());
+    deftsim_sparsifier_params p = sp_params(lags(), 0.1, 2, m);
+    deftsim_sparsifier *s = sp_new(&p);
+    sp_accs *a = sp_accs_new(2, m->numel);
+    for (uint32_t w = 0; w < 2; w++) sp_fill_int(a->acc[w], m->numel, 50, 3, w);
+    deftsim_step_result *r = step_ok(s, 0, &a->prov);
+    deftsim_schedule out;
+    deftsim_schedule_init(&out, 2);
+    cr_assert_eq(deftsim_compute_schedule(&plan, &r->schedule, 0, 4, &out), DEFTSIM_OK);
+    /* forward, backward (layer 2: 0.6), 3 steps of layer 2, backward (layer 1: 0.2), 3 steps,
+     * backward (layer 0: 0.2), 3 steps, sum. */
+    cr_assert_eq(out.nsteps, 1 + 3 * 4 + 1);
+    cr_expect_eq(out.steps[0].seconds[0], 0.01);
+    const size_t bw[3] = {1, 5, 9};
+    const double sec[3] = {0.05 * 0.6, 0.05 * 0.2, 0.05 * 0.2};
+    for (int i = 0; i < 3; i++) {
+        cr_expect_str_eq(out.steps[bw[i]].name, "backward");
+        cr_expect_eq(out.steps[bw[i]].flags, DEFTSIM_STEP_GIVEN);
+        cr_expect_float_eq(out.steps[bw[i]].seconds[1], sec[i], 1e-15, "piece %d", i);
+        cr_expect_eq(out.steps[bw[i] + 1].layer, 3 - (uint32_t)i);
+    }
+    cr_expect_str_eq(out.steps[13].name, "sum");
+    /* overlap = 0: forward, the whole backward, then the method's steps. */
+    plan.overlap = 0;
+    cr_assert_eq(deftsim_compute_schedule(&plan, &r->schedule, 0, 4, &out), DEFTSIM_OK);
+    cr_assert_eq(out.nsteps, 2 + r->schedule.nsteps);
+    cr_expect_eq(out.steps[1].seconds[0], 0.05);
+    deftsim_schedule_free(&out);
+    deftsim_compute_plan_free(&plan);
+    deftsim_config_free(cfg);
+    sp_accs_free(a);
+    deftsim_sparsifier_free(s);
+    deftsim_model_free(m);
+}
