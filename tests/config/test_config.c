@@ -403,7 +403,9 @@ Test(config_override, bad)
         {"sparsify.density=0.1", DEFTSIM_E_USAGE,
          "--set sparsify.density: unknown key (keys: methods, densities, index_bytes, value_bytes, "
          "wire, error_feedback, sampled_workers, deft_norms, deft_norm_precision, topk_ag_mean, "
-         "cltk_charge, cltk_beta, oktopk_variant, oktopk_warmup, oktopk_layer_order)"},
+         "cltk_charge, cltk_beta, oktopk_variant, oktopk_warmup, oktopk_layer_order, "
+         "randk_seed, hardthr_lambda, hardthr_exchange, sidco_dist, sidco_stages, "
+         "sidco_exchange)"},
         {"sparsifier.densities=0.1", DEFTSIM_E_USAGE,
          "--set sparsifier.densities: unknown section (sections: scenario, gradients, synthetic, "
          "sparsify, workers, device, engine, timing, network, train, compute, execute)"},
@@ -713,8 +715,9 @@ Test(config_names, schema)
     cr_expect_str_eq(deftsim_config_section_name(10), "compute");
     cr_expect_str_eq(deftsim_config_section_name(11), "execute");
     cr_expect_null(deftsim_config_section_name(12));
-    /* 95 + [gradients] params, [synthetic] scales and its 18 kind keys */
-    cr_expect_eq(deftsim_config_key_count(), 115);
+    /* 95 + [gradients] params, [synthetic] scales and its 18 kind keys + randk's 1, hardthr's
+     * 2 and sidco's 3 */
+    cr_expect_eq(deftsim_config_key_count(), 121);
     cr_expect_null(deftsim_config_key(deftsim_config_key_count()));
     /* Keys come grouped by section, in section order. */
     size_t s = 0;

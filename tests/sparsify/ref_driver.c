@@ -4,25 +4,20 @@
  *   ref_driver METHOD DENSITY P T N SEED GRADS OUT [key=value ...]
  *
  * GRADS: T * P * N float32 (iteration-major, then worker), the gradients g_w(t); the model is
- * one tensor of N elements. Options: randk_seed, hardthr_lambda, hardthr_exchange, sidco_dist,
- * sidco_stages, sidco_exchange, wire. OUT receives per step: a text line
+ * one tensor of N elements. Options: wire, and the method's own (randk_seed, hardthr_lambda,
+ * hardthr_exchange, sidco_dist, sidco_stages, sidco_exchange), each from its default. OUT
+ * receives per step: a text line
  * "step t nnz threshold stages count_total count_max" then the lines "idx ...", "val ..."
  * (the aggregate, values as %a), "count ...", "sent ...", "recv ..." (per worker); and after
  * the last step "res w" lines with each residual (%a). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "deftsim_sparsify.h"
 
-static int enum_of(const char *const *names, const char *v)
-{
-    for (int i = 0; names[i]; i++)
-        if (!strcmp(names[i], v)) return i;
-    fprintf(stderr, "ref_driver: unknown value '%s'\n", v);
-    exit(2);
-}
-
+/* key=value: wire, or an option of the method's (its registry entry's table). */
 static void set_option(deftsim_sparsifier_params *p, const char *kv)
 {
     const char *eq = strchr(kv, '=');
@@ -30,19 +25,23 @@ static void set_option(deftsim_sparsifier_params *p, const char *kv)
     char key[64];
     snprintf(key, sizeof key, "%.*s", (int)(eq - kv), kv);
     const char *v = eq + 1;
-    if (!strcmp(key, "randk_seed")) p->randk_seed = enum_of(deftsim_randk_seed_names, v);
-    else if (!strcmp(key, "hardthr_lambda")) p->hardthr_lambda = strtod(v, NULL);
-    else if (!strcmp(key, "hardthr_exchange"))
-        p->hardthr_exchange = enum_of(deftsim_pairs_exchange_names, v);
-    else if (!strcmp(key, "sidco_dist")) p->sidco_dist = enum_of(deftsim_sidco_dist_names, v);
-    else if (!strcmp(key, "sidco_stages")) p->sidco_stages = atoi(v);
-    else if (!strcmp(key, "sidco_exchange"))
-        p->sidco_exchange = enum_of(deftsim_pairs_exchange_names, v);
-    else if (!strcmp(key, "wire")) p->wire = enum_of(deftsim_wire_names, v);
-    else {
-        fprintf(stderr, "ref_driver: unknown option '%s'\n", key);
+    if (!strcmp(key, "wire")) {
+        for (int i = 0; deftsim_wire_names[i]; i++)
+            if (!strcmp(deftsim_wire_names[i], v)) p->wire = (deftsim_wire)i;
+        return;
+    }
+    if (deftsim_sparsifier_params_set(p, key, v)) {
+        fprintf(stderr, "ref_driver: %s\n", deftsim_error_message());
         exit(2);
     }
+}
+
+/* The rows' column `name` of the registry (SIZE_MAX: none). */
+static size_t column_of(const char *name)
+{
+    for (size_t i = 0; i < deftsim_method_column_count(); i++)
+        if (!strcmp(deftsim_method_column_get(i)->name, name)) return i;
+    return SIZE_MAX;
 }
 
 typedef struct {
@@ -85,6 +84,7 @@ int main(int argc, char **argv)
     p.value_bytes = 4;
     p.seed = strtoull(argv[6], NULL, 10);
     p.kctx = kc;
+    deftsim_method_opts_default(method, &p.opts);
     for (int i = 9; i < argc; i++) set_option(&p, argv[i]);
     deftsim_sparsifier *s = NULL;
     if (deftsim_sparsifier_new(&p, &s)) return fail("sparsifier");
@@ -95,6 +95,7 @@ int main(int argc, char **argv)
     float *g = malloc(n * sizeof *g);
     for (uint32_t w = 0; w < P; w++) a.acc[w] = calloc(n, sizeof(float));
     deftsim_acc_provider prov = {.get = get, .ctx = &a, .persistent = 1};
+    size_t col_stages = column_of("stages");
     for (uint64_t t = 0; t < T; t++) {
         for (uint32_t w = 0; w < P; w++) {
             if (fread(g, sizeof *g, n, in) != n) return 2;
@@ -103,7 +104,8 @@ int main(int argc, char **argv)
         deftsim_step_result *r = NULL;
         if (deftsim_sparsifier_step(s, t, &prov, &r)) return fail("step");
         fprintf(out, "step %llu %llu %a %a %llu %llu\nidx", (unsigned long long)t,
-                (unsigned long long)r->nnz, r->threshold, r->sidco_stages,
+                (unsigned long long)r->nnz, r->threshold,
+                col_stages == SIZE_MAX ? NAN : deftsim_method_column_value(col_stages, method, r),
                 (unsigned long long)r->count_total, (unsigned long long)r->count_max);
         for (uint64_t i = 0; i < r->nnz; i++) fprintf(out, " %u", (unsigned)r->agg_index[i]);
         fprintf(out, "\nval");

@@ -297,7 +297,7 @@ def reference(method, d, P, T, n, seed, grads, opts):
             thr, K, M = float(lam), sum(counts), max(counts)
         else:
             dist = opts.get("sidco_dist", "exp")
-            stages = int(opts.get("sidco_stages", 0))
+            stages = int(opts.get("sidco_stages", -1))
             picks, ts, rs = [], [], []
             for w in range(P):
                 T_w, ran = sidco_fit(accs[w], d, dist, cur[w] if stages < 0 else stages)
