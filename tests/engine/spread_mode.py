@@ -22,9 +22,9 @@ one rank holds a single worker). Checked:
     no committed point file and no rows.csv;
   - a rank that fails (rank 0 refusing a folder that holds another run) ends every rank with
     its message ("spread mode, rank 0 of 2: ...") and exit status 2, the folder untouched;
-  - a method spread mode does not run (SPREAD_REFUSED, a comma-separated list; empty since
-    every built-in method runs) is refused with a message naming it, before any row is
-    written (tests/sparsify/test_registry.c checks the refusal itself).
+  - a method spread mode does not run (SPREAD_REFUSED, a comma-separated list; by default
+    hardthr and sidco) is refused with a message naming it, before any row is written
+    (tests/sparsify/test_registry.c checks the refusal itself).
 
 Exit 77 (skipped) when deftsim was built without MPI or mpirun is missing. Run by meson test
 (suite fast); DEFTSIM_EXE, DEFTSIM_SOURCE_ROOT and DEFTSIM_MPI as tests/engine/meson.build sets.
@@ -60,10 +60,12 @@ from rowcmp import MEASURED  # noqa: E402
 
 import registry  # noqa: E402
 
-# Every method of the registry, unless SPREAD_METHODS names some.
+# The methods spread mode refuses, unless SPREAD_REFUSED names others: hardthr and sidco (their
+# workers' counts are known to their own rank only; no share sizes the picks as they arrive).
+NOT_YET = [m for m in os.environ.get("SPREAD_REFUSED", "hardthr,sidco").split(",") if m]
+# Every other method of the registry, unless SPREAD_METHODS names some.
 SPREAD = (os.environ["SPREAD_METHODS"].split(",") if os.environ.get("SPREAD_METHODS")
-          else registry.methods(EXE))
-NOT_YET = [m for m in os.environ.get("SPREAD_REFUSED", "").split(",") if m]
+          else [m for m in registry.methods(EXE) if m not in NOT_YET])
 COUNTS = [5, 7]
 RANKS = [1, 2, 3, 4]
 # Weights of two dimensions and more (DGC samples and filters those; one-dimensional tensors
