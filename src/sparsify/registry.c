@@ -23,6 +23,7 @@ static const deftsim_method_desc *const builtin[] = {
     &deftsim_sp_cltk_desc,  &deftsim_sp_gtopk_desc, &deftsim_sp_dgc_desc,
     &deftsim_sp_dense_desc, &deftsim_sp_micro_desc, &deftsim_sp_exdyna_desc,
     &deftsim_sp_oktopk_desc, &deftsim_sp_powersgd_desc, &deftsim_sp_lags_desc,
+    &deftsim_sp_randk_desc, &deftsim_sp_hardthr_desc, &deftsim_sp_sidco_desc,
 };
 #define NBUILTIN (sizeof builtin / sizeof builtin[0])
 _Static_assert(NBUILTIN >= DEFTSIM_METHOD_COUNT && NBUILTIN <= DEFTSIM_METHOD_MAX,

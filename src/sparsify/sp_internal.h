@@ -41,6 +41,8 @@ extern const deftsim_method_desc deftsim_sp_deft_desc, deftsim_sp_topk_desc,
  * "powersgd"): count standard normals, Box-Muller pairs on xoshiro256** seeded from seed, t
  * and the layer; its tests draw the same. */
 void deftsim_powersgd_draw_q(uint64_t seed, uint64_t t, uint32_t layer, float *q, uint64_t count);
+extern const deftsim_method_desc deftsim_sp_randk_desc, deftsim_sp_hardthr_desc,
+    deftsim_sp_sidco_desc;
 
 /* What MiCRO and ExDyna share in their registry entries (sp_micro.c): the closed form, the
  * result columns (count_ratio, threshold, pad_overhead) and the kernel operations. */
@@ -236,6 +238,40 @@ double sp_topk_cost(uint64_t size, uint64_t k);
 
 /* Sorts indices ascending in place (bookkeeping outside the timed regions). */
 void sp_sort_idx(deftsim_kidx *a, size_t n);
+
+/* ---- Variable-size picks and their pairs allgather (hardthr, sidco; sparsify.c) ----------
+ * A worker picks any number of elements (a threshold bounds nothing): its picks and their
+ * values are appended, worker after worker in ascending order, to buffers that grow outside
+ * the timed regions (s->sel points at the picks). The exchange then runs as topk-ag's: an
+ * ALLGATHER of the counts, an ALLGATHER of the (index, value) pairs (each worker's count, or
+ * padded to the largest), the sum of every gathered pair in worker order charged to every
+ * worker, and the aggregate at the union with sum / P. One process only (no team path). */
+typedef struct {
+    deftsim_kidx *cand;          /* one worker's candidates: n indices */
+    deftsim_kidx *picks;         /* every worker's picks, back to back (grown) */
+    float *vals;                 /* their values */
+    uint64_t cap, used;
+    float *dense;                /* n floats, zero between steps */
+    const deftsim_kidx **lists;  /* P */
+    size_t *lens;
+} sp_pairs;
+
+/* Plans the buffers (the picks start at 2 P k and grow). */
+deftsim_status sp_pairs_init(deftsim_sparsifier *s, sp_pairs *pp);
+void sp_pairs_fini(sp_pairs *pp);
+/* Before the workers' pass. */
+void sp_pairs_begin(sp_pairs *pp);
+/* Worker w's cnt picks (pp->cand) appended: sel_start, local_count and the list for the union;
+ * returns the position of its values in pp->vals in *at. Untimed (growth, copies). */
+deftsim_status sp_pairs_add(deftsim_sparsifier *s, sp_pairs *pp, uint32_t w, uint64_t cnt,
+                            uint64_t *at);
+/* The counts' and the pairs' allgathers (padded = 1: every list padded to the largest count),
+ * the sum (phase ph_sum, charged to every worker), the aggregate and count_total / count_max
+ * of the result. */
+deftsim_status sp_pairs_exchange(deftsim_sparsifier *s, sp_pairs *pp, int padded, size_t ph_sum);
+/* Their closed form for `deftsim bench sim` (sp_hardthr.c): the counts, k pairs per worker. */
+deftsim_status sp_pairs_closed_form(const deftsim_closed_form_in *in, uint32_t P,
+                                    deftsim_schedule *s);
 
 /* ---- MiCRO's core, shared with ExDyna (sp_micro.c) --------------------------------------- */
 

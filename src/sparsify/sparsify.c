@@ -341,6 +341,114 @@ void sp_sort_idx(deftsim_kidx *a, size_t n)
     if (n > 1) qsort(a, n, sizeof *a, cmp_idx);
 }
 
+/* ---- Variable-size picks (hardthr, sidco) ---------------------------------------------- */
+
+deftsim_status sp_pairs_init(deftsim_sparsifier *s, sp_pairs *pp)
+{
+    deftsim_status st;
+    uint64_t P = s->P, want = 2 * P * s->k;
+    if (want > P * s->n) want = P * s->n;
+    memset(pp, 0, sizeof *pp);
+    if ((st = sp_plan_common(s, 0, s->n)) ||
+        (st = sp_alloc_n(s, &pp->cand, s->n, sizeof *pp->cand, "candidates")) ||
+        (st = sp_alloc_n(s, &pp->dense, s->n, sizeof *pp->dense, "dense sums")) ||
+        (st = sp_alloc_n(s, &pp->lists, P, sizeof *pp->lists, "lists")) ||
+        (st = sp_alloc_n(s, &pp->lens, P, sizeof *pp->lens, "lists")) ||
+        (st = sp_scratch_union(s)))
+        return st;
+    /* The picks grow with the data: counted at their first size. */
+    s->mem_bytes += want * (sizeof *pp->picks + sizeof *pp->vals);
+    if (s->dry) return DEFTSIM_OK;
+    pp->picks = malloc((size_t)(want ? want : 1) * sizeof *pp->picks);
+    pp->vals = malloc((size_t)(want ? want : 1) * sizeof *pp->vals);
+    if (!pp->picks || !pp->vals)
+        return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory for the picks", s->name);
+    pp->cap = want ? want : 1;
+    s->sel = pp->picks;
+    return DEFTSIM_OK;
+}
+
+void sp_pairs_fini(sp_pairs *pp)
+{
+    free(pp->picks);
+    free(pp->vals);
+    pp->picks = NULL;
+    pp->vals = NULL;
+}
+
+void sp_pairs_begin(sp_pairs *pp) { pp->used = 0; }
+
+deftsim_status sp_pairs_add(deftsim_sparsifier *s, sp_pairs *pp, uint32_t w, uint64_t cnt,
+                            uint64_t *at)
+{
+    if (pp->used + cnt > pp->cap) {
+        uint64_t nc = pp->cap;
+        while (nc < pp->used + cnt) nc *= 2;
+        deftsim_kidx *ni = realloc(pp->picks, (size_t)nc * sizeof *ni);
+        if (ni) pp->picks = ni;
+        float *nv = ni ? realloc(pp->vals, (size_t)nc * sizeof *nv) : NULL;
+        if (nv) pp->vals = nv;
+        if (!ni || !nv)
+            return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory for %llu picks", s->name,
+                                     (unsigned long long)nc);
+        s->mem_bytes += (nc - pp->cap) * (sizeof *ni + sizeof *nv);
+        pp->cap = nc;
+        s->sel = pp->picks;
+    }
+    memcpy(pp->picks + pp->used, pp->cand, (size_t)cnt * sizeof *pp->picks);
+    s->sel_start[w] = pp->used;
+    s->res.local_count[w] = cnt;
+    *at = pp->used;
+    pp->used += cnt;
+    return DEFTSIM_OK;
+}
+
+deftsim_status sp_pairs_exchange(deftsim_sparsifier *s, sp_pairs *pp, int padded, size_t ph_sum)
+{
+    deftsim_status st;
+    deftsim_step_result *r = &s->res;
+    const uint32_t P = s->P;
+    uint64_t K = 0, m = 0;
+    for (uint32_t w = 0; w < P; w++) {
+        uint64_t c = r->local_count[w];
+        pp->lists[w] = pp->picks + s->sel_start[w];
+        pp->lens[w] = (size_t)c;
+        K += c;
+        if (c > m) m = c;
+    }
+    if (P > 1) {
+        deftsim_step *c = sp_collective(s, DEFTSIM_STEP_ALLGATHER, "counts");
+        if (!c) return DEFTSIM_E_NOMEM;
+        for (uint32_t w = 0; w < P; w++) c->bytes[w] = s->count_bytes;
+        c = sp_collective(s, DEFTSIM_STEP_ALLGATHER, "pairs");
+        if (!c) return DEFTSIM_E_NOMEM;
+        for (uint32_t w = 0; w < P; w++)
+            c->bytes[w] = (padded ? m : r->local_count[w]) *
+                          ((uint64_t)s->si + s->sv);
+    }
+    /* Every worker adds the P received sparse vectors into a dense gradient: run once,
+     * charged to every worker; the picks lie back to back in worker order. */
+    size_t c_sum = sp_compute(s, ph_sum);
+    if (c_sum == SIZE_MAX) return DEFTSIM_E_NOMEM;
+    double t0 = sp_now(s);
+    st = deftsim_k_scatter_add(s->kc, pp->dense, (size_t)s->n, pp->picks, pp->vals, (size_t)K);
+    double dt = sp_now(s) - t0;
+    if (st) return st;
+    for (uint32_t w = 0; w < P; w++) sp_charge(s, c_sum, ph_sum, w, dt);
+    /* The aggregate (untimed): its support, its values, the dense buffer cleared. */
+    uint64_t nnz;
+    if ((st = sp_union(s, pp->lists, pp->lens, P, &nnz)) ||
+        (st = deftsim_k_gather(s->kc, pp->dense, (size_t)s->n, s->agg_idx, (size_t)nnz,
+                               s->agg_val)) ||
+        (st = deftsim_k_zero_at(s->kc, pp->dense, (size_t)s->n, s->agg_idx, (size_t)nnz)))
+        return st;
+    sp_agg_finish(s, nnz);
+    r->count_control = 1;
+    r->count_total = K;
+    r->count_max = m;
+    return DEFTSIM_OK;
+}
+
 /* ---- Creation ------------------------------------------------------------------------- */
 
 static void release_all(deftsim_sparsifier *s)

@@ -766,3 +766,44 @@ Test(summary, count_control_quantities)
     cr_assert(!strstr(text, "| topk | 2 | 1.5 | -"), "topk is not in the count-control table");
     free(text);
 }
+
+/* SIDCo's stages column reaches summary.csv and summary.md through its registry entry alone
+ * (sp_sidco.c's columns, summarised by their median): stages 1, 3, 2 over three iterations
+ * (median 2); the threshold methods fill count_ratio, threshold and pad_overhead as MiCRO. */
+Test(summary, sidco_stages)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/sidco.csv", tmpdir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs("scenario,model,method,density,P,iteration,worker,phase_index,phase,select_seconds,"
+          "worker_seconds,bytes_sent,buildup,captured_frac,captured_ratio,imbalance_seconds,"
+          "imbalance_cost,threshold,pad_overhead,stages\n", f);
+    const double stages[3] = {1, 3, 2};
+    for (int it = 0; it < 3; it++)
+        for (int w = 0; w < 2; w++)
+            fprintf(f, "s,m,sidco,0.01,2,%d,%d,0,fit,0.001,0.001,10,1,0.9,1,1,1,0.5,0,%g\n", it,
+                    w, stages[it]);
+    fclose(f);
+    cr_assert_eq(deftsim_results_add_metrics(), DEFTSIM_OK);
+    deftsim_analysis *a;
+    cr_assert_eq(deftsim_analysis_new(NULL, NULL, 0, &a), DEFTSIM_OK);
+    cr_assert_eq(deftsim_analysis_add_file(a, path, NULL), DEFTSIM_OK, "%s", deftsim_error_message());
+    cr_assert_eq(deftsim_analysis_finish(a), DEFTSIM_OK, "%s", deftsim_error_message());
+    char out[256], md[256];
+    snprintf(out, sizeof out, "%s/sidco_summary.csv", tmpdir);
+    snprintf(md, sizeof md, "%s/sidco_summary.md", tmpdir);
+    cr_assert_eq(deftsim_analysis_write_csv(a, out), DEFTSIM_OK);
+    cr_assert_eq(deftsim_analysis_write_md(a, md, NULL), DEFTSIM_OK);
+    deftsim_analysis_free(a);
+    cr_assert_eq(sum_cell(out, 0, "stages_median"), 2);
+    cr_assert_eq(sum_cell(out, 0, "stages_lo"), 1);
+    cr_assert_eq(sum_cell(out, 0, "stages_hi"), 3);
+    char *text;
+    size_t len;
+    cr_assert_eq(deftsim_read_file(md, &text, &len), DEFTSIM_OK);
+    cr_assert(strstr(text, "| method | P | build-up | threshold | padding | stages |"), "%s", text);
+    cr_assert(strstr(text, "| sidco | 2 | 1 [1, 1] | 0.5 [0.5, 0.5] | 0 [0, 0] | 2 [1, 3] |"),
+              "%s", text);
+    free(text);
+}

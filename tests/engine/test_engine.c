@@ -40,7 +40,7 @@ static const char tiny_csv[] = "index,name,shape,numel\n"
                                "5,fc2.bias,10,10\n";
 enum { N = 3210, K = 160, ITERS = 2 };
 static const char *const all_methods = "deft, topk, topk-ag, cltk, gtopk, dgc, dense, micro, exdyna, "
-                                        "lags";
+                                        "lags, randk, hardthr, sidco";
 
 static char tmpdir[64];
 
@@ -433,9 +433,21 @@ Test(engine, every_method_end_to_end)
         /* One worker: its top-k of acc is the exact top-k of the average. */
         if (strcmp(cell(t, r, "method"), "topk") == 0 && num(t, r, "P") == 1)
             cr_assert_eq(cap, top);
-        /* The count-control columns: MiCRO's and ExDyna's only (|U| = K, the counts summed). */
+        /* The count-control columns: MiCRO's and ExDyna's (|U| = K, the counts summed), the
+         * threshold methods' (|U| <= K: their workers' picks may overlap); stages: SIDCo's. */
         const char *meth = cell(t, r, "method");
-        if (!strcmp(meth, "micro") || !strcmp(meth, "exdyna")) {
+        int thr_method = !strcmp(meth, "hardthr") || !strcmp(meth, "sidco");
+        if (!strcmp(meth, "sidco"))
+            cr_assert(num(t, r, "stages") >= 1);
+        else
+            cr_assert_str_eq(cell(t, r, "stages"), "");
+        if (thr_method) {
+            cr_assert(num(t, r, "count_ratio") >= nnz / K);
+            cr_assert(num(t, r, "threshold") > 0);
+            double pad = num(t, r, "pad_overhead");
+            cr_assert(pad >= 0 && pad <= num(t, r, "P") - 1);
+            if (num(t, r, "P") == 1) cr_assert_eq(pad, 0);
+        } else if (!strcmp(meth, "micro") || !strcmp(meth, "exdyna")) {
             cr_assert_eq(num(t, r, "count_ratio"), nnz / K);
             cr_assert(num(t, r, "threshold") > 0);
             if (num(t, r, "iteration") == 0)
@@ -1294,9 +1306,11 @@ Test(engine, network_simulation_columns)
         else
             cr_assert(num(t, r, "select_critical_seconds") <= it_s);
         /* Empty: a worker with no phase (dense at P = 1) or a phase that did not run (gTop-k's
-         * merge at P = 1: no tree). */
+         * merge at P = 1: no tree; hardthr's threshold after the first step, which fixes it). */
         if (strcmp(kind, "none") == 0 ||
-            (!strcmp(method, "gtopk") && !strcmp(cell(t, r, "phase"), "merge") && num(t, r, "P") == 1)) {
+            (!strcmp(method, "gtopk") && !strcmp(cell(t, r, "phase"), "merge") && num(t, r, "P") == 1) ||
+            (!strcmp(method, "hardthr") && !strcmp(cell(t, r, "phase"), "threshold") &&
+             num(t, r, "iteration") > 0)) {
             cr_assert_str_eq(cell(t, r, "sim_start"), "");
             cr_assert_str_eq(cell(t, r, "sim_end"), "");
             continue;

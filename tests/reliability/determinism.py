@@ -28,8 +28,8 @@ A run with [sparsify] deft_norms = separate (one thread) must agree with the def
 norms in the same way: the dumps byte for byte and every column but the measured times.
 
 Then a third run with another seed must change the selections: of every method with the
-generator, of DGC (whose sampling draws from the seed) with the trace, where the other
-methods' selections are functions of the recorded gradients alone and must stay the same.
+generator, of DGC and randk (whose sampling and draws use the seed) with the trace, where the
+other methods' selections are functions of the recorded gradients alone and must stay the same.
 
 Run by meson test (suite fast); DEFTSIM_EXE and DEFTSIM_SOURCE_ROOT as set by tests/meson.build.
 """
@@ -63,6 +63,8 @@ MODEL = """index,name,shape,numel
 """
 # Every method of the registry whose selections depend on the gradients (not dense's).
 METHODS = registry.methods(EXE, without=("sends-all",))
+# The methods whose selections draw from the seed: DGC's sampling, Random-k's draws.
+SEEDED = {"dgc", "randk"}
 ONE = ["--set", "device.threads=1", "--prep-threads", "1"]
 MANY = ["--set", "device.threads=4", "--prep-threads", "3"]
 
@@ -201,12 +203,12 @@ compute = none
             diff = differing_methods(d + "/dump_a", d + "/dump_c")
             print(f"  {name}: seed 22 against 21: selections differ for {sorted(diff)}",
                   flush=True)
-            want = set(METHODS) if name == "synthetic" else {"dgc"}
+            want = set(METHODS) if name == "synthetic" else SEEDED
             if not want <= diff:
                 fail(f"{name}: seed 22 gave the selections of seed 21 for "
                      f"{sorted(want - diff)}")
-            if name == "trace" and diff - {"dgc"}:
-                fail(f"trace: the seed changed the selections of {sorted(diff - {'dgc'})}, "
+            if name == "trace" and diff - SEEDED:
+                fail(f"trace: the seed changed the selections of {sorted(diff - SEEDED)}, "
                      f"which depend on the recorded gradients alone")
     finally:
         if failures:

@@ -12,12 +12,31 @@
 
 TestSuite(sparsify, .init = sp_suite_init, .fini = sp_suite_fini, .timeout = 120);
 
-static const deftsim_method all_methods[] = {DEFTSIM_METHOD_DEFT,  DEFTSIM_METHOD_TOPK,
-                                             DEFTSIM_METHOD_TOPK_AG, DEFTSIM_METHOD_CLTK,
-                                             DEFTSIM_METHOD_GTOPK, DEFTSIM_METHOD_DGC,
-                                             DEFTSIM_METHOD_DENSE,
-                                             DEFTSIM_METHOD_MICRO, DEFTSIM_METHOD_EXDYNA};
-#define NMETHODS (sizeof all_methods / sizeof all_methods[0])
+static const deftsim_method named_methods[] = {DEFTSIM_METHOD_DEFT,  DEFTSIM_METHOD_TOPK,
+                                               DEFTSIM_METHOD_TOPK_AG, DEFTSIM_METHOD_CLTK,
+                                               DEFTSIM_METHOD_GTOPK, DEFTSIM_METHOD_DGC,
+                                               DEFTSIM_METHOD_DENSE,
+                                               DEFTSIM_METHOD_MICRO, DEFTSIM_METHOD_EXDYNA};
+/* Methods without a value of deftsim_method, found in the registry by name. */
+static const char *const unnamed_methods[] = {"randk", "hardthr", "sidco"};
+#define NNAMED (sizeof named_methods / sizeof named_methods[0])
+#define NMETHODS (NNAMED + sizeof unnamed_methods / sizeof unnamed_methods[0])
+
+/* The i-th method these tests run (i < NMETHODS). */
+static deftsim_method method_at(size_t i)
+{
+    if (i < NNAMED) return named_methods[i];
+    deftsim_method m;
+    cr_assert_eq(deftsim_method_from_name(unnamed_methods[i - NNAMED], &m), 0, "%s",
+                 unnamed_methods[i - NNAMED]);
+    return m;
+}
+
+/* Whether m is the registry's method `name`. */
+static int is_method(deftsim_method m, const char *name)
+{
+    return !strcmp(deftsim_method_name(m), name);
+}
 /* The registry's methods these tests leave to their own files, each with the reason. */
 static const char *const elsewhere[][2] = {
     {"oktopk", "test_sp_oktopk.c: dense warm-up steps and regions break the generic byte "
@@ -30,13 +49,13 @@ static const char *const elsewhere[][2] = {
              "non-persistent provider there"},
 };
 
-/* Every method of the registry is in all_methods or named in elsewhere: a method added to
- * the registry fails here until one of the two lists takes it. */
+/* Every method of the registry is in named_methods, unnamed_methods or elsewhere: a method
+ * added to the registry fails here until one of the lists takes it. */
 Test(sparsify, method_list_covers_the_registry)
 {
     for (size_t i = 0; i < deftsim_method_count(); i++) {
         int found = 0;
-        for (size_t j = 0; j < NMETHODS; j++) found += all_methods[j] == (deftsim_method)i;
+        for (size_t j = 0; j < NMETHODS; j++) found += method_at(j) == (deftsim_method)i;
         for (size_t j = 0; j < sizeof elsewhere / sizeof elsewhere[0]; j++)
             found += !strcmp(elsewhere[j][0], deftsim_method_name((deftsim_method)i));
         cr_expect_eq(found, 1, "%s: in neither list of test_sparsify.c (or in both)",
@@ -84,7 +103,7 @@ Test(sparsify, conservation_every_method_and_P)
     for (size_t mi = 0; mi < NMETHODS; mi++)
         for (size_t pi = 0; pi < sizeof Ps / sizeof Ps[0]; pi++) {
             uint32_t P = Ps[pi];
-            deftsim_sparsifier_params p = sp_params(all_methods[mi], 0.01, P, m);
+            deftsim_sparsifier_params p = sp_params(method_at(mi), 0.01, P, m);
             deftsim_sparsifier *s = sp_new(&p);
             sp_accs *a = sp_accs_new(P, m->numel);
             for (uint64_t t = 0; t < 3; t++) {
@@ -132,7 +151,7 @@ Test(sparsify, extreme_densities)
     for (size_t mi = 0; mi < NMETHODS; mi++)
         for (size_t di = 0; di < 2; di++)
             for (uint32_t P = 1; P <= 5; P += 2) {
-                deftsim_sparsifier_params p = sp_params(all_methods[mi], dens[di], P, m);
+                deftsim_sparsifier_params p = sp_params(method_at(mi), dens[di], P, m);
                 deftsim_sparsifier *s = sp_new(&p);
                 sp_accs *a = sp_accs_new(P, m->numel);
                 add_gradients(a, seed, P);
@@ -165,7 +184,7 @@ Test(sparsify, p1_every_method)
     deftsim_model *m = sp_model_mix();
     size_t n = m->numel;
     for (size_t mi = 0; mi < NMETHODS; mi++) {
-        deftsim_sparsifier_params p = sp_params(all_methods[mi], 0.02, 1, m);
+        deftsim_sparsifier_params p = sp_params(method_at(mi), 0.02, 1, m);
         deftsim_sparsifier *s = sp_new(&p);
         sp_accs *a = sp_accs_new(1, n);
         add_gradients(a, seed, 0);
@@ -263,8 +282,8 @@ static void compare_providers(deftsim_method method, uint32_t P, double beta)
 Test(sparsify, nonpersistent_provider_same_result)
 {
     for (size_t mi = 0; mi < NMETHODS; mi++) {
-        compare_providers(all_methods[mi], 5, 0);
-        compare_providers(all_methods[mi], 4, 0);
+        compare_providers(method_at(mi), 5, 0);
+        compare_providers(method_at(mi), 4, 0);
     }
     compare_providers(DEFTSIM_METHOD_CLTK, 3, 0.5);
 }
@@ -374,7 +393,22 @@ static void check_bytes(const deftsim_step_result *r, const deftsim_model *m, in
             break;
         }
         case DEFTSIM_METHOD_OKTOPK: /* its bytes: test_sp_oktopk.c */
-        case DEFTSIM_METHOD_COUNT:
+            break;
+        default: /* DEFTSIM_METHOD_COUNT and after: methods without a value of their own */
+            if (is_method(r->method, "randk")) {
+                /* The shared set (randk_seed's default): the k values' allreduce alone. */
+                expect_ar(&x, P, k, sv);
+                cr_assert_eq(r->nnz, k, "%s: |U| = k", name);
+            } else if (is_method(r->method, "hardthr") || is_method(r->method, "sidco")) {
+                /* Counts, then every worker's own count of pairs (the exchange's default,
+                 * variable). */
+                uint64_t cb = reference ? 8 : 4;
+                for (uint32_t w = 0; w < P; w++)
+                    x.recv_exact[w] =
+                        (uint64_t)(P - 1) * cb + (sum_local - r->local_count[w]) * (si + sv);
+                cr_assert_eq(r->count_total, sum_local, "%s", name);
+                cr_assert_eq(r->count_max, maxc, "%s", name);
+            }
             break;
         }
     uint64_t tot_s = 0, tot_r = 0, tot_exact = 0;
@@ -411,7 +445,7 @@ Test(sparsify, bytes_equal_spec_formulas)
         for (size_t pi = 0; pi < sizeof Ps / sizeof Ps[0]; pi++)
             for (size_t wi = 0; wi < sizeof wires / sizeof wires[0]; wi++) {
                 uint32_t P = Ps[pi];
-                deftsim_sparsifier_params p = sp_params(all_methods[mi], 0.005, P, m);
+                deftsim_sparsifier_params p = sp_params(method_at(mi), 0.005, P, m);
                 p.index_bytes = wires[wi].si;
                 p.value_bytes = wires[wi].sv;
                 p.wire = wires[wi].wire;
@@ -440,7 +474,7 @@ Test(sparsify, schedule_payloads)
     deftsim_model *m = sp_model_mix();
     const uint32_t P = 4;
     for (size_t mi = 0; mi < NMETHODS; mi++) {
-        deftsim_sparsifier_params p = sp_params(all_methods[mi], 0.01, P, m);
+        deftsim_sparsifier_params p = sp_params(method_at(mi), 0.01, P, m);
         p.index_bytes = 8;
         p.value_bytes = 2;
         deftsim_sparsifier *s = sp_new(&p);
@@ -542,7 +576,21 @@ Test(sparsify, schedule_payloads)
             cr_assert_eq(r->nphases, 0);
             break;
         case DEFTSIM_METHOD_OKTOPK: /* its bytes: test_sp_oktopk.c */
-        case DEFTSIM_METHOD_COUNT:
+            break;
+        default: /* DEFTSIM_METHOD_COUNT and after: methods without a value of their own */
+            if (is_method(p.method, "randk")) {
+                cr_assert(st = sp_find_step(r, DEFTSIM_STEP_ALLREDUCE, "values", 0));
+                cr_assert_eq(st->bytes[0], k * 2);
+                cr_assert_eq(sp_count_collectives(r), 1);
+            } else if (is_method(p.method, "hardthr") || is_method(p.method, "sidco")) {
+                cr_assert(st = sp_find_step(r, DEFTSIM_STEP_ALLGATHER, "counts", 0));
+                cr_assert_eq(st->bytes[0], 4);
+                cr_assert(st = sp_find_step(r, DEFTSIM_STEP_ALLGATHER, "pairs", 0));
+                for (uint32_t w = 0; w < P; w++)
+                    cr_assert_eq(st->bytes[w], r->local_count[w] * 10);
+            } else {
+                cr_assert_fail("%s: no payload checks", deftsim_method_name(p.method));
+            }
             break;
         }
         sp_accs_free(a);
@@ -593,7 +641,7 @@ Test(sparsify, memory_estimate)
 {
     deftsim_model *m = sp_model_mix();
     for (size_t mi = 0; mi < NMETHODS; mi++) {
-        deftsim_sparsifier_params p = sp_params(all_methods[mi], 0.01, 4, m);
+        deftsim_sparsifier_params p = sp_params(method_at(mi), 0.01, 4, m);
         uint64_t b4 = deftsim_sparsifier_memory(&p);
         p.P = 16;
         uint64_t b16 = deftsim_sparsifier_memory(&p);
