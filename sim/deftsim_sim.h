@@ -237,12 +237,6 @@ typedef struct {
  * (NCCL's settings: ring, 2 channels, pad, 4 MiB buffers). P is left 0. */
 void deftsim_sim_params_default(deftsim_sim_params *p);
 
-/* Parses "25Gbps", "3.125GBps", "100MiBps", "1e9" (bytes/s) into bytes/s, and "1us", "5ns",
- * "0.1ms", "2s", "1e-6" (seconds) into seconds: SimGrid's unit suffixes. Return 0 on success,
- * -1 with nothing recorded. */
-int deftsim_parse_bandwidth(const char *text, double *bytes_per_s);
-int deftsim_parse_duration(const char *text, double *seconds);
-
 /* The platform for P workers: topology parameters (derived from P when unset, written into
  * params_buf) and the number of hosts it has (at least P). Checks everything a platform
  * needs; messages name the field ("topology_params '4,4': a torus needs ..."). For

@@ -78,10 +78,6 @@ int deftsim_cli_stop_exit(void);
  * command to run again to resume. */
 void deftsim_cli_print_command(FILE *f, int argc, char *const *argv);
 
-/* A byte count such as "24G", "1.5T" or "4096" (binary suffixes K, M, G, T, optionally
- * followed by "B" or "iB"). Returns 0, or -1 if malformed or out of range. */
-int deftsim_cli_parse_size(const char *s, uint64_t *out);
-
 /* Writes s to f as a gnuplot single-quoted string (a quote is doubled). */
 void deftsim_cli_gp_quote(FILE *f, const char *s);
 /* The registry's methods as gnuplot arrays for plots/style.gp (mreg_name, mreg_style,
