@@ -175,12 +175,8 @@ const char *deftsim_allreduce_name(deftsim_allreduce_algo a);
 const char *deftsim_bcast_name(deftsim_bcast_algo a);
 const char *deftsim_sim_mode_name(deftsim_sim_mode m);
 const char *deftsim_sim_compute_name(deftsim_sim_compute c);
-const char *deftsim_net_library_name(deftsim_net_library l);
 const char *deftsim_nccl_algo_name(deftsim_nccl_algo a);
 const char *deftsim_nccl_agv_name(deftsim_nccl_agv a);
-const char *deftsim_nccl_model_name(deftsim_nccl_model m);
-const char *deftsim_nccl_proto_name(deftsim_nccl_proto p);
-const char *deftsim_nccl_arch_name(deftsim_nccl_arch a);
 
 typedef struct {
     uint32_t P;                      /* workers: actors on hosts 0 .. P-1 */

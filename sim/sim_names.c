@@ -79,10 +79,6 @@ const char *deftsim_sim_compute_name(deftsim_sim_compute c)
     return name_of(deftsim_sim_compute_names, DEFTSIM_SIM_COMPUTE_COUNT, (unsigned)c);
 }
 
-const char *deftsim_net_library_name(deftsim_net_library l)
-{
-    return name_of(deftsim_net_library_names, DEFTSIM_LIB_COUNT, (unsigned)l);
-}
 const char *deftsim_nccl_algo_name(deftsim_nccl_algo a)
 {
     return name_of(deftsim_nccl_algo_names, DEFTSIM_NCCL_ALGO_COUNT, (unsigned)a);
@@ -90,18 +86,6 @@ const char *deftsim_nccl_algo_name(deftsim_nccl_algo a)
 const char *deftsim_nccl_agv_name(deftsim_nccl_agv a)
 {
     return name_of(deftsim_nccl_agv_names, DEFTSIM_NCCL_AGV_COUNT, (unsigned)a);
-}
-const char *deftsim_nccl_model_name(deftsim_nccl_model m)
-{
-    return name_of(deftsim_nccl_model_names, DEFTSIM_NCCL_MODEL_COUNT, (unsigned)m);
-}
-const char *deftsim_nccl_proto_name(deftsim_nccl_proto p)
-{
-    return name_of(deftsim_nccl_proto_names, DEFTSIM_NCCL_PROTO_COUNT, (unsigned)p);
-}
-const char *deftsim_nccl_arch_name(deftsim_nccl_arch a)
-{
-    return name_of(deftsim_nccl_arch_names, DEFTSIM_NCCL_ARCH_COUNT, (unsigned)a);
 }
 
 void deftsim_sim_params_default(deftsim_sim_params *p)

@@ -21,14 +21,6 @@
 const char *const deftsim_nt_coll_names[] = {"allreduce", "allgather", "reducescatter",
                                              "broadcast", "alltoall", NULL};
 
-double deftsim_nt_busbw_factor(deftsim_nt_coll c, uint32_t n)
-{
-    if (n < 1) return 1;
-    if (c == DEFTSIM_NT_ALLREDUCE) return 2.0 * (n - 1) / n;
-    if (c == DEFTSIM_NT_BROADCAST) return 1;
-    return (double)(n - 1) / n;
-}
-
 static int parse_u64(const char *s, uint64_t *v)
 {
     if (!*s || !isdigit((unsigned char)*s)) return -1;

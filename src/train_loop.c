@@ -721,8 +721,6 @@ static const char *const columns[] = {
     "wall_seconds", "sim_seconds", "sim_comm_seconds", "diverged"};
 #define NCOLUMNS (sizeof columns / sizeof columns[0])
 
-size_t deftsim_train_column_count(void) { return NCOLUMNS; }
-const char *deftsim_train_column(size_t i) { return i < NCOLUMNS ? columns[i] : NULL; }
 
 static void write_header(FILE *f)
 {

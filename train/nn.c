@@ -106,8 +106,6 @@ void deftsim_nn_blas_threads(int threads)
 }
 
 const deftsim_model *deftsim_nn_model(const deftsim_nn *net) { return net->model; }
-const deftsim_nn_spec *deftsim_nn_get_spec(const deftsim_nn *net) { return &net->spec; }
-uint32_t deftsim_nn_max_batch(const deftsim_nn *net) { return net->max_batch; }
 
 void deftsim_nn_free(deftsim_nn *net)
 {

@@ -207,7 +207,6 @@ void deftsim_cli_release_stop(void)
     stop_pipe[0] = stop_pipe[1] = -1;
 }
 
-int deftsim_cli_stop_signal(void) { return stop_signal; }
 const char *deftsim_cli_stop_name(void) { return stop_signal == SIGTERM ? "SIGTERM" : "SIGINT"; }
 int deftsim_cli_stop_exit(void) { return 128 + (stop_signal ? stop_signal : SIGINT); }
 
