@@ -299,7 +299,7 @@ deftsim_status sim_platform_xml(const deftsim_sim_params *p, char **out, size_t 
     sim_shortest(p->latency, lat, sizeof lat);
     sim_shortest(p->backbone_bandwidth, bb, sizeof bb);
     FILE *f = open_memstream(out, len);
-    if (!f) return deftsim_error_set(DEFTSIM_E_NOMEM, "platform: out of memory");
+    if (!f) return deftsim_error_nomem("platform");
     const char *sketch = p->topology == DEFTSIM_TOPO_FLAT      ? sketch_flat
                          : p->topology == DEFTSIM_TOPO_FATTREE ? sketch_fattree
                          : p->topology == DEFTSIM_TOPO_TORUS   ? sketch_torus
@@ -339,7 +339,7 @@ done:
     if (fclose(f) != 0) {
         free(*out);
         *out = NULL;
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "platform: out of memory");
+        return deftsim_error_nomem("platform");
     }
     return DEFTSIM_OK;
 }

@@ -9,11 +9,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static deftsim_status nomem(void)
-{
-    return deftsim_error_set(DEFTSIM_E_NOMEM, "results folder: out of memory");
-}
-
 const char *deftsim_folder_holds(const char *format)
 {
     if (!format) return "a manifest.json deftsim did not write";
@@ -210,7 +205,7 @@ deftsim_status deftsim_folder_check(const char *dir, const deftsim_folder_writer
     json_decref(id);
     if (id && !id_now) {
         json_decref(m);
-        return nomem();
+        return deftsim_error_nomem("results folder");
     }
     if (!id_now || !json_equal(id_now, identity)) {
         char diff[2048];

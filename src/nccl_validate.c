@@ -84,7 +84,7 @@ deftsim_status deftsim_nt_read_rows(const char *path, deftsim_nt_table *t)
                 fclose(f);
                 free(t->rows);
                 t->rows = NULL;
-                return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", path);
+                return deftsim_error_nomem("%s", path);
             }
             t->rows = g;
             cap = nc;
@@ -231,7 +231,7 @@ deftsim_status deftsim_nt_read_corpus(const char *dir, deftsim_nt_table **tables
             size_t nc = cap ? 2 * cap : 16;
             deftsim_nt_table *g = realloc(out, nc * sizeof *g);
             if (!g) {
-                st = deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", path);
+                st = deftsim_error_nomem("%s", path);
                 break;
             }
             out = g;
@@ -328,7 +328,7 @@ deftsim_status deftsim_nt_simulate(const deftsim_nt_table *t, const char *const 
     const deftsim_schedule **sp_list = calloc(t->nrows, sizeof *sp_list);
     size_t *idx = calloc(t->nrows, sizeof *idx), ns = 0;
     if (!s || !sp_list || !idx) {
-        st = deftsim_error_set(DEFTSIM_E_NOMEM, "table %s: out of memory", t->id);
+        st = deftsim_error_nomem("table %s", t->id);
         goto done;
     }
     for (size_t r = 0; r < t->nrows; r++) {
