@@ -30,6 +30,11 @@ deftsim_status deftsim_error_set(deftsim_status st, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 deftsim_status deftsim_error_setv(deftsim_status st, const char *fmt, va_list ap);
 
+/* The one out-of-memory message: records "<context>: out of memory" (context formatted as
+ * printf does, naming what was being allocated: "sweep", "%s: trace", path) and returns
+ * DEFTSIM_E_NOMEM. */
+deftsim_status deftsim_error_nomem(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* Prepends "prefix: " to the current message (for adding context on the way up). */
 deftsim_status deftsim_error_wrap(deftsim_status st, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

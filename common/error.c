@@ -42,6 +42,16 @@ deftsim_status deftsim_error_set(deftsim_status st, const char *fmt, ...)
     return st;
 }
 
+deftsim_status deftsim_error_nomem(const char *fmt, ...)
+{
+    char what[DEFTSIM_ERRMSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", what);
+}
+
 deftsim_status deftsim_error_wrap(deftsim_status st, const char *fmt, ...)
 {
     char prefix[DEFTSIM_ERRMSG_MAX], old[DEFTSIM_ERRMSG_MAX];

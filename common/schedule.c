@@ -39,7 +39,7 @@ static deftsim_step *add_step(deftsim_schedule *s, deftsim_step_kind kind, const
         size_t nc = s->cap ? 2 * s->cap : 16;
         deftsim_step *ns = realloc(s->steps, nc * sizeof *ns);
         if (!ns) {
-            deftsim_error_set(DEFTSIM_E_NOMEM, "schedule: out of memory");
+            deftsim_error_nomem("schedule");
             return NULL;
         }
         s->steps = ns;
@@ -67,7 +67,7 @@ static deftsim_step *add_step(deftsim_schedule *s, deftsim_step_kind kind, const
     return st;
 nomem:
     step_free(st);
-    deftsim_error_set(DEFTSIM_E_NOMEM, "schedule: out of memory");
+    deftsim_error_nomem("schedule");
     return NULL;
 }
 

@@ -11,14 +11,14 @@ deftsim_status deftsim_team_gather_var(const deftsim_team *t, const void *mine, 
     *total = 0;
     uint32_t R = t ? t->size : 1;
     uint64_t one = 1, *sizes = part_bytes ? part_bytes : malloc(R * sizeof *sizes);
-    if (!sizes) return deftsim_error_set(DEFTSIM_E_NOMEM, "spread mode: out of memory");
+    if (!sizes) return deftsim_error_nomem("spread mode");
     deftsim_status st = DEFTSIM_OK;
     if (!t || R == 1) {
         sizes[0] = bytes;
     } else {
         uint64_t *eight = calloc(R, sizeof *eight);
         if (!eight) {
-            st = deftsim_error_set(DEFTSIM_E_NOMEM, "spread mode: out of memory");
+            st = deftsim_error_nomem("spread mode");
             goto out;
         }
         for (uint32_t r = 0; r < R; r++) eight[r] = sizeof(uint64_t);

@@ -64,12 +64,12 @@ deftsim_status deftsim_afile_open(deftsim_afile **out, const char *path)
     *out = NULL;
     deftsim_afile *af = calloc(1, sizeof *af);
     size_t n = strlen(path) + 64;
-    if (!af) return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", path);
+    if (!af) return deftsim_error_nomem("%s", path);
     af->path = strdup(path);
     af->tmp = malloc(n);
     if (!af->path || !af->tmp) {
         free(af->path); free(af->tmp); free(af);
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", path);
+        return deftsim_error_nomem("%s", path);
     }
     snprintf(af->tmp, n, "%s.tmp.%ld", path, (long)getpid());
     af->f = fopen(af->tmp, "wb");
@@ -209,7 +209,7 @@ deftsim_status deftsim_read_file(const char *path, char **data, size_t *len)
     }
     int bad = ferror(f), err = errno;
     fclose(f);
-    if (!buf) return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", path);
+    if (!buf) return deftsim_error_nomem("%s", path);
     if (bad) {
         free(buf);
         return deftsim_error_set(DEFTSIM_E_IO, "%s: read error: %s", path, strerror(err));

@@ -87,7 +87,7 @@ deftsim_status deftsim_kctx_new(deftsim_kctx **out, const char *name, unsigned t
     if (threads > 256)
         return deftsim_error_set(DEFTSIM_E_USAGE, "kernels: %u threads (at most 256)", threads);
     deftsim_kctx *ctx = calloc(1, sizeof *ctx);
-    if (!ctx) return deftsim_error_set(DEFTSIM_E_NOMEM, "kernels: out of memory");
+    if (!ctx) return deftsim_error_nomem("kernels");
     ctx->be = be;
     ctx->threads = threads;
     ctx->last.backend = be->name;

@@ -175,12 +175,8 @@ const char *deftsim_allreduce_name(deftsim_allreduce_algo a);
 const char *deftsim_bcast_name(deftsim_bcast_algo a);
 const char *deftsim_sim_mode_name(deftsim_sim_mode m);
 const char *deftsim_sim_compute_name(deftsim_sim_compute c);
-const char *deftsim_net_library_name(deftsim_net_library l);
 const char *deftsim_nccl_algo_name(deftsim_nccl_algo a);
 const char *deftsim_nccl_agv_name(deftsim_nccl_agv a);
-const char *deftsim_nccl_model_name(deftsim_nccl_model m);
-const char *deftsim_nccl_proto_name(deftsim_nccl_proto p);
-const char *deftsim_nccl_arch_name(deftsim_nccl_arch a);
 
 typedef struct {
     uint32_t P;                      /* workers: actors on hosts 0 .. P-1 */
@@ -236,12 +232,6 @@ typedef struct {
  * NVSwitch of 450 GB/s and 1 us per port, one NIC as fast as bandwidth), library mpi
  * (NCCL's settings: ring, 2 channels, pad, 4 MiB buffers). P is left 0. */
 void deftsim_sim_params_default(deftsim_sim_params *p);
-
-/* Parses "25Gbps", "3.125GBps", "100MiBps", "1e9" (bytes/s) into bytes/s, and "1us", "5ns",
- * "0.1ms", "2s", "1e-6" (seconds) into seconds: SimGrid's unit suffixes. Return 0 on success,
- * -1 with nothing recorded. */
-int deftsim_parse_bandwidth(const char *text, double *bytes_per_s);
-int deftsim_parse_duration(const char *text, double *seconds);
 
 /* The platform for P workers: topology parameters (derived from P when unset, written into
  * params_buf) and the number of hosts it has (at least P). Checks everything a platform

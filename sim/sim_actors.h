@@ -2,13 +2,7 @@
  * runs the schedule steps (sim_child.c) and the point-to-point layer they send with
  * (sim_p2p.c). SimGrid types; internal to sim/.
  *
- * Call order in sim/ (a file calls only files below it, never back up):
- *   sim.c          the caller's side: checks, forks the child, reads its results
- *   sim_platform.c the platform description: units, shapes, the generated XML
- *   sim_child.c    the forked child: SimGrid's engine, one actor per worker, the steps
- *   sim_coll.c     the collective algorithms (MPI's; NCCL's in sim_nccl.c)
- *   sim_p2p.c      the point-to-point layer over SimGrid mailboxes, the clock
- *   sim_names.c    names of the options and the default parameters (calls nothing) */
+ * Call order in sim/: docs/ARCHITECTURE.md, the sim/ row of its folder table. */
 #ifndef DEFTSIM_SIM_ACTORS_H
 #define DEFTSIM_SIM_ACTORS_H
 

@@ -1,14 +1,7 @@
 /* sim_names.c - the names of the network options (topology, model, algorithms, modes) and the
  * default parameters (deftsim_sim.h). The lowest file of sim/: every other one may use it.
  *
- * Call order in sim/ (a file calls only files below it, never back up):
- *   sim.c          the caller's side: checks, forks the child, reads its results
- *   sim_platform.c the platform description: units, shapes, the generated XML
- *   sim_child.c    the forked child: SimGrid's engine, one actor per worker, the steps
- *   sim_coll.c     the collective algorithms (MPI's; NCCL's in sim_nccl.c)
- *   sim_p2p.c      the point-to-point layer over SimGrid mailboxes, the clock
- *   sim_nodes.c    multi-GPU nodes: the node keys' checks, host names, the nodes' XML
- *   sim_names.c    names of the options and the default parameters (calls nothing) */
+ * Call order in sim/: docs/ARCHITECTURE.md, the sim/ row of its folder table. */
 #include "deftsim_sim.h"
 
 #include <string.h>
@@ -86,10 +79,6 @@ const char *deftsim_sim_compute_name(deftsim_sim_compute c)
     return name_of(deftsim_sim_compute_names, DEFTSIM_SIM_COMPUTE_COUNT, (unsigned)c);
 }
 
-const char *deftsim_net_library_name(deftsim_net_library l)
-{
-    return name_of(deftsim_net_library_names, DEFTSIM_LIB_COUNT, (unsigned)l);
-}
 const char *deftsim_nccl_algo_name(deftsim_nccl_algo a)
 {
     return name_of(deftsim_nccl_algo_names, DEFTSIM_NCCL_ALGO_COUNT, (unsigned)a);
@@ -97,18 +86,6 @@ const char *deftsim_nccl_algo_name(deftsim_nccl_algo a)
 const char *deftsim_nccl_agv_name(deftsim_nccl_agv a)
 {
     return name_of(deftsim_nccl_agv_names, DEFTSIM_NCCL_AGV_COUNT, (unsigned)a);
-}
-const char *deftsim_nccl_model_name(deftsim_nccl_model m)
-{
-    return name_of(deftsim_nccl_model_names, DEFTSIM_NCCL_MODEL_COUNT, (unsigned)m);
-}
-const char *deftsim_nccl_proto_name(deftsim_nccl_proto p)
-{
-    return name_of(deftsim_nccl_proto_names, DEFTSIM_NCCL_PROTO_COUNT, (unsigned)p);
-}
-const char *deftsim_nccl_arch_name(deftsim_nccl_arch a)
-{
-    return name_of(deftsim_nccl_arch_names, DEFTSIM_NCCL_ARCH_COUNT, (unsigned)a);
 }
 
 void deftsim_sim_params_default(deftsim_sim_params *p)

@@ -32,13 +32,7 @@
  *                    channel's batches in turn (sim_nccl_p2p_schedule): alltoall,
  *                    allgatherv = p2p
  *
- * Call order in sim/ (a file calls only files below it, never back up):
- *   sim.c          the caller's side: checks, forks the child, reads its results
- *   sim_platform.c the platform description: units, shapes, the generated XML
- *   sim_child.c    the forked child: SimGrid's engine, one actor per worker, the steps
- *   sim_coll.c     the collective algorithms (MPI's; NCCL's in sim_nccl.c)
- *   sim_p2p.c      the point-to-point layer over SimGrid mailboxes, the clock
- *   sim_names.c    names of the options and the default parameters (calls nothing) */
+ * Call order in sim/: docs/ARCHITECTURE.md, the sim/ row of its folder table. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>

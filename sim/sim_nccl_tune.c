@@ -7,7 +7,7 @@
  * the channel and thread tuning of a call; NCCL 2.30.7, 2026-06). docs/NETWORK.md, "NCCL as it
  * runs", says which of them enter the simulation and how, and what is fitted instead.
  *
- * Call order in sim/ (a file calls only files below it, never back up): see sim_nccl.c; this
+ * Call order in sim/: docs/ARCHITECTURE.md, the sim/ row of its folder table; this
  * file calls only sim_names.c's defaults and libm. */
 #include <math.h>
 

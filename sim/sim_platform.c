@@ -1,15 +1,8 @@
-/* sim_platform.c - the platform description: bandwidth and duration units, the shapes of the
- * generated topologies (flat, fat tree, torus, dragonfly) and their SimGrid XML, written for
- * the user (deftsim_sim_write_platform) or to a temporary file for the child (sim.c).
+/* sim_platform.c - the platform description: the shapes of the generated topologies (flat,
+ * fat tree, torus, dragonfly) and their SimGrid XML, written for the user
+ * (deftsim_sim_write_platform) or to a temporary file for the child (sim.c).
  *
- * Call order in sim/ (a file calls only files below it, never back up):
- *   sim.c          the caller's side: checks, forks the child, reads its results
- *   sim_platform.c the platform description: units, shapes, the generated XML
- *   sim_child.c    the forked child: SimGrid's engine, one actor per worker, the steps
- *   sim_coll.c     the collective algorithms
- *   sim_p2p.c      the point-to-point layer over SimGrid mailboxes, the clock
- *   sim_nodes.c    multi-GPU nodes: the node keys' checks, host names, the nodes' XML
- *   sim_names.c    names of the options and the default parameters (calls nothing) */
+ * Call order in sim/: docs/ARCHITECTURE.md, the sim/ row of its folder table. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -21,78 +14,6 @@
 
 #include "deftsim_util.h"
 #include "sim_internal.h"
-
-/* ---- units -------------------------------------------------------------------------------------- */
-
-/* A unit: a power of ten and a power of two to scale by, and whether it counts bits. */
-typedef struct {
-    const char *suffix;
-    int dec, bin, bits;
-} unit;
-
-/* A number with an optional unit from the table. The decimal power goes into the number's own
- * exponent before strtod rounds it, so "5us" is the double nearest 5e-6, as the literal is;
- * binary prefixes and bits (/ 8) scale by powers of two, which is exact. */
-static int parse_with_units(const char *text, const unit *units, double *out)
-{
-    if (!text || !*text) return -1;
-    char *end;
-    errno = 0;
-    double v = strtod(text, &end);
-    if (end == text || errno == ERANGE || !isfinite(v)) return -1;
-    const unit *u = NULL;
-    if (*end) {
-        for (const unit *x = units; x->suffix; x++)
-            if (strcmp(end, x->suffix) == 0) u = x;
-        if (!u) return -1;
-    }
-    if (u && u->dec) {
-        /* mantissa [e exponent] -> mantissa e (exponent + dec) */
-        size_t nlen = (size_t)(end - text);
-        char num[128];
-        if (nlen >= sizeof num - 16) return -1;
-        memcpy(num, text, nlen);
-        num[nlen] = '\0';
-        char *e = strpbrk(num, "eE");
-        long exp = 0;
-        if (e) {
-            char *ee;
-            errno = 0;
-            exp = strtol(e + 1, &ee, 10);
-            if (errno || *ee) return -1;
-            *e = '\0';
-        }
-        char scaled[160];
-        snprintf(scaled, sizeof scaled, "%se%ld", num, exp + u->dec);
-        errno = 0;
-        v = strtod(scaled, &end);
-        if (*end || errno == ERANGE || !isfinite(v)) return -1;
-    }
-    if (u) v = ldexp(v, u->bin - (u->bits ? 3 : 0));
-    if (!isfinite(v)) return -1;
-    *out = v;
-    return 0;
-}
-
-int deftsim_parse_bandwidth(const char *text, double *bytes_per_s)
-{
-    /* SimGrid's bandwidth units: B for bytes, b for bits; decimal and binary prefixes. */
-    static const unit units[] = {
-        {"Bps", 0, 0, 0},    {"kBps", 3, 0, 0},   {"KBps", 3, 0, 0},   {"MBps", 6, 0, 0},
-        {"GBps", 9, 0, 0},   {"TBps", 12, 0, 0},  {"KiBps", 0, 10, 0}, {"MiBps", 0, 20, 0},
-        {"GiBps", 0, 30, 0}, {"TiBps", 0, 40, 0}, {"bps", 0, 0, 1},    {"kbps", 3, 0, 1},
-        {"Kbps", 3, 0, 1},   {"Mbps", 6, 0, 1},   {"Gbps", 9, 0, 1},   {"Tbps", 12, 0, 1},
-        {"Kibps", 0, 10, 1}, {"Mibps", 0, 20, 1}, {"Gibps", 0, 30, 1}, {"Tibps", 0, 40, 1},
-        {NULL, 0, 0, 0}};
-    return parse_with_units(text, units, bytes_per_s);
-}
-
-int deftsim_parse_duration(const char *text, double *seconds)
-{
-    static const unit units[] = {{"s", 0, 0, 0},   {"ms", -3, 0, 0},  {"us", -6, 0, 0},
-                                 {"ns", -9, 0, 0}, {"ps", -12, 0, 0}, {NULL, 0, 0, 0}};
-    return parse_with_units(text, units, seconds);
-}
 
 /* ---- platform shapes ---------------------------------------------------------------------------- */
 
@@ -378,7 +299,7 @@ deftsim_status sim_platform_xml(const deftsim_sim_params *p, char **out, size_t 
     sim_shortest(p->latency, lat, sizeof lat);
     sim_shortest(p->backbone_bandwidth, bb, sizeof bb);
     FILE *f = open_memstream(out, len);
-    if (!f) return deftsim_error_set(DEFTSIM_E_NOMEM, "platform: out of memory");
+    if (!f) return deftsim_error_nomem("platform");
     const char *sketch = p->topology == DEFTSIM_TOPO_FLAT      ? sketch_flat
                          : p->topology == DEFTSIM_TOPO_FATTREE ? sketch_fattree
                          : p->topology == DEFTSIM_TOPO_TORUS   ? sketch_torus
@@ -418,7 +339,7 @@ done:
     if (fclose(f) != 0) {
         free(*out);
         *out = NULL;
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "platform: out of memory");
+        return deftsim_error_nomem("platform");
     }
     return DEFTSIM_OK;
 }

@@ -162,7 +162,7 @@ deftsim_status deftsim_compute_plan_init(const deftsim_config *cfg, const deftsi
     out->nlayers = L;
     if (!out->bucket_elems || !out->bucket_backward || !out->layer_backward) {
         deftsim_compute_plan_free(out);
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "[compute]: out of memory");
+        return deftsim_error_nomem("[compute]");
     }
     /* DDP's assignment: tensors in reverse parameter order fill a bucket until it holds at
      * least its cap (the first bucket's cap is first_bucket_mb), then the next one starts. */

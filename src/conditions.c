@@ -110,7 +110,7 @@ deftsim_status deftsim_conditions_of_config(const deftsim_config *cfg, const cha
     json_t *config = deftsim_config_to_json(cfg), *machine = json_pack("{s:s}", "cpu_model", cpu);
     deftsim_status st = DEFTSIM_OK;
     if (!config || !machine)
-        st = deftsim_error_set(DEFTSIM_E_NOMEM, "conditions of scenario '%s': out of memory",
+        st = deftsim_error_nomem("conditions of scenario '%s'",
                                cfg->scenario.name);
     else
         format(config, machine, NULL, out);
@@ -139,7 +139,7 @@ deftsim_status deftsim_conditions_open(const char *dir, deftsim_conditions_src *
 {
     *out = NULL;
     deftsim_conditions_src *s = calloc(1, sizeof *s);
-    if (!s) return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", dir);
+    if (!s) return deftsim_error_nomem("%s", dir);
     snprintf(s->path, sizeof s->path, "%s/manifest.json", dir);
     if (access(s->path, F_OK) != 0) {
         free(s);
@@ -195,7 +195,7 @@ deftsim_status deftsim_conditions_lookup(const deftsim_conditions_src *s,
     if (!base) base = json_object_get(json_object_get(m, "identity"), "config");
     json_t *var = naxes ? variant_config(m, axes, values, naxes) : NULL;
     json_t *cfg = json_deep_copy(var ? var : base);
-    if (!cfg) return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", s->path);
+    if (!cfg) return deftsim_error_nomem("%s", s->path);
     /* No variant found (an older manifest): the axes' values over the folder's configuration. */
     for (size_t a = 0; !var && a < naxes; a++) {
         const char *dot = strchr(axes[a], '.');

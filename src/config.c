@@ -73,10 +73,6 @@ const char *deftsim_timing_cache_name(deftsim_timing_cache c)
 }
 const char *deftsim_device_kind_name(deftsim_device_kind k) { return ENUM_NAME(device_names, k); }
 const char *deftsim_train_model_name(deftsim_train_model m) { return ENUM_NAME(train_model_names, m); }
-const char *deftsim_backward_spread_name(deftsim_backward_spread s)
-{
-    return ENUM_NAME(spread_names, s);
-}
 
 /* ---- the schema ------------------------------------------------------------------------- */
 

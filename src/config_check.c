@@ -240,7 +240,7 @@ deftsim_status deftsim_cfg_check(const deftsim_config *cfg, int train)
         while (len && isspace((unsigned char)*p)) p++, len--;
         while (len && isspace((unsigned char)p[len - 1])) len--;
         char *one = strndup(p, len);
-        if (!one) return deftsim_error_set(DEFTSIM_E_NOMEM, "config: out of memory");
+        if (!one) return deftsim_error_nomem("config");
         if (!len) {
             free(one);
             deftsim_config_where(cfg, "gradients", "model", w, sizeof w);

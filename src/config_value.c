@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "config_internal.h"
+#include "deftsim_units.h"
 #include "deftsim_util.h"
 
 static int enum_index(const char *const *names, const char *s)

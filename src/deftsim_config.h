@@ -335,7 +335,6 @@ const char *deftsim_timing_statistic_name(deftsim_timing_statistic s);
 const char *deftsim_timing_cache_name(deftsim_timing_cache c);
 const char *deftsim_device_kind_name(deftsim_device_kind k);
 const char *deftsim_train_model_name(deftsim_train_model m);
-const char *deftsim_backward_spread_name(deftsim_backward_spread s);
 
 /* Parses an integer list with ranges (syntax above) into a malloc'd array, sorted ascending
  * with duplicates merged; every value must lie in [min, max] and the list may hold at most

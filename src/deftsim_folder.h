@@ -42,6 +42,11 @@ typedef struct {
 /* What a manifest of this format says the folder holds: "the results of deftsim run". */
 const char *deftsim_folder_holds(const char *format);
 
+/* Whether a points folder holds a point file: a *.csv in it or in a folder one level below (a
+ * sweep's variants). Empty folders do not count: a sweep creates them before it reads the
+ * manifest. 0 also when points_dir cannot be read. */
+int deftsim_folder_has_point_files(const char *points_dir);
+
 /* The identity {"config": ...} of a resolved configuration (deftsim_config_to_json's object,
  * not consumed) without the keys of drop ("section", "key" pairs). A new reference. */
 json_t *deftsim_folder_config_identity(json_t *config, const char *const (*drop)[2], size_t ndrop);

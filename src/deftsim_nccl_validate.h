@@ -61,10 +61,6 @@ deftsim_status deftsim_nt_read_corpus(const char *dir, deftsim_nt_table **tables
 
 void deftsim_nt_tables_free(deftsim_nt_table *tables, size_t n);
 
-/* The bus bandwidth factor nccl-tests applies for n ranks (allreduce 2 (n - 1) / n, allgather,
- * reduce-scatter and alltoall (n - 1) / n, broadcast 1). */
-double deftsim_nt_busbw_factor(deftsim_nt_coll c, uint32_t n);
-
 /* Simulates every row of t on the network of a default scenario with, in order: the table's
  * preset, library = nccl, approximate mode, its node shape and forced algorithm and protocol,
  * then the `sets` ("network.KEY=VALUE", applied last, so they win). sim_us[i] gets row i's

@@ -170,8 +170,4 @@ deftsim_status deftsim_train_record(const deftsim_config *cfg, deftsim_method me
                                     double density, uint32_t P, const char *dir,
                                     const deftsim_train_progress *progress);
 
-/* The CSV columns of curves.csv and the point files, in order. */
-size_t deftsim_train_column_count(void);
-const char *deftsim_train_column(size_t i);
-
 #endif

@@ -4,13 +4,10 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-
-static deftsim_status nomem(void)
-{
-    return deftsim_error_set(DEFTSIM_E_NOMEM, "results folder: out of memory");
-}
 
 const char *deftsim_folder_holds(const char *format)
 {
@@ -97,9 +94,8 @@ static void describe_difference(json_t *now, json_t *before, char *buf, size_t c
     if (!buf[0]) snprintf(buf, cap, "the manifest's identity cannot be compared");
 }
 
-/* Whether a points folder (or a variant folder in it, depth 1) holds a point file. Empty
- * folders do not count: a sweep creates them before it reads the manifest. */
-static int has_point_files(const char *path, int depth)
+/* Whether path (or a folder in it, down to depth more levels) holds a *.csv file. */
+static int holds_csv(const char *path, int depth)
 {
     DIR *d = opendir(path);
     if (!d) return 0;
@@ -110,14 +106,16 @@ static int has_point_files(const char *path, int depth)
         size_t l = strlen(e->d_name);
         if (l > 4 && !strcmp(e->d_name + l - 4, ".csv")) any = 1;
         else if (depth > 0) {
-            char sub[4600];
-            snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
-            any = has_point_files(sub, depth - 1);
+            char sub[PATH_MAX + 256];
+            int n = snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
+            if (n > 0 && (size_t)n < sizeof sub) any = holds_csv(sub, depth - 1);
         }
     }
     closedir(d);
     return any;
 }
+
+int deftsim_folder_has_point_files(const char *points_dir) { return holds_csv(points_dir, 1); }
 
 static int path_exists(const char *path)
 {
@@ -172,7 +170,7 @@ deftsim_status deftsim_folder_check(const char *dir, const deftsim_folder_writer
     if (stat(mpath, &sb) != 0) {
         if (errno != ENOENT && errno != ENOTDIR)
             return deftsim_error_set(DEFTSIM_E_IO, "%s: cannot read: %s", mpath, strerror(errno));
-        if (has_point_files(ppath, 1))
+        if (deftsim_folder_has_point_files(ppath))
             return deftsim_error_set(DEFTSIM_E_INPUT,
                                      "%s holds point files but no manifest.json: they cannot be "
                                      "told apart from another scenario's; %s into another "
@@ -207,7 +205,7 @@ deftsim_status deftsim_folder_check(const char *dir, const deftsim_folder_writer
     json_decref(id);
     if (id && !id_now) {
         json_decref(m);
-        return nomem();
+        return deftsim_error_nomem("results folder");
     }
     if (!id_now || !json_equal(id_now, identity)) {
         char diff[2048];

@@ -114,7 +114,7 @@ static const deftsim_gradsrc_ops gen_ops = {
 static deftsim_status gen_open(const deftsim_config *cfg, int table_only, deftsim_gradsrc *g)
 {
     gen_source *s = calloc(1, sizeof *s);
-    if (!s) return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory");
+    if (!s) return deftsim_error_nomem("engine");
     g->ops = &gen_ops;
     g->impl = s;
     deftsim_status st;
@@ -249,7 +249,7 @@ static const deftsim_gradsrc_ops trace_ops = {
 static deftsim_status trace_open(const deftsim_config *cfg, int table_only, deftsim_gradsrc *g)
 {
     trace_source *s = calloc(1, sizeof *s);
-    if (!s) return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory");
+    if (!s) return deftsim_error_nomem("engine");
     g->ops = &trace_ops;
     g->impl = s;
     deftsim_status st = deftsim_trace_open(cfg->gradients.trace, &s->trace);
@@ -265,7 +265,7 @@ static deftsim_status trace_open(const deftsim_config *cfg, int table_only, deft
     if (table_only) return DEFTSIM_OK;
     s->grad = calloc(s->workers ? s->workers : 1, sizeof *s->grad);
     s->finite_ok = calloc(s->iterations * s->workers + 1, 1);
-    if (!s->grad || !s->finite_ok) return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory");
+    if (!s->grad || !s->finite_ok) return deftsim_error_nomem("engine");
     return DEFTSIM_OK;
 }
 
@@ -275,7 +275,7 @@ static deftsim_status open_kind(const deftsim_config *cfg, int table_only, defts
 {
     *out = NULL;
     deftsim_gradsrc *g = calloc(1, sizeof *g);
-    if (!g) return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory");
+    if (!g) return deftsim_error_nomem("engine");
     g->kind = cfg->gradients.source;
     deftsim_status st = g->kind == DEFTSIM_SOURCE_TRACE ? trace_open(cfg, table_only, g)
                                                         : gen_open(cfg, table_only, g);

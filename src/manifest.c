@@ -94,7 +94,7 @@ deftsim_status deftsim_manifest_write(const char *path, json_t *root)
     char *withnl = realloc(text, len + 2);
     if (!withnl) {
         free(text);
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", path);
+        return deftsim_error_nomem("%s", path);
     }
     withnl[len] = '\n';
     withnl[len + 1] = '\0';

@@ -21,14 +21,6 @@
 const char *const deftsim_nt_coll_names[] = {"allreduce", "allgather", "reducescatter",
                                              "broadcast", "alltoall", NULL};
 
-double deftsim_nt_busbw_factor(deftsim_nt_coll c, uint32_t n)
-{
-    if (n < 1) return 1;
-    if (c == DEFTSIM_NT_ALLREDUCE) return 2.0 * (n - 1) / n;
-    if (c == DEFTSIM_NT_BROADCAST) return 1;
-    return (double)(n - 1) / n;
-}
-
 static int parse_u64(const char *s, uint64_t *v)
 {
     if (!*s || !isdigit((unsigned char)*s)) return -1;
@@ -92,7 +84,7 @@ deftsim_status deftsim_nt_read_rows(const char *path, deftsim_nt_table *t)
                 fclose(f);
                 free(t->rows);
                 t->rows = NULL;
-                return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", path);
+                return deftsim_error_nomem("%s", path);
             }
             t->rows = g;
             cap = nc;
@@ -239,7 +231,7 @@ deftsim_status deftsim_nt_read_corpus(const char *dir, deftsim_nt_table **tables
             size_t nc = cap ? 2 * cap : 16;
             deftsim_nt_table *g = realloc(out, nc * sizeof *g);
             if (!g) {
-                st = deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", path);
+                st = deftsim_error_nomem("%s", path);
                 break;
             }
             out = g;
@@ -336,7 +328,7 @@ deftsim_status deftsim_nt_simulate(const deftsim_nt_table *t, const char *const 
     const deftsim_schedule **sp_list = calloc(t->nrows, sizeof *sp_list);
     size_t *idx = calloc(t->nrows, sizeof *idx), ns = 0;
     if (!s || !sp_list || !idx) {
-        st = deftsim_error_set(DEFTSIM_E_NOMEM, "table %s: out of memory", t->id);
+        st = deftsim_error_nomem("table %s", t->id);
         goto done;
     }
     for (size_t r = 0; r < t->nrows; r++) {

@@ -302,7 +302,7 @@ static deftsim_status run_p2p(const wstep *st, uint32_t P, int me, xbufs *x, uin
         if (j / fan == (uint64_t)me && st->bytes[j] > out) out = st->bytes[j];
     }
     if (grow(x, &x->rbuf, &x->rcap, in + 1) || grow(x, &x->sbuf, &x->scap, out + 1))
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "real mode: out of memory");
+        return deftsim_error_nomem("real mode");
     int nr = 0;
     size_t off = 0;
     for (uint64_t j = 0; j < P * fan; j++) {
@@ -396,7 +396,7 @@ static deftsim_status run_coll(const wstep *st, uint32_t P, int me, uint32_t ele
     default:
         return run_p2p(st, P, me, x, sent, recv);
     }
-    return deftsim_error_set(DEFTSIM_E_NOMEM, "real mode: out of memory");
+    return deftsim_error_nomem("real mode");
 }
 
 /* The most any step of the words can ask of one payload buffer: what the whole point needs
@@ -474,7 +474,7 @@ static deftsim_status execute_words(const uint64_t *w, size_t n, uint32_t P, uin
     deftsim_status st = device_alloc(&x, dev, dev ? words_most(w, n, P) : 0);
     if (st) return st;
     x.cnt = malloc(4 * (size_t)P * sizeof(int));
-    if (!x.cnt) return deftsim_error_set(DEFTSIM_E_NOMEM, "real mode: out of memory");
+    if (!x.cnt) return deftsim_error_nomem("real mode");
     x.displ = x.cnt + P, x.scnt = x.cnt + 2 * P, x.sdispl = x.cnt + 3 * P;
     size_t g = 0;
     for (size_t i = 0; i < n && !st; i++) {
@@ -492,7 +492,7 @@ static deftsim_status execute_words(const uint64_t *w, size_t n, uint32_t P, uin
                 x.stat = malloc(need * sizeof *x.stat);
                 reqcap = need;
                 if (!x.req || !x.stat) {
-                    st = deftsim_error_set(DEFTSIM_E_NOMEM, "real mode: out of memory");
+                    st = deftsim_error_nomem("real mode");
                     break;
                 }
             }
@@ -542,7 +542,7 @@ static deftsim_status run_point(uint64_t *w, size_t nw, size_t n, uint32_t P, ui
     }
     deftsim_status st = DEFTSIM_OK;
     if (!sec || !cnt || (g_rank == 0 && (!secmax || !all)))
-        st = deftsim_error_set(DEFTSIM_E_NOMEM, "real mode: out of memory");
+        st = deftsim_error_nomem("real mode");
     /* Device buffers only when every rank can use them. */
     device_decide();
     int dev = g_dev_ok;
@@ -569,7 +569,7 @@ static deftsim_status run_point(uint64_t *w, size_t nw, size_t n, uint32_t P, ui
         res->recv = malloc((S * P + 1) * sizeof *res->recv);
         res->comm_seconds = malloc((n + 1) * sizeof *res->comm_seconds);
         if (!res->first || !res->seconds || !res->sent || !res->recv || !res->comm_seconds) {
-            st = deftsim_error_set(DEFTSIM_E_NOMEM, "real mode: out of memory");
+            st = deftsim_error_nomem("real mode");
         } else {
             const uint64_t *p = w;
             size_t g = 0;
@@ -650,7 +650,7 @@ deftsim_status deftsim_mpi_execute(const deftsim_schedule *const *s, size_t n, u
     words v = {0};
     if (serialise(s, n, &v)) {
         free(v.w);
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "real mode: out of memory");
+        return deftsim_error_nomem("real mode");
     }
     if (v.n > INT_MAX) {
         free(v.w);
@@ -736,7 +736,7 @@ static deftsim_status team_allgatherv(void *ctx, const void *mine, void *all, co
     for (int r = 0; r < g_rank; r++) off += bytes[r];
     if (total < (uint64_t)INT_MAX) {
         int *cnt = malloc((size_t)g_size * 2 * sizeof *cnt);
-        if (!cnt) return deftsim_error_set(DEFTSIM_E_NOMEM, "spread mode: out of memory");
+        if (!cnt) return deftsim_error_nomem("spread mode");
         int *displ = cnt + g_size, d = 0;
         for (int r = 0; r < g_size; r++) {
             cnt[r] = (int)bytes[r];

@@ -84,7 +84,7 @@ static deftsim_status npy_write_with(const char *path, deftsim_npy_type t, const
         unsigned char *tmp = malloc(2 * NPY_CHUNK * 8);
         if (!tmp) {
             deftsim_afile_abort(af);
-            return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", path);
+            return deftsim_error_nomem("%s", path);
         }
         unsigned char *out = tmp + NPY_CHUNK * 8;
         for (uint64_t o = 0; ok && o < count; o += NPY_CHUNK) {
@@ -213,7 +213,7 @@ deftsim_status deftsim_npy_read(const char *path, deftsim_npy_type *type, void *
     char *dict = malloc(hlen + 1);
     if (!dict) {
         free(buf);
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", path);
+        return deftsim_error_nomem("%s", path);
     }
     memcpy(dict, buf + pre, hlen);
     dict[hlen] = '\0';
@@ -236,7 +236,7 @@ deftsim_status deftsim_npy_read(const char *path, deftsim_npy_type *type, void *
         void *out = malloc((size_t)n * isz);
         if (!out) {
             free(buf);
-            return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", path);
+            return deftsim_error_nomem("%s", path);
         }
         if (NPY_HOST_LE) memcpy(out, buf + pre + hlen, (size_t)n * isz);
         else to_le(out, buf + pre + hlen, isz, (size_t)n);

@@ -36,7 +36,7 @@ deftsim_status deftsim_platform_record_read(const deftsim_config *cfg, deftsim_p
     r->copy = malloc(clen);
     if (!r->path || !r->name || !r->copy) {
         deftsim_platform_record_free(r);
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "[network] platform_file %s: out of memory", path);
+        return deftsim_error_nomem("[network] platform_file %s", path);
     }
     snprintf(r->copy, clen, "platforms/%s", name);
     deftsim_sha256_hex(r->data, r->bytes, r->sha256);
@@ -51,7 +51,7 @@ deftsim_status deftsim_platform_record_keep(const deftsim_platform_record *r, co
     char *dir = malloc(dlen), *full = malloc(plen);
     deftsim_status st = DEFTSIM_OK;
     if (!dir || !full) {
-        st = deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", outdir);
+        st = deftsim_error_nomem("%s", outdir);
         goto done;
     }
     snprintf(dir, dlen, "%s/platforms", outdir);

@@ -58,7 +58,7 @@ deftsim_status deftsim_point_sim_add(deftsim_point_sim *s, const deftsim_step_re
                                      const size_t *coll_step, size_t ncoll, int with_schedule)
 {
     deftsim_schedule *sched = deftsim_point_sim_next(s);
-    if (!sched) return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory");
+    if (!sched) return deftsim_error_nomem("engine");
     deftsim_sim_iter *it = &s->it[s->n - 1];
     if (with_schedule && deftsim_point_sim_copy_steps(sched, &r->schedule))
         return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory copying a schedule");
@@ -70,7 +70,7 @@ deftsim_status deftsim_point_sim_add(deftsim_point_sim *s, const deftsim_step_re
     it->ncoll = ncoll;
     if (ncoll) {
         if (!(it->coll_step = malloc(ncoll * sizeof *it->coll_step)))
-            return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory");
+            return deftsim_error_nomem("engine");
         memcpy(it->coll_step, coll_step, ncoll * sizeof *it->coll_step);
     }
     s->elem_bytes = r->value_wire_bytes;
@@ -87,7 +87,7 @@ deftsim_status deftsim_point_sim_run(const deftsim_sim_params *sp, const deftsim
                                      deftsim_sim_result *res)
 {
     const deftsim_schedule **scheds = malloc((s->n ? s->n : 1) * sizeof *scheds);
-    if (!scheds) return deftsim_error_set(DEFTSIM_E_NOMEM, "network simulation: out of memory");
+    if (!scheds) return deftsim_error_nomem("network simulation");
     for (size_t i = 0; i < s->n; i++) scheds[i] = &s->it[i].sched;
     deftsim_status st = deftsim_sim_run(sp, scheds, s->n, res);
     free(scheds);
@@ -203,7 +203,7 @@ deftsim_status deftsim_point_sim_emit(FILE *out, row_buffer *rb, const deftsim_p
                 size_t len = (size_t)(rb->end[row] - prev);
                 if (len > rb->line_cap) {
                     char *nl = realloc(rb->line, len);
-                    if (!nl) return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory");
+                    if (!nl) return deftsim_error_nomem("engine");
                     rb->line = nl;
                     rb->line_cap = len;
                 }
@@ -240,7 +240,7 @@ deftsim_status deftsim_point_sim_run_cols(const deftsim_config *cfg,
         return DEFTSIM_OK;
     }
     FILE *m = fmemopen(buf, cap, "w");
-    if (!m) return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory");
+    if (!m) return deftsim_error_nomem("engine");
     char bw[40], lat[40];
     if (cfg->network.topology == DEFTSIM_TOPO_FILE) {
         char topo[4200];

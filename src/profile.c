@@ -238,7 +238,7 @@ deftsim_status deftsim_profile_parse(const char *text, size_t len, const char *f
 {
     memset(p, 0, sizeof *p);
     csv_line *L = malloc(sizeof *L);
-    if (!L) return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", file);
+    if (!L) return deftsim_error_nomem("%s", file);
     deftsim_status st = DEFTSIM_OK;
     size_t line = 0, pos = 0, row_line[DEFTSIM_KOP_COUNT] = {0}, key_line[NKEYS] = {0};
     enum { S_FORMAT, S_KEYS, S_ROWS } state = S_FORMAT;
@@ -608,7 +608,7 @@ deftsim_status deftsim_profile_kctx_new(const deftsim_config *cfg, deftsim_kctx 
     deftsim_config_where(cfg, "device", "profile", w, sizeof w);
     deftsim_profile *p = malloc(sizeof *p);
     if (!p) {
-        st = deftsim_error_set(DEFTSIM_E_NOMEM, "train: out of memory");
+        st = deftsim_error_nomem("train");
         goto fail;
     }
     if ((st = deftsim_profile_load(cfg->device.profile, p))) goto wrap;

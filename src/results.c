@@ -15,7 +15,6 @@
 #include "deftsim_analysis.h"
 #include "sweep_internal.h"
 
-static deftsim_status nomem(void) { return deftsim_sweep_nomem(); }
 
 static int file_exists(const char *path)
 {
@@ -48,7 +47,7 @@ static deftsim_status add_line(deftsim_result_set *r, const char *fmt, ...)
     size_t n = 0;
     while (r->provenance && r->provenance[n]) n++;
     char **p = realloc(r->provenance, (n + 2) * sizeof *p);
-    if (!p) return nomem();
+    if (!p) return deftsim_error_nomem("sweep");
     r->provenance = p;
     va_list ap;
     va_start(ap, fmt);
@@ -56,7 +55,7 @@ static deftsim_status add_line(deftsim_result_set *r, const char *fmt, ...)
     va_end(ap);
     if (len < 0) {
         p[n] = NULL;
-        return nomem();
+        return deftsim_error_nomem("sweep");
     }
     p[n + 1] = NULL;
     return DEFTSIM_OK;
@@ -65,16 +64,16 @@ static deftsim_status add_line(deftsim_result_set *r, const char *fmt, ...)
 static deftsim_status add_file(deftsim_result_set *r, const char *path, const char *const *values)
 {
     deftsim_result_file *f = realloc(r->files, (r->nfiles + 1) * sizeof *f);
-    if (!f) return nomem();
+    if (!f) return deftsim_error_nomem("sweep");
     r->files = f;
     deftsim_result_file *x = &r->files[r->nfiles];
     memset(x, 0, sizeof *x);
     r->nfiles++;
-    if (!(x->path = strdup(path))) return nomem();
+    if (!(x->path = strdup(path))) return deftsim_error_nomem("sweep");
     if (r->naxes) {
-        if (!(x->values = calloc(r->naxes, sizeof *x->values))) return nomem();
+        if (!(x->values = calloc(r->naxes, sizeof *x->values))) return deftsim_error_nomem("sweep");
         for (size_t a = 0; a < r->naxes; a++)
-            if (!(x->values[a] = strdup(values[a] ? values[a] : ""))) return nomem();
+            if (!(x->values[a] = strdup(values[a] ? values[a] : ""))) return deftsim_error_nomem("sweep");
     }
     return DEFTSIM_OK;
 }
@@ -120,14 +119,14 @@ static deftsim_status list_sweep(deftsim_result_set *r, const char *dir, json_t 
     json_t *e;
     json_t *axes = json_object_get(m, "axes");
     r->naxes = json_array_size(axes);
-    if (r->naxes && !(r->axes = calloc(r->naxes, sizeof *r->axes))) return nomem();
+    if (r->naxes && !(r->axes = calloc(r->naxes, sizeof *r->axes))) return deftsim_error_nomem("sweep");
     json_array_foreach(axes, i, e) {
         const char *k = json_string_value(json_object_get(e, "key"));
-        if (!(r->axes[i] = strdup(k ? k : "?"))) return nomem();
+        if (!(r->axes[i] = strdup(k ? k : "?"))) return deftsim_error_nomem("sweep");
     }
     size_t done = 0, failed = 0, pending = 0;
     const char **vals = calloc(r->naxes ? r->naxes : 1, sizeof *vals);
-    if (!vals) return nomem();
+    if (!vals) return deftsim_error_nomem("sweep");
     st = DEFTSIM_OK;
     json_array_foreach(json_object_get(m, "points"), i, e) {
         const char *state = json_string_value(json_object_get(e, "status"));
@@ -193,7 +192,7 @@ static size_t run_planned(json_t *cfg)
 static deftsim_status run_unlisted(deftsim_result_set *r, const char *dir)
 {
     deftsim_result_set *all = calloc(1, sizeof *all);
-    if (!all) return nomem();
+    if (!all) return deftsim_error_nomem("sweep");
     deftsim_status st = list_points_dir(all, dir);
     if (st) deftsim_error_clear(); /* no points/ at all: nothing more */
     for (size_t i = 0; !st && i < all->nfiles; i++) {
@@ -257,7 +256,7 @@ static deftsim_status list_points_dir(deftsim_result_set *r, const char *dir)
             char **p = realloc(names, (n + 1) * sizeof *p);
             if (!p || !(p[n] = strdup(e->d_name))) {
                 if (p) names = p;
-                st = nomem();
+                st = deftsim_error_nomem("sweep");
                 break;
             }
             names = p;
@@ -290,7 +289,7 @@ deftsim_status deftsim_results_list(const char *dir, deftsim_result_set **out)
 {
     *out = NULL;
     deftsim_result_set *r = calloc(1, sizeof *r);
-    if (!r) return nomem();
+    if (!r) return deftsim_error_nomem("sweep");
     deftsim_status st = DEFTSIM_OK;
     struct stat sb;
     if (stat(dir, &sb) != 0) {
@@ -298,7 +297,7 @@ deftsim_status deftsim_results_list(const char *dir, deftsim_result_set **out)
         goto done;
     }
     if (S_ISREG(sb.st_mode)) {
-        if (!(r->kind = strdup("file"))) st = nomem();
+        if (!(r->kind = strdup("file"))) st = deftsim_error_nomem("sweep");
         if (!st) st = add_file(r, dir, NULL);
         if (!st) st = add_line(r, "Results: `%s`.", dir);
         goto done;
@@ -306,7 +305,7 @@ deftsim_status deftsim_results_list(const char *dir, deftsim_result_set **out)
     char mpath[4200];
     snprintf(mpath, sizeof mpath, "%s/manifest.json", dir);
     if (!file_exists(mpath)) {
-        if (!(r->kind = strdup("points"))) st = nomem();
+        if (!(r->kind = strdup("points"))) st = deftsim_error_nomem("sweep");
         if (!st) st = list_points_dir(r, dir);
         goto done;
     }
@@ -318,12 +317,12 @@ deftsim_status deftsim_results_list(const char *dir, deftsim_result_set **out)
     }
     const char *fmt = json_string_value(json_object_get(m, "format"));
     const char *status = json_string_value(json_object_get(m, "status"));
-    if (status && !(r->status = strdup(status))) st = nomem();
+    if (status && !(r->status = strdup(status))) st = deftsim_error_nomem("sweep");
     else if (fmt && !strcmp(fmt, MANIFEST_FORMAT)) {
-        if (!(r->kind = strdup("sweep"))) st = nomem();
+        if (!(r->kind = strdup("sweep"))) st = deftsim_error_nomem("sweep");
         if (!st) st = list_sweep(r, dir, m);
     } else if (fmt && !strcmp(fmt, "deftsim-results")) {
-        if (!(r->kind = strdup("run"))) st = nomem();
+        if (!(r->kind = strdup("run"))) st = deftsim_error_nomem("sweep");
         if (!st) st = list_run(r, dir, m);
     } else {
         st = deftsim_error_set(DEFTSIM_E_INPUT, "%s: not a deftsim manifest (format %s)", mpath,

@@ -27,12 +27,6 @@
 #include "deftsim_util.h"
 #include "sweep_internal.h"
 
-deftsim_status deftsim_sweep_nomem(void)
-{
-    return deftsim_error_set(DEFTSIM_E_NOMEM, "sweep: out of memory");
-}
-
-static deftsim_status nomem(void) { return deftsim_sweep_nomem(); }
 
 size_t deftsim_sweep_point_count(const deftsim_sweep *s) { return s->npoints; }
 size_t deftsim_sweep_variant_count(const deftsim_sweep *s) { return s->nvariants; }
@@ -96,12 +90,12 @@ deftsim_status deftsim_sweep_new(const deftsim_config *cfg, const deftsim_sweep_
 {
     *out = NULL;
     deftsim_sweep *s = calloc(1, sizeof *s);
-    if (!s) return nomem();
+    if (!s) return deftsim_error_nomem("sweep");
     s->lock_fd = s->shard_lock_fd = -1;
     if (o) s->opt = *o;
     deftsim_status st = deftsim_config_clone(cfg, &s->base);
     if (!st) st = deftsim_sweep_plan(s);
-    if (!st && !(s->extra_points = json_array())) st = nomem();
+    if (!st && !(s->extra_points = json_array())) st = deftsim_error_nomem("sweep");
     if (st) {
         deftsim_sweep_free(s);
         return st;
@@ -396,7 +390,7 @@ static deftsim_status write_rows_csv(const deftsim_sweep *s)
             size_t ql = 0;
             FILE *m = open_memstream(&q, &ql);
             if (!m) {
-                st = nomem();
+                st = deftsim_error_nomem("sweep");
                 break;
             }
             deftsim_csv_field(m, val ? val : "");
@@ -754,7 +748,7 @@ static deftsim_status sweep_begin(deftsim_sweep *s, deftsim_sweep_summary *sum)
     char now[64];
     deftsim_utc_now(now, sizeof now);
     free(s->started);
-    if (!(s->started = strdup(now))) return nomem();
+    if (!(s->started = strdup(now))) return deftsim_error_nomem("sweep");
     for (size_t i = 0; i < s->npoints; i++) {
         if (!s->points[i].in_shard) continue;
         sum->planned++;
@@ -877,7 +871,7 @@ static deftsim_status failures_error(const deftsim_sweep *s, size_t left)
     char *msg = NULL;
     size_t ml = 0;
     FILE *m = open_memstream(&msg, &ml);
-    if (!m) return nomem();
+    if (!m) return deftsim_error_nomem("sweep");
     fprintf(m, "%zu of %zu points failed (the others are written; %s):", left, planned,
             bad_input ? "fix the input, then rerun the sweep to retry" : "rerun the sweep to retry");
     for (size_t i = 0; i < s->npoints; i++) {

@@ -78,9 +78,6 @@ struct deftsim_sweep {
 #define SHARD_FORMAT "deftsim-sweep-shard"
 #define PLAN_FORMAT "deftsim-sweep-plan"
 
-/* "sweep: out of memory". */
-deftsim_status deftsim_sweep_nomem(void);
-
 /* The path of rel in the output folder. */
 void deftsim_sweep_path(const deftsim_sweep *s, const char *rel, char *buf, size_t cap);
 

@@ -15,7 +15,6 @@
 #include "deftsim_model.h"
 #include "deftsim_sha256.h"
 
-static deftsim_status nomem(void) { return deftsim_sweep_nomem(); }
 
 static void free_list(char **items, size_t n)
 {
@@ -42,7 +41,7 @@ static deftsim_status split_list(const char *text, const char *what, char ***ite
         }
         char *one = strndup(b, (size_t)(e - b));
         if (!one) {
-            st = nomem();
+            st = deftsim_error_nomem("sweep");
             break;
         }
         for (size_t i = 0; i < k && !st; i++)
@@ -50,7 +49,7 @@ static deftsim_status split_list(const char *text, const char *what, char ***ite
         if (!st && k == cap) {
             size_t c = cap ? 2 * cap : 4;
             char **q = realloc(v, c * sizeof *q);
-            if (!q) st = nomem();
+            if (!q) st = deftsim_error_nomem("sweep");
             else {
                 v = q;
                 cap = c;
@@ -90,11 +89,11 @@ static deftsim_status add_axis(deftsim_sweep *s, const char *key, char **values,
                                int from_scenario)
 {
     axis *a = realloc(s->axes, (s->naxes + 1) * sizeof *a);
-    if (!a) return nomem();
+    if (!a) return deftsim_error_nomem("sweep");
     s->axes = a;
     axis *x = &s->axes[s->naxes];
     memset(x, 0, sizeof *x);
-    if (!(x->key = strdup(key))) return nomem();
+    if (!(x->key = strdup(key))) return deftsim_error_nomem("sweep");
     x->values = values;
     x->nvalues = n;
     x->from_scenario = from_scenario;
@@ -220,12 +219,12 @@ static deftsim_status build_variants(deftsim_sweep *s)
     for (size_t i = 0; i < s->naxes; i++) nv *= s->axes[i].nvalues;
     if (nv > 100000) return deftsim_error_set(DEFTSIM_E_USAGE, "sweep: %zu variants; too many", nv);
     s->variants = calloc(nv, sizeof *s->variants);
-    if (!s->variants) return nomem();
+    if (!s->variants) return deftsim_error_nomem("sweep");
     for (size_t v = 0; v < nv; v++) {
         variant *var = &s->variants[v];
         s->nvariants = v + 1;
         var->value_index = calloc(s->naxes ? s->naxes : 1, sizeof *var->value_index);
-        if (!var->value_index) return nomem();
+        if (!var->value_index) return deftsim_error_nomem("sweep");
         deftsim_status st = deftsim_config_clone(s->base, &var->cfg);
         if (st) return st;
         /* Mixed radix, the first axis slowest: variants in the order the lists give. */
@@ -267,7 +266,7 @@ static deftsim_status build_variants(deftsim_sweep *s)
                 snprintf(label + l, sizeof label - l, "-%zu", v);
                 break;
             }
-        if (!(var->label = strdup(s->naxes ? label : ""))) return nomem();
+        if (!(var->label = strdup(s->naxes ? label : ""))) return deftsim_error_nomem("sweep");
         /* What the engine writes beside the rows (the generated network platform of each P)
          * goes to the variant's own folder, where other variants cannot overwrite it. */
         if (s->naxes) {
@@ -285,7 +284,7 @@ static deftsim_status build_points(deftsim_sweep *s)
     size_t per = c->sparsify.nmethods * c->sparsify.ndensities * c->workers.ncounts;
     size_t total = per * s->nvariants;
     s->points = calloc(total ? total : 1, sizeof *s->points);
-    if (!s->points) return nomem();
+    if (!s->points) return deftsim_error_nomem("sweep");
     for (size_t v = 0; v < s->nvariants; v++) {
         const deftsim_config *vc = s->variants[v].cfg;
         /* The engine's order within a variant: methods, then densities, then P ascending. */
@@ -306,7 +305,7 @@ static deftsim_status build_points(deftsim_sweep *s)
                     size_t fl = strlen(id) + 16;
                     p->id = strdup(id);
                     p->file = malloc(fl);
-                    if (!p->id || !p->file) return nomem();
+                    if (!p->id || !p->file) return deftsim_error_nomem("sweep");
                     snprintf(p->file, fl, "points/%s.csv", id);
                 }
     }
@@ -373,7 +372,7 @@ static deftsim_status plan_digest(deftsim_sweep *s)
     }
     unsigned char d[32];
     deftsim_sha256_final(&c, d);
-    if (!(s->plan_sha256 = malloc(65))) return nomem();
+    if (!(s->plan_sha256 = malloc(65))) return deftsim_error_nomem("sweep");
     for (int i = 0; i < 32; i++) snprintf(s->plan_sha256 + 2 * i, 3, "%02x", d[i]);
     return DEFTSIM_OK;
 }

@@ -32,7 +32,6 @@
 #include "deftsim_util.h"
 #include "sweep_internal.h"
 
-static deftsim_status nomem(void) { return deftsim_sweep_nomem(); }
 
 static int file_exists(const char *path)
 {
@@ -143,7 +142,7 @@ static deftsim_status write_json(const char *path, json_t *root, const char *kin
 {
     char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(root);
-    if (!text) return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", path);
+    if (!text) return deftsim_error_nomem("%s", path);
     xfile x;
     deftsim_status st = xfile_open(&x, path, kind);
     if (!st) {
@@ -194,13 +193,13 @@ deftsim_status deftsim_sweep_shard_begin(deftsim_sweep *s)
     char path[4200], now[64];
     if (!s->started) {
         deftsim_utc_now(now, sizeof now);
-        if (!(s->started = strdup(now))) return nomem();
+        if (!(s->started = strdup(now))) return deftsim_error_nomem("sweep");
     }
     deftsim_status st;
     deftsim_sweep_path(s, "manifest.json", path, sizeof path);
     if (!file_exists(path)) {
         json_t *m = deftsim_sweep_manifest_json(s, "running", NULL, 0, 0, 0);
-        if (!m) return nomem();
+        if (!m) return deftsim_error_nomem("sweep");
         json_object_set_new(m, "shards", json_pack("{s:i, s:s}", "count", (int)s->opt.shard_count,
                                                    "plan", SHARDS_DIR "/plan.json"));
         if ((st = write_json(path, m, "new", 1))) return st;
@@ -208,7 +207,7 @@ deftsim_status deftsim_sweep_shard_begin(deftsim_sweep *s)
     deftsim_sweep_path(s, SHARDS_DIR "/plan.json", path, sizeof path);
     if (!file_exists(path)) {
         json_t *p = deftsim_sweep_manifest_json(s, "planned", NULL, 0, 0, 1);
-        if (!p) return nomem();
+        if (!p) return deftsim_error_nomem("sweep");
         json_object_set_new(p, "format", json_string(PLAN_FORMAT));
         json_object_set_new(p, "shards", json_pack("{s:i}", "count", (int)s->opt.shard_count));
         json_object_set_new(p, "plan_sha256", json_string(s->plan_sha256));
@@ -322,7 +321,7 @@ static deftsim_status load_shard_file(deftsim_sweep *s, const char *path, unsign
             char what[128];
             snprintf(what, sizeof what, "shard %u/%u (%s/shard-%u-of-%u.json)", index, count,
                      SHARDS_DIR, index, count);
-            if (!(s->shard_running = strdup(what))) st = nomem();
+            if (!(s->shard_running = strdup(what))) st = deftsim_error_nomem("sweep");
         }
     }
     size_t i;
@@ -472,7 +471,7 @@ static deftsim_status merge_read(merge_state *m)
     if (n < 1 || n > 1000000) return deftsim_error_set(DEFTSIM_E_INPUT, "%s: no shard count", path);
     m->n = (unsigned)n;
     if ((st = deftsim_folder_check(m->dir, &merge_writer, identity, &m->base))) return st;
-    if (!(m->shard = calloc(m->n, sizeof *m->shard)) || !(m->records = json_object())) return nomem();
+    if (!(m->shard = calloc(m->n, sizeof *m->shard)) || !(m->records = json_object())) return deftsim_error_nomem("sweep");
     snprintf(path, sizeof path, "%s/%s", m->dir, SHARDS_DIR);
     DIR *d = opendir(path);
     struct dirent *e;
@@ -581,7 +580,7 @@ static deftsim_status rows_of(const merge_state *m, FILE *out, json_t *axes, jso
     char *prefix = NULL;
     size_t pl = 0;
     FILE *p = open_memstream(&prefix, &pl);
-    if (!p) return nomem();
+    if (!p) return deftsim_error_nomem("sweep");
     size_t a;
     json_t *ax;
     json_array_foreach(axes, a, ax) {
@@ -686,7 +685,7 @@ deftsim_status deftsim_sweep_merge(const char *dir, int only_if_complete,
         goto done;
     }
     if (!(points = json_array())) {
-        st = nomem();
+        st = deftsim_error_nomem("sweep");
         goto done;
     }
     size_t i;
@@ -711,7 +710,7 @@ deftsim_status deftsim_sweep_merge(const char *dir, int only_if_complete,
     if ((st = merge_rows(&m, points))) goto done;
     json_t *root = merge_manifest(&m, points);
     if (!root) {
-        st = nomem();
+        st = deftsim_error_nomem("sweep");
         goto done;
     }
     if ((st = write_json(path, root, "join", 0))) goto done;

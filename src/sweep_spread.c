@@ -18,7 +18,7 @@ deftsim_status deftsim_sweep_spread_list(const deftsim_sweep *s, uint64_t **idx,
 {
     const deftsim_team *t = deftsim_sweep_spread_team(s);
     *idx = malloc((s->npoints ? s->npoints : 1) * sizeof **idx);
-    if (!*idx) return deftsim_sweep_nomem();
+    if (!*idx) return deftsim_error_nomem("sweep");
     *n = 0;
     if (t->rank == 0)
         for (size_t i = 0; i < s->npoints; i++)

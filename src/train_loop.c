@@ -118,7 +118,7 @@ deftsim_status deftsim_trainer_new(const deftsim_config *cfg, deftsim_trainer **
 {
     *out = NULL;
     deftsim_trainer *tr = calloc(1, sizeof *tr);
-    if (!tr) return deftsim_error_set(DEFTSIM_E_NOMEM, "train: out of memory");
+    if (!tr) return deftsim_error_nomem("train");
     deftsim_status st;
     if ((st = deftsim_config_clone(cfg, &tr->cfg))) goto fail;
     const deftsim_config *c = tr->cfg;
@@ -171,7 +171,7 @@ deftsim_status deftsim_trainer_new(const deftsim_config *cfg, deftsim_trainer **
     }
     size_t px = (size_t)spec.in_rows * spec.in_cols;
     if (!(tr->x = malloc((size_t)maxb * px * sizeof *tr->x)) || !(tr->y = malloc(maxb))) {
-        st = deftsim_error_set(DEFTSIM_E_NOMEM, "train: out of memory");
+        st = deftsim_error_nomem("train");
         goto fail;
     }
     /* The workers' accumulators, gradients and weights are host memory, which the CUDA
@@ -433,7 +433,7 @@ static deftsim_status use_median(point_state *ps, size_t s)
 {
     size_t cnt = ps->sim.n * ps->P;
     double *v = malloc(cnt * sizeof *v);
-    if (!v) return deftsim_error_set(DEFTSIM_E_NOMEM, "train: out of memory");
+    if (!v) return deftsim_error_nomem("train");
     for (size_t i = 0; i < ps->sim.n; i++)
         memcpy(v + i * ps->P, ps->sim.it[i].sched.steps[s].seconds, ps->P * sizeof *v);
     qsort(v, cnt, sizeof *v, cmp_dbl);
@@ -663,7 +663,7 @@ deftsim_status deftsim_trainer_point(deftsim_trainer *tr, deftsim_method method,
     out->n = m->numel;
     size_t cap = (size_t)(T / (uint64_t)cfg->train.eval_every) + 3; /* + iteration 0 and T */
     out->rows = calloc(cap, sizeof *out->rows);
-    if (!out->rows) return deftsim_error_set(DEFTSIM_E_NOMEM, "train: out of memory");
+    if (!out->rows) return deftsim_error_nomem("train");
 
     deftsim_sparsifier_params sp_params;
     deftsim_config_sparsifier_params(cfg, method, density, P, m, tr->kctx, NULL, &sp_params);
@@ -721,8 +721,6 @@ static const char *const columns[] = {
     "wall_seconds", "sim_seconds", "sim_comm_seconds", "diverged"};
 #define NCOLUMNS (sizeof columns / sizeof columns[0])
 
-size_t deftsim_train_column_count(void) { return NCOLUMNS; }
-const char *deftsim_train_column(size_t i) { return i < NCOLUMNS ? columns[i] : NULL; }
 
 static void write_header(FILE *f)
 {
@@ -932,7 +930,7 @@ deftsim_status deftsim_train_run(const deftsim_config *cfg, const deftsim_train_
     if (!recs) {
         deftsim_platform_record_free(&plat);
         deftsim_trainer_free(tr);
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "train: out of memory");
+        return deftsim_error_nomem("train");
     }
     size_t n = 0;
     deftsim_train_options opt;

@@ -73,7 +73,7 @@ deftsim_status deftsim_train_record(const deftsim_config *cfg, deftsim_method me
         (json_int_t)(last + 1));
     if (!prov) {
         deftsim_trainer_free(tr);
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "trace record: out of memory");
+        return deftsim_error_nomem("trace record");
     }
     record_ctx rc = {.ids = cfg->train.record, .nids = cfg->train.nrecord, .progress = progress};
     st = deftsim_trace_writer_open(dir, m, P, prov, &rc.w);

@@ -58,7 +58,7 @@ deftsim_status deftsim_train_results_open(const char *dir, deftsim_train_results
     deftsim_train_results *r = calloc(1, sizeof *r);
     if (!r) {
         json_decref(m);
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", mpath);
+        return deftsim_error_nomem("%s", mpath);
     }
     const char *fmt = json_string_value(json_object_get(m, "format"));
     json_t *seed = json_object_get(m, "seed"), *pts = json_object_get(m, "points");
@@ -83,7 +83,7 @@ deftsim_status deftsim_train_results_open(const char *dir, deftsim_train_results
         !(r->status = dup_or_empty(json_string_value(json_object_get(m, "status")))) ||
         !(r->commit = dup_or_empty(json_string_value(json_object_get(dv, "git_commit")))) ||
         !(r->network = dup_or_empty(json_string_value(json_object_get(net, "model"))))) {
-        st = deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", mpath);
+        st = deftsim_error_nomem("%s", mpath);
         goto done;
     }
     size_t n = json_array_size(pts);
@@ -93,7 +93,7 @@ deftsim_status deftsim_train_results_open(const char *dir, deftsim_train_results
         goto done;
     }
     if (!(r->points = calloc(n, sizeof *r->points))) {
-        st = deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", mpath);
+        st = deftsim_error_nomem("%s", mpath);
         goto done;
     }
     for (size_t i = 0; i < n; i++) {
@@ -112,7 +112,7 @@ deftsim_status deftsim_train_results_open(const char *dir, deftsim_train_results
         size_t len = strlen(dir) + strlen(file) + 2;
         if (!(pf->method = strdup(method)) || !(pf->path = malloc(len))) {
             free(pf->method);
-            st = deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", mpath);
+            st = deftsim_error_nomem("%s", mpath);
             goto done;
         }
         snprintf(pf->path, len, "%s/%s", dir, file);

@@ -99,7 +99,7 @@ deftsim_status deftsim_model_parse_csv(const char *text, size_t len, const char 
     size_t cap = 0;
     if (!buf || !m) {
         free(buf); free(m);
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", origin);
+        return deftsim_error_nomem("%s", origin);
     }
     memcpy(buf, text, len);
     buf[len] = '\0';
@@ -108,7 +108,7 @@ deftsim_status deftsim_model_parse_csv(const char *text, size_t len, const char 
         goto fail;
     }
     m->name = strdup(model_name ? model_name : origin);
-    if (!m->name) { st = deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", origin); goto fail; }
+    if (!m->name) { st = deftsim_error_nomem("%s", origin); goto fail; }
     if (deftsim_utf8_check(m->name, NULL)) {
         st = deftsim_error_set(DEFTSIM_E_INPUT, "%s: the model's name (the file's name without "
                                ".csv, at most 255 bytes) is not valid UTF-8", origin);
@@ -165,7 +165,7 @@ deftsim_status deftsim_model_parse_csv(const char *text, size_t len, const char 
         if (m->nlayers == cap) {
             size_t nc = cap ? 2 * cap : 64;
             deftsim_layer *nl2 = realloc(m->layers, nc * sizeof *nl2);
-            if (!nl2) { st = deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", origin); goto fail; }
+            if (!nl2) { st = deftsim_error_nomem("%s", origin); goto fail; }
             m->layers = nl2;
             cap = nc;
         }
@@ -179,7 +179,7 @@ deftsim_status deftsim_model_parse_csv(const char *text, size_t len, const char 
             goto fail;
         }
         L->name = strdup(f[1]);
-        if (!L->name) { st = deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", origin); goto fail; }
+        if (!L->name) { st = deftsim_error_nomem("%s", origin); goto fail; }
         L->offset = m->numel;
         m->nlayers++;
         if (m->numel + numel > (1ull << 48)) {

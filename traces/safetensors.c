@@ -83,7 +83,7 @@ static deftsim_status read_aligned(deftsim_st_file *f, int fd, uint64_t buffer_a
     size_t pad = (size_t)((8 - buffer_at % 8) % 8);
     /* malloc returns memory aligned to at least 16, so base + pad + buffer_at is aligned. */
     f->copy = malloc((size_t)f->size + pad + 1);
-    if (!f->copy) return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", f->path);
+    if (!f->copy) return deftsim_error_nomem("%s", f->path);
     unsigned char *dst = (unsigned char *)f->copy + pad;
     uint64_t done = 0;
     while (done < f->size) {
@@ -235,7 +235,7 @@ static deftsim_status parse_header(deftsim_st_file *f)
     uint64_t buffer_len = f->size - 8 - n;
     size_t cap = json_object_size(f->header);
     f->tensors = calloc(cap ? cap : 1, sizeof *f->tensors);
-    if (!f->tensors) return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", p);
+    if (!f->tensors) return deftsim_error_nomem("%s", p);
     const char *key;
     json_t *val;
     deftsim_status st;
@@ -263,7 +263,7 @@ static deftsim_status parse_header(deftsim_st_file *f)
     /* The tensors must tile the buffer: sorted by offset, each begins where the previous ends,
      * and the last ends at the end of the file. */
     deftsim_st_tensor **order = malloc((f->count ? f->count : 1) * sizeof *order);
-    if (!order) return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", p);
+    if (!order) return deftsim_error_nomem("%s", p);
     for (size_t i = 0; i < f->count; i++) order[i] = &f->tensors[i];
     qsort(order, f->count, sizeof *order, cmp_begin);
     uint64_t at = 0;
@@ -299,7 +299,7 @@ deftsim_status deftsim_st_open(const char *path, deftsim_st_file **out)
     deftsim_st_file *f = calloc(1, sizeof *f);
     if (!f || !(f->path = strdup(path))) {
         free(f);
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", path);
+        return deftsim_error_nomem("%s", path);
     }
     deftsim_status st = DEFTSIM_OK;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -367,7 +367,7 @@ deftsim_status deftsim_st_build_header(const deftsim_st_spec *specs, size_t n,
     *header_len = 0;
     *data_size = 0;
     json_t *root = json_object();
-    if (!root) return deftsim_error_set(DEFTSIM_E_NOMEM, "safetensors header: out of memory");
+    if (!root) return deftsim_error_nomem("safetensors header");
     deftsim_status st = DEFTSIM_OK;
     if (metadata) {
         if (!json_is_object(metadata)) {
@@ -447,7 +447,7 @@ deftsim_status deftsim_st_build_header(const deftsim_st_spec *specs, size_t n,
     *data_size = at;
     goto done;
 nomem:
-    st = deftsim_error_set(DEFTSIM_E_NOMEM, "safetensors header: out of memory");
+    st = deftsim_error_nomem("safetensors header");
 done:
     json_decref(root);
     return st;

@@ -135,7 +135,7 @@ static deftsim_status parse_layers(const json_t *layers, const char *file, defts
     if (n == 0)
         return deftsim_error_set(DEFTSIM_E_INPUT, "%s: field 'model.layers': empty", file);
     model->layers = calloc(n, sizeof *model->layers);
-    if (!model->layers) return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", file);
+    if (!model->layers) return deftsim_error_nomem("%s", file);
     static const char *const allowed[] = {"name", "shape", NULL};
     for (size_t i = 0; i < n; i++) {
         const json_t *L = json_array_get(layers, i);
@@ -178,7 +178,7 @@ static deftsim_status parse_layers(const json_t *layers, const char *file, defts
                                      file);
         model->numel += ly->numel;
         ly->name = strdup(json_string_value(name));
-        if (!ly->name) return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", file);
+        if (!ly->name) return deftsim_error_nomem("%s", file);
         model->nlayers = i + 1;
     }
     return DEFTSIM_OK;
@@ -233,7 +233,7 @@ static deftsim_status parse_manifest(const json_t *root, const char *file, trace
     m->model = calloc(1, sizeof *m->model);
     if (!m->model || !(m->model->name = strdup(json_string_value(mname)))) {
         manifest_free(m);
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", file);
+        return deftsim_error_nomem("%s", file);
     }
     if ((st = parse_layers(layers, file, m->model))) goto fail;
     uint64_t numel;
@@ -271,7 +271,7 @@ static deftsim_status parse_manifest(const json_t *root, const char *file, trace
     }
     m->iters = malloc(m->niter * sizeof *m->iters);
     if (!m->iters) {
-        st = deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", file);
+        st = deftsim_error_nomem("%s", file);
         goto fail;
     }
     for (size_t i = 0; i < m->niter; i++) {
@@ -294,7 +294,7 @@ static deftsim_status parse_manifest(const json_t *root, const char *file, trace
     if ((st = deftsim_trace_check_provenance(v, file))) goto fail;
     m->provenance = json_deep_copy(v);
     if (!m->provenance) {
-        st = deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", file);
+        st = deftsim_error_nomem("%s", file);
         goto fail;
     }
     return DEFTSIM_OK;
@@ -355,7 +355,7 @@ static deftsim_status open_iteration(deftsim_trace *t, trace_iter *it)
     it->grads = calloc(P, sizeof *it->grads);
     it->byte_offset = calloc(P, sizeof *it->byte_offset);
     if (!it->grads || !it->byte_offset)
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", it->path);
+        return deftsim_error_nomem("%s", it->path);
     size_t found = 0;
     for (uint32_t w = 0; w < P; w++) {
         char name[32];
@@ -416,14 +416,14 @@ deftsim_status trace_open(const char *dir, int ignore_manifest, deftsim_trace **
     deftsim_trace *t = calloc(1, sizeof *t);
     if (!t || !(t->dir = strdup(dir))) {
         free(t);
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", dir);
+        return deftsim_error_nomem("%s", dir);
     }
     t->order = "manifest";
     deftsim_status st;
     char *mpath = trace_join_path(dir, DEFTSIM_TRACE_MANIFEST);
     if (!mpath) {
         deftsim_trace_close(t);
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", dir);
+        return deftsim_error_nomem("%s", dir);
     }
     if (ignore_manifest || access(mpath, F_OK) != 0) {
         /* No manifest: the per-rank layout, whose files say everything. */
@@ -479,7 +479,7 @@ deftsim_status trace_open(const char *dir, int ignore_manifest, deftsim_trace **
     t->iters = calloc(t->man.niter, sizeof *t->iters);
     if (!t->iters) {
         deftsim_trace_close(t);
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", dir);
+        return deftsim_error_nomem("%s", dir);
     }
     for (size_t i = 0; i < t->man.niter; i++) {
         trace_iter *it = &t->iters[i];
@@ -488,7 +488,7 @@ deftsim_status trace_open(const char *dir, int ignore_manifest, deftsim_trace **
         deftsim_trace_iteration_filename(it->id, name, sizeof name);
         if (!(it->path = trace_join_path(dir, name))) {
             deftsim_trace_close(t);
-            return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", dir);
+            return deftsim_error_nomem("%s", dir);
         }
         if ((st = open_iteration(t, it))) {
             deftsim_trace_close(t);

@@ -124,14 +124,14 @@ deftsim_status trace_scan_numbered(const char *dir, const char *prefix, const ch
             size_t nc = cap ? 2 * cap : 16;
             trace_numbered *nv = realloc(v, nc * sizeof *nv);
             if (!nv) {
-                st = deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", dir);
+                st = deftsim_error_nomem("%s", dir);
                 break;
             }
             v = nv;
             cap = nc;
         }
         if (!(v[n].name = strdup(e->d_name))) {
-            st = deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", dir);
+            st = deftsim_error_nomem("%s", dir);
             break;
         }
         v[n++].id = id;
@@ -317,7 +317,7 @@ static deftsim_status derive_model(const deftsim_st_file *f, const char *dir, de
     *out = m;
     return DEFTSIM_OK;
 nomem:
-    st = deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", path);
+    st = deftsim_error_nomem("%s", path);
 fail:
     free(ts);
     json_decref(order);
@@ -587,7 +587,7 @@ deftsim_status trace_open_per_rank(deftsim_trace *t, int have_manifest)
     }
     goto done;
 nomem:
-    st = deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", dir);
+    st = deftsim_error_nomem("%s", dir);
 done:
     for (size_t i = 0; ranks && i < niter; i++) trace_numbered_free(ranks[i], nranks[i]);
     free(ranks);

@@ -145,7 +145,7 @@ deftsim_status deftsim_trace_writer_open(const char *dir, const deftsim_model *m
     deftsim_status st = deftsim_trace_check_provenance(provenance, dir);
     if (st) return st;
     char *mpath = trace_join_path(dir, DEFTSIM_TRACE_MANIFEST);
-    if (!mpath) return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", dir);
+    if (!mpath) return deftsim_error_nomem("%s", dir);
     if ((st = check_existing(dir, mpath, m, workers, provenance)) || (st = deftsim_mkdir_p(dir))) {
         free(mpath);
         return st;
@@ -159,7 +159,7 @@ deftsim_status deftsim_trace_writer_open(const char *dir, const deftsim_model *m
     }
     free(mpath);
     deftsim_trace_writer *w = calloc(1, sizeof *w);
-    if (!w) return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", dir);
+    if (!w) return deftsim_error_nomem("%s", dir);
     w->workers = workers;
     w->dir = strdup(dir);
     w->provenance = json_deep_copy(provenance);
@@ -167,7 +167,7 @@ deftsim_status deftsim_trace_writer_open(const char *dir, const deftsim_model *m
     if (!w->dir || !w->provenance || !w->iterations ||
         (st = deftsim_model_clone(m, &w->model))) {
         deftsim_trace_writer_discard(w);
-        return st ? st : deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", dir);
+        return st ? st : deftsim_error_nomem("%s", dir);
     }
     *out = w;
     return DEFTSIM_OK;
@@ -191,7 +191,7 @@ static deftsim_status begin_file(deftsim_trace_writer *w, uint64_t iteration, ch
     char fname[64];
     deftsim_trace_iteration_filename(iteration, fname, sizeof fname);
     *path = trace_join_path(w->dir, fname);
-    if (!*path) return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", w->dir);
+    if (!*path) return deftsim_error_nomem("%s", w->dir);
 
     deftsim_st_spec *specs = calloc(w->workers, sizeof *specs);
     char(*names)[24] = calloc(w->workers, sizeof *names);
@@ -207,7 +207,7 @@ static deftsim_status begin_file(deftsim_trace_writer *w, uint64_t iteration, ch
     uint64_t dsize = 0;
     deftsim_status st = DEFTSIM_OK;
     if (!specs || !names || !meta) {
-        st = deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", *path);
+        st = deftsim_error_nomem("%s", *path);
         goto done;
     }
     for (uint32_t i = 0; i < w->workers; i++) {
@@ -234,7 +234,7 @@ static deftsim_status end_file(deftsim_trace_writer *w, uint64_t iteration, deft
     deftsim_status st = deftsim_afile_commit(af);
     if (st) return st;
     if (json_array_append_new(w->iterations, json_integer((json_int_t)iteration)))
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", w->dir);
+        return deftsim_error_nomem("%s", w->dir);
     w->last = iteration;
     return DEFTSIM_OK;
 }
@@ -271,7 +271,7 @@ deftsim_status deftsim_trace_writer_put_fill(deftsim_trace_writer *w, uint64_t i
                                              deftsim_trace_fill_fn fill, void *ctx)
 {
     if (!w->chunk && !(w->chunk = malloc(WRITER_CHUNK * sizeof *w->chunk)))
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", w->dir);
+        return deftsim_error_nomem("%s", w->dir);
     char *path;
     deftsim_afile *af;
     deftsim_status st = begin_file(w, iteration, &path, &af);
@@ -403,7 +403,7 @@ deftsim_status deftsim_trace_writer_close(deftsim_trace_writer *w)
     st = deftsim_afile_commit(af);
     goto done;
 nomem:
-    st = deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", w->dir);
+    st = deftsim_error_nomem("%s", w->dir);
 done:
     json_decref(root);
     free(mpath);
@@ -445,7 +445,7 @@ deftsim_status deftsim_trace_import(const char *dir, int *written)
     if (!(st = deftsim_afile_commit(af))) *written = 1;
     goto done;
 nomem:
-    st = deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", dir);
+    st = deftsim_error_nomem("%s", dir);
 done:
     json_decref(iters);
     json_decref(root);

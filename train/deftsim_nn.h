@@ -53,8 +53,6 @@ deftsim_status deftsim_nn_new(const deftsim_nn_spec *spec, uint32_t max_batch, d
 void deftsim_nn_free(deftsim_nn *net);
 
 const deftsim_model *deftsim_nn_model(const deftsim_nn *net);
-const deftsim_nn_spec *deftsim_nn_get_spec(const deftsim_nn *net);
-uint32_t deftsim_nn_max_batch(const deftsim_nn *net);
 
 /* PyTorch's default initialisation of Linear and Conv2d: every weight and bias uniform in
  * +-1/sqrt(fan_in), drawn from Philox keyed by seed (the same seed gives the same bytes). */

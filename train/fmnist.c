@@ -110,7 +110,7 @@ deftsim_status deftsim_dataset_load(const char *dir, deftsim_split split, uint32
     deftsim_dataset *d = calloc(1, sizeof *d);
     if (!d || !(d->images_path = find_file(dir, iname)) || !(d->labels_path = find_file(dir, lname))) {
         deftsim_dataset_free(d);
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "dataset: out of memory");
+        return deftsim_error_nomem("dataset");
     }
     gzFile fi = NULL, fl = NULL;
     uint32_t idims[3] = {0}, ldims[1] = {0};

@@ -106,8 +106,6 @@ void deftsim_nn_blas_threads(int threads)
 }
 
 const deftsim_model *deftsim_nn_model(const deftsim_nn *net) { return net->model; }
-const deftsim_nn_spec *deftsim_nn_get_spec(const deftsim_nn *net) { return &net->spec; }
-uint32_t deftsim_nn_max_batch(const deftsim_nn *net) { return net->max_batch; }
 
 void deftsim_nn_free(deftsim_nn *net)
 {
@@ -225,7 +223,7 @@ deftsim_status deftsim_nn_new(const deftsim_nn_spec *spec, uint32_t max_batch, d
     deftsim_status st = check_spec(spec, max_batch);
     if (st) return st;
     deftsim_nn *net = calloc(1, sizeof *net);
-    if (!net) return deftsim_error_set(DEFTSIM_E_NOMEM, "network: out of memory");
+    if (!net) return deftsim_error_nomem("network");
     net->spec = *spec;
     net->max_batch = max_batch;
     const deftsim_nn_spec *s = &net->spec;

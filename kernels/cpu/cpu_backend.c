@@ -18,7 +18,7 @@ static deftsim_status cpu_init(deftsim_kctx *ctx)
     }
     ctx->threads = n;
     cpu_state *cs = calloc(1, sizeof *cs);
-    if (!cs) return deftsim_error_set(DEFTSIM_E_NOMEM, "kernels: out of memory");
+    if (!cs) return deftsim_error_nomem("kernels");
     cs->nthreads = n;
     cs->generic = cpu_isa_generic();
     cs->avx2 = cpu_isa_avx2();
@@ -29,7 +29,7 @@ static deftsim_status cpu_init(deftsim_kctx *ctx)
     cs->slot_f = calloc(n, sizeof *cs->slot_f);
     deftsim_status st = DEFTSIM_OK;
     if (!cs->slot_a || !cs->slot_b || !cs->slot_c || !cs->slot_f)
-        st = deftsim_error_set(DEFTSIM_E_NOMEM, "kernels: out of memory");
+        st = deftsim_error_nomem("kernels");
     else
         st = cpu_pool_new(n, &cs->pool);
     if (st) {

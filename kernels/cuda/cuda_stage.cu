@@ -157,11 +157,6 @@ extern "C" deftsim_kctx *deftsim_kcuda_staged_device(deftsim_kctx *ctx)
     return is_backend(ctx, "cuda-staged") ? ks_st(ctx)->dev : NULL;
 }
 
-extern "C" size_t deftsim_kcuda_staged_pool_bytes(const deftsim_kctx *ctx)
-{
-    return is_backend(ctx, "cuda-staged") ? deftsim_kcuda_pool_capacity(ks_st(ctx)->pool) : 0;
-}
-
 /* ---- The staged backend: one call ---------------------------------------------------------
  * A call lists its arrays: what goes in (copied to the device before the operation), what
  * comes out (copied back after it; `down` bytes, the whole buffer unless the operation says

@@ -105,8 +105,6 @@ deftsim_status deftsim_kcuda_timer_seconds(deftsim_kcuda_timer *t, size_t i, siz
 /* The inner "cuda" context of a "cuda-staged" one (its stream, its device); NULL for any
  * other context. */
 deftsim_kctx *deftsim_kcuda_staged_device(deftsim_kctx *ctx);
-/* Device bytes the staged context's pool holds now. */
-size_t deftsim_kcuda_staged_pool_bytes(const deftsim_kctx *ctx);
 
 /* ---- Device memory pool -----------------------------------------------------------------
  * One cudaMalloc of `bytes` at creation, handed out in 256-byte aligned blocks (first fit,

@@ -116,7 +116,7 @@ static deftsim_status deft_subset(deftsim_kctx *ctx, const deftsim_model *m, con
     size_t *order = malloc(ns * sizeof *order);
     void *scr = NULL;
     if (!sub || !segs || !norms || !kj || !order) {
-        st = deftsim_error_set(DEFTSIM_E_NOMEM, "bench: out of memory");
+        st = deftsim_error_nomem("bench");
         goto done;
     }
     uint64_t total = 0;
@@ -127,7 +127,7 @@ static deftsim_status deft_subset(deftsim_kctx *ctx, const deftsim_model *m, con
     }
     if ((st = deftsim_k_seg_norms_scratch(ctx, segs, ns, &sb))) goto done;
     if (!(scr = malloc(sb ? sb : 1))) {
-        st = deftsim_error_set(DEFTSIM_E_NOMEM, "bench: out of memory");
+        st = deftsim_error_nomem("bench");
         goto done;
     }
     if ((st = deftsim_k_seg_norms(ctx, x, m->numel, segs, ns, norms, scr, sb))) goto done;
@@ -161,7 +161,7 @@ static deftsim_status build_cases(deftsim_kctx *ctx, const deftsim_model *r18, c
     pcase *c;
 #define ADD()                                                                                      \
     do {                                                                                           \
-        if (!(c = add_case(cs))) return deftsim_error_set(DEFTSIM_E_NOMEM, "bench: out of memory"); \
+        if (!(c = add_case(cs))) return deftsim_error_nomem("bench"); \
     } while (0)
     for (size_t i = 0; i < nsz; i++) {
         ADD();
@@ -191,7 +191,7 @@ static deftsim_status build_cases(deftsim_kctx *ctx, const deftsim_model *r18, c
             for (int twice = 0; twice < 2; twice++) {
                 if (!(c = add_case(cs))) {
                     free(segs);
-                    return deftsim_error_set(DEFTSIM_E_NOMEM, "bench: out of memory");
+                    return deftsim_error_nomem("bench");
                 }
                 *c = (pcase){.op = twice ? DEFTSIM_KOP_SEG_NORMS : DEFTSIM_KOP_SEGTOPK,
                              .n = R18_N, .nseg = nseg};
@@ -199,7 +199,7 @@ static deftsim_status build_cases(deftsim_kctx *ctx, const deftsim_model *r18, c
                     c->segs = malloc(nseg * sizeof *segs);
                     if (!c->segs) {
                         free(segs);
-                        return deftsim_error_set(DEFTSIM_E_NOMEM, "bench: out of memory");
+                        return deftsim_error_nomem("bench");
                     }
                     memcpy(c->segs, segs, nseg * sizeof *segs);
                 } else {
@@ -346,7 +346,7 @@ static deftsim_status prepare_case(deftsim_kctx *ctx, pcase *c, pbufs *b)
     }
     if (c->op == DEFTSIM_KOP_UNION && !c->ul) {
         if (!(c->ul = malloc(c->lists * c->m * sizeof *c->ul)))
-            return deftsim_error_set(DEFTSIM_E_NOMEM, "bench: out of memory");
+            return deftsim_error_nomem("bench");
         for (size_t i = 0; i < c->lists * c->m; i++)
             c->ul[i] = (deftsim_kidx)(deftsim_splitmix64(0x5eed + i) % c->n);
     }
@@ -369,7 +369,7 @@ static deftsim_status measure_all(deftsim_kctx *ctx, pcases *cs, pbufs *b, unsig
     for (size_t i = 0; i < cs->n; i++)
         if ((st = prepare_case(ctx, &cs->c[i], b))) return st;
     double *t = malloc(cs->n * rounds * sizeof *t);
-    if (!t) return deftsim_error_set(DEFTSIM_E_NOMEM, "bench: out of memory");
+    if (!t) return deftsim_error_nomem("bench");
     for (unsigned r = 0; r < rounds; r++)
         for (size_t i = 0; i < cs->n; i++) {
             evict(b);
@@ -457,7 +457,7 @@ static deftsim_status validate_phases(const deftsim_profile *prof, const char *b
     deftsim_gen *g = NULL;
     deftsim_kctx *kc = NULL, *kp = NULL;
     float **acc = calloc(P, sizeof *acc);
-    if (!acc) return deftsim_error_set(DEFTSIM_E_NOMEM, "bench: out of memory");
+    if (!acc) return deftsim_error_nomem("bench");
     if ((st = deftsim_model_builtin("resnet18_cifar10", &m))) goto done;
     deftsim_gen_params gp;
     deftsim_gen_params_default(&gp);
@@ -467,7 +467,7 @@ static deftsim_status validate_phases(const deftsim_profile *prof, const char *b
     deftsim_kctx_set_cost(kp, deftsim_profile_cost, (void *)prof);
     for (uint32_t w = 0; w < P; w++)
         if (!(acc[w] = malloc(m->numel * sizeof(float)))) {
-            st = deftsim_error_set(DEFTSIM_E_NOMEM, "bench: out of memory");
+            st = deftsim_error_nomem("bench");
             goto done;
         }
     vprov pv = {acc};
@@ -551,13 +551,13 @@ static deftsim_status fit_profile(const pcases *cs, const double *med, deftsim_p
 {
     deftsim_status st = DEFTSIM_OK;
     deftsim_profile_sample *samples = calloc(cs->n, sizeof *samples);
-    if (!samples) return deftsim_error_set(DEFTSIM_E_NOMEM, "bench: out of memory");
+    if (!samples) return deftsim_error_nomem("bench");
     for (size_t i = 0; i < cs->n; i++)
         samples[i] = (deftsim_profile_sample){cs->c[i].call, med[i]};
     deftsim_profile_sample *sub = calloc(cs->n, sizeof *sub);
     if (!sub) {
         free(samples);
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "bench: out of memory");
+        return deftsim_error_nomem("bench");
     }
     double best = INFINITY, best_cache = 0;
     for (int pass = 0; pass < 2; pass++) {
@@ -658,7 +658,7 @@ int deftsim_bench_profile(const bench_profile_opts *o)
            prof.backend, prof.threads, prof.isa, cs.n);
     med = calloc(cs.n, sizeof *med);
     if (!med || (st = measure_all(ctx, &cs, &b, rounds, med))) {
-        if (!st) st = deftsim_error_set(DEFTSIM_E_NOMEM, "bench: out of memory");
+        if (!st) st = deftsim_error_nomem("bench");
         goto done;
     }
     if ((st = fit_profile(&cs, med, &prof))) goto done;

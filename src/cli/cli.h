@@ -69,18 +69,13 @@ void deftsim_cli_sets_free(deftsim_cli_sets *s);
  * ignoring stays ignored. deftsim_cli_release_stop() restores the default handling. */
 const volatile sig_atomic_t *deftsim_cli_catch_stop(void);
 void deftsim_cli_release_stop(void);
-/* The signal caught (0: none), its name ("SIGINT", "SIGTERM"), and the exit status of a
- * process it ended: 128 + the signal's number (130, 143), as the shell reports it. */
-int deftsim_cli_stop_signal(void);
+/* The name of the signal caught ("SIGINT", "SIGTERM"), and the exit status of a process it
+ * ended: 128 + the signal's number (130, 143), as the shell reports it. */
 const char *deftsim_cli_stop_name(void);
 int deftsim_cli_stop_exit(void);
 /* "deftsim ARGS..." on f, each argument quoted for a POSIX shell where it needs it: the
  * command to run again to resume. */
 void deftsim_cli_print_command(FILE *f, int argc, char *const *argv);
-
-/* A byte count such as "24G", "1.5T" or "4096" (binary suffixes K, M, G, T, optionally
- * followed by "B" or "iB"). Returns 0, or -1 if malformed or out of range. */
-int deftsim_cli_parse_size(const char *s, uint64_t *out);
 
 /* Writes s to f as a gnuplot single-quoted string (a quote is doubled). */
 void deftsim_cli_gp_quote(FILE *f, const char *s);

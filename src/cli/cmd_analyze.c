@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <dirent.h>
 #include <limits.h>
 #include <unistd.h>
 
@@ -61,27 +60,6 @@ static void usage(FILE *out)
             "Exit status: 0 done, 2 bad usage or unreadable results, 1 failure while writing.\n");
 }
 
-/* Whether dir holds a point file: points/ *.csv, or one folder below (a sweep's variants). */
-static int holds_point_files(const char *dir, int depth)
-{
-    DIR *d = opendir(dir);
-    if (!d) return 0;
-    struct dirent *e;
-    int any = 0;
-    while (!any && (e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        size_t l = strlen(e->d_name);
-        if (l > 4 && !strcmp(e->d_name + l - 4, ".csv")) any = 1;
-        else if (depth > 0) {
-            char sub[PATH_MAX + 256];
-            int n = snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name);
-            if (n > 0 && (size_t)n < sizeof sub) any = holds_point_files(sub, depth - 1);
-        }
-    }
-    closedir(d);
-    return any;
-}
-
 /* analyze writes summary.csv and summary.md beside the results it reads. --output may name
  * another folder, but not one that holds results of its own (a manifest.json of any kind,
  * point files, rows.csv): their summary would be replaced by, or taken for, a summary of other
@@ -100,7 +78,7 @@ static deftsim_status check_outdir(const char *outdir, const char *src)
         holds = deftsim_folder_holds(m ? json_string_value(json_object_get(m, "format")) : NULL);
     } else {
         snprintf(path, sizeof path, "%s/points", outdir);
-        if (holds_point_files(path, 1)) holds = "point files";
+        if (deftsim_folder_has_point_files(path)) holds = "point files";
         snprintf(path, sizeof path, "%s/rows.csv", outdir);
         if (!holds && access(path, F_OK) == 0) holds = "rows.csv";
     }

@@ -439,7 +439,7 @@ static deftsim_status deft_segments(deftsim_kctx *ctx, const deftsim_model *m, c
     for (size_t j = 0; j < nf; j++) segs[j] = (deftsim_kseg){fr[j].offset, fr[j].size, 0};
     if ((st = deftsim_k_seg_norms_scratch(ctx, segs, nf, &sb))) goto done;
     if (sb && !(scr = malloc(sb))) {
-        st = deftsim_error_set(DEFTSIM_E_NOMEM, "bench: out of memory");
+        st = deftsim_error_nomem("bench");
         goto done;
     }
     if ((st = deftsim_k_seg_norms(ctx, x, m->numel, segs, nf, norms, scr, sb))) goto done;
@@ -491,7 +491,7 @@ static deftsim_status bench_accumulate(deftsim_kctx *ctx, const deftsim_model *m
         goto done;
     scr = alloc64(sa > sn ? sa : sn);
     if (!acc || !g || !sumsq || !norms || !scr) {
-        st = deftsim_error_set(DEFTSIM_E_NOMEM, "bench: out of memory");
+        st = deftsim_error_nomem("bench");
         goto done;
     }
     memcpy(acc, x, n * sizeof *acc);
@@ -855,7 +855,7 @@ static int bench_kernels(int argc, char **argv)
                 bout = alloc64(w.k * sizeof *bout);
             }
             if (!out || !bout || !scratch) {
-                st = deftsim_error_set(DEFTSIM_E_NOMEM, "bench: out of memory");
+                st = deftsim_error_nomem("bench");
                 goto done;
             }
             w.out = out;

@@ -105,7 +105,7 @@ static deftsim_status stable_load(const char *path, const char *need, stable *t)
     t->cols = calloc(t->ncols, sizeof *t->cols);
     if (!t->cols) {
         deftsim_csvr_close(r);
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "plot: out of memory");
+        return deftsim_error_nomem("plot");
     }
     for (size_t c = 0; c < t->ncols; c++) t->cols[c] = strdup(deftsim_csvr_colname(r, c));
     long m = deftsim_csvr_find(r, "model");
@@ -120,20 +120,20 @@ static deftsim_status stable_load(const char *path, const char *need, stable *t)
     while (!(st = deftsim_csvr_next(r, &got)) && got) {
         srow *p = realloc(t->rows, (t->nrows + 1) * sizeof *p);
         if (!p) {
-            st = deftsim_error_set(DEFTSIM_E_NOMEM, "plot: out of memory");
+            st = deftsim_error_nomem("plot");
             break;
         }
         t->rows = p;
         srow *row = &t->rows[t->nrows];
         row->cell = calloc(t->ncols, sizeof *row->cell);
         if (!row->cell) {
-            st = deftsim_error_set(DEFTSIM_E_NOMEM, "plot: out of memory");
+            st = deftsim_error_nomem("plot");
             break;
         }
         t->nrows++;
         for (size_t c = 0; c < t->ncols; c++)
             if (!(row->cell[c] = strdup(deftsim_csvr_field(r, c)))) {
-                st = deftsim_error_set(DEFTSIM_E_NOMEM, "plot: out of memory");
+                st = deftsim_error_nomem("plot");
                 break;
             }
         if (st) break;
@@ -245,7 +245,7 @@ static deftsim_status render(plot_ctx *x, const char *fig, const char *stem, con
         char *vars = NULL;
         size_t vl = 0;
         FILE *v = open_memstream(&vars, &vl);
-        if (!v) return deftsim_error_set(DEFTSIM_E_NOMEM, "plot: out of memory");
+        if (!v) return deftsim_error_nomem("plot");
         fprintf(v, "term=");
         deftsim_cli_gp_quote(v, x->formats[i]);
         fprintf(v, "; outfile=");

@@ -11,6 +11,7 @@
 #include "deftsim_config.h"
 #include "deftsim_engine.h"
 #include "deftsim_net_mpi.h"
+#include "deftsim_units.h"
 #include "deftsim_util.h"
 #include "progress.h"
 
@@ -112,7 +113,7 @@ int deftsim_cmd_run(int argc, char **argv)
         case 'd': opt.dump_dir = optarg; break;
         case 'n': dry = 1; break;
         case 'r':
-            if (deftsim_cli_parse_size(optarg, &opt.ram_bytes)) {
+            if (deftsim_parse_size(optarg, &opt.ram_bytes)) {
                 rc = deftsim_cli_usage_error("run", "--ram: '%s' is not a size (e.g. 24G)", optarg);
                 goto done;
             }

@@ -12,6 +12,7 @@
 #include "deftsim_config.h"
 #include "deftsim_net_mpi.h"
 #include "deftsim_sweep.h"
+#include "deftsim_units.h"
 #include "deftsim_util.h"
 #include "progress.h"
 
@@ -251,7 +252,7 @@ int deftsim_cmd_sweep(int argc, char **argv)
             break;
         case 'n': dry = 1; break;
         case 'r':
-            if (deftsim_cli_parse_size(optarg, &so.ram_bytes)) {
+            if (deftsim_parse_size(optarg, &so.ram_bytes)) {
                 rc = deftsim_cli_usage_error("sweep", "--ram: '%s' is not a size (e.g. 24G)", optarg);
                 goto done;
             }

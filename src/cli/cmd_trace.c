@@ -82,7 +82,7 @@ static deftsim_status gather_stats(const deftsim_trace *t, trace_stats *s)
     uint64_t *nf = malloc(m->nlayers * sizeof *nf);
     deftsim_status st = DEFTSIM_OK;
     if (!s->norms || !s->nonfinite_layer || !s->nonfinite_iw || !l2 || !nf) {
-        st = deftsim_error_set(DEFTSIM_E_NOMEM, "trace info: out of memory");
+        st = deftsim_error_nomem("trace info");
         goto done;
     }
     for (size_t i = 0; i < T && !st; i++) {
@@ -163,7 +163,7 @@ static int print_info_json(const deftsim_trace *t, const trace_stats *s)
     json_decref(iters);
     json_decref(layers);
     json_decref(nonfinite);
-    if (bad) return deftsim_cli_fail(deftsim_error_set(DEFTSIM_E_NOMEM, "trace info: out of memory"));
+    if (bad) return deftsim_cli_fail(deftsim_error_nomem("trace info"));
     return 0;
 }
 

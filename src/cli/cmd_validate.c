@@ -97,7 +97,7 @@ static deftsim_status run_tables(const vopts *o, const deftsim_nt_table *t, size
         if (!sim || !err) {
             free(sim);
             free(err);
-            return deftsim_error_set(DEFTSIM_E_NOMEM, "validate: out of memory");
+            return deftsim_error_nomem("validate");
         }
         deftsim_status st = deftsim_nt_simulate(&t[k], sets, ns, sim);
         if (st) {
@@ -255,7 +255,7 @@ static int parse_opts(int argc, char **argv, vopts *o)
 static deftsim_status user_tables(const vopts *o, char **files, size_t nf, deftsim_nt_table **out)
 {
     deftsim_nt_table *t = calloc(nf, sizeof *t);
-    if (!t) return deftsim_error_set(DEFTSIM_E_NOMEM, "validate: out of memory");
+    if (!t) return deftsim_error_nomem("validate");
     deftsim_status st = DEFTSIM_OK;
     size_t k = 0;
     for (; !st && k < nf; k++) {
@@ -357,7 +357,7 @@ int deftsim_cmd_validate(int argc, char **argv)
     size_t all_n = nt;
     if (!st) st = select_tables(&o, t, &nt);
     double *all = st ? NULL : malloc((total_rows(t, nt) + 1) * sizeof *all);
-    if (!st && !all) st = deftsim_error_set(DEFTSIM_E_NOMEM, "validate: out of memory");
+    if (!st && !all) st = deftsim_error_nomem("validate");
     if (!st && o.fit) st = fit(&o, t, nt, all);
     size_t nall = 0;
     if (!st && !o.fit) {

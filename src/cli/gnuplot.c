@@ -134,7 +134,7 @@ deftsim_status deftsim_cli_gnuplot_run(const char *vars, const char *script)
     if (!methods || !cond) {
         free(methods);
         free(cond);
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "plot: out of memory");
+        return deftsim_error_nomem("plot");
     }
     fflush(stdout);
     fflush(stderr);

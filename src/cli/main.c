@@ -72,29 +72,6 @@ int deftsim_cli_usage_error(const char *cmd, const char *fmt, ...)
     return 2;
 }
 
-int deftsim_cli_parse_size(const char *s, uint64_t *out)
-{
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || !isfinite(v) || v <= 0) return -1;
-    double mul = 1;
-    if (*end) {
-        switch (*end) {
-        case 'k': case 'K': mul = 1024.0; break;
-        case 'm': case 'M': mul = 1024.0 * 1024; break;
-        case 'g': case 'G': mul = 1024.0 * 1024 * 1024; break;
-        case 't': case 'T': mul = 1024.0 * 1024 * 1024 * 1024; break;
-        default: return -1;
-        }
-        end++;
-        if (strcmp(end, "") != 0 && strcmp(end, "iB") != 0 && strcmp(end, "B") != 0) return -1;
-    }
-    v *= mul;
-    if (v < 1 || v > 1.8e19) return -1;
-    *out = (uint64_t)v;
-    return 0;
-}
-
 /* ---- SIGINT and SIGTERM (cli.h) --------------------------------------------------------------- */
 
 static volatile sig_atomic_t stop_signal; /* the first signal caught; 0: none */
@@ -230,7 +207,6 @@ void deftsim_cli_release_stop(void)
     stop_pipe[0] = stop_pipe[1] = -1;
 }
 
-int deftsim_cli_stop_signal(void) { return stop_signal; }
 const char *deftsim_cli_stop_name(void) { return stop_signal == SIGTERM ? "SIGTERM" : "SIGINT"; }
 int deftsim_cli_stop_exit(void) { return 128 + (stop_signal ? stop_signal : SIGINT); }
 

@@ -81,7 +81,7 @@ static deftsim_status read_curve(const deftsim_train_point_file *pf, curve *c)
             cap = cap ? 2 * cap : 16;
             crow *nr = realloc(c->rows, cap * sizeof *nr);
             if (!nr) {
-                st = deftsim_error_set(DEFTSIM_E_NOMEM, "plot: out of memory");
+                st = deftsim_error_nomem("plot");
                 break;
             }
             c->rows = nr;

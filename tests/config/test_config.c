@@ -14,6 +14,7 @@
 #include "deftsim_engine.h"
 #include "deftsim_gen.h"
 #include "deftsim_model.h"
+#include "deftsim_units.h"
 #include "deftsim_util.h"
 
 static void chdir_source(const char *rel)
