@@ -36,13 +36,13 @@ extern const deftsim_method_desc deftsim_sp_deft_desc, deftsim_sp_topk_desc,
     deftsim_sp_topk_ag_desc, deftsim_sp_cltk_desc, deftsim_sp_gtopk_desc, deftsim_sp_dgc_desc,
     deftsim_sp_dense_desc, deftsim_sp_micro_desc, deftsim_sp_exdyna_desc, deftsim_sp_oktopk_desc,
     deftsim_sp_powersgd_desc, deftsim_sp_lags_desc;
+extern const deftsim_method_desc deftsim_sp_randk_desc, deftsim_sp_hardthr_desc,
+    deftsim_sp_sidco_desc;
 
 /* PowerSGD's random Q of one layer at iteration t (sp_powersgd.c, docs/SPARSIFIERS.md,
  * "powersgd"): count standard normals, Box-Muller pairs on xoshiro256** seeded from seed, t
  * and the layer; its tests draw the same. */
 void deftsim_powersgd_draw_q(uint64_t seed, uint64_t t, uint32_t layer, float *q, uint64_t count);
-extern const deftsim_method_desc deftsim_sp_randk_desc, deftsim_sp_hardthr_desc,
-    deftsim_sp_sidco_desc;
 
 /* What MiCRO and ExDyna share in their registry entries (sp_micro.c): the closed form, the
  * result columns (count_ratio, threshold, pad_overhead) and the kernel operations. */
