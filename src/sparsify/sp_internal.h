@@ -50,6 +50,10 @@ deftsim_status deftsim_sp_mcr_closed_form(const deftsim_closed_form_in *in, uint
                                           deftsim_schedule *s);
 #define SP_MCR_NCOLUMNS 3
 extern const deftsim_method_column sp_mcr_columns[SP_MCR_NCOLUMNS];
+/* Their getters (sp_micro.c), which sidco's own column table reuses. */
+double sp_col_count_ratio(const deftsim_step_result *r);
+double sp_col_threshold(const deftsim_step_result *r);
+double sp_col_pad(const deftsim_step_result *r);
 #define SP_MCR_KERNEL_OPS                                                                     \
     ((1u << DEFTSIM_KOP_FILTER_GE) | (1u << DEFTSIM_KOP_UNION) | (1u << DEFTSIM_KOP_GATHER) | \
      (1u << DEFTSIM_KOP_ZERO_AT))

@@ -173,16 +173,16 @@ deftsim_status deftsim_sp_mcr_closed_form(const deftsim_closed_form_in *in, uint
     return DEFTSIM_OK;
 }
 
-/* The result columns MiCRO and ExDyna share: K / k, the threshold, the index allgather's
- * padding m P / K - 1. */
-static double col_count_ratio(const deftsim_step_result *r)
+/* The result columns of the count-controlled methods (MiCRO, ExDyna, and the threshold
+ * methods hardthr and sidco): K / k, the threshold, the pairs' or indices' padding m P / K - 1. */
+double sp_col_count_ratio(const deftsim_step_result *r)
 {
     return r->count_control ? (double)r->count_total / (double)r->k : NAN;
 }
 
-static double col_threshold(const deftsim_step_result *r) { return r->threshold; }
+double sp_col_threshold(const deftsim_step_result *r) { return r->threshold; }
 
-static double col_pad(const deftsim_step_result *r)
+double sp_col_pad(const deftsim_step_result *r)
 {
     if (!r->count_control || !r->count_total) return NAN;
     return (double)r->count_max * (double)r->P / (double)r->count_total - 1.0;
@@ -190,14 +190,14 @@ static double col_pad(const deftsim_step_result *r)
 
 const deftsim_method_column sp_mcr_columns[SP_MCR_NCOLUMNS] = {
     {.name = "count_ratio", .unit = "ratio", .title = "count ratio",
-     .doc = "K / k: the workers' summed counts over the target", .get = col_count_ratio,
+     .doc = "K / k: the workers' summed counts over the target", .get = sp_col_count_ratio,
      .summary = DEFTSIM_COL_ROWS_ONLY},
     {.name = "threshold", .unit = "gradient units", .title = "threshold",
-     .doc = "micro, exdyna: the global threshold the step selected with", .get = col_threshold,
+     .doc = "micro, exdyna: the global threshold the step selected with", .get = sp_col_threshold,
      .summary = DEFTSIM_COL_MEDIAN},
     {.name = "pad_overhead", .unit = "ratio", .title = "padding",
      .doc = "micro, exdyna: m P / K - 1, the padding share of the index allgather",
-     .get = col_pad, .summary = DEFTSIM_COL_MEDIAN},
+     .get = sp_col_pad, .summary = DEFTSIM_COL_MEDIAN},
 };
 
 #define OPBIT(o) (1u << DEFTSIM_KOP_##o)

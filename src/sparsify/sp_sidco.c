@@ -320,30 +320,18 @@ static const deftsim_method_option sidco_options[] = {
                               "largest"},
 };
 
-/* count_ratio, threshold and pad_overhead as MiCRO's (the same names, units and summaries;
- * here threshold is the mean over the workers of their last thresholds), then its own. */
-static double col_count_ratio(const deftsim_step_result *r)
-{
-    return r->count_control ? (double)r->count_total / (double)r->k : NAN;
-}
-
-static double col_threshold(const deftsim_step_result *r) { return r->threshold; }
-
-static double col_pad(const deftsim_step_result *r)
-{
-    if (!r->count_control || !r->count_total) return NAN;
-    return (double)r->count_max * (double)r->P / (double)r->count_total - 1.0;
-}
-
+/* count_ratio, threshold and pad_overhead with MiCRO's getters (the same names, units and
+ * summaries; here threshold is the mean over the workers of their last thresholds), then its
+ * own. */
 static const deftsim_method_column sidco_columns[] = {
     {.name = "count_ratio", .unit = "ratio", .title = "count ratio",
-     .doc = "K / k: the workers' summed counts over the target", .get = col_count_ratio,
+     .doc = "K / k: the workers' summed counts over the target", .get = sp_col_count_ratio,
      .summary = DEFTSIM_COL_ROWS_ONLY},
     {.name = "threshold", .unit = "gradient units", .title = "threshold",
      .doc = "sidco: the mean over the workers of the last stage's threshold",
-     .get = col_threshold, .summary = DEFTSIM_COL_MEDIAN},
+     .get = sp_col_threshold, .summary = DEFTSIM_COL_MEDIAN},
     {.name = "pad_overhead", .unit = "ratio", .title = "padding",
-     .doc = "m P / K - 1, the padding share of a padded allgather", .get = col_pad,
+     .doc = "m P / K - 1, the padding share of a padded allgather", .get = sp_col_pad,
      .summary = DEFTSIM_COL_MEDIAN},
     [COL_STAGES] = {.name = "stages", .unit = "count", .title = "stages",
                     .doc = "sidco: the threshold stages the workers ran, mean over the workers",
