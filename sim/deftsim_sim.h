@@ -101,6 +101,8 @@ typedef enum {
                                   NVLS where the tuned model allows it */
     DEFTSIM_NCCL_NVLS,         /* NVLink SHARP: the NVSwitch reduces (one node, nvswitch,
                                   nccl_arch = hopper; else the ring) */
+    DEFTSIM_NCCL_NVLS_TREE,    /* NVLS in each node, a double binary tree of each local rank
+                                  across nodes (whole nvswitch nodes, hopper; else the ring) */
     DEFTSIM_NCCL_ALGO_COUNT
 } deftsim_nccl_algo;
 
@@ -213,6 +215,10 @@ typedef struct {
     deftsim_nccl_arch nccl_arch;     /* tuned: the GPU generation of NCCL's tuning constants */
     double nccl_launch;              /* tuned: seconds every collective call costs before its
                                         first step (kernel launch and set-up) */
+    double nccl_launch_gpu;          /* tuned: seconds each further GPU that one thread
+                                        launches the call on adds to nccl_launch */
+    uint32_t nccl_gpus_per_thread;   /* tuned: GPUs one thread launches a call on (1: a
+                                        process per GPU; nccl-tests' -g) */
     double nccl_nvl_efficiency;      /* tuned: the fraction of an intra-node link's bandwidth a
                                         Simple-protocol transfer achieves, (0, 1] */
     double nccl_net_efficiency;      /* tuned: the same for a transfer between nodes */

@@ -19,7 +19,8 @@ const char *const deftsim_bcast_names[] = {"binomial", "scatter_rdb_allgather",
 const char *const deftsim_sim_mode_names[] = {"exact", "approximate", "analytic", NULL};
 const char *const deftsim_sim_compute_names[] = {"measured", "none", NULL};
 const char *const deftsim_net_library_names[] = {"mpi", "nccl", NULL};
-const char *const deftsim_nccl_algo_names[] = {"ring", "tree", "hierarchical", "auto", "nvls", NULL};
+const char *const deftsim_nccl_algo_names[] = {"ring", "tree", "hierarchical", "auto", "nvls",
+                                                "nvlstree", NULL};
 const char *const deftsim_nccl_model_names[] = {"plain", "tuned", NULL};
 const char *const deftsim_nccl_proto_names[] = {"auto", "LL", "LL128", "Simple", NULL};
 const char *const deftsim_nccl_arch_names[] = {"volta", "ampere", "hopper", NULL};
@@ -120,6 +121,8 @@ void deftsim_sim_params_default(deftsim_sim_params *p)
     p->nccl_proto = DEFTSIM_NCCL_PROTO_AUTO;
     p->nccl_arch = DEFTSIM_NCCL_ARCH_HOPPER;
     p->nccl_launch = 0;
+    p->nccl_launch_gpu = 0;
+    p->nccl_gpus_per_thread = 1;
     p->nccl_nvl_efficiency = 1;
     p->nccl_net_efficiency = 1;
     p->nccl_step_scale = 1;

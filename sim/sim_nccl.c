@@ -136,25 +136,47 @@ void sim_nccl_tree(uint32_t P, uint32_t G, uint32_t C, uint32_t tc, uint32_t ran
     if (d1 >= 0) out->down[out->ndown++] = (int32_t)chain_gpu(P, G, (uint32_t)d1, c, 0);
 }
 
-/* The height of a rank in tree channel tc: the longest path down to a leaf. */
-static uint32_t tree_height(uint32_t P, uint32_t G, uint32_t C, uint32_t tc, uint32_t rank)
+/* The shape of a set of trees: NCCL's trees (a chain in each node under a double binary tree
+ * of the nodes' chain heads, sim_nccl_tree) or NVLS-tree's (every GPU in a double binary tree
+ * of the GPUs of its local rank, one a node). */
+typedef struct {
+    uint32_t P, G, C;
+    int rails; /* 1: NVLS-tree's trees of local ranks */
+} tree_shape;
+
+static void tree_links(const tree_shape *ts, uint32_t tc, uint32_t rank, sim_nccl_links *out)
+{
+    if (!ts->rails) {
+        sim_nccl_tree(ts->P, ts->G, ts->C, tc, rank, out);
+        return;
+    }
+    uint32_t N = ts->P / ts->G, g = rank % ts->G;
+    int32_t up, d[2];
+    sim_nccl_dtree(N, rank / ts->G, tc % 2, &up, &d[0], &d[1]);
+    out->up = up < 0 ? -1 : (int32_t)((uint32_t)up * ts->G + g);
+    out->ndown = 0;
+    for (int i = 0; i < 2; i++)
+        if (d[i] >= 0) out->down[out->ndown++] = (int32_t)((uint32_t)d[i] * ts->G + g);
+}
+
+/* The height of a rank in tree tc: the longest path down to a leaf. */
+static uint32_t tree_height(const tree_shape *ts, uint32_t tc, uint32_t rank)
 {
     sim_nccl_links l;
-    sim_nccl_tree(P, G, C, tc, rank, &l);
+    tree_links(ts, tc, rank, &l);
     uint32_t h = 0;
     for (uint32_t k = 0; k < l.ndown; k++) {
-        uint32_t hc = tree_height(P, G, C, tc, (uint32_t)l.down[k]) + 1;
+        uint32_t hc = tree_height(ts, tc, (uint32_t)l.down[k]) + 1;
         if (hc > h) h = hc;
     }
     return h;
 }
 
-static uint32_t tree_depth(uint32_t P, uint32_t G, uint32_t C, uint32_t tc, uint32_t rank)
+static uint32_t tree_depth(const tree_shape *ts, uint32_t tc, uint32_t rank)
 {
     uint32_t d = 0;
     sim_nccl_links l;
-    for (sim_nccl_tree(P, G, C, tc, rank, &l); l.up >= 0; sim_nccl_tree(P, G, C, tc, (uint32_t)l.up, &l))
-        d++;
+    for (tree_links(ts, tc, rank, &l); l.up >= 0; tree_links(ts, tc, (uint32_t)l.up, &l)) d++;
     return d;
 }
 
@@ -486,32 +508,35 @@ static uint64_t tree_chunk_bytes(const tree_ch *t, uint64_t csz, uint64_t k)
     return left < csz ? left : csz;
 }
 
-static void tree_allreduce(sim_worker *w, const deftsim_sim_params *p, const sim_nccl_call *k,
-                           uint64_t bytes)
+/* T trees of one shape reduce and broadcast this rank's `bytes`, split over them, in chunks of
+ * NCCL's step size (at most max_chunks a tree: larger chunks beyond). */
+static void tree_run(sim_worker *w, const deftsim_sim_params *p, const sim_nccl_call *k,
+                     const tree_shape *ts, uint32_t T, uint64_t bytes, uint64_t max_chunks)
 {
-    uint32_t P = p->P, G = gpn(p), C = k->channels < MAXC ? k->channels : MAXC, T = 2 * C;
     uint32_t r = sim_rank(w);
     uint64_t e = elem_of(p, bytes), csz = step_size(p) / e * e;
     if (!csz) csz = e;
     uint64_t part[2 * MAXC];
     split(bytes / e, T, part);
+    for (uint32_t c = 0; c < T; c++)
+        if (divup(part[c] * e, csz) > max_chunks) csz = divup(part[c], max_chunks) * e;
     tree_ch *t = malloc(T * sizeof *t);
     if (!t) abort();
     uint64_t rounds = 0;
     for (uint32_t c = 0; c < T; c++) {
-        sim_nccl_tree(P, G, C, c, r, &t[c].l);
-        t[c].h = tree_height(P, G, C, c, r);
-        t[c].d = tree_depth(P, G, C, c, r);
+        tree_links(ts, c, r, &t[c].l);
+        t[c].h = tree_height(ts, c, r);
+        t[c].d = tree_depth(ts, c, r);
         for (uint32_t k = 0; k < t[c].l.ndown; k++)
-            t[c].hc[k] = tree_height(P, G, C, c, (uint32_t)t[c].l.down[k]);
+            t[c].hc[k] = tree_height(ts, c, (uint32_t)t[c].l.down[k]);
         /* the root's height: the broadcast of chunk k leaves the root as soon as it reduced it */
         uint32_t root = r;
         sim_nccl_links l = t[c].l;
         while (l.up >= 0) {
             root = (uint32_t)l.up;
-            sim_nccl_tree(P, G, C, c, root, &l);
+            tree_links(ts, c, root, &l);
         }
-        t[c].hr = tree_height(P, G, C, c, root);
+        t[c].hr = tree_height(ts, c, root);
         t[c].bytes = part[c] * e;
         t[c].chunks = divup(t[c].bytes, csz);
         uint64_t last = t[c].chunks ? t[c].hr + t[c].d + t[c].chunks : 0;
@@ -546,6 +571,14 @@ static void tree_allreduce(sim_worker *w, const deftsim_sim_params *p, const sim
     free(t);
 }
 
+static void tree_allreduce(sim_worker *w, const deftsim_sim_params *p, const sim_nccl_call *k,
+                           uint64_t bytes)
+{
+    uint32_t C = k->channels < MAXC ? k->channels : MAXC;
+    tree_shape ts = {p->P, gpn(p), C, 0};
+    tree_run(w, p, k, &ts, 2 * C, bytes, UINT64_MAX);
+}
+
 /* ---- entry points ------------------------------------------------------------------------------- */
 
 /* NVLink SHARP (NVLS): the NVSwitch reduces. Each GPU's port carries its buffer up to the
@@ -572,6 +605,31 @@ static void nvls_allreduce(sim_worker *w, const deftsim_sim_params *p, const sim
     round_free(&rd);
 }
 
+/* NVLS-tree (NCCL's NVLSTree, multi-node NVSwitch nodes): in each node the NVSwitch reduces
+ * and multicasts, as NVLS does, and across nodes every GPU reduces and broadcasts its 1/G share
+ * of the vector in a double binary tree of the GPUs of its local rank, one a node, on its own
+ * NIC. NCCL pipelines the two; here the node's part (NVLS's port volume, S (G + 1) / G, sent to
+ * the node-ring neighbour as nvls_allreduce sends it) runs as one transfer beside the trees'
+ * rounds, and the call ends when both have. At most 512 chunks a tree. */
+#define NVLS_TREE_MAX_CHUNKS 512u
+static void nvls_tree_allreduce(sim_worker *w, const deftsim_sim_params *p, const sim_nccl_call *k,
+                                uint64_t bytes)
+{
+    uint32_t P = p->P, G = gpn(p), r = sim_rank(w), n = r / G, g = r % G;
+    uint64_t e = elem_of(p, bytes), share[64];
+    split(bytes / e, G, share);
+    sg_comm_t node[2];
+    void *slot = NULL;
+    node[0] = sim_irecv(w, n * G + (g + G - 1) % G, &slot);
+    uint64_t vol = (uint64_t)ceil((double)bytes * (G + 1) / G);
+    uint64_t wire = (uint64_t)ceil((double)vol / k->eff_intra);
+    node[1] = sim_isend_sync_wire(w, n * G + (g + 1) % G, vol, wire);
+    tree_shape ts = {P, G, 1, 1};
+    tree_run(w, p, k, &ts, 2, share[g] * e, NVLS_TREE_MAX_CHUNKS);
+    sim_wait_all(w, node, 2);
+    w->recv += sim_payload(slot);
+}
+
 void sim_nccl_allreduce(sim_worker *w, const deftsim_sim_params *p, uint64_t bytes)
 {
     if (sim_size(w) < 2 || bytes == 0) return;
@@ -583,10 +641,13 @@ void sim_nccl_allreduce(sim_worker *w, const deftsim_sim_params *p, uint64_t byt
      * one node on NVSwitch (the tuned model picks it only there). */
     if (a == DEFTSIM_NCCL_HIERARCHICAL && p->P % gpn(p)) a = DEFTSIM_NCCL_RING;
     if (a == DEFTSIM_NCCL_NVLS && (p->P > gpn(p) || gpn(p) < 2)) a = DEFTSIM_NCCL_RING;
+    if (a == DEFTSIM_NCCL_NVLS_TREE && (p->P <= gpn(p) || p->P % gpn(p) || gpn(p) < 2 || gpn(p) > 64))
+        a = DEFTSIM_NCCL_RING;
     switch (a) {
     case DEFTSIM_NCCL_TREE: tree_allreduce(w, p, &k, bytes); return;
     case DEFTSIM_NCCL_HIERARCHICAL: hierarchical(w, p, &k, bytes); return;
     case DEFTSIM_NCCL_NVLS: nvls_allreduce(w, p, &k, bytes); return;
+    case DEFTSIM_NCCL_NVLS_TREE: nvls_tree_allreduce(w, p, &k, bytes); return;
     default: ring_allreduce(w, p, &k, bytes); return;
     }
 }

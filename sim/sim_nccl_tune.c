@@ -13,13 +13,13 @@
 
 #include "sim_internal.h"
 
-/* Per algorithm (tree, ring, NVLS) and protocol (LL, LL128, Simple), microseconds. */
-enum { A_TREE, A_RING, A_NVLS, NA };
+/* Per algorithm (tree, ring, NVLS, NVLS-tree) and protocol (LL, LL128, Simple), microseconds. */
+enum { A_TREE, A_RING, A_NVLS, A_NVLS_TREE, NA };
 enum { P_LL, P_LL128, P_SIMPLE, NP };
-static const double base_lat[NA][NP] = {{6.8, 14.0, 8.4}, {6.6, 14.0, 8.4}, {0, 0, 0}};
-static const double hw_lat_nvl[NA][NP] = {{0.6, 1.25, 4.0}, {0.6, 1.9, 3.4}, {0, 0, 25}};
-static const double hw_lat_pci[NA][NP] = {{1.0, 1.9, 4.0}, {1.0, 2.5, 5.7}, {0, 0, 0}};
-static const double hw_lat_net[NA][NP] = {{5.0, 8.5, 14}, {2.7, 4.0, 14.0}, {0, 0, 18}};
+static const double base_lat[NA][NP] = {{6.8, 14.0, 8.4}, {6.6, 14.0, 8.4}, {0, 0, 0}, {0, 0, 0}};
+static const double hw_lat_nvl[NA][NP] = {{0.6, 1.25, 4.0}, {0.6, 1.9, 3.4}, {0, 0, 25}, {0, 0, 25}};
+static const double hw_lat_pci[NA][NP] = {{1.0, 1.9, 4.0}, {1.0, 2.5, 5.7}, {0, 0, 0}, {0, 0, 0}};
+static const double hw_lat_net[NA][NP] = {{5.0, 8.5, 14}, {2.7, 4.0, 14.0}, {0, 0, 18}, {0, 0, 20.9}};
 
 /* GB/s, by GPU generation (volta, ampere, hopper) and node count (1, 2, more). LL's cap is
  * NCCL's for one node by GPU generation; between nodes NCCL takes it by CPU vendor, and the
@@ -31,6 +31,8 @@ static const double per_ch_tree_ll128[DEFTSIM_NCCL_ARCH_COUNT][3] = {
     {20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 29.0}};
 static const double per_ch_tree[DEFTSIM_NCCL_ARCH_COUNT][3] = {
     {26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}};
+/* NVLS-tree's cap a channel, by node count (Hopper's row: it runs on no earlier GPU). */
+static const double per_ch_nvls_tree[3] = {0.0, 57.7, 45.5};
 /* NVLS's achieved fraction of NVLink (Hopper; NCCL has none before it). */
 #define NVLS_EFFICIENCY 0.85
 /* The channels NVLS uses at most ("NVLS should not need more than 16 channels"). */
@@ -117,7 +119,7 @@ deftsim_nccl_algo sim_nccl_pick(const deftsim_sim_params *p, uint64_t bytes)
 typedef struct {
     uint32_t P, G, N, C;
     double ppn, intra, node_net; /* GB/s: a GPU's intra-node link; a node's NICs together */
-    int nvl, nvls_ok;
+    int nvl, nvls_ok, nvls_tree_ok;
 } shape_t;
 
 static void shape_of(const deftsim_sim_params *p, shape_t *s)
@@ -134,8 +136,11 @@ static void shape_of(const deftsim_sim_params *p, shape_t *s)
     uint32_t nics = s->G > 1 && p->nics_per_node ? p->nics_per_node : 1;
     s->node_net = nics * nic;
     s->nvl = s->G > 1 && p->intra_fabric != DEFTSIM_INTRA_PCIE;
-    s->nvls_ok = s->N == 1 && s->G > 2 && p->intra_fabric == DEFTSIM_INTRA_NVSWITCH &&
-                 p->nccl_arch == DEFTSIM_NCCL_ARCH_HOPPER && s->C >= 2;
+    int nvls_node = s->G > 2 && p->intra_fabric == DEFTSIM_INTRA_NVSWITCH &&
+                    p->nccl_arch == DEFTSIM_NCCL_ARCH_HOPPER && s->C >= 2;
+    s->nvls_ok = s->N == 1 && nvls_node;
+    /* NVLS-tree: whole nodes (NCCL needs the same GPUs on every node) */
+    s->nvls_tree_ok = s->N > 1 && nvls_node && s->P % s->G == 0 && s->G <= 64;
 }
 
 /* NCCL's per-step latencies of a pair, microseconds: over the node's links and over the
@@ -158,6 +163,7 @@ static double predict(const deftsim_sim_params *p, const shape_t *s, sim_nccl_co
     int ar = coll == SIM_NCCL_ALLREDUCE;
     if (a != A_RING && !ar) return -1;
     if (a == A_NVLS && (pi != P_SIMPLE || !s->nvls_ok)) return -1;
+    if (a == A_NVLS_TREE && (pi != P_SIMPLE || !s->nvls_tree_ok)) return -1;
     if (pi == P_LL128 && s->G > 1 && !s->nvl) return -1; /* LL128 needs NVLink in the node */
     uint32_t i2 = s->N <= 2 ? s->N - 1 : 2;
     int hop = p->nccl_arch;
@@ -171,6 +177,12 @@ static double predict(const deftsim_sim_params *p, const shape_t *s, sim_nccl_co
     if (a == A_TREE && pi == P_LL128)
         bus = dmin(bus * (s->N == 1 ? 7.0 / 9.0 : 120.0 / 128.0), s->C * per_ch_tree_ll128[hop][i2]);
     if (a == A_NVLS) bus = s->intra * NVLS_EFFICIENCY * (s->C - 1.0) / s->C * 2.0;
+    /* NVLS-tree: NVLS in the node, the network between (twice its bandwidth on two nodes,
+     * where each node sends half the vector and receives the other half). */
+    if (a == A_NVLS_TREE)
+        bus = dmin(dmin(s->intra * NVLS_EFFICIENCY * (s->C - 1.0) / s->C * 2.0,
+                        net * (s->N <= 2 ? 2.0 : 1.0)),
+                   s->C * per_ch_nvls_tree[i2]);
     double nsteps = ar ? 2.0 * (s->P - 1) : coll == SIM_NCCL_BCAST ? s->P : s->P - 1.0;
     double bw = a == A_TREE ? bus * 0.5 : bus * s->P / nsteps;
     double intra, inter;
@@ -185,6 +197,8 @@ static double predict(const deftsim_sim_params *p, const shape_t *s, sim_nccl_co
         }
     } else if (a == A_TREE) {
         lat += 2 * ((s->ppn - 1) * intra + log2_floor(s->N) * inter);
+    } else if (a == A_NVLS_TREE) {
+        lat = intra + 2 * log2_floor(s->N) * inter;
     } else {
         lat = intra;
     }
@@ -197,19 +211,25 @@ static double predict(const deftsim_sim_params *p, const shape_t *s, sim_nccl_co
 
 static int algo_index(deftsim_nccl_algo a)
 {
-    return a == DEFTSIM_NCCL_TREE ? A_TREE : a == DEFTSIM_NCCL_NVLS ? A_NVLS : A_RING;
+    return a == DEFTSIM_NCCL_TREE        ? A_TREE
+           : a == DEFTSIM_NCCL_NVLS      ? A_NVLS
+           : a == DEFTSIM_NCCL_NVLS_TREE ? A_NVLS_TREE
+                                         : A_RING;
 }
 
 static deftsim_nccl_algo algo_of(int a)
 {
-    return a == A_TREE ? DEFTSIM_NCCL_TREE : a == A_NVLS ? DEFTSIM_NCCL_NVLS : DEFTSIM_NCCL_RING;
+    return a == A_TREE        ? DEFTSIM_NCCL_TREE
+           : a == A_NVLS      ? DEFTSIM_NCCL_NVLS
+           : a == A_NVLS_TREE ? DEFTSIM_NCCL_NVLS_TREE
+                              : DEFTSIM_NCCL_RING;
 }
 
 /* Channels a call of `bytes` uses: NCCL drops one while the bytes would leave a thread less
  * than its threshold. */
 static uint32_t call_channels(const shape_t *s, int a, int pi, uint64_t bytes)
 {
-    if (a == A_NVLS) return s->C < NVLS_CHANNELS ? s->C : NVLS_CHANNELS;
+    if (a == A_NVLS || a == A_NVLS_TREE) return s->C < NVLS_CHANNELS ? s->C : NVLS_CHANNELS;
     double thr = thread_threshold[pi] * (a == A_RING && pi == P_LL ? s->P : 1);
     uint32_t nc = s->C;
     while (nc >= 2 && (double)bytes < nc * max_threads[pi] * thr) nc--;
@@ -232,7 +252,8 @@ void sim_nccl_plan_call(const deftsim_sim_params *p, sim_nccl_coll coll, uint64_
     if (p->nccl_model != DEFTSIM_NCCL_MODEL_TUNED) {
         out->algo = coll != SIM_NCCL_ALLREDUCE ? DEFTSIM_NCCL_RING
                     : forced == DEFTSIM_NCCL_AUTO  ? sim_nccl_pick(p, bytes)
-                    : forced == DEFTSIM_NCCL_NVLS  ? DEFTSIM_NCCL_RING
+                    : forced == DEFTSIM_NCCL_NVLS || forced == DEFTSIM_NCCL_NVLS_TREE
+                        ? DEFTSIM_NCCL_RING
                                                    : forced;
         return;
     }
@@ -266,11 +287,18 @@ void sim_nccl_plan_call(const deftsim_sim_params *p, sim_nccl_coll coll, uint64_
     double intra, inter;
     step_latencies(&s, best_a, best_p, best_a == A_RING, &intra, &inter);
     if (s.G == 1) intra = inter; /* one GPU a host: every step crosses the network */
-    out->base = p->nccl_launch + base_lat[best_a][best_p] * 1e-6;
+    uint32_t gpt = p->nccl_gpus_per_thread ? p->nccl_gpus_per_thread : 1;
+    out->base = p->nccl_launch + (gpt - 1) * p->nccl_launch_gpu + base_lat[best_a][best_p] * 1e-6;
     out->lat_intra = intra * 1e-6 * p->nccl_step_scale;
     out->lat_net = inter * 1e-6 * p->nccl_step_scale;
     out->wire = wire_factor[best_p];
-    out->eff_intra = p->nccl_nvl_efficiency * (best_a == A_NVLS ? NVLS_EFFICIENCY : 1);
+    int nvls = best_a == A_NVLS || best_a == A_NVLS_TREE;
+    out->eff_intra = p->nccl_nvl_efficiency * (nvls ? NVLS_EFFICIENCY : 1);
     out->eff_net = p->nccl_net_efficiency;
+    /* NVLS and NVLS-tree: NCCL's latency of the whole call (the switch's, and the trees' depth
+     * across nodes), once; their rounds pipeline behind it */
     if (best_a == A_NVLS) out->lat_intra = out->lat_net = 0, out->base += intra * 1e-6 * p->nccl_step_scale;
+    if (best_a == A_NVLS_TREE)
+        out->lat_intra = out->lat_net = 0,
+        out->base += (intra + 2 * log2_floor(s.N) * inter) * 1e-6 * p->nccl_step_scale;
 }

@@ -277,7 +277,7 @@ static const keydef base_keys[] = {
     {KEY("network", "library", "one of: mpi, nccl", "mpi",
          "whose collective algorithms: MPI's (allgather, allreduce, bcast), or NCCL's"),
      .type = T_ENUM, .off = F(network.library), .names = deftsim_net_library_names},
-    {KEY("network", "nccl_algorithm", "one of: ring, tree, hierarchical, auto, nvls", "ring",
+    {KEY("network", "nccl_algorithm", "one of: ring, tree, hierarchical, auto, nvls, nvlstree", "ring",
          "library = nccl: the allreduce (auto: NCCL's tuning model picks; nvls: NVLink SHARP, "
          "tuned model, one NVSwitch node)"),
      .type = T_ENUM, .off = F(network.nccl_algorithm), .names = deftsim_nccl_algo_names},
@@ -305,6 +305,13 @@ static const keydef base_keys[] = {
     {KEY("network", "nccl_launch", "duration in [0, 1] s, or with a unit", "0",
          "nccl_model = tuned: what every collective call costs before its first step"),
      .type = T_DURATION, .off = F(network.nccl_launch), .lo = 0, .hi = 1},
+    {KEY("network", "nccl_launch_gpu", "duration in [0, 1] s, or with a unit", "0",
+         "nccl_model = tuned: what each further GPU one thread drives adds to a call's launch"),
+     .type = T_DURATION, .off = F(network.nccl_launch_gpu), .lo = 0, .hi = 1},
+    {KEY("network", "nccl_gpus_per_thread", "integer in [1, 64]", "1",
+         "nccl_model = tuned: GPUs one thread launches a call on (1: a process per GPU, as "
+         "PyTorch DDP runs; nccl-tests' -g)"),
+     .type = T_INT, .off = F(network.nccl_gpus_per_thread), .imin = 1, .imax = 64},
     {KEY("network", "nccl_nvl_efficiency", "number in (0, 1]", "1",
          "nccl_model = tuned: the fraction of an intra-node link's bandwidth NCCL achieves"),
      .type = T_DOUBLE, .off = F(network.nccl_nvl_efficiency), .lo = 0, .hi = 1, .flags = LO_OPEN},

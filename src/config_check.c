@@ -48,6 +48,8 @@ void deftsim_config_sim_params(const deftsim_config *cfg, uint32_t P, uint32_t e
     out->nccl_proto = cfg->network.nccl_proto;
     out->nccl_arch = cfg->network.nccl_arch;
     out->nccl_launch = cfg->network.nccl_launch;
+    out->nccl_launch_gpu = cfg->network.nccl_launch_gpu;
+    out->nccl_gpus_per_thread = (uint32_t)cfg->network.nccl_gpus_per_thread;
     out->nccl_nvl_efficiency = cfg->network.nccl_nvl_efficiency;
     out->nccl_net_efficiency = cfg->network.nccl_net_efficiency;
     out->nccl_step_scale = cfg->network.nccl_step_scale;

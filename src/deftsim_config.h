@@ -175,6 +175,8 @@ typedef struct deftsim_config {
         deftsim_nccl_proto nccl_proto;    /* tuned: LL, LL128, Simple, or auto */
         deftsim_nccl_arch nccl_arch;      /* tuned: GPU generation of NCCL's constants */
         double nccl_launch;               /* tuned: seconds a collective call costs */
+        double nccl_launch_gpu;           /* tuned: seconds each further GPU of a thread adds */
+        int nccl_gpus_per_thread;         /* tuned: GPUs one thread launches a call on */
         double nccl_nvl_efficiency;       /* tuned: achieved fraction of intra-node links */
         double nccl_net_efficiency;       /* tuned: achieved fraction between nodes */
         double nccl_step_scale;           /* tuned: factor on NCCL's per-step latencies */

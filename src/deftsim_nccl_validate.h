@@ -39,13 +39,18 @@ typedef struct {
     uint32_t nics_per_node;  /* 0: the preset's */
     double nic_gbps;         /* Gbit/s of a NIC; 0: the preset's */
     char algo[32], proto[32]; /* forced (NCCL_ALGO, NCCL_PROTO), or "default" */
+    uint32_t gpus_per_thread; /* GPUs one thread drove (nccl-tests' -g, its header's nGpus);
+                                 0 is 1 */
+    char platform[256];       /* the corpus's platform_keys: "KEY=VALUE;..." [network] keys
+                                 where the machine differs from its preset; "" for none */
     deftsim_nt_row *rows;
     size_t nrows;
 } deftsim_nt_table;
 
 /* Reads the rows of one nccl-tests output file (lines as all_reduce_perf and its siblings print
  * them; '#' lines, NCCL's INFO lines and other text are skipped). A file with no row is refused
- * with a message naming it. Fills rows and nrows only. */
+ * with a message naming it. Fills rows and nrows, and gpus_per_thread from the header's
+ * "nGpus N" where the file has one (otherwise leaves it). */
 deftsim_status deftsim_nt_read_rows(const char *path, deftsim_nt_table *t);
 
 /* The collective a file names in its "# Collective test starting: all_gather_perf" line (or its
@@ -54,7 +59,8 @@ deftsim_status deftsim_nt_read_rows(const char *path, deftsim_nt_table *t);
 deftsim_status deftsim_nt_detect_coll(const char *path, deftsim_nt_coll *coll);
 
 /* The corpus: DIR/index.csv (one line per table: id, collective, gpu, gpus_per_node, nodes,
- * fabric, nic, nics_per_node, nic_gbps, nccl_version, algo, proto, ..., status at column 16)
+ * fabric, nic, nics_per_node, nic_gbps, nccl_version, algo, proto, other_env, dtype, command
+ * (its "-g N" the GPUs a thread drove), status at column 16, ..., platform_keys at column 20)
  * and DIR/<id>.txt. Tables whose status is not "ok" are left out; *n tables are returned in a
  * malloc'd array (deftsim_nt_tables_free). Errors name the file and line. */
 deftsim_status deftsim_nt_read_corpus(const char *dir, deftsim_nt_table **tables, size_t *n);
@@ -62,8 +68,8 @@ deftsim_status deftsim_nt_read_corpus(const char *dir, deftsim_nt_table **tables
 void deftsim_nt_tables_free(deftsim_nt_table *tables, size_t n);
 
 /* Simulates every row of t on the network of a default scenario with, in order: the table's
- * preset, library = nccl, approximate mode, its node shape and forced algorithm and protocol,
- * then the `sets` ("network.KEY=VALUE", applied last, so they win). sim_us[i] gets row i's
+ * preset, library = nccl, approximate mode, its node shape, its platform keys, the GPUs a
+ * thread drove, its forced algorithm and protocol, then the `sets` ("network.KEY=VALUE", applied last, so they win). sim_us[i] gets row i's
  * simulated time (microseconds); a row whose per-rank share is empty gets NaN. One simulation
  * for the whole table. */
 deftsim_status deftsim_nt_simulate(const deftsim_nt_table *t, const char *const *sets, size_t nsets,

@@ -8,6 +8,7 @@
  * n - 1 steps, and the reduction takes no time here. */
 #include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,6 +75,9 @@ deftsim_status deftsim_nt_read_rows(const char *path, deftsim_nt_table *t)
     while (fgets(line, sizeof line, f)) {
         const char *s = line;
         while (*s == ' ' || *s == '\t') s++;
+        const char *g = *s == '#' ? strstr(s, "nGpus ") : NULL;
+        uint64_t ng;
+        if (g && sscanf(g + 6, "%" SCNu64, &ng) == 1 && ng >= 1 && ng <= 64) t->gpus_per_thread = (uint32_t)ng;
         if (*s == '#' || !isdigit((unsigned char)*s)) continue;
         deftsim_nt_row row;
         if (parse_row(line, &row)) continue;
@@ -212,6 +216,20 @@ static int index_line(const char *path, size_t lineno, char *line, deftsim_nt_ta
     if (f[8][0] && parse_dbl(f[8], &t->nic_gbps)) t->nic_gbps = 0;
     lower_word(f[10], t->algo, sizeof t->algo);
     lower_word(f[11], t->proto, sizeof t->proto);
+    const char *gopt = strstr(f[14], "-g ");
+    uint64_t ng = 1;
+    if (gopt && (sscanf(gopt + 3, "%" SCNu64, &ng) != 1 || ng < 1 || ng > 64)) {
+        deftsim_error_set(DEFTSIM_E_INPUT, "%s:%zu (%s): command: '-g' needs a GPU count in [1, 64]",
+                          path, lineno, f[0]);
+        return -1;
+    }
+    t->gpus_per_thread = (uint32_t)ng;
+    if (n > 19 && strlen(f[19]) >= sizeof t->platform) {
+        deftsim_error_set(DEFTSIM_E_INPUT, "%s:%zu (%s): platform_keys: longer than %zu characters",
+                          path, lineno, f[0], sizeof t->platform - 1);
+        return -1;
+    }
+    if (n > 19) snprintf(t->platform, sizeof t->platform, "%s", f[19]);
     return 0;
 }
 
@@ -266,7 +284,7 @@ void deftsim_nt_tables_free(deftsim_nt_table *tables, size_t n)
 static deftsim_status table_config(const deftsim_nt_table *t, const char *const *sets, size_t nsets,
                                    deftsim_config **cfg)
 {
-    char kv[8][128];
+    char kv[20][128];
     size_t nk = 0;
     uint32_t P = t->gpus_per_node * t->nodes;
     snprintf(kv[nk++], 128, "network.preset=%s", t->preset);
@@ -281,7 +299,21 @@ static deftsim_status table_config(const deftsim_nt_table *t, const char *const 
         snprintf(kv[nk++], 128, "network.nic_bandwidth=%gGbps", gbps);
         snprintf(kv[nk++], 128, "network.bandwidth=%gGbps", gbps);
     }
-    if (strcmp(t->algo, "ring") == 0 || strcmp(t->algo, "tree") == 0 || strcmp(t->algo, "nvls") == 0)
+    /* The platform keys: "KEY=VALUE;KEY=VALUE", each a [network] key. */
+    char plat[sizeof t->platform];
+    snprintf(plat, sizeof plat, "%s", t->platform);
+    for (char *save = NULL, *k = strtok_r(plat, ";", &save); k; k = strtok_r(NULL, ";", &save)) {
+        while (*k == ' ') k++;
+        if (!*k) continue;
+        if (nk >= 14 || !strchr(k, '='))
+            return deftsim_error_set(DEFTSIM_E_INPUT, "table %s: platform_keys '%s': need at most "
+                                     "8 KEY=VALUE pairs separated by ';'", t->id, t->platform);
+        snprintf(kv[nk++], 128, "network.%s", k);
+    }
+    snprintf(kv[nk++], 128, "network.nccl_gpus_per_thread=%u",
+             t->gpus_per_thread ? t->gpus_per_thread : 1);
+    if (strcmp(t->algo, "ring") == 0 || strcmp(t->algo, "tree") == 0 || strcmp(t->algo, "nvls") == 0 ||
+        strcmp(t->algo, "nvlstree") == 0)
         snprintf(kv[nk++], 128, "network.nccl_algorithm=%s", t->algo);
     if (strcmp(t->proto, "ll") == 0) snprintf(kv[nk++], 128, "network.nccl_proto=LL");
     else if (strcmp(t->proto, "ll128") == 0) snprintf(kv[nk++], 128, "network.nccl_proto=LL128");

@@ -42,8 +42,9 @@ static void usage(FILE *out)
             "  --table ID        only this corpus table (repeatable)\n"
             "  --set KEY=VALUE   a scenario key applied after the table's own (repeatable)\n"
             "  --rows            every row, not only the summaries\n"
-            "  --fit             fit nccl_launch, nccl_nvl_efficiency, nccl_net_efficiency and\n"
-            "                    nccl_step_scale to the tables; -o FILE writes them as [network] keys\n"
+            "  --fit             fit nccl_launch, nccl_launch_gpu, nccl_nvl_efficiency,\n"
+            "                    nccl_net_efficiency and nccl_step_scale to the tables; -o FILE\n"
+            "                    writes them as [network] keys\n"
             "  --fit-rounds N    rounds of the fit's coordinate search (default 10)\n"
             "  FILE...           nccl-tests output as all_reduce_perf and its siblings print it;\n"
             "                    the collective from the file (or --collective: allreduce,\n"
@@ -151,26 +152,29 @@ static size_t total_rows(const deftsim_nt_table *t, size_t nt)
  * counts, a factor too fast as much as a factor too slow). */
 static deftsim_status fit(const vopts *o, const deftsim_nt_table *t, size_t nt, double *all)
 {
-    static const char *const key[4] = {"network.nccl_launch", "network.nccl_nvl_efficiency",
-                                       "network.nccl_net_efficiency", "network.nccl_step_scale"};
-    double x[4] = {20e-6, 0.8, 0.85, 1.0}, lo[4] = {0, 0.05, 0.05, 0.05}, hi[4] = {100e-6, 1, 1, 20};
+    enum { NF = 5 };
+    static const char *const key[NF] = {"network.nccl_launch", "network.nccl_launch_gpu",
+                                        "network.nccl_nvl_efficiency", "network.nccl_net_efficiency",
+                                        "network.nccl_step_scale"};
+    double x[NF] = {20e-6, 2e-6, 0.8, 0.85, 1.0}, lo[NF] = {1e-9, 1e-9, 0.05, 0.05, 0.05},
+           hi[NF] = {100e-6, 20e-6, 1, 1, 20};
     double step = 0.5, best = INFINITY;
-    char buf[4][96];
-    const char *extra[4];
+    char buf[NF][96];
+    const char *extra[NF];
     size_t nall;
     for (int round = 0; round < o->fit_rounds && step > 0.02; round++) {
         int moved = 0;
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < NF; i++)
             for (int dir = -1; dir <= 1; dir++) {
-                double y[4];
+                double y[NF];
                 memcpy(y, x, sizeof y);
                 if (dir) y[i] = fmin(hi[i], fmax(lo[i], x[i] * (1 + dir * step)));
                 if (dir && y[i] == x[i]) continue;
-                for (int j = 0; j < 4; j++) {
+                for (int j = 0; j < NF; j++) {
                     snprintf(buf[j], sizeof buf[j], "%s=%.9g", key[j], y[j]);
                     extra[j] = buf[j];
                 }
-                deftsim_status st = run_tables(o, t, nt, extra, 4, 0, all, &nall);
+                deftsim_status st = run_tables(o, t, nt, extra, NF, 0, all, &nall);
                 if (st) return st;
                 double cost = mean_log_error(all, nall);
                 if (cost < best - 1e-12) {
@@ -180,9 +184,9 @@ static deftsim_status fit(const vopts *o, const deftsim_nt_table *t, size_t nt, 
                 }
             }
         if (!moved) step /= 2;
-        fprintf(stderr, "validate: fit round %d: mean |log ratio| %.4f (launch %.2f us, nvl %.3f, net %.3f, "
-                        "step x %.3f)\n",
-                round + 1, best, x[0] * 1e6, x[1], x[2], x[3]);
+        fprintf(stderr, "validate: fit round %d: mean |log ratio| %.4f (launch %.2f us + %.2f us a "
+                        "further GPU of a thread, nvl %.3f, net %.3f, step x %.3f)\n",
+                round + 1, best, x[0] * 1e6, x[1] * 1e6, x[2], x[3], x[4]);
     }
     /* One preset under every table: the file names it, so that a scenario naming the file
      * (preset_file) gets the node keys with the fitted figures. */
@@ -200,9 +204,9 @@ static deftsim_status fit(const vopts *o, const deftsim_nt_table *t, size_t nt, 
     fprintf(f, "[network]\n");
     if (*preset) fprintf(f, "preset = %s\n", preset);
     else fprintf(f, "# the tables' presets differ: the scenario names its own\n");
-    fprintf(f, "nccl_model = tuned\nnccl_launch = %.3fus\nnccl_nvl_efficiency = %.4f\n"
-               "nccl_net_efficiency = %.4f\nnccl_step_scale = %.4f\n",
-            x[0] * 1e6, x[1], x[2], x[3]);
+    fprintf(f, "nccl_model = tuned\nnccl_launch = %.3fus\nnccl_launch_gpu = %.3fus\n"
+               "nccl_nvl_efficiency = %.4f\nnccl_net_efficiency = %.4f\nnccl_step_scale = %.4f\n",
+            x[0] * 1e6, x[1] * 1e6, x[2], x[3], x[4]);
     return deftsim_afile_commit(af);
 }
 

@@ -720,7 +720,7 @@ Test(config_names, schema)
     cr_expect_null(deftsim_config_section_name(12));
     /* 95 + [gradients] params, [synthetic] scales and its 18 kind keys, + PowerSGD's 7, randk's
      * 1, hardthr's 2 and sidco's 3 */
-    cr_expect_eq(deftsim_config_key_count(), 128);
+    cr_expect_eq(deftsim_config_key_count(), 130);
     cr_expect_null(deftsim_config_key(deftsim_config_key_count()));
     /* Keys come grouped by section, in section order. */
     size_t s = 0;
