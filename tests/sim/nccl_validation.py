@@ -161,11 +161,30 @@ def user_files(tmp):
     check(r.returncode == 2 and "nccl_launch" in r.stderr, f"a bad --set names its key ({r.stderr.strip()})")
 
 
+def gpus_per_thread(tmp):
+    """A file whose header says nGpus 8 (one thread drove 8 GPUs) pays nccl_launch_gpu seven
+    times a call; one without the header is one GPU a thread."""
+    rows = OLD.splitlines()[2:]
+    times = {}
+    for name, head in (("one.txt", ""), ("eight.txt", "# nThread 1 nGpus 8 minBytes 4 maxBytes 4194304\n")):
+        path = os.path.join(tmp, name)
+        with open(path, "w") as f:
+            f.write(head + "\n".join(OLD.splitlines()[:2] + rows) + "\n")
+        r = run("validate", "nccl", path, "--nodes", "1", "--gpus-per-node", "8", "--preset", "dgx-h100",
+                "--collective", "allreduce", "--rows", "--set", "network.nccl_launch_gpu=3us")
+        m = re.search(r"^\s+4\s+30\.25\s+([\d.]+)\s", r.stdout, re.M)
+        check(r.returncode == 0 and m is not None, f"{name}: the 4-byte row simulated ({r.stderr[-300:]})")
+        times[name] = float(m.group(1)) if m else float("nan")
+    check(abs(times["eight.txt"] - times["one.txt"] - 21.0) < 0.02,
+          f"nGpus 8 adds 7 x 3 us to a call ({times})")
+
+
 def main():
     # --quick (the sanitizer builds, where every simulation's fork costs seconds): three tables
     corpus("--quick" in sys.argv[1:])
     with tempfile.TemporaryDirectory() as tmp:
         user_files(tmp)
+        gpus_per_thread(tmp)
     if failures:
         print(f"{len(failures)} check(s) failed", file=sys.stderr)
         return 1

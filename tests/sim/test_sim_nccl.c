@@ -805,3 +805,82 @@ Test(sim_nccl, approximate_groups_and_like_rounds)
                 deftsim_schedule_free(&s);
             }
 }
+
+/* H100-like nodes under the tuned model: 8 GPUs on an NVSwitch (450 GB/s a GPU), a 400 Gb/s NIC
+ * each, 16 channels, NCCL's Hopper constants, the links' full speed. */
+static void hopper_nodes(deftsim_sim_params *p, uint32_t P)
+{
+    simtest_params(p, P);
+    generated_nodes(p);
+    p->library = DEFTSIM_LIB_NCCL;
+    p->gpus_per_node = 8;
+    p->intra_fabric = DEFTSIM_INTRA_NVSWITCH;
+    p->intra_bandwidth = 450e9;
+    p->intra_latency = 1e-9;
+    p->latency = 1e-9;
+    p->nics_per_node = 8;
+    p->nic_bandwidth = 50e9;
+    p->bandwidth = 50e9;
+    p->nccl_channels = 16;
+    p->nccl_model = DEFTSIM_NCCL_MODEL_TUNED;
+    p->nccl_arch = DEFTSIM_NCCL_ARCH_HOPPER;
+    p->nccl_algorithm = DEFTSIM_NCCL_AUTO;
+}
+
+/* NCCL's NVLSTree: chosen for a large allreduce across whole NVSwitch nodes (NVLS in one
+ * node, the ring or tree without NVSwitch). On two nodes each GPU's NIC carries its 1/8 share
+ * of the vector once each way (S / 8 over a NIC, where the ring sends 2 (P - 1) / P S / 8), and
+ * its NVSwitch port NVLS's S (G + 1) / G at NVLS's efficiency: the call takes the longer of the
+ * two, the trees' pipeline fill beside. */
+Test(sim_nccl, nvls_tree_across_nvswitch_nodes)
+{
+    deftsim_sim_params p;
+    sim_nccl_call k;
+    const uint64_t S = 1ull << 30;
+    hopper_nodes(&p, 16);
+    sim_nccl_plan_call(&p, SIM_NCCL_ALLREDUCE, S, &k);
+    cr_expect_eq(k.algo, DEFTSIM_NCCL_NVLS_TREE, "2 nodes, 1 GiB: %d", (int)k.algo);
+    hopper_nodes(&p, 8);
+    sim_nccl_plan_call(&p, SIM_NCCL_ALLREDUCE, S, &k);
+    cr_expect_eq(k.algo, DEFTSIM_NCCL_NVLS, "1 node: NVLS");
+    hopper_nodes(&p, 12); /* a partial node: NCCL has no NVLS-tree */
+    sim_nccl_plan_call(&p, SIM_NCCL_ALLREDUCE, S, &k);
+    cr_expect_neq(k.algo, DEFTSIM_NCCL_NVLS_TREE, "partial node");
+    hopper_nodes(&p, 16);
+    p.intra_fabric = DEFTSIM_INTRA_NVLINK_MESH;
+    sim_nccl_plan_call(&p, SIM_NCCL_ALLREDUCE, S, &k);
+    cr_expect_neq(k.algo, DEFTSIM_NCCL_NVLS_TREE, "no NVSwitch");
+
+    hopper_nodes(&p, 16);
+    double nvt = run1(&p, DEFTSIM_STEP_ALLREDUCE, S, 0, 0, NULL);
+    double net = (double)S / 8 / p.nic_bandwidth;
+    double node = (double)S * 9 / 8 / (p.intra_bandwidth * 0.85);
+    double bound = net > node ? net : node;
+    cr_expect(nvt > bound && nvt < 1.1 * bound,
+              "NVLS-tree %.6f s against the NIC's %.6f s and the NVSwitch port's %.6f s", nvt, net, node);
+    p.nccl_algorithm = DEFTSIM_NCCL_RING;
+    double ring = run1(&p, DEFTSIM_STEP_ALLREDUCE, S, 0, 0, NULL);
+    cr_expect(ring > 1.5 * nvt && ring > 1.875 * net, "the ring %.6f s, NVLS-tree %.6f s", ring, nvt);
+    /* forced on a platform without it: the ring, with Simple (as a forced pair that cannot run
+     * falls back) */
+    p.intra_fabric = DEFTSIM_INTRA_NVLINK_MESH;
+    p.nccl_proto = DEFTSIM_NCCL_PROTO_SIMPLE;
+    p.nccl_algorithm = DEFTSIM_NCCL_NVLS_TREE;
+    double forced = run1(&p, DEFTSIM_STEP_ALLREDUCE, 1u << 20, 0, 0, NULL);
+    p.nccl_algorithm = DEFTSIM_NCCL_RING;
+    cr_expect_eq(forced, run1(&p, DEFTSIM_STEP_ALLREDUCE, 1u << 20, 0, 0, NULL));
+}
+
+/* A thread that launches a call on G GPUs pays nccl_launch_gpu for each beyond the first
+ * (nccl-tests' -g), and nothing else changes. */
+Test(sim_nccl, launch_cost_of_each_further_gpu_of_a_thread)
+{
+    deftsim_sim_params p;
+    hopper_nodes(&p, 8);
+    p.nccl_launch = 10e-6;
+    p.nccl_launch_gpu = 2.5e-6;
+    double one = run1(&p, DEFTSIM_STEP_ALLREDUCE, 1024, 0, 0, NULL);
+    p.nccl_gpus_per_thread = 8;
+    double eight = run1(&p, DEFTSIM_STEP_ALLREDUCE, 1024, 0, 0, NULL);
+    cr_expect(fabs(eight - one - 7 * 2.5e-6) < 1e-9, "8 GPUs a thread %.9f s, 1: %.9f s", eight, one);
+}
