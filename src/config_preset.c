@@ -41,7 +41,7 @@ static const deftsim_config_preset_key h100[] = {
     NCCL_VALIDATED,
     {"nccl_arch", "hopper", "H100: NCCL's Hopper constants (LL's and LL128's caps, NVLS)"},
     {"nccl_channels", "16", "two channels a NIC (NCCL finds 12 to 24 on a DGX H100)"},
-    NCCL_FITTED("25.3us", "0us", "0.8", "0.837", "0.565",
+    NCCL_FITTED("2.5us", "3.2us", "0.8", "0.837", "0.565",
                 "fitted (deftsim validate nccl --fit) to the 14 H100 tables of "
                 "sim/validation/nccl with status ok, all rows, the GCP Ethernet one left out"),
 };
@@ -56,7 +56,7 @@ static const deftsim_config_preset_key a100[] = {
     NCCL_VALIDATED,
     {"nccl_arch", "ampere", "A100: NCCL's Ampere constants"},
     {"nccl_channels", "16", "two channels a NIC"},
-    NCCL_FITTED("12.66us", "0us", "0.7205", "0.5211", "1.5",
+    NCCL_FITTED("4us", "2us", "0.7205", "0.5211", "1.5",
                 "fitted (deftsim validate nccl --fit) to the 8 A100 tables of "
                 "sim/validation/nccl with status ok, all rows"),
 };
@@ -73,7 +73,7 @@ static const deftsim_config_preset_key v100[] = {
     NCCL_VALIDATED,
     {"nccl_arch", "volta", "V100: NCCL's Volta constants"},
     {"nccl_channels", "8", "two channels a NIC"},
-    NCCL_FITTED("0.02us", "0us", "1", "0.85", "1.5",
+    NCCL_FITTED("1us", "1us", "1", "0.85", "1.5",
                 "fitted (deftsim validate nccl --fit) to the 3 V100 tables of "
                 "sim/validation/nccl with status ok (4-GPU ABCI nodes, not DGX-1: a poor fit)"),
 };

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "deftsim_config.h"
 #include "deftsim_nccl_validate.h"
 #include "deftsim_util.h"
 
@@ -147,9 +148,30 @@ static size_t total_rows(const deftsim_nt_table *t, size_t nt)
     return n;
 }
 
-/* The fit: coordinate search, each figure in turn scaled up and down by a step that halves when
- * neither helps, minimising the mean of |log(simulated / measured)| over every row (every row
- * counts, a factor too fast as much as a factor too slow). */
+/* Where the fit starts: the first table's preset's figures (a figure at 0 from a small positive
+ * value, since the search scales). */
+static void fit_start(const deftsim_nt_table *t, size_t nt, double *x)
+{
+    deftsim_config *cfg = NULL;
+    char kv[64];
+    snprintf(kv, sizeof kv, "network.preset=%s", nt ? t[0].preset : "none");
+    if (deftsim_config_default("fit", &cfg) ||
+        deftsim_config_apply_override(cfg, "gradients.model=resnet18_cifar10") ||
+        deftsim_config_apply_override(cfg, kv) || deftsim_config_check(cfg)) {
+        deftsim_config_free(cfg);
+        return; /* the defaults stand */
+    }
+    const double v[5] = {cfg->network.nccl_launch, cfg->network.nccl_launch_gpu,
+                         cfg->network.nccl_nvl_efficiency, cfg->network.nccl_net_efficiency,
+                         cfg->network.nccl_step_scale};
+    for (int i = 0; i < 5; i++)
+        if (v[i] > 0) x[i] = v[i];
+    deftsim_config_free(cfg);
+}
+
+/* The fit: coordinate search from the preset's figures, each figure in turn scaled up and down
+ * by a step that halves when neither helps, minimising the mean of |log(simulated / measured)|
+ * over every row (every row counts, a factor too fast as much as a factor too slow). */
 static deftsim_status fit(const vopts *o, const deftsim_nt_table *t, size_t nt, double *all)
 {
     enum { NF = 5 };
@@ -158,6 +180,7 @@ static deftsim_status fit(const vopts *o, const deftsim_nt_table *t, size_t nt, 
                                         "network.nccl_step_scale"};
     double x[NF] = {20e-6, 2e-6, 0.8, 0.85, 1.0}, lo[NF] = {1e-9, 1e-9, 0.05, 0.05, 0.05},
            hi[NF] = {100e-6, 20e-6, 1, 1, 20};
+    fit_start(t, nt, x);
     double step = 0.5, best = INFINITY;
     char buf[NF][96];
     const char *extra[NF];
