@@ -15,7 +15,8 @@
 #         (OUT/best_ring)
 #
 # Each part prints its wall time; OUT/commands.txt records every command as run, with the
-# commit. A sweep resumes where it stopped. Builds deftsim if build/deftsim is missing.
+# commit. A sweep resumes where it stopped. DEFTSIM=PATH runs that binary instead of
+# build/deftsim (which is built if missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,8 +24,8 @@ cd "$(dirname "$0")/.."
 out=$1
 what=${2:-all}
 case "$what" in comm|iter|all) ;; *) echo "dgx-h100-study: unknown part '$what' (comm, iter, all)" >&2; exit 2 ;; esac
-[ -x build/deftsim ] || bash scripts/build.sh
-deftsim=./build/deftsim
+[ -n "${DEFTSIM:-}" ] || [ -x build/deftsim ] || bash scripts/build.sh
+deftsim=${DEFTSIM:-./build/deftsim}
 mkdir -p "$out"
 log="$out/commands.txt"
 echo "# $(date -u +%FT%TZ) commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)" >> "$log"
