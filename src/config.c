@@ -309,8 +309,7 @@ static const keydef base_keys[] = {
          "nccl_model = tuned: what each further GPU one thread drives adds to a call's launch"),
      .type = T_DURATION, .off = F(network.nccl_launch_gpu), .lo = 0, .hi = 1},
     {KEY("network", "nccl_gpus_per_thread", "integer in [1, 64]", "1",
-         "nccl_model = tuned: GPUs one thread launches a call on (1: a process per GPU, as "
-         "PyTorch DDP runs; nccl-tests' -g)"),
+         "nccl_model = tuned: GPUs one thread launches a call on (1: DDP's; nccl-tests' -g)"),
      .type = T_INT, .off = F(network.nccl_gpus_per_thread), .imin = 1, .imax = 64},
     {KEY("network", "nccl_nvl_efficiency", "number in (0, 1]", "1",
          "nccl_model = tuned: the fraction of an intra-node link's bandwidth NCCL achieves"),

@@ -419,7 +419,7 @@ Test(config_override, bad)
          "allreduce, bcast, eager_threshold, mode, compute, preset, preset_file, gpus_per_node, intra_fabric, "
          "intra_bandwidth, intra_latency, nics_per_node, nic_bandwidth, library, "
          "nccl_algorithm, nccl_channels, nccl_allgatherv, nccl_buffsize, nccl_model, nccl_proto, "
-         "nccl_arch, nccl_launch, nccl_nvl_efficiency, nccl_net_efficiency, nccl_step_scale)"},
+         "nccl_arch, nccl_launch, nccl_launch_gpu, nccl_gpus_per_thread, nccl_nvl_efficiency, nccl_net_efficiency, nccl_step_scale)"},
         {"network.bandwidth=fast", DEFTSIM_E_INPUT,
          "--set network.bandwidth: 'fast' is not a bandwidth (bytes/s, or a number with Bps, "
          "kBps, MBps, GBps, KiBps, MiBps, GiBps, bps, kbps, Mbps, Gbps, ...)"},
@@ -652,7 +652,7 @@ Test(config_print, json)
     cr_expect_eq(json_integer_value(json_array_get(w, 5)), 64);
     cr_expect_eq(json_real_value(json_object_get(json_object_get(j, "engine"), "memory_budget")), 0.8);
     json_t *net = json_object_get(j, "network");
-    cr_expect_eq(json_object_size(net), 35);
+    cr_expect_eq(json_object_size(net), 37);
     cr_expect_str_eq(json_string_value(json_object_get(net, "compute")), "measured");
     cr_expect_str_eq(json_string_value(json_object_get(net, "topology")), "flat");
     cr_expect_eq(json_real_value(json_object_get(net, "bandwidth")), 3.125e9);
