@@ -32,7 +32,7 @@ set encoding utf8
 
 # Colours: a colour-blind-safe palette (Okabe-Ito), DEFT in vermillion; markers differ too, so
 # the figures read in grey.
-# The methods come from deftsim's registry (src/sparsify/registry.c): `deftsim plot` passes
+# The methods come from deftsim's registry (sparsifiers/registry.c): `deftsim plot` passes
 # mreg_name, mreg_style (the method's line style: its registry position + 1, skipping 8),
 # mreg_title (the legend), mreg_short (a bar's label) and the style itself, mreg_lc (colour),
 # mreg_pt (marker), mreg_ps, mreg_lw, mreg_dt, one entry per method (src/cli/gnuplot.c assigns

@@ -230,7 +230,7 @@ static deftsim_status device_check(const deftsim_config *cfg, const char **backe
 }
 
 /* [device] kind = profile: loads the profile and puts its cost model on the kernel context,
- * whose modelled clock then times every compute phase (src/sp_internal.h, sp_now). */
+ * whose modelled clock then times every compute phase (sparsifiers/sp_internal.h, sp_now). */
 static deftsim_status profile_open(deftsim_engine *e)
 {
     if (e->cfg->device.kind != DEFTSIM_DEVICE_PROFILE) return DEFTSIM_OK;

@@ -3,7 +3,7 @@
  * One call runs one iteration for all P workers: every worker's selection work runs for real on
  * that worker's accumulator (acc_w = residual_w + g_w) through the kernels of kernels/ and is
  * timed per phase (leader work charged to the leader); the communication it needs comes out
- * as a plain schedule (src/common/deftsim_schedule.h); the aggregated sparse gradient every
+ * as a plain schedule (common/deftsim_schedule.h); the aggregated sparse gradient every
  * worker ends with comes out as sorted indices and values; each accumulator is turned into the
  * worker's new residual in place (error feedback). docs/SPARSIFIERS.md describes every method,
  * its phases, its wire format and its byte formulas.
