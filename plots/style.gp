@@ -11,8 +11,8 @@
 #   omitted    methods left out of a logarithmic axis (no positive value), or ""
 #   conditions the network (preset, collective library and algorithm, network model), and
 #   compute_note  where the compute phases were timed (this machine's CPU and its model, or a
-#              device profile), from the results' manifest (src/conditions.c); "" for a folder
-#              without a manifest
+#              device profile), from the results' manifest (src/engine/conditions.c); "" for a
+#              folder without a manifest
 #   nnoisy     points of the figure flagged noisy (summary.csv `noisy`); the line figures'
 #              data then hold a fifth column, 1 on those points (0 or absent: none)
 #   pmin, pmax the smallest and largest worker count in the figure

@@ -88,7 +88,7 @@ char *deftsim_cli_gp_methods(void);
 /* Runs `gnuplot -e METHODS -e VARS SCRIPT` (METHODS: deftsim_cli_gp_methods(); its stdout
  * discarded, its messages on our stderr). */
 deftsim_status deftsim_cli_gnuplot_run(const char *vars, const char *script);
-/* The conditions (src/deftsim_conditions.h) every later figure shows under its subtitle, one
+/* The conditions (src/engine/deftsim_conditions.h) every later figure shows under its subtitle, one
  * line each (plots/style.gp's `conditions` and `compute_note`); "" or NULL: none. */
 void deftsim_cli_gp_set_conditions(const char *network, const char *compute);
 

@@ -21,7 +21,7 @@ MAX_FILE = 1000
 MAX_FUNC = 150
 # Where a concept is longer than the guard, with the reason; the limit still holds them.
 ALLOW_FILE = {
-    "src/config.c": (1100, "the table of every scenario key, one entry a key with its type, "
+    "src/config/config.c": (1100, "the table of every scenario key, one entry a key with its type, "
                            "default and help: a table that grows with the keys, not logic"),
 }
 NAME = re.compile(r"([A-Za-z_]\w*)\s*\(")
