@@ -61,8 +61,8 @@ void deftsim_cli_sets_finish(deftsim_cli_sets *s);
 /* Frees the overrides (a zeroed or freed one too). */
 void deftsim_cli_sets_free(deftsim_cli_sets *s);
 
-/* SIGINT and SIGTERM while deftsim run or sweep write a folder (main.c): the first one sets
- * the flag returned, which the library checks between points, iterations and simulations
+/* SIGINT and SIGTERM while deftsim run or sweep write a folder (cli_common.c): the first one
+ * sets the flag returned, which the library checks between points, iterations and simulations
  * (deftsim_run_options.stop), and says on stderr that the run is stopping; a second one ends
  * the process at once, as a killed run (the next run cleans up and resumes). A forked child
  * (the network simulation's) dies of the signal as before. A signal the process was started
