@@ -140,7 +140,6 @@ _Static_assert(sizeof summary_context_cols / sizeof summary_context_cols[0] == N
 
 /* ---- small helpers ------------------------------------------------------------------------ */
 
-static deftsim_status nomem(void) { return deftsim_error_set(DEFTSIM_E_NOMEM, "analysis: out of memory"); }
 
 /* Index of s in the list, appended on first sight: the order things first appear in. */
 static deftsim_status rank_of(strlist *l, const char *s, size_t *rank)
@@ -153,11 +152,11 @@ static deftsim_status rank_of(strlist *l, const char *s, size_t *rank)
     if (l->n == l->cap) {
         size_t c = l->cap ? 2 * l->cap : 8;
         char **p = realloc(l->items, c * sizeof *p);
-        if (!p) return nomem();
+        if (!p) return deftsim_error_nomem("analysis");
         l->items = p;
         l->cap = c;
     }
-    if (!(l->items[l->n] = strdup(s))) return nomem();
+    if (!(l->items[l->n] = strdup(s))) return deftsim_error_nomem("analysis");
     *rank = l->n++;
     return DEFTSIM_OK;
 }
@@ -224,9 +223,9 @@ static deftsim_status add_colname(deftsim_analysis *a, const char *fmt, ...)
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
     char **p = realloc(a->colnames, (a->ncolnames + 1) * sizeof *p);
-    if (!p) return nomem();
+    if (!p) return deftsim_error_nomem("analysis");
     a->colnames = p;
-    if (!(a->colnames[a->ncolnames] = strdup(buf))) return nomem();
+    if (!(a->colnames[a->ncolnames] = strdup(buf))) return deftsim_error_nomem("analysis");
     a->ncolnames++;
     return DEFTSIM_OK;
 }
@@ -261,7 +260,7 @@ deftsim_status deftsim_analysis_new(const deftsim_analysis_options *o, const cha
 {
     *out = NULL;
     deftsim_analysis *a = calloc(1, sizeof *a);
-    if (!a) return nomem();
+    if (!a) return deftsim_error_nomem("analysis");
     if (o) a->opt = *o;
     else deftsim_analysis_options_default(&a->opt);
     deftsim_status st = DEFTSIM_OK;
@@ -272,12 +271,12 @@ deftsim_status deftsim_analysis_new(const deftsim_analysis_options *o, const cha
         goto fail;
     }
     if (naxes && !(a->axes = calloc(naxes, sizeof *a->axes))) {
-        st = nomem();
+        st = deftsim_error_nomem("analysis");
         goto fail;
     }
     for (size_t i = 0; i < naxes; i++) {
         if (!(a->axes[i] = strdup(axes[i]))) {
-            st = nomem();
+            st = deftsim_error_nomem("analysis");
             goto fail;
         }
         a->naxes = i + 1;
@@ -318,7 +317,7 @@ static deftsim_status find_group(deftsim_analysis *a, const char *const *axv, co
     size_t len = strlen(model) + strlen(method) + strlen(dens) + 32;
     for (size_t i = 0; i < a->naxes; i++) len += strlen(axv[i]) + 1;
     char *key = malloc(len);
-    if (!key) return nomem();
+    if (!key) return deftsim_error_nomem("analysis");
     size_t o = 0;
     for (size_t i = 0; i < a->naxes; i++) o += (size_t)sprintf(key + o, "%s\x1f", axv[i]);
     size_t vlen = o;
@@ -338,19 +337,19 @@ static deftsim_status find_group(deftsim_analysis *a, const char *const *axv, co
     group *g = calloc(1, sizeof *g);
     if (!g) {
         free(key);
-        return nomem();
+        return deftsim_error_nomem("analysis");
     }
     g->key = key;
     g->P = P;
     if (!(g->model = strdup(model)) || !(g->method = strdup(method)) || !(g->dens = strdup(dens)) ||
         (a->naxes && !(g->axv = calloc(a->naxes, sizeof *g->axv)))) {
         group_free(g, a->naxes);
-        return nomem();
+        return deftsim_error_nomem("analysis");
     }
     for (size_t i = 0; i < a->naxes; i++)
         if (!(g->axv[i] = strdup(axv[i]))) {
             group_free(g, a->naxes);
-            return nomem();
+            return deftsim_error_nomem("analysis");
         }
     if (deftsim_parse_double(dens, &g->density)) g->density = NAN;
     char save = key[vlen];
@@ -363,7 +362,7 @@ static deftsim_status find_group(deftsim_analysis *a, const char *const *axv, co
     if (!st && a->ng == a->capg) {
         size_t c = a->capg ? 2 * a->capg : 64;
         group **p = realloc(a->g, c * sizeof *p);
-        if (!p) st = nomem();
+        if (!p) st = deftsim_error_nomem("analysis");
         else {
             a->g = p;
             a->capg = c;
@@ -385,7 +384,7 @@ static deftsim_status iter_slot(group *g, size_t it, iter_rec **out)
         if (n > (1u << 26))
             return deftsim_error_set(DEFTSIM_E_INPUT, "iteration %zu: too large", it);
         iter_rec *p = realloc(g->it, n * sizeof *p);
-        if (!p) return nomem();
+        if (!p) return deftsim_error_nomem("analysis");
         memset(p + g->nit, 0, (n - g->nit) * sizeof *p);
         g->it = p;
         g->nit = n;
@@ -412,7 +411,7 @@ static deftsim_status iter_first_row(deftsim_analysis *a, deftsim_csvr *r, const
     ir->ph_w = -1;
     if (!ir->wsel && (!(ir->wsel = malloc(g->P * sizeof *ir->wsel)) ||
                       !(ir->wspread = malloc(g->P * sizeof *ir->wspread)))) {
-        return nomem();
+        return deftsim_error_nomem("analysis");
     }
     for (size_t i = 0; i < NCONTEXT; i++) {
         if (cc[i] < 0) continue;
@@ -501,7 +500,7 @@ deftsim_status deftsim_analysis_add_file(deftsim_analysis *a, const char *path,
             char at[64];
             snprintf(at, sizeof at, ":%zu", deftsim_csvr_line(r));
             if (!(g->where = malloc(strlen(path) + strlen(at) + 1))) {
-                st = nomem();
+                st = deftsim_error_nomem("analysis");
                 goto done;
             }
             strcpy(g->where, path);
@@ -641,7 +640,7 @@ static deftsim_status finish_group(deftsim_analysis *a, group *g)
     for (int m = 0; m < (int)nmetrics; m++) {
         size_t k = 0;
         g->vals[m] = malloc((g->iterations ? g->iterations : 1) * sizeof(double));
-        if (!g->vals[m]) return nomem();
+        if (!g->vals[m]) return deftsim_error_nomem("analysis");
         for (size_t t = first; t < g->nit; t++)
             if (isfinite(g->it[t].v[m])) g->vals[m][k++] = g->it[t].v[m];
         g->nvals[m] = k;
@@ -701,7 +700,7 @@ deftsim_status deftsim_analysis_finish(deftsim_analysis *a)
     if (!x || !y) {
         free(x);
         free(y);
-        return nomem();
+        return deftsim_error_nomem("analysis");
     }
     /* Scaling exponent per series: one point per P, its median selection time. Groups are
      * sorted so that a series is a run of consecutive groups, P ascending. */

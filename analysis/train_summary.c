@@ -104,11 +104,6 @@ void deftsim_train_analysis_free(deftsim_train_analysis *a)
     free(a);
 }
 
-static deftsim_status nomem(void)
-{
-    return deftsim_error_set(DEFTSIM_E_NOMEM, "train analysis: out of memory");
-}
-
 /* The point of key, created (with its fields) when new. */
 static deftsim_status point_get(deftsim_train_analysis *a, const char *model, const char *method,
                                 const char *density, unsigned P, tpoint **out)
@@ -121,7 +116,7 @@ static deftsim_status point_get(deftsim_train_analysis *a, const char *model, co
             return DEFTSIM_OK;
         }
     tpoint *np = realloc(a->pts, (a->npts + 1) * sizeof *np);
-    if (!np) return nomem();
+    if (!np) return deftsim_error_nomem("train analysis");
     a->pts = np;
     tpoint *p = &a->pts[a->npts];
     memset(p, 0, sizeof *p);
@@ -131,7 +126,7 @@ static deftsim_status point_get(deftsim_train_analysis *a, const char *model, co
         free(p->model);
         free(p->method);
         free(p->density);
-        return nomem();
+        return deftsim_error_nomem("train analysis");
     }
     p->P = P;
     a->npts++;
@@ -153,11 +148,11 @@ static deftsim_status run_get(tpoint *p, uint64_t seed, const char *path, trun *
             return DEFTSIM_OK;
         }
     trun *nr = realloc(p->runs, (p->nruns + 1) * sizeof *nr);
-    if (!nr) return nomem();
+    if (!nr) return deftsim_error_nomem("train analysis");
     p->runs = nr;
     trun *r = &p->runs[p->nruns];
     memset(r, 0, sizeof *r);
-    if (!(r->file = strdup(path))) return nomem();
+    if (!(r->file = strdup(path))) return deftsim_error_nomem("train analysis");
     r->seed = seed;
     p->nruns++;
     *out = r;
@@ -217,7 +212,7 @@ deftsim_status deftsim_train_analysis_add_file(deftsim_train_analysis *a, const 
             size_t cap = run->cap ? 2 * run->cap : 16;
             trow *nr = realloc(run->rows, cap * sizeof *nr);
             if (!nr) {
-                st = nomem();
+                st = deftsim_error_nomem("train analysis");
                 break;
             }
             run->rows = nr;
@@ -269,7 +264,7 @@ deftsim_status deftsim_train_analysis_finish(deftsim_train_analysis *a)
     for (size_t i = 0; i < a->npts; i++)
         if (a->pts[i].nruns > maxr) maxr = a->pts[i].nruns;
     double *x = malloc((maxr ? maxr : 1) * 6 * sizeof *x);
-    if (!x) return nomem();
+    if (!x) return deftsim_error_nomem("train analysis");
     double *fa = x, *ba = x + maxr, *fl = x + 2 * maxr, *fs = x + 3 * maxr;
     for (size_t i = 0; i < a->npts && !st; i++) {
         tpoint *p = &a->pts[i];

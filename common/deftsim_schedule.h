@@ -61,7 +61,7 @@ typedef struct {
     uint32_t layer;                   /* 1 + the model layer whose gradient the step needs first
                                          (a layer-wise method: LAGS); 0: the whole gradient.
                                          [compute] runs the backward pass down to that layer
-                                         before the step (src/compute.c) */
+                                         before the step (src/engine/compute.c) */
 } deftsim_step;
 
 #define DEFTSIM_STEP_ASYNC 1u /* a collective the worker starts and does not wait for */

@@ -3,7 +3,7 @@
  * deftsim_team_first(P, R, r) .. deftsim_team_first(P, R, r + 1) - 1.
  *
  * A team is a table of the few operations the engine and the sparsifiers need between ranks;
- * src/net_mpi.c fills it with MPI. Library code below the engine (the sparsifiers) sees only
+ * src/net/net_mpi.c fills it with MPI. Library code below the engine (the sparsifiers) sees only
  * this table, so it builds and runs without MPI; a NULL team is one process holding every
  * worker. Every operation is collective over the ranks in the order they call them, as MPI's
  * are: every rank runs the same control flow and calls the same operations in the same order.

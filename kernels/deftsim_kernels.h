@@ -254,7 +254,7 @@ deftsim_status deftsim_k_merge_topk(deftsim_kctx *ctx, const deftsim_kidx *ia, c
 
 /* ---- Cost accounting (device profiles) --------------------------------------------------
  * Every successful operation can be reported to a cost function and appended to a log, with
- * the sizes that drive its cost. A device profile (src/deftsim_profile.h) uses this to give
+ * the sizes that drive its cost. A device profile (src/engine/deftsim_profile.h) uses this to give
  * each call a modelled duration; the sum over a context's calls is a clock that timed regions
  * can read instead of the wall clock (deftsim_kctx_cost_seconds). */
 

@@ -11,8 +11,8 @@
 #   omitted    methods left out of a logarithmic axis (no positive value), or ""
 #   conditions the network (preset, collective library and algorithm, network model), and
 #   compute_note  where the compute phases were timed (this machine's CPU and its model, or a
-#              device profile), from the results' manifest (src/conditions.c); "" for a folder
-#              without a manifest
+#              device profile), from the results' manifest (src/engine/conditions.c); "" for a
+#              folder without a manifest
 #   nnoisy     points of the figure flagged noisy (summary.csv `noisy`); the line figures'
 #              data then hold a fifth column, 1 on those points (0 or absent: none)
 #   pmin, pmax the smallest and largest worker count in the figure
@@ -32,7 +32,7 @@ set encoding utf8
 
 # Colours: a colour-blind-safe palette (Okabe-Ito), DEFT in vermillion; markers differ too, so
 # the figures read in grey.
-# The methods come from deftsim's registry (src/sparsify/registry.c): `deftsim plot` passes
+# The methods come from deftsim's registry (sparsifiers/registry.c): `deftsim plot` passes
 # mreg_name, mreg_style (the method's line style: its registry position + 1, skipping 8),
 # mreg_title (the legend), mreg_short (a bar's label) and the style itself, mreg_lc (colour),
 # mreg_pt (marker), mreg_ps, mreg_lw, mreg_dt, one entry per method (src/cli/gnuplot.c assigns

@@ -11,7 +11,7 @@ synthetic trace, at density d (0.01):
   buildup_P4, buildup_P8  |union of the first P workers' top-k sets| / k (Top-k's build-up)
   overlap                 |S_i & S_j| / k, mean over all pairs of workers (whole gradient)
   deft_kj_top10           share of k that DEFT's allocation gives the 10% of fragments with the
-                          largest k_j (fragments and k_j as src/sparsify/deftsim_deft.h: P = the
+                          largest k_j (fragments and k_j as sparsifiers/deftsim_deft.h: P = the
                           trace's workers, norms of worker 0)
   deft_norm_top10         share of the fragments' summed L2 norms in the 10% largest
   deft_imbalance          DEFT's packing: largest bin cost / mean bin cost (cost size log2 k_j)

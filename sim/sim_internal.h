@@ -217,6 +217,13 @@ void sim_platform_close(sim_platform_file *pf);
 /* Shortest "%.*g" text that reads back as exactly d. */
 void sim_shortest(double d, char *buf, size_t cap);
 
+/* The attributes of a <cluster> element that give it p's topology, each on a line of its own
+ * led by indent: flat's backbone (bb: its bandwidth's text) when backbone_bandwidth > 0, or
+ * the fat tree's, torus's or dragonfly's topology with its parameters tp. One writer for the
+ * one-GPU cluster (sim_platform.c) and the multi-GPU nodes' network (sim_nodes_xml). */
+void sim_cluster_topology(FILE *f, const deftsim_sim_params *p, const char *tp, const char *bb,
+                          const char *indent);
+
 /* The node keys of p (gpus_per_node, intra_*, nics_per_node, nic_bandwidth): messages start
  * with the key ("nics_per_node: 9 is not in 1 .. gpus_per_node (8)"). Nothing to check at
  * gpus_per_node = 1 but that it is not 0. */

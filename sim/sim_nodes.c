@@ -41,6 +41,28 @@ void sim_shortest(double d, char *buf, size_t cap)
     }
 }
 
+void sim_cluster_topology(FILE *f, const deftsim_sim_params *p, const char *tp, const char *bb,
+                          const char *indent)
+{
+    switch (p->topology) {
+    case DEFTSIM_TOPO_FLAT:
+        /* A non-blocking switch needs no link of its own: every route is the sender's up link
+         * and the receiver's down link. (A FATPIPE backbone would time the same but puts every
+         * flow on one constraint, which makes SimGrid's solver cost grow with P.) */
+        if (p->backbone_bandwidth > 0)
+            fprintf(f, "\n%sbb_bw=\"%sBps\" bb_lat=\"0s\" bb_sharing_policy=\"SHARED\"", indent,
+                    bb);
+        break;
+    case DEFTSIM_TOPO_FATTREE:
+        fprintf(f, "\n%stopology=\"FAT_TREE\" topo_parameters=\"%s\"", indent, tp);
+        break;
+    case DEFTSIM_TOPO_TORUS:
+        fprintf(f, "\n%stopology=\"TORUS\" topo_parameters=\"%s\"", indent, tp);
+        break;
+    default: fprintf(f, "\n%stopology=\"DRAGONFLY\" topo_parameters=\"%s\"", indent, tp); break;
+    }
+}
+
 void deftsim_sim_host_name(const deftsim_sim_params *p, uint32_t w, char *buf, size_t cap)
 {
     uint32_t G = p->gpus_per_node ? p->gpus_per_node : 1;
@@ -291,15 +313,7 @@ void sim_nodes_xml(FILE *f, const deftsim_sim_params *p, const char *tp, uint64_
             "             speed=\"1Gf\" bw=\"%sBps\" lat=\"%ss\" sharing_policy=\"SPLITDUPLEX\"",
             net_hosts, nics, deftsim_intra_fabric_name(p->intra_fabric), ibw, ilat, nbw, bw, lat,
             fabric_sketch[p->intra_fabric], net_sketch, net_hosts - 1, bw, lat);
-    switch (p->topology) {
-    case DEFTSIM_TOPO_FLAT:
-        if (p->backbone_bandwidth > 0)
-            fprintf(f, "\n             bb_bw=\"%sBps\" bb_lat=\"0s\" bb_sharing_policy=\"SHARED\"", bb);
-        break;
-    case DEFTSIM_TOPO_FATTREE: fprintf(f, "\n             topology=\"FAT_TREE\" topo_parameters=\"%s\"", tp); break;
-    case DEFTSIM_TOPO_TORUS: fprintf(f, "\n             topology=\"TORUS\" topo_parameters=\"%s\"", tp); break;
-    default: fprintf(f, "\n             topology=\"DRAGONFLY\" topo_parameters=\"%s\"", tp); break;
-    }
+    sim_cluster_topology(f, p, tp, bb, "             ");
     fprintf(f, "/>\n");
     for (uint32_t n = 0; n < nodes; n++)
         for (uint32_t g = 0; g < G; g++)

@@ -322,18 +322,7 @@ deftsim_status sim_platform_xml(const deftsim_sim_params *p, char **out, size_t 
             "  <cluster id=\"deftsim\" prefix=\"node-\" suffix=\"\" radical=\"0-%" PRIu64 "\"\n"
             "           speed=\"1Gf\" bw=\"%sBps\" lat=\"%ss\" sharing_policy=\"SPLITDUPLEX\"",
             hosts, bw, lat, sketch, hosts - 1, bw, lat);
-    switch (p->topology) {
-    case DEFTSIM_TOPO_FLAT:
-        /* A non-blocking switch needs no link of its own: every route is the sender's up link
-         * and the receiver's down link. (A FATPIPE backbone would time the same but puts every
-         * flow on one constraint, which makes SimGrid's solver cost grow with P.) */
-        if (p->backbone_bandwidth > 0)
-            fprintf(f, "\n           bb_bw=\"%sBps\" bb_lat=\"0s\" bb_sharing_policy=\"SHARED\"", bb);
-        break;
-    case DEFTSIM_TOPO_FATTREE: fprintf(f, "\n           topology=\"FAT_TREE\" topo_parameters=\"%s\"", tp); break;
-    case DEFTSIM_TOPO_TORUS: fprintf(f, "\n           topology=\"TORUS\" topo_parameters=\"%s\"", tp); break;
-    default: fprintf(f, "\n           topology=\"DRAGONFLY\" topo_parameters=\"%s\"", tp); break;
-    }
+    sim_cluster_topology(f, p, tp, bb, "           ");
     fprintf(f, "/>\n</platform>\n");
 done:
     if (fclose(f) != 0) {

@@ -29,14 +29,6 @@ void deftsim_trace_worker_name(uint32_t worker, char *buf, size_t size)
     snprintf(buf, size, "worker.%04" PRIu32, worker);
 }
 
-char *trace_join_path(const char *dir, const char *name)
-{
-    size_t n = strlen(dir) + strlen(name) + 2;
-    char *p = malloc(n);
-    if (p) snprintf(p, n, "%s/%s", dir, name);
-    return p;
-}
-
 /* ---- Manifest ------------------------------------------------------------------------------ */
 
 /* A JSON integer in [0, 2^63). */

@@ -46,7 +46,8 @@ struct deftsim_trace {
     const char *order; /* deftsim_trace_layer_order */
 };
 
-/* "dir/name", malloc'd; NULL when out of memory. */
+/* trace_rank.c (the lowest file, so that every other calls down into it): "dir/name",
+ * malloc'd; NULL when out of memory. */
 char *trace_join_path(const char *dir, const char *name);
 
 /* trace.c: opens the trace in dir; ignore_manifest = 1 reads a per-rank trace from its files

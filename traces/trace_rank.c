@@ -20,6 +20,14 @@
 
 #include "deftsim_util.h"
 
+char *trace_join_path(const char *dir, const char *name)
+{
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
 /* Exact conversions to float32: every F16 and BF16 value is a float32 value. */
 static float f16_to_f32(uint16_t h)
 {

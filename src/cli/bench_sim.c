@@ -6,7 +6,7 @@
  * with byte counts from their formulas instead of a run of the kernels (running every
  * sparsifier's selection for 4096 workers would take longer than what is measured here), and
  * without compute steps: only the network is timed. Each method's closed form sits beside it
- * in src/sparsify/ (deftsim_method_closed_form). Where a count depends on the gradient,
+ * in sparsifiers/ (deftsim_method_closed_form). Where a count depends on the gradient,
  * the bench assumes uniformly spread selections: topk's union of P independent k-subsets
  * holds n (1 - (1 - k/n)^P) indices, DEFT's workers each hold k/P and its union k.
  * Each (P, method) is one simulation in its own process, as `deftsim run` simulates a point. */

@@ -61,8 +61,8 @@ void deftsim_cli_sets_finish(deftsim_cli_sets *s);
 /* Frees the overrides (a zeroed or freed one too). */
 void deftsim_cli_sets_free(deftsim_cli_sets *s);
 
-/* SIGINT and SIGTERM while deftsim run or sweep write a folder (main.c): the first one sets
- * the flag returned, which the library checks between points, iterations and simulations
+/* SIGINT and SIGTERM while deftsim run or sweep write a folder (cli_common.c): the first one
+ * sets the flag returned, which the library checks between points, iterations and simulations
  * (deftsim_run_options.stop), and says on stderr that the run is stopping; a second one ends
  * the process at once, as a killed run (the next run cleans up and resumes). A forked child
  * (the network simulation's) dies of the signal as before. A signal the process was started
@@ -88,7 +88,7 @@ char *deftsim_cli_gp_methods(void);
 /* Runs `gnuplot -e METHODS -e VARS SCRIPT` (METHODS: deftsim_cli_gp_methods(); its stdout
  * discarded, its messages on our stderr). */
 deftsim_status deftsim_cli_gnuplot_run(const char *vars, const char *script);
-/* The conditions (src/deftsim_conditions.h) every later figure shows under its subtitle, one
+/* The conditions (src/engine/deftsim_conditions.h) every later figure shows under its subtitle, one
  * line each (plots/style.gp's `conditions` and `compute_note`); "" or NULL: none. */
 void deftsim_cli_gp_set_conditions(const char *network, const char *compute);
 

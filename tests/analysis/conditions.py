@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """conditions.py - every output names its network conditions and where compute was timed
-(issue 31; src/conditions.c, docs/ANALYSIS.md "summary.md" and "Figures").
+(issue 31; src/engine/conditions.c, docs/ANALYSIS.md "summary.md" and "Figures").
 
 - `deftsim config` names the preset, the library and its algorithm and the network model: NCCL's
   nccl_algorithm for a GPU preset, MPI's allreduce and allgather (and no NCCL) for a plain run,

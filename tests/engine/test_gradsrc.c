@@ -1,4 +1,4 @@
-/* test_gradsrc.c - the gradient source (src/deftsim_gradsrc.h) over its two kinds, the
+/* test_gradsrc.c - the gradient source (src/engine/deftsim_gradsrc.h) over its two kinds, the
  * synthetic generator and the shipped trace, against the underlying APIs; and the join of
  * point files into rows.csv (deftsim_rows_join). Suite fast. */
 #include <criterion/criterion.h>

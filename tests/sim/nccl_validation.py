@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""nccl_validation.py - `deftsim validate nccl` (src/nccl_validate.c, src/cli/cmd_validate.c;
+"""nccl_validation.py - `deftsim validate nccl` (src/net/nccl_validate.c, src/cli/cmd_validate.c;
 docs/NETWORK.md, "Validation against nccl-tests").
 
 - the corpus (sim/validation/nccl): every table with status ok is simulated on its preset's

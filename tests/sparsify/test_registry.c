@@ -1,4 +1,4 @@
-/* test_registry.c - the table of methods (src/sparsify/registry.c): the built-in entries agree
+/* test_registry.c - the table of methods (sparsifiers/registry.c): the built-in entries agree
  * with the enum, the config and plots/style.gp; k of a density follows its one rule; and a
  * method registered from here ("firstk": every worker sends its first k elements) runs through
  * the sparsifier API, the config and a one-point engine run like a built-in one. */

@@ -6,15 +6,16 @@ more folders (in backticks) and, in its "may depend on" column, the folders belo
 may use. This test reads that table, so the document and the code cannot drift apart:
 
 - every C, CUDA or header file of the checkout (tracked, or new and not ignored) belongs to the deepest folder of the table that holds it
-  (traces/cuda/ before traces/, src/cli/ before src/);
+  (traces/cuda/ before traces/, src/engine/ before src/);
 - every header named by an `#include "..."` line is found among the tracked files (or among the
   headers a meson.build generates, such as deftsim_build_info.h) and mapped to its folder the
   same way;
 - an include is allowed when the header is in the including file's own folder or in a folder
   its row may depend on. Words of the column that are no folder of the table (libc, jansson,
   SimGrid, ...) name outside libraries, reached through <...> includes, and are not checked.
-  "all of the above" stands for every folder of the rows above; "libdeftsim" for src/ and what
-  src/ may depend on; a folder in backticks for that folder.
+  "all of the above" stands for every folder of the rows above; "libdeftsim" for the folders of
+  the core library (the rows above under src/) and what they may depend on; a folder in
+  backticks for that folder.
 
 Fails, naming file, line and header, on every include that crosses the table, on an include of
 a header that no folder holds, and when the table cannot be read. Python 3 standard library
@@ -104,8 +105,10 @@ def allowed_folders(table):
                 for above, _ in table[:i]:
                     ok.update(above)
             elif d == "libdeftsim":
-                ok.add("src/")
-                ok.update(allowed.get("src/", set()))
+                for above, _ in table[:i]:
+                    for f in above:
+                        if f.startswith("src/"):
+                            ok.update(allowed[f])
             elif d.rstrip("/") in names:
                 ok.add(names[d.rstrip("/")])
             elif "/" in d:

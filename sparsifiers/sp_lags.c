@@ -7,7 +7,7 @@
  * layer's (index, value) pairs go out in an allgather of their own, layer after layer in the
  * order the backward pass produces them (the last layer first). Each allgather but the last is
  * asynchronous: the worker goes on selecting the next layer while it runs, and with [compute]
- * (src/compute.c) the steps of layer l follow the backward pass down to layer l, so that the
+ * (src/engine/compute.c) the steps of layer l follow the backward pass down to layer l, so that the
  * exchange overlaps the backward pass layer by layer. The steps carry their layer
  * (deftsim_step.layer). After the last allgather every worker adds the P workers' pairs into
  * the aggregate (sum / P), as topk-ag. Not in spread mode. */

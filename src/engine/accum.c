@@ -646,38 +646,3 @@ deftsim_acc_provider deftsim_acc_provider_of(point_state *ps)
                                   .grad = acc_grad,
                                   .norms = acc_norms};
 }
-
-/* MemAvailable of /proc/meminfo in bytes; 0 where it cannot be read. */
-static uint64_t mem_available(void)
-{
-    FILE *f = fopen("/proc/meminfo", "r");
-    char line[256];
-    unsigned long long kb = 0;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
-    if (f) fclose(f);
-    return (uint64_t)kb * 1024u;
-}
-
-/* The budget less what the point needs, and on this machine (no --ram) no more than half of
- * what it has available now beside the point's own needs: residents only save time, so they
- * take memory that nothing else (another run on a shared machine) is using. */
-void deftsim_acc_plan_resident(const deftsim_engine *e, deftsim_memory_row *row,
-                               uint32_t untracked)
-{
-    row->resident = 0;
-    row->resident_bytes = 0;
-    uint64_t nb = e->model->numel * sizeof(float);
-    if (!untracked || e->opt.no_resident || deftsim_gradsrc_maps(e->src) || !nb ||
-        (e->opt.team && e->opt.team->size > 1) || row->bytes >= e->plan.budget_bytes)
-        return;
-    uint64_t room = e->plan.budget_bytes - row->bytes;
-    if (!e->opt.ram_bytes) {
-        uint64_t avail = mem_available() / 2;
-        avail = avail > row->bytes ? avail - row->bytes : 0;
-        if (avail < room) room = avail;
-    }
-    uint64_t fit = room / nb;
-    row->resident = (uint32_t)(fit < untracked ? fit : untracked);
-    row->resident_bytes = (uint64_t)row->resident * nb;
-}

@@ -2,7 +2,6 @@
  * trace behind one table of functions. */
 #include "deftsim_gradsrc.h"
 
-#include <dirent.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -290,33 +289,6 @@ static deftsim_status open_kind(const deftsim_config *cfg, int table_only, defts
 /* The manifest's iteration list and model.numel, or the iter_<t>/ folders of a per-rank trace
  * without a manifest (numel 0 then): nothing is mapped or read but names and one small JSON
  * file. The trace is checked when it is opened (deftsim_gradsrc_open). */
-deftsim_status deftsim_gradsrc_trace_peek(const char *dir, size_t *iterations, uint64_t *numel)
-{
-    *iterations = 0;
-    *numel = 0;
-    char path[4200];
-    snprintf(path, sizeof path, "%s/%s", dir, DEFTSIM_TRACE_MANIFEST);
-    json_error_t jerr;
-    json_t *m = json_load_file(path, 0, &jerr);
-    if (m) {
-        json_int_t n = json_integer_value(json_object_get(json_object_get(m, "model"), "numel"));
-        *iterations = json_array_size(json_object_get(m, "iterations"));
-        *numel = n > 0 ? (uint64_t)n : 0;
-        json_decref(m);
-    } else {
-        DIR *d = opendir(dir);
-        struct dirent *e;
-        while (d && (e = readdir(d)))
-            if (!strncmp(e->d_name, "iter_", 5) && e->d_name[5] &&
-                strspn(e->d_name + 5, "0123456789") == strlen(e->d_name + 5))
-                (*iterations)++;
-        if (d) closedir(d);
-    }
-    if (!*iterations)
-        return deftsim_error_set(DEFTSIM_E_INPUT, "%s: no iterations (not a trace)", dir);
-    return DEFTSIM_OK;
-}
-
 int deftsim_gradsrc_named(const deftsim_config *cfg) { return deftsim_gradsrc_name(cfg) != NULL; }
 
 const char *deftsim_gradsrc_key(const deftsim_config *cfg)

@@ -78,8 +78,12 @@ struct deftsim_sweep {
 #define SHARD_FORMAT "deftsim-sweep-shard"
 #define PLAN_FORMAT "deftsim-sweep-plan"
 
+/* ---- sweep_state.c: what sweep.c, sweep_shard.c and sweep_spread.c share -------------------- */
+
 /* The path of rel in the output folder. */
 void deftsim_sweep_path(const deftsim_sweep *s, const char *rel, char *buf, size_t cap);
+/* 1 when path is a regular file. */
+int deftsim_sweep_file_exists(const char *path);
 
 /* A point's manifest entry; plan_only: as a pending point (the plan, without its record). */
 json_t *deftsim_sweep_point_json(const deftsim_sweep *s, const point *p, int plan_only);
@@ -90,6 +94,12 @@ json_t *deftsim_sweep_manifest_json(const deftsim_sweep *s, const char *status,
                                     int plan_only);
 /* Sets a point's state from a manifest entry (done only when its file exists). */
 void deftsim_sweep_point_from_json(deftsim_sweep *s, point *p, json_t *e);
+/* The engine options of every point: RAM, preparation threads, the team. */
+deftsim_run_options deftsim_sweep_engine_options(const deftsim_sweep *s);
+/* Spread mode: the team when it has more than one rank, else NULL. */
+const deftsim_team *deftsim_sweep_spread_team(const deftsim_sweep *s);
+
+/* ---- sweep_shard.c, sweep_plan.c, sweep_spread.c ------------------------------------------- */
 
 /* sweep_shard.c. After the manifest's records are loaded: reads shards/ (a shard: checks the
  * plan and the other shards' split, takes its own file's records; without shards: takes
@@ -124,13 +134,8 @@ unsigned deftsim_sweep_entry_shard(json_t *entry, size_t i, unsigned n);
 void deftsim_sweep_words(const deftsim_sweep *s, const point *p, char *buf, size_t cap);
 void deftsim_sweep_failure_of(const deftsim_sweep *s, const point *p, char *buf, size_t cap);
 
-/* ---- sweep.c and sweep_spread.c ---------------------------------------------------------- */
-
-/* The engine options of every point: RAM, preparation threads, the team. */
-deftsim_run_options deftsim_sweep_engine_options(const deftsim_sweep *s);
-/* Spread mode: the team when it has more than one rank, else NULL. */
-const deftsim_team *deftsim_sweep_spread_team(const deftsim_sweep *s);
-/* Spread mode: rank 0's list of the points to run (indices), on every rank; *idx allocated. */
+/* sweep_spread.c. Spread mode: rank 0's list of the points to run (indices), on every rank;
+ * *idx allocated. */
 deftsim_status deftsim_sweep_spread_list(const deftsim_sweep *s, uint64_t **idx, uint64_t *n);
 /* Spread mode, ranks > 0: the points rank 0 runs, with it, writing nothing. */
 deftsim_status deftsim_sweep_spread_follow(deftsim_sweep *s, deftsim_sweep_summary *sum);

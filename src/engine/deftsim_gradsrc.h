@@ -18,6 +18,7 @@
 #include <jansson.h>
 
 #include "deftsim_config.h"
+#include "deftsim_config_inputs.h" /* deftsim_gradsrc_trace_peek */
 #include "deftsim_error.h"
 #include "deftsim_model.h"
 
@@ -63,11 +64,6 @@ void deftsim_gradsrc_gen_params(const deftsim_config *cfg, deftsim_gen_params *g
 int deftsim_gradsrc_named(const deftsim_config *cfg);
 const char *deftsim_gradsrc_key(const deftsim_config *cfg);
 const char *deftsim_gradsrc_name(const deftsim_config *cfg);
-
-/* A trace's iteration count and gradient elements (numel; 0 when only the files say) from
- * its manifest or its folders' names alone, without opening it: what a scenario's defaults
- * and a sweep's plan need. DEFTSIM_E_INPUT when dir holds no iterations. */
-deftsim_status deftsim_gradsrc_trace_peek(const char *dir, size_t *iterations, uint64_t *numel);
 
 const deftsim_model *deftsim_gradsrc_model(const deftsim_gradsrc *g);
 /* The [gradients] source value of the rows' source column: "synthetic" or "trace". */

@@ -16,12 +16,6 @@
 #include "sweep_internal.h"
 
 
-static int file_exists(const char *path)
-{
-    struct stat sb;
-    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
-}
-
 void deftsim_results_free(deftsim_result_set *r)
 {
     if (!r) return;
@@ -276,7 +270,7 @@ static deftsim_status list_points_dir(deftsim_result_set *r, const char *dir)
     if (n) return add_line(r, "Results: the %zu point files in `%s` (no manifest.json).", n, pdir);
     char rows[4200];
     snprintf(rows, sizeof rows, "%s/rows.csv", dir);
-    if (!file_exists(rows))
+    if (!deftsim_sweep_file_exists(rows))
         return deftsim_error_set(DEFTSIM_E_INPUT,
                                  "%s: no manifest.json, no points/*.csv and no rows.csv: not a "
                                  "folder of deftsim results",
@@ -304,7 +298,7 @@ deftsim_status deftsim_results_list(const char *dir, deftsim_result_set **out)
     }
     char mpath[4200];
     snprintf(mpath, sizeof mpath, "%s/manifest.json", dir);
-    if (!file_exists(mpath)) {
+    if (!deftsim_sweep_file_exists(mpath)) {
         if (!(r->kind = strdup("points"))) st = deftsim_error_nomem("sweep");
         if (!st) st = list_points_dir(r, dir);
         goto done;

@@ -78,13 +78,41 @@ void deftsim_cfg_commit(deftsim_config *cfg, const keydef *k, kval *v);
 /* parse_value, fits_one_line, commit. */
 deftsim_status deftsim_cfg_set_value(deftsim_config *cfg, const keydef *k, const char *text);
 
-/* ---- the schema (config.c) ------------------------------------------------------------- */
+/* ---- the schema (config_keys.c) -------------------------------------------------------- */
+
+/* Where a key's value came from besides 0 (a default), a line (> 0) and -1 (--set): [network]
+ * preset, [network] preset_file, and [gradients] params (DEFTSIM_CFG_ORIGIN_PARAMS below). */
+#define DEFTSIM_CFG_ORIGIN_PRESET (-2)
+#define DEFTSIM_CFG_ORIGIN_PRESET_FILE (-3)
 
 size_t deftsim_cfg_nkeys(void);
 const keydef *deftsim_cfg_keydef(size_t i);
 /* Key i of the table (i < deftsim_cfg_nkeys(), table order) into *kd, and where cfg's value of
  * it came from: 0 default, > 0 a line, < 0 an override, a preset or a parameter file. */
 int *deftsim_cfg_origin_at(deftsim_config *cfg, size_t i, const keydef **kd);
+/* Key i of the table (table order), and its description with the registry's filled in. */
+const keydef *deftsim_cfg_key_at(size_t i);
+const deftsim_config_keyinfo *deftsim_cfg_info(size_t i);
+/* A key's or a section's position in the table, -1 when there is none; deftsim_cfg_kidx for
+ * the keys the code itself names (0 when absent). */
+int deftsim_cfg_key_index(const char *section, const char *key);
+int deftsim_cfg_section_index(const char *section);
+size_t deftsim_cfg_kidx(const char *section, const char *key);
+/* "scenario, gradients, ..." for messages. */
+void deftsim_cfg_list_sections(char *buf, size_t cap);
+/* st with "WHERE: unknown key (keys: ...)", the section's keys listed. */
+deftsim_status deftsim_cfg_unknown_key_error(deftsim_status st, const char *where,
+                                             const char *section);
+/* Where key k got its value, as a message prefix: "file:LINE: [section] key", "--set
+ * section.key", or for a default the file and its section's line when present. */
+void deftsim_cfg_where(const deftsim_config *cfg, size_t k, char *buf, size_t cap);
+/* A new record of where the keys got their values: all defaults, or a copy of from. NULL when
+ * out of memory. */
+struct deftsim_config_origin *deftsim_cfg_origin_new(const struct deftsim_config_origin *from);
+/* Where key k's (section si's) value came from in cfg, to read or set: the line, or
+ * DEFTSIM_CFG_ORIGIN_*. */
+int *deftsim_cfg_key_line(const deftsim_config *cfg, size_t k);
+int *deftsim_cfg_section_line(const deftsim_config *cfg, size_t si);
 
 /* [synthetic] scales = kinds: three keys per tensor kind (deftsim_gen_kind's order), rows of
  * config.c's table (F and KEY are its macros). */

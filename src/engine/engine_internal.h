@@ -54,17 +54,15 @@ struct deftsim_engine {
     deftsim_compute_plan compute; /* its times and DDP buckets for the model */
 };
 
+/* The memory plan (engine_plan.c): e->plan's rows for the scenario's worker counts and the
+ * largest count that fits the budget (deftsim_engine_new calls it once). */
+deftsim_status deftsim_engine_plan_memory(deftsim_engine *e);
 /* The regeneration slots of a point at P (point_state's regen): GEN_WORKERS where the memory
  * plan has room for them beside everything else and the source generates its gradients, else
- * 1 (engine.c's memory_for counts them). */
+ * 1 (engine_plan.c's memory_for counts them). */
 uint32_t deftsim_engine_regen_slots(const deftsim_engine *e, uint32_t P);
 /* The resident accumulators of a point at P (point_state's kept): row->resident of the plan. */
 uint32_t deftsim_engine_resident(const deftsim_engine *e, uint32_t P);
-/* Fills row->resident and resident_bytes: of the `untracked` workers (those without a
- * residual in the largest block), as many as fit in the budget beside row->bytes, when the
- * source generates its gradients, in one process, unless opt.no_resident (accum.c). */
-void deftsim_acc_plan_resident(const deftsim_engine *e, deftsim_memory_row *row,
-                               uint32_t untracked);
 
 static inline uint32_t deftsim_engine_tracked_workers(const deftsim_config *cfg, uint32_t P)
 {

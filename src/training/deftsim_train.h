@@ -4,10 +4,11 @@
  * iteration each worker draws its own shard of B images (a per-epoch shuffle of the training
  * set cut into P * B slices), computes its gradient g_w at the shared weights, and hands its
  * accumulator to the sparsifier, the very code `deftsim run` simulates
- * (src/deftsim_sparsify.h); the aggregate it returns (sum / P at the selected indices) is what
- * every worker applies. The optimizer follows the DEFT authors' setup (their reducers on top
- * of the PowerSGD training loop): error feedback (acc_w = residual_w + g_w, residuals updated
- * by the sparsifier), then weight decay and momentum on the aggregate:
+ * (sparsifiers/deftsim_sparsify.h); the aggregate it returns (sum / P at the selected
+ * indices) is what every worker applies. The optimizer follows the DEFT authors' setup
+ * (their reducers on top of the PowerSGD training loop): error feedback
+ * (acc_w = residual_w + g_w, residuals updated by the sparsifier), then weight decay and
+ * momentum on the aggregate:
  *
  *     d = aggregate + weight_decay * w;   m = momentum * m + d;   w -= lr * m
  *

@@ -33,12 +33,6 @@
 #include "sweep_internal.h"
 
 
-static int file_exists(const char *path)
-{
-    struct stat sb;
-    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
-}
-
 /* "shard-<I>-of-<N>.json", exactly (no leading zeros, no other names). */
 static int shard_file_name(const char *name, unsigned *index, unsigned *count)
 {
@@ -132,7 +126,7 @@ static deftsim_status xfile_commit(xfile *x, int exclusive, int *created)
         err = errno;
         struct stat sb;
         if (err == EEXIST) *created = stat(x->tmp, &sb) == 0 && sb.st_nlink == 2;
-        else if (!file_exists(x->path) && rename(x->tmp, x->path) == 0) *created = 1;
+        else if (!deftsim_sweep_file_exists(x->path) && rename(x->tmp, x->path) == 0) *created = 1;
     }
     unlink(x->tmp);
     return DEFTSIM_OK;
@@ -197,7 +191,7 @@ deftsim_status deftsim_sweep_shard_begin(deftsim_sweep *s)
     }
     deftsim_status st;
     deftsim_sweep_path(s, "manifest.json", path, sizeof path);
-    if (!file_exists(path)) {
+    if (!deftsim_sweep_file_exists(path)) {
         json_t *m = deftsim_sweep_manifest_json(s, "running", NULL, 0, 0, 0);
         if (!m) return deftsim_error_nomem("sweep");
         json_object_set_new(m, "shards", json_pack("{s:i, s:s}", "count", (int)s->opt.shard_count,
@@ -205,7 +199,7 @@ deftsim_status deftsim_sweep_shard_begin(deftsim_sweep *s)
         if ((st = write_json(path, m, "new", 1))) return st;
     }
     deftsim_sweep_path(s, SHARDS_DIR "/plan.json", path, sizeof path);
-    if (!file_exists(path)) {
+    if (!deftsim_sweep_file_exists(path)) {
         json_t *p = deftsim_sweep_manifest_json(s, "planned", NULL, 0, 0, 1);
         if (!p) return deftsim_error_nomem("sweep");
         json_object_set_new(p, "format", json_string(PLAN_FORMAT));
@@ -237,7 +231,7 @@ static deftsim_status check_plan(deftsim_sweep *s, const char *dir)
 {
     char path[4400];
     snprintf(path, sizeof path, "%s/plan.json", dir);
-    if (!file_exists(path)) return DEFTSIM_OK;
+    if (!deftsim_sweep_file_exists(path)) return DEFTSIM_OK;
     deftsim_status st;
     json_t *p = load_json(path, &st);
     if (!p) return st;
@@ -347,7 +341,7 @@ static deftsim_status load_shard_file(deftsim_sweep *s, const char *path, unsign
                 }
             }
             if (!dup && file && !strcmp(json_string_value(json_object_get(e, "status")), "done") &&
-                file_exists(fpath))
+                deftsim_sweep_file_exists(fpath))
                 json_array_append(s->extra_points, e);
         }
     }
@@ -448,7 +442,7 @@ static int record_done(const merge_state *m, json_t *rec)
 {
     char path[4400];
     snprintf(path, sizeof path, "%s/%s", m->dir, jstr(rec, "file"));
-    return rec && !strcmp(jstr(rec, "status"), "done") && file_exists(path);
+    return rec && !strcmp(jstr(rec, "status"), "done") && deftsim_sweep_file_exists(path);
 }
 
 /* Reads plan.json, every shard file and the manifest; refuses what does not belong. */
@@ -457,7 +451,7 @@ static deftsim_status merge_read(merge_state *m)
     char path[4400];
     deftsim_status st;
     snprintf(path, sizeof path, "%s/%s/plan.json", m->dir, SHARDS_DIR);
-    if (!file_exists(path))
+    if (!deftsim_sweep_file_exists(path))
         return deftsim_error_set(DEFTSIM_E_INPUT,
                                  "%s: no %s/plan.json: no shard of a sweep has run in this folder "
                                  "(deftsim sweep SCENARIO --shard I/N -o %s)",
@@ -494,7 +488,7 @@ static deftsim_status merge_read(merge_state *m)
         json_object_set(m->records, jstr(r, "id"), r);
     for (unsigned k = 0; k < m->n; k++) {
         snprintf(path, sizeof path, "%s/%s/shard-%u-of-%u.json", m->dir, SHARDS_DIR, k, m->n);
-        if (!file_exists(path)) continue;
+        if (!deftsim_sweep_file_exists(path)) continue;
         if (!(m->shard[k] = load_json(path, &st))) return st;
         json_t *sh = json_object_get(m->shard[k], "shard");
         if (strcmp(jstr(m->shard[k], "format"), SHARD_FORMAT) ||

@@ -1,4 +1,4 @@
-/* sp_internal.h - what the sparsifier files share (internal to src/sparsify/): the sparsifier
+/* sp_internal.h - what the sparsifier files share (internal to sparsifiers/): the sparsifier
  * object, the method vtable, buffer planning, timing and schedule helpers.
  *
  * A method is one `const sp_method` table in its own file (sp_deft.c, sp_topk.c, ...), listed

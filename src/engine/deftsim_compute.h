@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "deftsim_config.h"
+#include "deftsim_config_inputs.h" /* deftsim_compute_times, deftsim_compute_resolve */
 #include "deftsim_error.h"
 #include "deftsim_model.h"
 #include "deftsim_schedule.h"
@@ -19,26 +20,6 @@
 /* The phase names of the model rows (phase_kind "model", docs/OUTPUT.md). */
 #define DEFTSIM_COMPUTE_FORWARD "forward"
 #define DEFTSIM_COMPUTE_BACKWARD "backward"
-
-/* 1 when the scenario has a training step's compute: [compute] forward or backward above 0,
- * or a table. */
-int deftsim_compute_enabled(const deftsim_config *cfg);
-
-/* The figures of one iteration. */
-typedef struct {
-    double forward, backward; /* seconds */
-    char origin[512];         /* where they come from: "[compute] forward, backward" or
-                                 "FILE:LINE" of the table row */
-    char source[1024];        /* the table row's source column; "" for given durations */
-} deftsim_compute_times;
-
-/* The forward and backward seconds for the model named model_name (the gradients' model
- * table; [compute] model overrides it): the durations, or the one table row with that model
- * (and [compute] device and batch when set). DEFTSIM_E_INPUT naming the file and line of a bad
- * row ("compute.csv:4: column forward_ms: '-3' is negative"), or the file and the keys when no
- * row or several match. */
-deftsim_status deftsim_compute_resolve(const deftsim_config *cfg, const char *model_name,
-                                       deftsim_compute_times *out);
 
 /* An iteration's plan for a model: its times, and for the overlapped dense allreduce the DDP
  * buckets (reverse parameter order, the first bucket first_bucket_mb MiB, the others

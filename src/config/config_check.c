@@ -7,8 +7,7 @@
 #include <unistd.h>
 
 #include "config_internal.h"
-#include "deftsim_compute.h"
-#include "deftsim_gradsrc.h"
+#include "deftsim_config_inputs.h"
 #include "deftsim_model.h"
 
 /* ---- cross-field rules ------------------------------------------------------------------ */

@@ -1,8 +1,9 @@
 /* engine.c - `deftsim run`: every (method, density, P) point of a scenario over the gradient
  * source's iterations, with error feedback, written as tidy CSV rows (deftsim_engine.h,
- * docs/OUTPUT.md). The point loop and the memory plan live here; one point's accumulators in
- * accum.c, its rows in rows.c, its network simulation in point_sim.c, the manifest in
- * manifest.c, the gradients behind deftsim_gradsrc.h. */
+ * docs/OUTPUT.md). The point loop lives here; the memory plan in engine_plan.c, one point's
+ * accumulators in accum.c, its rows in rows.c, its network simulation in point_sim.c, the
+ * manifest in manifest.c, the gradients behind deftsim_gradsrc.h. Calls go one way: engine.c
+ * -> accum.c -> engine_plan.c. */
 #include "engine_internal.h"
 
 #include <errno.h>
@@ -40,163 +41,6 @@ static int writes(const deftsim_engine *e) { return !e->opt.team || e->opt.team-
 /* The caller asked the run to stop (deftsim_run_options.stop). */
 static int stopping(const deftsim_engine *e) { return e->opt.stop && *e->opt.stop; }
 
-/* The largest block of P workers (S of them tracked) that one rank holds: *buffers, the most
- * accumulator buffers a rank needs (its residuals, plus the shared buffer when it holds an
- * untracked worker), and *untracked, the most workers without a residual in one block. */
-static void block_shape(const deftsim_engine *e, uint32_t P, uint32_t S, uint64_t *buffers,
-                        uint32_t *untracked)
-{
-    uint32_t R = e->opt.team && e->opt.team->size > 1 ? e->opt.team->size : 1;
-    *buffers = 0;
-    *untracked = 0;
-    for (uint32_t r = 0; r < R; r++) {
-        uint32_t lo = deftsim_team_first(P, R, r), hi = deftsim_team_first(P, R, r + 1);
-        if (lo == hi) continue;
-        uint64_t b = (uint64_t)(hi < S ? hi : S) - (lo < S ? lo : S) + (S < hi ? 1 : 0);
-        uint32_t from = lo > S ? lo : S;
-        if (b > *buffers) *buffers = b;
-        if (hi > from && hi - from > *untracked) *untracked = hi - from;
-    }
-}
-
-/* What one worker count needs (the most over the scenario's methods and densities). */
-static deftsim_status memory_for(const deftsim_engine *e, uint32_t P, deftsim_memory_row *row)
-{
-    const deftsim_config *cfg = e->cfg;
-    uint64_t n = e->model->numel;
-    uint32_t S = deftsim_engine_tracked_workers(cfg, P);
-    memset(row, 0, sizeof *row);
-    row->P = P;
-    /* S residuals, plus the buffer the others' accumulators are regenerated into: none when
-     * every method's points are data-free (deftsim_engine_data_free). */
-    int reads = 0;
-    for (size_t mi = 0; mi < cfg->sparsify.nmethods; mi++)
-        reads |= !deftsim_engine_data_free(cfg, e->dump_dir, cfg->sparsify.methods[mi]);
-    /* Spread mode: what the rank with the largest block holds. */
-    uint64_t buffers;
-    uint32_t untracked;
-    block_shape(e, P, S, &buffers, &untracked);
-    if (reads) row->residual_bytes = buffers * n * sizeof(float);
-    uint64_t best_sp = 0, best_ref = 0;
-    for (size_t di = 0; di < cfg->sparsify.ndensities; di++) {
-        double d = cfg->sparsify.densities[di];
-        uint64_t k = deftsim_k_of_density(d, n);
-        size_t scratch = 0;
-        deftsim_status st = deftsim_k_topk_scratch(e->kctx, (size_t)n, (size_t)k, &scratch);
-        if (st) return st;
-        uint64_t ref = (uint64_t)scratch + k * sizeof(deftsim_kidx);
-        if (ref > best_ref) best_ref = ref;
-        for (size_t mi = 0; mi < cfg->sparsify.nmethods; mi++) {
-            deftsim_sparsifier_params p;
-            fill_params(e, cfg->sparsify.methods[mi], d, P, &p);
-            uint64_t b = deftsim_sparsifier_memory(&p);
-            if (b > best_sp) best_sp = b;
-        }
-    }
-    row->sparsifier_bytes = best_sp;
-    /* CLT-k's low-pass filter reads g_w next to acc_w: a synthetic gradient is regenerated
-     * into a buffer of its own (a trace's is read in place). */
-    if (reads && !deftsim_gradsrc_maps(e->src) && deftsim_engine_needs_grad(cfg))
-        row->residual_bytes += n * sizeof(float);
-    /* The average accumulator and the reference top-k ([engine] quality = 1), per-worker
-     * bookkeeping and the staging buffers of the preparation threads. */
-    uint64_t quality_bytes = cfg->engine.quality ? n * sizeof(float) + best_ref : 0;
-    /* Spread mode: the running double sums of the average that travel between the ranks. */
-    if (cfg->engine.quality && e->opt.team && e->opt.team->size > 1) quality_bytes += n * sizeof(double);
-    row->engine_bytes = quality_bytes + (uint64_t)P * 64 +
-                        (uint64_t)e->prep_threads * (GEN_WORKERS * CHUNK * sizeof(float) +
-                                                     CHUNK * sizeof(double)) +
-                        (n / CHUNK + 1) * sizeof(double) +
-                        deftsim_timing_memory(cfg->timing.repeats, n);
-    row->bytes = row->residual_bytes + row->sparsifier_bytes + row->engine_bytes;
-    row->fits = row->bytes <= e->plan.budget_bytes;
-    /* A generated source regenerates the accumulators of workers without a residual
-     * GEN_WORKERS at a time (accum.c's slots) where GEN_WORKERS - 1 more buffers fit in the
-     * budget beside the rest; else one at a time. */
-    row->regen_slots = reads && untracked ? 1 : 0;
-    if (reads && untracked > 1 && !deftsim_gradsrc_maps(e->src)) {
-        uint32_t most = (uint32_t)cfg->engine.regen_slots;
-        if (most > GEN_WORKERS) most = GEN_WORKERS;
-        uint32_t slots = untracked < most ? untracked : most;
-        uint64_t more = (uint64_t)(slots - 1) * n * sizeof(float);
-        if (slots > 1 && row->bytes + more <= e->plan.budget_bytes) {
-            row->regen_slots = slots;
-            row->residual_bytes += more;
-            row->bytes += more;
-        }
-    }
-    deftsim_acc_plan_resident(e, row, reads ? untracked : 0);
-    return DEFTSIM_OK;
-}
-
-uint32_t deftsim_engine_resident(const deftsim_engine *e, uint32_t P)
-{
-    for (size_t i = 0; i < e->plan.ncounts; i++)
-        if (e->plan.rows[i].P == P) return e->plan.rows[i].resident;
-    return 0;
-}
-
-uint32_t deftsim_engine_regen_slots(const deftsim_engine *e, uint32_t P)
-{
-    /* The plan has a row for every requested count; any other P is planned here. */
-    for (size_t i = 0; i < e->plan.ncounts; i++) {
-        uint32_t slots = e->plan.rows[i].regen_slots;
-        if (e->plan.rows[i].P == P) return slots ? slots : 1;
-    }
-    deftsim_memory_row row;
-    if (memory_for(e, P, &row)) {
-        deftsim_error_clear();
-        return 1;
-    }
-    return row.regen_slots ? row.regen_slots : 1;
-}
-
-static deftsim_status compute_plan(deftsim_engine *e)
-{
-    const deftsim_config *cfg = e->cfg;
-    deftsim_memory_plan *pl = &e->plan;
-    pl->ram_bytes = e->opt.ram_bytes ? e->opt.ram_bytes : deftsim_machine_ram();
-    if (!pl->ram_bytes)
-        return deftsim_error_set(DEFTSIM_E_RUNTIME,
-                                 "[engine] memory_budget: cannot read this machine's RAM "
-                                 "(/proc/meminfo, sysconf)");
-    pl->budget_fraction = cfg->engine.memory_budget;
-    pl->budget_bytes = (uint64_t)((double)pl->ram_bytes * pl->budget_fraction);
-    pl->feedback = cfg->sparsify.error_feedback;
-    pl->sampled_workers =
-        pl->feedback == DEFTSIM_FEEDBACK_SAMPLED ? (uint32_t)cfg->sparsify.sampled_workers : 0;
-    pl->n = e->model->numel;
-    pl->ncounts = cfg->workers.ncounts;
-    pl->rows = calloc(pl->ncounts, sizeof *pl->rows);
-    if (!pl->rows) return deftsim_error_set(DEFTSIM_E_NOMEM, "memory plan: out of memory");
-    uint32_t pmax = 0;
-    for (size_t i = 0; i < pl->ncounts; i++) {
-        deftsim_status st = memory_for(e, (uint32_t)cfg->workers.counts[i], &pl->rows[i]);
-        if (st) return st;
-        if (pl->rows[i].P > pmax) pmax = pl->rows[i].P;
-    }
-    /* The largest P up to the largest count that fits: memory grows with P, so a binary search
-     * finds the boundary; the walk down afterwards guards against a sparsifier whose memory is
-     * not monotone in P. */
-    deftsim_memory_row r;
-    uint32_t lo = 0, hi = pmax;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo + 1) / 2;
-        deftsim_status st = memory_for(e, mid, &r);
-        if (st) return st;
-        if (r.fits) lo = mid;
-        else hi = mid - 1;
-    }
-    while (lo > 0) {
-        deftsim_status st = memory_for(e, lo, &r);
-        if (st) return st;
-        if (r.fits) break;
-        lo--;
-    }
-    pl->largest_fit = lo;
-    return DEFTSIM_OK;
-}
-
 /* The kernel backend of [device]: "cpu", or for kind = cuda "cuda-staged" (the sparsifiers
  * keep their buffers in host memory; that backend copies each kernel call's arrays to the
  * device, runs the operation there and copies the results back, and the timed phases count
@@ -230,7 +74,7 @@ static deftsim_status device_check(const deftsim_config *cfg, const char **backe
 }
 
 /* [device] kind = profile: loads the profile and puts its cost model on the kernel context,
- * whose modelled clock then times every compute phase (src/sp_internal.h, sp_now). */
+ * whose modelled clock then times every compute phase (sparsifiers/sp_internal.h, sp_now). */
 static deftsim_status profile_open(deftsim_engine *e)
 {
     if (e->cfg->device.kind != DEFTSIM_DEVICE_PROFILE) return DEFTSIM_OK;
@@ -374,7 +218,7 @@ deftsim_status deftsim_engine_new(const deftsim_config *cfg, const deftsim_run_o
     if ((st = profile_open(e))) goto fail;
     e->prep_threads = e->opt.prep_threads ? e->opt.prep_threads : deftsim_cpus_online();
     if (e->prep_threads > DEFTSIM_PAR_MAX_THREADS) e->prep_threads = DEFTSIM_PAR_MAX_THREADS;
-    if ((st = compute_plan(e))) goto fail;
+    if ((st = deftsim_engine_plan_memory(e))) goto fail;
     *out = e;
     return DEFTSIM_OK;
 fail:

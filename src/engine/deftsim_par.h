@@ -1,4 +1,4 @@
-/* deftsim_par.h - the engine's fork-join helper and its large buffers (src/par.c). */
+/* deftsim_par.h - the engine's fork-join helper and its large buffers (src/engine/par.c). */
 #ifndef DEFTSIM_PAR_H
 #define DEFTSIM_PAR_H
 

@@ -7,17 +7,12 @@
 
 #include "sp_internal.h"
 
-static deftsim_status nomem(const deftsim_sparsifier *s)
-{
-    return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: spread mode: out of memory", s->name);
-}
-
 deftsim_status sp_share_fixed(deftsim_sparsifier *s, void *base, size_t each)
 {
     if (!sp_spread(s) || !each) return DEFTSIM_OK;
     const deftsim_team *t = s->p.team;
     uint64_t *bytes = malloc(t->size * sizeof *bytes);
-    if (!bytes) return nomem(s);
+    if (!bytes) return deftsim_error_nomem("%s: spread mode", s->name);
     for (uint32_t r = 0; r < t->size; r++)
         bytes[r] = (uint64_t)(deftsim_team_first(s->P, t->size, r + 1) -
                               deftsim_team_first(s->P, t->size, r)) * each;
@@ -44,7 +39,7 @@ deftsim_status sp_share_sel(deftsim_sparsifier *s, float *vals, int compact)
     for (uint32_t w = s->lo; w < s->hi; w++)
         bytes += sizeof(sel_head) + r->local_count[w] * item;
     char *mine = malloc(bytes ? bytes : 1), *p = mine;
-    if (!mine) return nomem(s);
+    if (!mine) return deftsim_error_nomem("%s: spread mode", s->name);
     for (uint32_t w = s->lo; w < s->hi; w++) {
         sel_head h = {s->sel_start[w], r->local_count[w], r->cost[w], s->sel_sorted[w]};
         memcpy(p, &h, sizeof h);
@@ -110,7 +105,7 @@ deftsim_status sp_share_done(deftsim_sparsifier *s)
     /* Per worker: its phases, its COMPUTE steps, cost, local count (as 8 bytes each). */
     size_t each = r->nphases + ncomp + 2;
     double *buf = malloc((size_t)s->P * each * sizeof *buf + 1);
-    if (!buf) return nomem(s);
+    if (!buf) return deftsim_error_nomem("%s: spread mode", s->name);
     for (uint32_t w = s->lo; w < s->hi; w++) {
         double *b = buf + (size_t)w * each;
         memcpy(b, r->phase_seconds + (size_t)w * r->nphases, r->nphases * sizeof *b);

@@ -6,12 +6,6 @@
 
 #include "sweep_internal.h"
 
-/* Spread mode: more than one rank. */
-const deftsim_team *deftsim_sweep_spread_team(const deftsim_sweep *s)
-{
-    return s->opt.team && s->opt.team->size > 1 ? s->opt.team : NULL;
-}
-
 /* Spread mode: rank 0's list of the points to run (their indices), on every rank. *idx is
  * allocated (free it). */
 deftsim_status deftsim_sweep_spread_list(const deftsim_sweep *s, uint64_t **idx, uint64_t *n)

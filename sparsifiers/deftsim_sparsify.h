@@ -3,7 +3,7 @@
  * One call runs one iteration for all P workers: every worker's selection work runs for real on
  * that worker's accumulator (acc_w = residual_w + g_w) through the kernels of kernels/ and is
  * timed per phase (leader work charged to the leader); the communication it needs comes out
- * as a plain schedule (src/common/deftsim_schedule.h); the aggregated sparse gradient every
+ * as a plain schedule (common/deftsim_schedule.h); the aggregated sparse gradient every
  * worker ends with comes out as sorted indices and values; each accumulator is turned into the
  * worker's new residual in place (error feedback). docs/SPARSIFIERS.md describes every method,
  * its phases, its wire format and its byte formulas.
@@ -327,7 +327,7 @@ enum {
                                                    deftsim_sparsifier_step_data_free() */
     DEFTSIM_METHOD_CAP_DDP_BUCKETS = 1u << 5,   /* with [compute], its allreduce runs in DDP's
                                                    buckets overlapping the backward pass (dense;
-                                                   src/compute.c) */
+                                                   src/engine/compute.c) */
     DEFTSIM_METHOD_CAP_SENDS_ALL = 1u << 6      /* sends every element: the density does not
                                                    apply (dense); deftsim train runs it once, at
                                                    density 1, and its figures draw it for every
@@ -375,7 +375,7 @@ typedef struct {
     const deftsim_method_column *columns;
     size_t ncolumns;
     /* The kernel operations its phases call (bits 1 << DEFTSIM_KOP_*), for a device
-     * profile's check that it has rows for them all (src/profile.c). */
+     * profile's check that it has rows for them all (src/engine/profile.c). */
     unsigned kernel_ops;
     /* Optional: checks of the parameters beyond the options' ranges (an option pair, the
      * kernel backend); called by deftsim_sparsifier_new. */
