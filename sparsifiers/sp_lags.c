@@ -2,8 +2,10 @@
  * docs/SPARSIFIERS.md ("lags").
  *
  * Every tensor of the model table is a layer on its own: worker w takes the top k_l of its
- * accumulator's slice of layer l (k_l = deftsim_k_of_density(density, numel_l): the uniform
- * choice, every layer at the point's density), keeps the rest as the layer's residual, and the
+ * accumulator's slice of layer l (lags_rule = uniform: k_l = deftsim_k_of_density(density,
+ * numel_l), every layer at the point's density; adaptive: the largest k_l whose allgather fits
+ * in the backward time of the layer computed next, at least the point's density's count and at
+ * most the layer: lags_plan_k below), keeps the rest as the layer's residual, and the
  * layer's (index, value) pairs go out in an allgather of their own, layer after layer in the
  * order the backward pass produces them (the last layer first). Each allgather but the last is
  * asynchronous: the worker goes on selecting the next layer while it runs, and with [compute]
@@ -11,13 +13,51 @@
  * exchange overlaps the backward pass layer by layer. The steps carry their layer
  * (deftsim_step.layer). After the last allgather every worker adds the P workers' pairs into
  * the aggregate (sum / P), as topk-ag. Not in spread mode. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "sp_internal.h"
 
+/* Options (deftsim_sparsify.h): positions in lags_options. */
+enum { OPT_RULE, OPT_BACKWARD, OPT_BANDWIDTH, OPT_LATENCY };
+enum { RULE_UNIFORM, RULE_ADAPTIVE };
+
 /* Its result columns, by position (lags_columns below): r->extra[COL_*]. */
 enum { COL_LAYERS, COL_COUNT_MIN, COL_COUNT_MAX };
+
+/* The per-layer counts k[0..L-1] for P workers, pairs of pair_bytes on the wire, under the
+ * options o (docs/SPARSIFIERS.md, "lags", "Layers and k").
+ *
+ * uniform: k_l = deftsim_k_of_density(density, n_l).
+ * adaptive: layer l's allgather runs while the backward pass computes layer l - 1, whose
+ * share of lags_backward is b_{l-1} = lags_backward n_{l-1} / n (the spread [compute]'s
+ * backward_spread = params uses). The allgather of k pairs is estimated as Bruck's (the
+ * default [network] allgather): ceil(log2 P) rounds of lags_latency_us each, and (P - 1) k
+ * pair_bytes received at lags_gbps. k_l is the largest k whose estimate is at most b_{l-1},
+ * at most n_l (the whole layer), raised to the point's density's count. Layer 0, exchanged
+ * last, has no backward time after it: the point's density. With P = 1 nothing is exchanged:
+ * the uniform counts. */
+static void lags_plan_k(const deftsim_model *m, double density, uint32_t P, uint64_t pair_bytes,
+                        const deftsim_method_opts *o, uint64_t *k)
+{
+    const size_t L = m->nlayers;
+    const int adaptive = o && o->v[OPT_RULE].i == RULE_ADAPTIVE && P > 1;
+    for (size_t l = 0; l < L; l++) {
+        const uint64_t n_l = m->layers[l].numel;
+        k[l] = deftsim_k_of_density(density, n_l);
+        if (!adaptive || l == 0) continue;
+        const double rounds = ceil(log2((double)P));
+        const double alpha = o->v[OPT_LATENCY].d * 1e-6;
+        const double bytes_per_s = o->v[OPT_BANDWIDTH].d * 1e9 / 8;
+        const double budget =
+            o->v[OPT_BACKWARD].d * (double)m->layers[l - 1].numel / (double)m->numel;
+        const double fit = (budget - rounds * alpha) * bytes_per_s /
+                           ((double)(P - 1) * (double)pair_bytes);
+        uint64_t kf = fit >= (double)n_l ? n_l : fit > 0 ? (uint64_t)floor(fit) : 0;
+        if (kf > k[l]) k[l] = kf;
+    }
+}
 
 typedef struct {
     uint64_t *k;                 /* per layer: k_l */
@@ -47,8 +87,8 @@ static deftsim_status lags_init(deftsim_sparsifier *s)
     uint64_t per = 0;
     d->kmin = UINT64_MAX;
     d->kmax = 0;
+    lags_plan_k(m, s->p.density, s->P, (uint64_t)s->si + s->sv, &s->p.opts, d->k);
     for (size_t l = L; l-- > 0;) {
-        d->k[l] = deftsim_k_of_density(s->p.density, m->layers[l].numel);
         if (d->k[l] < d->kmin) d->kmin = d->k[l];
         if (d->k[l] > d->kmax) d->kmax = d->k[l];
         d->pos[l] = per;
@@ -161,22 +201,64 @@ static deftsim_status lags_step(deftsim_sparsifier *s, uint64_t t, const deftsim
 static const sp_method lags_impl = {lags_init, lags_step, lags_fini, NULL, 0};
 
 /* `deftsim bench sim`: per layer from the last, an allgather of k_l pairs (asynchronous but
- * for the last). */
+ * for the last); k_l by the options given (NULL: the defaults, the uniform rule). */
 static deftsim_status lags_closed_form(const deftsim_closed_form_in *in, uint32_t P,
                                        deftsim_schedule *s)
 {
-    (void)P;
     const deftsim_model *m = in->model;
+    const uint64_t pair = (uint64_t)in->index_bytes + in->value_bytes;
+    uint64_t *k = calloc(m->nlayers ? m->nlayers : 1, sizeof *k);
+    if (!k) return deftsim_error_set(DEFTSIM_E_NOMEM, "lags: out of memory");
+    lags_plan_k(m, in->density, P, pair, in->opts, k);
     for (size_t l = m->nlayers; l-- > 0;) {
-        uint64_t k = deftsim_k_of_density(in->density, m->layers[l].numel);
-        deftsim_step *c = sp_cf_add(s, DEFTSIM_STEP_ALLGATHER, "pairs",
-                                    k * ((uint64_t)in->index_bytes + in->value_bytes));
-        if (!c) return DEFTSIM_E_NOMEM;
+        deftsim_step *c = sp_cf_add(s, DEFTSIM_STEP_ALLGATHER, "pairs", k[l] * pair);
+        if (!c) {
+            free(k);
+            return DEFTSIM_E_NOMEM;
+        }
         c->layer = (uint32_t)l + 1;
         c->flags = l ? DEFTSIM_STEP_ASYNC : 0;
     }
+    free(k);
     return DEFTSIM_OK;
 }
+
+/* What the ranges do not say: the adaptive rule needs a backward time and a bandwidth above
+ * zero. */
+static deftsim_status lags_check(const deftsim_sparsifier_params *p)
+{
+    if (p->opts.v[OPT_RULE].i != RULE_ADAPTIVE) return DEFTSIM_OK;
+    if (!(p->opts.v[OPT_BACKWARD].d > 0))
+        return deftsim_error_set(DEFTSIM_E_INPUT,
+                                 "lags: lags_rule = adaptive needs lags_backward above 0 (the "
+                                 "backward pass of one iteration, in seconds)");
+    if (!(p->opts.v[OPT_BANDWIDTH].d > 0))
+        return deftsim_error_set(DEFTSIM_E_INPUT,
+                                 "lags: lags_rule = adaptive needs lags_gbps above 0");
+    return DEFTSIM_OK;
+}
+
+static const char *const rule_names[] = {"uniform", "adaptive", NULL};
+
+static const deftsim_method_option lags_options[] = {
+    [OPT_RULE] = {.key = "lags_rule", .type = DEFTSIM_OPT_ENUM, .dflt = "uniform",
+                  .names = rule_names,
+                  .help = "lags: every layer at the point's density (uniform), or each layer's "
+                          "density raised while its allgather hides behind the next layer's "
+                          "backward time (adaptive)"},
+    [OPT_BACKWARD] = {.key = "lags_backward", .type = DEFTSIM_OPT_DOUBLE, .dflt = "0", .lo = 0,
+                      .hi = 60,
+                      .help = "lags: adaptive: the backward pass of one iteration in seconds, "
+                              "spread over the layers by their parameters"},
+    [OPT_BANDWIDTH] = {.key = "lags_gbps", .type = DEFTSIM_OPT_DOUBLE, .dflt = "25", .lo = 0,
+                       .hi = 1e6,
+                       .help = "lags: adaptive: the bandwidth in Gb/s its allgather estimate "
+                               "assumes"},
+    [OPT_LATENCY] = {.key = "lags_latency_us", .type = DEFTSIM_OPT_DOUBLE, .dflt = "1", .lo = 0,
+                     .hi = 1e6,
+                     .help = "lags: adaptive: the latency in microseconds of each of the "
+                             "allgather's ceil(log2 P) rounds"},
+};
 
 static const deftsim_method_column lags_columns[] = {
     [COL_LAYERS] = {.name = "layers", .unit = "count", .title = "layers",
@@ -199,7 +281,10 @@ const deftsim_method_desc deftsim_sp_lags_desc = {
     .short_title = "LAGS",
     .impl = &lags_impl,
     .closed_form = lags_closed_form,
+    .options = lags_options,
+    .noptions = sizeof lags_options / sizeof lags_options[0],
     .columns = lags_columns,
     .ncolumns = sizeof lags_columns / sizeof lags_columns[0],
     .kernel_ops = OPBIT(TOPK) | OPBIT(GATHER) | OPBIT(ZERO_AT) | OPBIT(SCATTER_ADD) | OPBIT(UNION),
+    .check = lags_check,
 };

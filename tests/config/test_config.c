@@ -407,8 +407,9 @@ Test(config_override, bad)
          "cltk_charge, cltk_beta, oktopk_variant, oktopk_warmup, oktopk_layer_order, "
          "powersgd_rank, powersgd_start_iter, powersgd_min_compression_rate, "
          "powersgd_error_feedback, powersgd_warm_start, powersgd_epsilon, "
-         "powersgd_batch_same_shape, randk_seed, hardthr_lambda, hardthr_exchange, sidco_dist, "
-         "sidco_stages, sidco_exchange)"},
+         "powersgd_batch_same_shape, lags_rule, lags_backward, lags_gbps, lags_latency_us, "
+         "randk_seed, hardthr_lambda, hardthr_exchange, sidco_dist, sidco_stages, "
+         "sidco_exchange)"},
         {"sparsifier.densities=0.1", DEFTSIM_E_USAGE,
          "--set sparsifier.densities: unknown section (sections: scenario, gradients, synthetic, "
          "sparsify, workers, device, engine, timing, network, train, compute, execute)"},
@@ -718,9 +719,9 @@ Test(config_names, schema)
     cr_expect_str_eq(deftsim_config_section_name(10), "compute");
     cr_expect_str_eq(deftsim_config_section_name(11), "execute");
     cr_expect_null(deftsim_config_section_name(12));
-    /* 95 + [gradients] params, [synthetic] scales and its 18 kind keys, + PowerSGD's 7, randk's
-     * 1, hardthr's 2 and sidco's 3 */
-    cr_expect_eq(deftsim_config_key_count(), 130);
+    /* 95 + [gradients] params, [synthetic] scales and its 18 kind keys, + PowerSGD's 7, LAGS's
+     * 4, randk's 1, hardthr's 2 and sidco's 3 */
+    cr_expect_eq(deftsim_config_key_count(), 134);
     cr_expect_null(deftsim_config_key(deftsim_config_key_count()));
     /* Keys come grouped by section, in section order. */
     size_t s = 0;

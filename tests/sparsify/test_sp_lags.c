@@ -1,8 +1,8 @@
 /* test_sp_lags.c - LAGS against its definition (docs/SPARSIFIERS.md, "lags"): per-layer k, a
  * hand case, a brute-force reference over several steps (exact: integer accumulators), the
  * schedule (one allgather per layer, from the last layer, asynchronous but for the last) and
- * bench sim's closed form, the non-persistent provider, and [compute]'s layer-by-layer
- * overlap of the backward pass. */
+ * bench sim's closed form, the non-persistent provider, [compute]'s layer-by-layer overlap of
+ * the backward pass, and the adaptive rule's per-layer counts (lags_rule = adaptive). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
@@ -249,5 +249,109 @@ Test(sp_lags, compute_overlaps_layer_by_layer)
     deftsim_config_free(cfg);
     sp_accs_free(a);
     deftsim_sparsifier_free(s);
+    deftsim_model_free(m);
+}
+
+/* The adaptive rule by hand (docs/SPARSIFIERS.md, "lags", "Layers and k"). Layers of 100, 1000
+ * and 400 elements (n = 1500), density 0.01: the floors are 1, 10 and 4. P = 2: one Bruck
+ * round, P - 1 = 1; 8-byte pairs at 0.064 Gb/s = 8e6 B/s, so a pair costs 1 us.
+ * lags_backward = 1.5 ms: backward shares 0.1, 1 and 0.4 ms.
+ *   layer 2 (exchanged first) hides behind layer 1's 1000 us: (1000 - 10.5) / 1 = 989.5 pairs,
+ *     above n_2 = 400, the whole layer: k_2 = 400;
+ *   layer 1 behind layer 0's 100 us: (100 - 10.5) / 1 = 89.5: k_1 = 89;
+ *   layer 0 has nothing after it: its floor, k_0 = 1.
+ * With lags_backward = 0.3 ms (shares 20, 200, 80 us) and 15.5 us of latency: k_2 =
+ * floor(184.5) = 184, k_1 = floor(4.5) = 4 below its floor: 10; k_0 = 1. */
+static void adaptive_params(deftsim_sparsifier_params *p, double backward, double latency_us)
+{
+    sp_opt(p, "lags_rule", 1);
+    sp_opt(p, "lags_backward", backward);
+    sp_opt(p, "lags_gbps", 0.064);
+    sp_opt(p, "lags_latency_us", latency_us);
+}
+
+Test(sp_lags, adaptive_counts_by_hand)
+{
+    static const char *const shapes[] = {"100", "10x100", "20x20"};
+    deftsim_model *m = sp_model(shapes, 3);
+    static const struct {
+        double backward, latency_us;
+        uint64_t k[3];
+    } cases[] = {
+        {0.0015, 10.5, {1, 89, 400}},
+        {0.0003, 15.5, {1, 10, 184}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        deftsim_sparsifier_params p = sp_params(lags(), 0.01, 2, m);
+        adaptive_params(&p, cases[c].backward, cases[c].latency_us);
+        deftsim_sparsifier *s = sp_new(&p);
+        sp_accs *a = sp_accs_new(2, m->numel);
+        for (uint32_t w = 0; w < 2; w++) sp_fill_int(a->acc[w], m->numel, 50, 3, w);
+        deftsim_step_result *r = step_ok(s, 0, &a->prov);
+        const uint64_t *k = cases[c].k;
+        cr_expect_eq(r->local_count[0], k[0] + k[1] + k[2], "case %zu: %llu picks", c,
+                     (unsigned long long)r->local_count[0]);
+        cr_expect_eq(r->extra[COL_COUNT_MIN], (double)k[0], "case %zu", c);
+        cr_expect_eq(r->extra[COL_COUNT_MAX], (double)(k[2] > k[1] ? k[2] : k[1]), "case %zu", c);
+        /* The allgathers, layer 2 first: k_l pairs of 8 bytes from each worker. */
+        size_t j = 0;
+        for (size_t i = 0; i < r->schedule.nsteps; i++) {
+            const deftsim_step *st = &r->schedule.steps[i];
+            if (st->kind != DEFTSIM_STEP_ALLGATHER) continue;
+            cr_assert_lt(j, 3);
+            cr_expect_eq(st->layer, 3 - j);
+            cr_expect_eq(st->bytes[0], k[2 - j] * 8, "case %zu layer %zu: %llu bytes", c, 2 - j,
+                         (unsigned long long)st->bytes[0]);
+            j++;
+        }
+        cr_expect_eq(j, 3);
+        /* Each layer's picks are its exact top k_l, its residual the rest. */
+        const deftsim_kidx *sel;
+        uint64_t cnt;
+        cr_assert_eq(deftsim_sparsifier_selection(s, 1, &sel, &cnt), DEFTSIM_OK);
+        cr_assert_eq(cnt, k[0] + k[1] + k[2]);
+        /* bench sim's closed form with the same options: the same bytes. */
+        deftsim_closed_form_in in = {.model = m, .density = 0.01, .k = r->k, .index_bytes = 4,
+                                     .value_bytes = 4, .opts = &p.opts};
+        deftsim_schedule cf;
+        cr_assert_eq(deftsim_method_closed_form(lags(), &in, 2, &cf), DEFTSIM_OK);
+        cr_assert_eq(cf.nsteps, 3);
+        for (size_t l = 0; l < 3; l++) cr_expect_eq(cf.steps[l].bytes[1], k[2 - l] * 8);
+        deftsim_schedule_free(&cf);
+        sp_accs_free(a);
+        deftsim_sparsifier_free(s);
+    }
+    deftsim_model_free(m);
+}
+
+/* P = 4: two Bruck rounds and P - 1 = 3 blocks. Layer 2 behind layer 1's 1000 us:
+ * (1000 - 2 x 10.5) / 3 = 326.33: k_2 = 326; layer 1: (100 - 21) / 3 = 26.33: k_1 = 26. The
+ * uniform rule (the default) keeps the floors, and the adaptive rule without a backward time
+ * is refused. */
+Test(sp_lags, adaptive_four_workers_and_refusals)
+{
+    static const char *const shapes[] = {"100", "10x100", "20x20"};
+    deftsim_model *m = sp_model(shapes, 3);
+    deftsim_sparsifier_params p = sp_params(lags(), 0.01, 4, m);
+    adaptive_params(&p, 0.0015, 10.5);
+    deftsim_closed_form_in in = {.model = m, .density = 0.01, .k = 15, .index_bytes = 4,
+                                 .value_bytes = 4, .opts = &p.opts};
+    deftsim_schedule cf;
+    cr_assert_eq(deftsim_method_closed_form(lags(), &in, 4, &cf), DEFTSIM_OK);
+    const uint64_t want[3] = {326 * 8, 26 * 8, 1 * 8};
+    cr_assert_eq(cf.nsteps, 3);
+    for (size_t l = 0; l < 3; l++) cr_expect_eq(cf.steps[l].bytes[0], want[l], "step %zu", l);
+    deftsim_schedule_free(&cf);
+    deftsim_method_opts_default(lags(), &p.opts);
+    in.opts = &p.opts;
+    cr_assert_eq(deftsim_method_closed_form(lags(), &in, 4, &cf), DEFTSIM_OK);
+    const uint64_t floors[3] = {4 * 8, 10 * 8, 1 * 8};
+    for (size_t l = 0; l < 3; l++) cr_expect_eq(cf.steps[l].bytes[0], floors[l], "step %zu", l);
+    deftsim_schedule_free(&cf);
+    sp_opt(&p, "lags_rule", 1);
+    deftsim_sparsifier *s = NULL;
+    cr_expect_neq(deftsim_sparsifier_new(&p, &s), DEFTSIM_OK);
+    cr_expect(strstr(deftsim_error_message(), "lags_backward") != NULL, "%s",
+              deftsim_error_message());
     deftsim_model_free(m);
 }
