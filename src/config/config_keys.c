@@ -512,7 +512,7 @@ static void list_keys(const char *section, char *buf, size_t cap)
 deftsim_status deftsim_cfg_unknown_key_error(deftsim_status st, const char *where,
                                              const char *section)
 {
-    char known[512];
+    char known[900]; /* under the message buffer (1024) with the key's place */
     list_keys(section, known, sizeof known);
     if (!known[0])
         return deftsim_error_set(st, "%s: unknown key (the section has no keys yet)", where);
