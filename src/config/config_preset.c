@@ -56,8 +56,8 @@ static const deftsim_config_preset_key a100[] = {
     NCCL_VALIDATED,
     {"nccl_arch", "ampere", "A100: NCCL's Ampere constants"},
     {"nccl_channels", "16", "two channels a NIC"},
-    NCCL_FITTED("4us", "2us", "0.7205", "0.5211", "1.5",
-                "fitted (deftsim validate nccl --fit) to the 8 A100 tables of "
+    NCCL_FITTED("6.75us", "1.125us", "0.7205", "0.5211", "1.5",
+                "fitted (deftsim validate nccl --fit, 4 rounds) to the 8 A100 tables of "
                 "sim/validation/nccl with status ok, all rows"),
 };
 
@@ -73,9 +73,10 @@ static const deftsim_config_preset_key v100[] = {
     NCCL_VALIDATED,
     {"nccl_arch", "volta", "V100: NCCL's Volta constants"},
     {"nccl_channels", "8", "two channels a NIC"},
-    NCCL_FITTED("1us", "1us", "1", "0.85", "1.5",
-                "fitted (deftsim validate nccl --fit) to the 3 V100 tables of "
-                "sim/validation/nccl with status ok (4-GPU ABCI nodes, not DGX-1: a poor fit)"),
+    NCCL_FITTED("0.0625us", "1us", "0.75", "0.85", "2.25",
+                "fitted (deftsim validate nccl --fit, 4 rounds) to the 3 V100 tables of "
+                "sim/validation/nccl with status ok (4-GPU ABCI nodes with their platform keys, "
+                "not DGX-1; every run one GPU a thread, so nccl_launch_gpu keeps its start)"),
 };
 
 #define KEYS(a) a, sizeof a / sizeof a[0]
