@@ -179,7 +179,7 @@ def main():
         # One test at a time inside each program (the programs run side by side instead);
         # --verbose prints each test's time and names a crashed one.
         argv = [path, "--jobs", "1", "--verbose"] + (["--filter", filt] if filt else [])
-        items.append((os.path.basename(path), argv, 0, 1500, True))
+        items.append((os.path.basename(path), argv, 0, 2400, True))
     for entry in deftsim_commands(exe, src, work):
         items.append((entry[0], entry[1], entry[2] if len(entry) > 2 else 0, 600, False))
     if only is not None:
