@@ -48,13 +48,12 @@ static void hardthr_fini(deftsim_sparsifier *s)
     if (d) sp_pairs_fini(&d->pp);
 }
 
-/* lambda from worker 0's accumulator at the first step: its k-th largest magnitude (timed,
- * charged to worker 0). */
-static deftsim_status derive_lambda(deftsim_sparsifier *s, hardthr_state *d, const float *acc)
+/* lambda from worker 0's accumulator at the first step: its k-th largest magnitude (timed in
+ * COMPUTE step c_thr, charged to worker 0). */
+static deftsim_status derive_lambda(deftsim_sparsifier *s, hardthr_state *d, const float *acc,
+                                    size_t c_thr)
 {
     deftsim_status st;
-    size_t c_thr = sp_compute(s, d->ph_threshold);
-    if (c_thr == SIZE_MAX) return DEFTSIM_E_NOMEM;
     const size_t k = (size_t)s->k;
     double t0 = sp_now(s);
     st = deftsim_k_topk(s->kc, acc, (size_t)s->n, k, d->pp.cand, s->scratch, s->scratch_bytes);
@@ -85,7 +84,14 @@ static deftsim_status hardthr_step(deftsim_sparsifier *s, uint64_t t,
         if (lambda > 0) {
             d->lambda = (float)lambda;
         } else {
-            if ((st = sp_get(a, 0, &acc)) || (st = derive_lambda(s, d, acc))) return st;
+            /* Worker 0's rank derives it; spread mode hands it to every rank (every rank
+             * registers the step, so that their schedules agree). */
+            size_t c_thr = sp_compute(s, d->ph_threshold);
+            if (c_thr == SIZE_MAX) return DEFTSIM_E_NOMEM;
+            if (sp_mine(s, 0) &&
+                ((st = sp_get(a, 0, &acc)) || (st = derive_lambda(s, d, acc, c_thr))))
+                return st;
+            if ((st = sp_bcast_from(s, 0, &d->lambda, sizeof d->lambda))) return st;
         }
         d->started = 1;
     }
@@ -93,8 +99,9 @@ static deftsim_status hardthr_step(deftsim_sparsifier *s, uint64_t t,
            c_res = sp_compute(s, d->ph_residual);
     if (c_filter == SIZE_MAX || c_gather == SIZE_MAX || c_res == SIZE_MAX) return DEFTSIM_E_NOMEM;
     sp_pairs_begin(&d->pp);
-    /* One pass: a worker's residual depends only on its own picks. */
-    for (uint32_t w = 0; w < s->P; w++) {
+    /* One pass: a worker's residual depends only on its own picks (spread mode: this rank's
+     * workers; the exchange shares them). */
+    for (uint32_t w = s->lo; w < s->hi; w++) {
         size_t cnt = 0;
         uint64_t at;
         if ((st = sp_get(a, w, &acc))) return st;
@@ -114,9 +121,7 @@ static deftsim_status hardthr_step(deftsim_sparsifier *s, uint64_t t,
     return DEFTSIM_OK;
 }
 
-/* No team path: every worker's count is only known to its own rank until a share that sizes
- * the picks as they arrive, which sp_share_sel does not do. */
-static const sp_method hardthr_impl = {hardthr_init, hardthr_step, hardthr_fini, NULL, 0};
+static const sp_method hardthr_impl = {hardthr_init, hardthr_step, hardthr_fini, NULL, 1};
 
 /* `deftsim bench sim` at the target (hardthr and sidco): every worker k pairs (padding then
  * costs nothing). */

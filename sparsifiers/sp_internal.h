@@ -249,7 +249,8 @@ void sp_sort_idx(deftsim_kidx *a, size_t n);
  * the timed regions (s->sel points at the picks). The exchange then runs as topk-ag's: an
  * ALLGATHER of the counts, an ALLGATHER of the (index, value) pairs (each worker's count, or
  * padded to the largest), the sum of every gathered pair in worker order charged to every
- * worker, and the aggregate at the union with sum / P. One process only (no team path). */
+ * worker, and the aggregate at the union with sum / P. In spread mode each rank appends its
+ * own workers' picks; the exchange first shares every worker's, laid out as one process. */
 typedef struct {
     deftsim_kidx *cand;          /* one worker's candidates: n indices */
     deftsim_kidx *picks;         /* every worker's picks, back to back (grown) */

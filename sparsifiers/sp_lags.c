@@ -12,7 +12,8 @@
  * (src/engine/compute.c) the steps of layer l follow the backward pass down to layer l, so that the
  * exchange overlaps the backward pass layer by layer. The steps carry their layer
  * (deftsim_step.layer). After the last allgather every worker adds the P workers' pairs into
- * the aggregate (sum / P), as topk-ag. Not in spread mode. */
+ * the aggregate (sum / P), as topk-ag. In spread mode each rank selects its own workers'
+ * layers and the pairs are shared before the sum. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,7 +155,7 @@ static deftsim_status lags_step(deftsim_sparsifier *s, uint64_t t, const deftsim
     size_t c_sum;
     float *acc;
     if ((st = plan_steps(s, d, &c_sum))) return st;
-    for (uint32_t w = 0; w < P; w++) {
+    for (uint32_t w = s->lo; w < s->hi; w++) {
         if ((st = sp_get(a, w, &acc))) return st;
         deftsim_kidx *sel = s->sel + (uint64_t)w * d->per;
         float *v = d->vals + (uint64_t)w * d->per;
@@ -179,6 +180,14 @@ static deftsim_status lags_step(deftsim_sparsifier *s, uint64_t t, const deftsim
         d->lens[w] = (size_t)d->per;
         if ((st = sp_release(a, w))) return st;
     }
+    /* Spread mode: every worker's pairs from its rank (each worker's block at w * per). */
+    if (sp_spread(s)) {
+        if ((st = sp_share_sel(s, d->vals, 0))) return st;
+        for (uint32_t w = 0; w < P; w++) {
+            d->lists[w] = s->sel + s->sel_start[w];
+            d->lens[w] = (size_t)s->res.local_count[w];
+        }
+    }
     /* Every worker adds the P workers' pairs (worker order: the blocks lie back to back):
      * once, charged to every worker. */
     double t0 = sp_now(s);
@@ -198,7 +207,7 @@ static deftsim_status lags_step(deftsim_sparsifier *s, uint64_t t, const deftsim
     return DEFTSIM_OK;
 }
 
-static const sp_method lags_impl = {lags_init, lags_step, lags_fini, NULL, 0};
+static const sp_method lags_impl = {lags_init, lags_step, lags_fini, NULL, 1};
 
 /* `deftsim bench sim`: per layer from the last, an allgather of k_l pairs (asynchronous but
  * for the last); k_l by the options given (NULL: the defaults, the uniform rule). */

@@ -15,7 +15,9 @@
  *   aggregate M = P Q^T; the new residual is acc_w - aggregate (the uncompressed tensors too:
  *   the hook's error is its input less what it returns), or 0 without error feedback.
  * The matrix products run on OpenBLAS (sgemm_, as train/nn.c, and sgeqrf_/sorgqr_); the
- * accumulators must be host memory. Not in spread mode. */
+ * accumulators must be host memory. In spread mode each rank runs its own workers and every
+ * sum over workers is a chain across the ranks' blocks (deftsim_team_chain_*), so that it adds
+ * in worker order as one process does. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -222,13 +224,17 @@ static deftsim_status warmup_step(deftsim_sparsifier *s, const deftsim_acc_provi
         if (!c) return DEFTSIM_E_NOMEM;
         for (uint32_t w = 0; w < s->P; w++) c->bytes[w] = s->n * s->sv;
     }
-    for (uint32_t w = 0; w < s->P; w++) {
+    const uint64_t bytes = s->n * sizeof *s->agg_val;
+    if ((st = sp_chain_in(s, s->agg_val, bytes))) return st;
+    for (uint32_t w = s->lo; w < s->hi; w++) {
         if ((st = sp_get(a, w, &acc))) return st;
         for (uint64_t i = 0; i < s->n; i++) acc[i] /= (float)s->P;
         sp_agg_add(s, acc, s->n, w);
         memset(acc, 0, (size_t)s->n * sizeof *acc);
         if ((st = sp_release(a, w))) return st;
     }
+    if ((st = sp_chain_out(s, s->agg_val, bytes)) || (st = sp_chain_bcast(s, s->agg_val, bytes)))
+        return st;
     s->res.common_count = s->n;
     s->res.extra[COL_RATIO] = 1;
     sp_agg_counts(s, s->n);
@@ -267,7 +273,9 @@ static deftsim_status pass_compress(deftsim_sparsifier *s, psgd_state *d,
     deftsim_status st;
     const deftsim_model *m = s->p.model;
     float *acc;
-    for (uint32_t w = 0; w < s->P; w++) {
+    const uint64_t ub = d->unc_elems * sizeof(float), pb = d->p_elems * sizeof(float);
+    if ((st = sp_chain_in(s, d->usum, ub)) || (st = sp_chain_in(s, d->pmem, pb))) return st;
+    for (uint32_t w = s->lo; w < s->hi; w++) {
         if ((st = sp_get(a, w, &acc))) return st;
         double t0 = sp_now(s);
         uint64_t u = 0;
@@ -285,6 +293,9 @@ static deftsim_status pass_compress(deftsim_sparsifier *s, psgd_state *d,
         add_into(d->usum, d->ubuf, d->unc_elems, w);
         add_into(d->pmem, d->pw, d->p_elems, w);
     }
+    if ((st = sp_chain_out(s, d->usum, ub)) || (st = sp_chain_out(s, d->pmem, pb)) ||
+        (st = sp_chain_bcast(s, d->usum, ub)) || (st = sp_chain_bcast(s, d->pmem, pb)))
+        return st;
     return DEFTSIM_OK;
 }
 
@@ -294,7 +305,9 @@ static deftsim_status pass_project(deftsim_sparsifier *s, psgd_state *d,
 {
     deftsim_status st;
     float *acc;
-    for (uint32_t w = 0; w < s->P; w++) {
+    const uint64_t qb = d->q_elems * sizeof(float);
+    if ((st = sp_chain_in(s, d->qmem, qb))) return st;
+    for (uint32_t w = s->lo; w < s->hi; w++) {
         if ((st = sp_get(a, w, &acc))) return st;
         double t0 = sp_now(s);
         for (size_t i = 0; i < d->nmats; i++) {
@@ -305,6 +318,7 @@ static deftsim_status pass_project(deftsim_sparsifier *s, psgd_state *d,
         sp_charge(s, c_proj, d->ph_project, w, sp_now(s) - t0);
         add_into(d->qmem, d->qw, d->q_elems, w);
     }
+    if ((st = sp_chain_out(s, d->qmem, qb)) || (st = sp_chain_bcast(s, d->qmem, qb))) return st;
     return DEFTSIM_OK;
 }
 
@@ -316,14 +330,15 @@ static deftsim_status pass_residual(deftsim_sparsifier *s, psgd_state *d,
     float *acc;
     const int ef = sp_opt_int(&s->p, OPT_EF);
     const int lost = !ef && !s->p.skip_quality;
-    double lm = 0, lam = 0;
-    for (uint32_t w = 0; w < s->P; w++) {
+    double lost_sums[2] = {0, 0}; /* the lost mass and lost absolute mass, in worker order */
+    if (lost && (st = sp_chain_in(s, lost_sums, sizeof lost_sums))) return st;
+    for (uint32_t w = s->lo; w < s->hi; w++) {
         if ((st = sp_get(a, w, &acc))) return st;
         if (lost)
             for (uint64_t i = 0; i < s->n; i++) {
                 double e = (double)acc[i] - (double)s->agg_val[i];
-                lm += e;
-                lam += fabs(e);
+                lost_sums[0] += e;
+                lost_sums[1] += fabs(e);
             }
         double t0 = sp_now(s);
         if (ef)
@@ -334,8 +349,11 @@ static deftsim_status pass_residual(deftsim_sparsifier *s, psgd_state *d,
         if ((st = sp_release(a, w))) return st;
     }
     if (lost) {
-        s->res.lost_mass = lm;
-        s->res.lost_abs_mass = lam;
+        if ((st = sp_chain_out(s, lost_sums, sizeof lost_sums)) ||
+            (st = sp_chain_bcast(s, lost_sums, sizeof lost_sums)))
+            return st;
+        s->res.lost_mass = lost_sums[0];
+        s->res.lost_abs_mass = lost_sums[1];
     }
     (void)d;
     return DEFTSIM_OK;
@@ -419,7 +437,7 @@ static deftsim_status psgd_step(deftsim_sparsifier *s, uint64_t t, const deftsim
     return DEFTSIM_OK;
 }
 
-static const sp_method psgd_impl = {psgd_init, psgd_step, NULL, NULL, 0};
+static const sp_method psgd_impl = {psgd_init, psgd_step, NULL, NULL, 1};
 
 static const deftsim_method_option psgd_options[] = {
     [OPT_RANK] = {.key = "powersgd_rank", .type = DEFTSIM_OPT_INT, .dflt = "1", .lo = 1,

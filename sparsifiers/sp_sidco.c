@@ -36,6 +36,8 @@ typedef struct {
     int *cur_stages;           /* P: adaptive stage counts */
     double *sum_ratio;         /* P */
     int *iter;                 /* P */
+    double *last;              /* 2 P: each worker's last threshold and stages run, shared in
+                                  spread mode so that every rank sums them in worker order */
     size_t ph_fit, ph_filter, ph_gather, ph_residual, ph_sum;
 } sidco_state;
 
@@ -236,7 +238,8 @@ static deftsim_status sidco_init(deftsim_sparsifier *s)
         (st = sp_alloc_n(s, &d->surv, s->n, sizeof *d->surv, "survivors")) ||
         (st = sp_alloc_n(s, &d->cur_stages, s->P, sizeof *d->cur_stages, "stages")) ||
         (st = sp_alloc_n(s, &d->sum_ratio, s->P, sizeof *d->sum_ratio, "stages")) ||
-        (st = sp_alloc_n(s, &d->iter, s->P, sizeof *d->iter, "stages")))
+        (st = sp_alloc_n(s, &d->iter, s->P, sizeof *d->iter, "stages")) ||
+        (st = sp_alloc_n(s, &d->last, 2 * (uint64_t)s->P, sizeof *d->last, "thresholds")))
         return st;
     if (!s->dry)
         for (uint32_t w = 0; w < s->P; w++) d->cur_stages[w] = 1;
@@ -266,8 +269,7 @@ static deftsim_status sidco_step(deftsim_sparsifier *s, uint64_t t, const deftsi
     if (c_fit == SIZE_MAX || c_filter == SIZE_MAX || c_gather == SIZE_MAX || c_res == SIZE_MAX)
         return DEFTSIM_E_NOMEM;
     sp_pairs_begin(&d->pp);
-    double thr_sum = 0, stage_sum = 0;
-    for (uint32_t w = 0; w < s->P; w++) {
+    for (uint32_t w = s->lo; w < s->hi; w++) {
         size_t cnt = 0;
         uint64_t at;
         int ran;
@@ -288,19 +290,24 @@ static deftsim_status sidco_step(deftsim_sparsifier *s, uint64_t t, const deftsi
                  deftsim_k_gather(s->kc, acc, n, idx, cnt, d->pp.vals + at));
         SP_TIMED(s, c_res, d->ph_residual, w, deftsim_k_zero_at(s->kc, acc, n, idx, cnt));
         if ((st = sp_release(a, w))) return st;
-        thr_sum += T;
-        stage_sum += ran;
+        d->last[2 * w] = T;
+        d->last[2 * w + 1] = ran;
         if (sp_opt_int(&s->p, OPT_STAGES) < 0) adapt(s, d, w, cnt);
     }
-    if ((st = sp_pairs_exchange(s, &d->pp, sp_opt_int(&s->p, OPT_EXCHANGE), d->ph_sum)))
+    if ((st = sp_share_fixed(s, d->last, 2 * sizeof *d->last)) ||
+        (st = sp_pairs_exchange(s, &d->pp, sp_opt_int(&s->p, OPT_EXCHANGE), d->ph_sum)))
         return st;
+    double thr_sum = 0, stage_sum = 0;
+    for (uint32_t w = 0; w < s->P; w++) {
+        thr_sum += d->last[2 * w];
+        stage_sum += d->last[2 * w + 1];
+    }
     s->res.threshold = thr_sum / s->P;
     s->res.extra[COL_STAGES] = stage_sum / s->P;
     return DEFTSIM_OK;
 }
 
-/* No team path (hardthr's reason: counts known to their rank only). */
-static const sp_method sidco_impl = {sidco_init, sidco_step, sidco_fini, NULL, 0};
+static const sp_method sidco_impl = {sidco_init, sidco_step, sidco_fini, NULL, 1};
 
 static const char *const dist_names[] = {"exp", "gpareto", "gamma", NULL};
 static const char *const exchange_names[] = {"variable", "padded", NULL};

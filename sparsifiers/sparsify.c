@@ -378,28 +378,56 @@ void sp_pairs_fini(sp_pairs *pp)
 
 void sp_pairs_begin(sp_pairs *pp) { pp->used = 0; }
 
+/* Room for `need` picks and their values (untimed). */
+static deftsim_status pairs_reserve(deftsim_sparsifier *s, sp_pairs *pp, uint64_t need)
+{
+    if (need <= pp->cap) return DEFTSIM_OK;
+    uint64_t nc = pp->cap;
+    while (nc < need) nc *= 2;
+    deftsim_kidx *ni = realloc(pp->picks, (size_t)nc * sizeof *ni);
+    if (ni) pp->picks = ni;
+    float *nv = ni ? realloc(pp->vals, (size_t)nc * sizeof *nv) : NULL;
+    if (nv) pp->vals = nv;
+    if (!ni || !nv)
+        return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory for %llu picks", s->name,
+                                 (unsigned long long)nc);
+    s->mem_bytes += (nc - pp->cap) * (sizeof *ni + sizeof *nv);
+    pp->cap = nc;
+    s->sel = pp->picks;
+    return DEFTSIM_OK;
+}
+
 deftsim_status sp_pairs_add(deftsim_sparsifier *s, sp_pairs *pp, uint32_t w, uint64_t cnt,
                             uint64_t *at)
 {
-    if (pp->used + cnt > pp->cap) {
-        uint64_t nc = pp->cap;
-        while (nc < pp->used + cnt) nc *= 2;
-        deftsim_kidx *ni = realloc(pp->picks, (size_t)nc * sizeof *ni);
-        if (ni) pp->picks = ni;
-        float *nv = ni ? realloc(pp->vals, (size_t)nc * sizeof *nv) : NULL;
-        if (nv) pp->vals = nv;
-        if (!ni || !nv)
-            return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory for %llu picks", s->name,
-                                     (unsigned long long)nc);
-        s->mem_bytes += (nc - pp->cap) * (sizeof *ni + sizeof *nv);
-        pp->cap = nc;
-        s->sel = pp->picks;
-    }
+    deftsim_status st = pairs_reserve(s, pp, pp->used + cnt);
+    if (st) return st;
     memcpy(pp->picks + pp->used, pp->cand, (size_t)cnt * sizeof *pp->picks);
     s->sel_start[w] = pp->used;
     s->res.local_count[w] = cnt;
     *at = pp->used;
     pp->used += cnt;
+    return DEFTSIM_OK;
+}
+
+/* Spread mode: every worker's picks, values and cost from its owner. Each rank appended its
+ * own workers' picks from offset 0; the counts are shared first, so that the buffers can grow
+ * to every worker's, then the picks are laid out back to back in worker order, as one process
+ * appends them. */
+static deftsim_status pairs_share(deftsim_sparsifier *s, sp_pairs *pp)
+{
+    deftsim_status st;
+    if (!sp_spread(s)) return DEFTSIM_OK;
+    uint64_t *counts = malloc(s->P * sizeof *counts);
+    if (!counts) return deftsim_error_nomem("%s: spread mode", s->name);
+    memcpy(counts, s->res.local_count, s->P * sizeof *counts);
+    st = sp_share_fixed(s, counts, sizeof *counts);
+    uint64_t total = 0;
+    for (uint32_t w = 0; !st && w < s->P; w++) total += counts[w];
+    free(counts);
+    if (st || (st = pairs_reserve(s, pp, total)) || (st = sp_share_sel(s, pp->vals, 1)))
+        return st;
+    pp->used = total;
     return DEFTSIM_OK;
 }
 
@@ -409,6 +437,7 @@ deftsim_status sp_pairs_exchange(deftsim_sparsifier *s, sp_pairs *pp, int padded
     deftsim_step_result *r = &s->res;
     const uint32_t P = s->P;
     uint64_t K = 0, m = 0;
+    if ((st = pairs_share(s, pp))) return st;
     for (uint32_t w = 0; w < P; w++) {
         uint64_t c = r->local_count[w];
         pp->lists[w] = pp->picks + s->sel_start[w];

@@ -23,7 +23,7 @@ one rank holds a single worker). Checked:
   - a rank that fails (rank 0 refusing a folder that holds another run) ends every rank with
     its message ("spread mode, rank 0 of 2: ...") and exit status 2, the folder untouched;
   - a method spread mode does not run (SPREAD_REFUSED, a comma-separated list that
-    tests/engine/meson.build sets: powersgd, lags, hardthr and sidco) is refused with a message naming it, before any row is
+    tests/engine/meson.build sets; none today) is refused with a message naming it, before any row is
     written (tests/sparsify/test_registry.c checks the refusal itself).
 
 Exit 77 (skipped) when deftsim was built without MPI or mpirun is missing. Run by meson test
@@ -141,6 +141,7 @@ methods = {", ".join(SPREAD)}
 densities = 0.02
 error_feedback = full
 oktopk_warmup = 0
+powersgd_start_iter = 1
 [workers]
 counts = {", ".join(str(c) for c in COUNTS)}
 [network]
