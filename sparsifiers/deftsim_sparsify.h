@@ -140,6 +140,14 @@ typedef struct {
     const double *(*norms)(void *ctx, uint32_t w);
 } deftsim_acc_provider;
 
+/* What the scenario says of the iteration around the sparsifier, for a rule that adapts to it
+ * (lags_rule = adaptive): each 0 when the scenario does not say. */
+typedef struct {
+    double backward;            /* seconds of one iteration's backward pass ([compute]) */
+    double bandwidth;           /* bytes/s of a link ([network] bandwidth) */
+    double latency;             /* seconds of a link ([network] latency) */
+} deftsim_sparsify_context;
+
 typedef struct {
     deftsim_method method;
     double density;             /* k = deftsim_k_of_density(density, n) */
@@ -159,6 +167,7 @@ typedef struct {
     int skip_quality;           /* 1: nobody reads lost_mass, lost_abs_mass, lost_entries: the
                                    step leaves them NaN, NaN, 0 and skips the work only they
                                    need (CLT-k's pass over g_w for the filter's loss) */
+    deftsim_sparsify_context context;
 } deftsim_sparsifier_params;
 
 /* What one iteration produced. Arrays are owned by the sparsifier and valid until its next
@@ -312,6 +321,7 @@ typedef struct {
     uint32_t index_bytes;       /* wire width of an index */
     uint32_t value_bytes;       /* wire width of a value */
     const deftsim_method_opts *opts; /* the method's options (a scenario's); NULL: defaults */
+    deftsim_sparsify_context context;  /* the scenario's figures (zero: none) */
 } deftsim_closed_form_in;
 
 /* Capabilities a method declares (deftsim_method_desc.caps). */

@@ -27,20 +27,39 @@ enum { RULE_UNIFORM, RULE_ADAPTIVE };
 /* Its result columns, by position (lags_columns below): r->extra[COL_*]. */
 enum { COL_LAYERS, COL_COUNT_MIN, COL_COUNT_MAX };
 
+/* The adaptive rule's three figures: each option, or where it is left at its default (0 for
+ * lags_backward and lags_gbps, -1 for lags_latency_us) the scenario's (c: [compute]'s
+ * backward time, [network]'s link bandwidth and latency). */
+typedef struct {
+    double backward, bytes_per_s, latency;
+} lags_figures;
+
+static lags_figures lags_figures_of(const deftsim_method_opts *o,
+                                    const deftsim_sparsify_context *c)
+{
+    lags_figures f = {o->v[OPT_BACKWARD].d, o->v[OPT_BANDWIDTH].d * 1e9 / 8,
+                      o->v[OPT_LATENCY].d * 1e-6};
+    if (!(f.backward > 0)) f.backward = c->backward;
+    if (!(f.bytes_per_s > 0)) f.bytes_per_s = c->bandwidth;
+    if (f.latency < 0) f.latency = c->latency;
+    return f;
+}
+
 /* The per-layer counts k[0..L-1] for P workers, pairs of pair_bytes on the wire, under the
- * options o (docs/SPARSIFIERS.md, "lags", "Layers and k").
+ * options o and the scenario's figures c (docs/SPARSIFIERS.md, "lags", "Layers and k").
  *
  * uniform: k_l = deftsim_k_of_density(density, n_l).
  * adaptive: layer l's allgather runs while the backward pass computes layer l - 1, whose
- * share of lags_backward is b_{l-1} = lags_backward n_{l-1} / n (the spread [compute]'s
+ * share of the backward time B is b_{l-1} = B n_{l-1} / n (the spread [compute]'s
  * backward_spread = params uses). The allgather of k pairs is estimated as Bruck's (the
- * default [network] allgather): ceil(log2 P) rounds of lags_latency_us each, and (P - 1) k
- * pair_bytes received at lags_gbps. k_l is the largest k whose estimate is at most b_{l-1},
- * at most n_l (the whole layer), raised to the point's density's count. Layer 0, exchanged
- * last, has no backward time after it: the point's density. With P = 1 nothing is exchanged:
- * the uniform counts. */
+ * default [network] allgather): ceil(log2 P) rounds of the latency each, and (P - 1) k
+ * pair_bytes received at the bandwidth (lags_figures_of). k_l is the largest k whose estimate
+ * is at most b_{l-1}, at most n_l (the whole layer), raised to the point's density's count.
+ * Layer 0, exchanged last, has no backward time after it: the point's density. With P = 1
+ * nothing is exchanged: the uniform counts. */
 static void lags_plan_k(const deftsim_model *m, double density, uint32_t P, uint64_t pair_bytes,
-                        const deftsim_method_opts *o, uint64_t *k)
+                        const deftsim_method_opts *o, const deftsim_sparsify_context *c,
+                        uint64_t *k)
 {
     const size_t L = m->nlayers;
     const int adaptive = o && o->v[OPT_RULE].i == RULE_ADAPTIVE && P > 1;
@@ -48,12 +67,10 @@ static void lags_plan_k(const deftsim_model *m, double density, uint32_t P, uint
         const uint64_t n_l = m->layers[l].numel;
         k[l] = deftsim_k_of_density(density, n_l);
         if (!adaptive || l == 0) continue;
+        const lags_figures f = lags_figures_of(o, c);
         const double rounds = ceil(log2((double)P));
-        const double alpha = o->v[OPT_LATENCY].d * 1e-6;
-        const double bytes_per_s = o->v[OPT_BANDWIDTH].d * 1e9 / 8;
-        const double budget =
-            o->v[OPT_BACKWARD].d * (double)m->layers[l - 1].numel / (double)m->numel;
-        const double fit = (budget - rounds * alpha) * bytes_per_s /
+        const double budget = f.backward * (double)m->layers[l - 1].numel / (double)m->numel;
+        const double fit = (budget - rounds * f.latency) * f.bytes_per_s /
                            ((double)(P - 1) * (double)pair_bytes);
         uint64_t kf = fit >= (double)n_l ? n_l : fit > 0 ? (uint64_t)floor(fit) : 0;
         if (kf > k[l]) k[l] = kf;
@@ -88,7 +105,8 @@ static deftsim_status lags_init(deftsim_sparsifier *s)
     uint64_t per = 0;
     d->kmin = UINT64_MAX;
     d->kmax = 0;
-    lags_plan_k(m, s->p.density, s->P, (uint64_t)s->si + s->sv, &s->p.opts, d->k);
+    lags_plan_k(m, s->p.density, s->P, (uint64_t)s->si + s->sv, &s->p.opts, &s->p.context,
+                d->k);
     for (size_t l = L; l-- > 0;) {
         if (d->k[l] < d->kmin) d->kmin = d->k[l];
         if (d->k[l] > d->kmax) d->kmax = d->k[l];
@@ -210,7 +228,8 @@ static deftsim_status lags_step(deftsim_sparsifier *s, uint64_t t, const deftsim
 static const sp_method lags_impl = {lags_init, lags_step, lags_fini, NULL, 1};
 
 /* `deftsim bench sim`: per layer from the last, an allgather of k_l pairs (asynchronous but
- * for the last); k_l by the options given (NULL: the defaults, the uniform rule). */
+ * for the last); k_l by the options given (NULL: the defaults, the uniform rule) and the
+ * scenario's figures (adaptive without a backward time: the density's counts). */
 static deftsim_status lags_closed_form(const deftsim_closed_form_in *in, uint32_t P,
                                        deftsim_schedule *s)
 {
@@ -218,7 +237,7 @@ static deftsim_status lags_closed_form(const deftsim_closed_form_in *in, uint32_
     const uint64_t pair = (uint64_t)in->index_bytes + in->value_bytes;
     uint64_t *k = calloc(m->nlayers ? m->nlayers : 1, sizeof *k);
     if (!k) return deftsim_error_set(DEFTSIM_E_NOMEM, "lags: out of memory");
-    lags_plan_k(m, in->density, P, pair, in->opts, k);
+    lags_plan_k(m, in->density, P, pair, in->opts, &in->context, k);
     for (size_t l = m->nlayers; l-- > 0;) {
         deftsim_step *c = sp_cf_add(s, DEFTSIM_STEP_ALLGATHER, "pairs", k[l] * pair);
         if (!c) {
@@ -237,13 +256,20 @@ static deftsim_status lags_closed_form(const deftsim_closed_form_in *in, uint32_
 static deftsim_status lags_check(const deftsim_sparsifier_params *p)
 {
     if (p->opts.v[OPT_RULE].i != RULE_ADAPTIVE) return DEFTSIM_OK;
-    if (!(p->opts.v[OPT_BACKWARD].d > 0))
+    const lags_figures f = lags_figures_of(&p->opts, &p->context);
+    if (!(f.backward > 0))
         return deftsim_error_set(DEFTSIM_E_INPUT,
-                                 "lags: lags_rule = adaptive needs lags_backward above 0 (the "
-                                 "backward pass of one iteration, in seconds)");
-    if (!(p->opts.v[OPT_BANDWIDTH].d > 0))
+                                 "lags: lags_rule = adaptive needs the backward time of one "
+                                 "iteration: a [compute] section (backward, or a table row for "
+                                 "the model), or lags_backward in seconds");
+    if (!(f.bytes_per_s > 0))
         return deftsim_error_set(DEFTSIM_E_INPUT,
-                                 "lags: lags_rule = adaptive needs lags_gbps above 0");
+                                 "lags: lags_rule = adaptive needs a bandwidth: [network] "
+                                 "bandwidth, or lags_gbps");
+    if (!(f.latency >= 0))
+        return deftsim_error_set(DEFTSIM_E_INPUT,
+                                 "lags: lags_rule = adaptive needs a latency: [network] latency, "
+                                 "or lags_latency_us");
     return DEFTSIM_OK;
 }
 
@@ -258,15 +284,15 @@ static const deftsim_method_option lags_options[] = {
     [OPT_BACKWARD] = {.key = "lags_backward", .type = DEFTSIM_OPT_DOUBLE, .dflt = "0", .lo = 0,
                       .hi = 60,
                       .help = "lags: adaptive: the backward pass of one iteration in seconds, "
-                              "spread over the layers by their parameters"},
-    [OPT_BANDWIDTH] = {.key = "lags_gbps", .type = DEFTSIM_OPT_DOUBLE, .dflt = "25", .lo = 0,
+                              "spread over the layers by their parameters; 0: [compute]'s"},
+    [OPT_BANDWIDTH] = {.key = "lags_gbps", .type = DEFTSIM_OPT_DOUBLE, .dflt = "0", .lo = 0,
                        .hi = 1e6,
                        .help = "lags: adaptive: the bandwidth in Gb/s its allgather estimate "
-                               "assumes"},
-    [OPT_LATENCY] = {.key = "lags_latency_us", .type = DEFTSIM_OPT_DOUBLE, .dflt = "1", .lo = 0,
+                               "assumes; 0: [network] bandwidth"},
+    [OPT_LATENCY] = {.key = "lags_latency_us", .type = DEFTSIM_OPT_DOUBLE, .dflt = "-1", .lo = -1,
                      .hi = 1e6,
                      .help = "lags: adaptive: the latency in microseconds of each of the "
-                             "allgather's ceil(log2 P) rounds"},
+                             "allgather's ceil(log2 P) rounds; -1: [network] latency"},
 };
 
 static const deftsim_method_column lags_columns[] = {

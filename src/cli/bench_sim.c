@@ -285,6 +285,7 @@ int deftsim_bench_sim(int argc, char **argv)
     deftsim_closed_form_in wl = {.model = model, .density = density, .index_bytes = 4,
                                  .value_bytes = 4};
     wl.k = deftsim_k_of_density(density, model->numel);
+    wl.context = deftsim_config_sparsify_context(cfg, model);
     deftsim_sim_params sp;
     deftsim_config_sim_params(cfg, 1, wl.value_bytes, &sp);
     /* The algorithms that run: NCCL's for library = nccl, MPI's (and the bcast) otherwise. */

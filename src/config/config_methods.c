@@ -3,6 +3,7 @@
  * block of deftsim_config's sparsify.opts, and the one mapping from a scenario to a point's
  * sparsifier parameters. */
 #include "config_internal.h"
+#include "deftsim_config_inputs.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -91,4 +92,19 @@ void deftsim_config_sparsifier_params(const deftsim_config *cfg, deftsim_method 
     p->kctx = kctx;
     p->team = team && team->size > 1 ? team : NULL;
     p->skip_quality = !cfg->engine.quality;
+    p->context = deftsim_config_sparsify_context(cfg, model);
+}
+
+deftsim_sparsify_context deftsim_config_sparsify_context(const deftsim_config *cfg,
+                                                         const deftsim_model *model)
+{
+    deftsim_sparsify_context c = {.backward = cfg->compute.backward,
+                                  .bandwidth = cfg->network.bandwidth,
+                                  .latency = cfg->network.latency};
+    /* A [compute] table row's backward time (config_check has resolved it once already). */
+    deftsim_compute_times ct;
+    if (!(c.backward > 0) && cfg->compute.table && model &&
+        deftsim_compute_resolve(cfg, model->name, &ct) == DEFTSIM_OK)
+        c.backward = ct.backward;
+    return c;
 }

@@ -280,6 +280,12 @@ void deftsim_config_sparsifier_params(const deftsim_config *cfg, deftsim_method 
                                       uint32_t P, const deftsim_model *model, deftsim_kctx *kctx,
                                       const deftsim_team *team, deftsim_sparsifier_params *out);
 
+/* The scenario's figures a sparsifier's adaptive rule may read (deftsim_sparsify_context):
+ * [compute]'s backward seconds (given, or its table's row for this model; 0 without
+ * [compute]), [network]'s link bandwidth and latency. */
+deftsim_sparsify_context deftsim_config_sparsify_context(const deftsim_config *cfg,
+                                                         const deftsim_model *model);
+
 /* The network simulation's parameters for P workers of a scenario ([network]);
  * elem_bytes: the element size of the schedules' ALLREDUCE vectors (the value wire width). */
 void deftsim_config_sim_params(const deftsim_config *cfg, uint32_t P, uint32_t elem_bytes,

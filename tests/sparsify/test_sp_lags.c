@@ -355,3 +355,51 @@ Test(sp_lags, adaptive_four_workers_and_refusals)
               deftsim_error_message());
     deftsim_model_free(m);
 }
+
+/* The adaptive rule left at its defaults reads the scenario's figures (the parameters'
+ * context: [compute]'s backward time, [network]'s bandwidth and latency): the same counts as
+ * the by-hand case above given as options (1.5 ms, 8e6 B/s, 10.5 us: k = 1, 89, 400), in the
+ * step and in the closed form; an option given wins over the scenario's figure; no backward
+ * time anywhere is refused with a message naming [compute]. */
+Test(sp_lags, adaptive_reads_the_scenario)
+{
+    static const char *const shapes[] = {"100", "10x100", "20x20"};
+    deftsim_model *m = sp_model(shapes, 3);
+    deftsim_sparsifier_params p = sp_params(lags(), 0.01, 2, m);
+    deftsim_method_opts_default(lags(), &p.opts);
+    sp_opt(&p, "lags_rule", 1);
+    p.context = (deftsim_sparsify_context){.backward = 0.0015, .bandwidth = 8e6,
+                                           .latency = 10.5e-6};
+    deftsim_sparsifier *s = sp_new(&p);
+    sp_accs *a = sp_accs_new(2, m->numel);
+    for (uint32_t w = 0; w < 2; w++) sp_fill_int(a->acc[w], m->numel, 50, 3, w);
+    deftsim_step_result *r = step_ok(s, 0, &a->prov);
+    cr_expect_eq(r->local_count[0], 1 + 89 + 400, "%llu picks",
+                 (unsigned long long)r->local_count[0]);
+    deftsim_closed_form_in in = {.model = m, .density = 0.01, .k = r->k, .index_bytes = 4,
+                                 .value_bytes = 4, .opts = &p.opts, .context = p.context};
+    deftsim_schedule cf;
+    cr_assert_eq(deftsim_method_closed_form(lags(), &in, 2, &cf), DEFTSIM_OK);
+    const uint64_t want[3] = {400 * 8, 89 * 8, 1 * 8};
+    for (size_t l = 0; l < 3; l++) cr_expect_eq(cf.steps[l].bytes[1], want[l], "step %zu", l);
+    deftsim_schedule_free(&cf);
+    deftsim_sparsifier_free(s);
+    /* lags_backward given: 0.3 ms and 15.5 us of latency as options win (k = 1, 10, 184). */
+    sp_opt(&p, "lags_backward", 0.0003);
+    sp_opt(&p, "lags_latency_us", 15.5);
+    s = sp_new(&p);
+    for (uint32_t w = 0; w < 2; w++) sp_fill_int(a->acc[w], m->numel, 50, 3, w);
+    r = step_ok(s, 0, &a->prov);
+    cr_expect_eq(r->local_count[0], 1 + 10 + 184, "%llu picks",
+                 (unsigned long long)r->local_count[0]);
+    deftsim_sparsifier_free(s);
+    /* Neither the option nor the scenario gives a backward time. */
+    sp_opt(&p, "lags_backward", 0);
+    p.context.backward = 0;
+    deftsim_sparsifier *bad = NULL;
+    cr_expect_neq(deftsim_sparsifier_new(&p, &bad), DEFTSIM_OK);
+    cr_expect(strstr(deftsim_error_message(), "[compute]") != NULL, "%s",
+              deftsim_error_message());
+    sp_accs_free(a);
+    deftsim_model_free(m);
+}
