@@ -189,11 +189,32 @@ deftsim_status deftsim_config_check(const deftsim_config *cfg)
 /* train: the scenario drives deftsim train or trace record, whose gradients come from the
  * network itself: a synthetic source may leave [gradients] model unset (when set, it must
  * load, and the trainer compares it with the network's table). */
+/* A GPU preset's latencies are tokens for NCCL's tuned model, whose per-step latencies hold
+ * the wire's: MPI's algorithms on them would run nearly free of latency. */
+static deftsim_status preset_library_check(const deftsim_config *cfg)
+{
+    if (cfg->network.library != DEFTSIM_LIB_MPI) return DEFTSIM_OK;
+    static const char *const lat[] = {"latency", "intra_latency"};
+    for (size_t i = 0; i < 2; i++)
+        if (*deftsim_cfg_key_line(cfg, deftsim_cfg_kidx("network", lat[i])) ==
+            DEFTSIM_CFG_ORIGIN_PRESET)
+            return deftsim_error_set(
+                DEFTSIM_E_INPUT,
+                "[network] library = mpi with preset %s: the preset's %s (a 1 ns token for "
+                "NCCL's tuned model, which holds the wire's latency in its per-step costs) "
+                "would make MPI's collectives nearly free of latency; set [network] latency "
+                "and intra_latency for MPI, or leave library to the preset (nccl)",
+                deftsim_cfg_preset_names[cfg->network.preset > 0 ? cfg->network.preset : 0],
+                lat[i]);
+    return DEFTSIM_OK;
+}
+
 deftsim_status deftsim_cfg_check(const deftsim_config *cfg, int train)
 {
     char w[512];
     {
         deftsim_status nst = network_check(cfg);
+        if (!nst) nst = preset_library_check(cfg);
         if (nst) return nst;
         if ((nst = sparsify_check(cfg))) return nst;
         if ((nst = device_check(cfg))) return nst;

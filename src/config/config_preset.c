@@ -17,6 +17,7 @@ const char *const deftsim_cfg_preset_names[] = {"none", "dgx-h100", "dgx-a100", 
 /* The validated NCCL configuration every GPU preset shares (docs/NETWORK.md, "NCCL as it
  * runs"), and the four figures `deftsim validate nccl --fit` fits per GPU, with the tables. */
 #define NCCL_VALIDATED                                                                             \
+    {"library", "nccl", "GPUs exchange through NCCL: its algorithms and the model validated below"}, \
     {"model", "CM02", "the plain alpha-beta model: LV08's factors are fitted to TCP (docs/NETWORK.md)"}, \
     {"crosstraffic", "0", "NVLink and InfiniBand carry acknowledgements out of band"},            \
     {"latency", "1ns", "a token: NCCL's per-step latencies (nccl_model = tuned) hold the wire's; equal " \

@@ -88,6 +88,7 @@ Test(config_nodes, every_preset_resolves)
     cr_expect_eq(c->network.bandwidth, 50e9);
     /* the validated NCCL configuration (docs/NETWORK.md, "NCCL as it runs") */
     cr_expect_eq(c->network.latency, 1e-9, "a token latency: NCCL's per-step latencies hold it");
+    cr_expect_eq(c->network.library, DEFTSIM_LIB_NCCL, "GPUs exchange through NCCL");
     cr_expect_eq(c->network.model, DEFTSIM_NET_CM02);
     cr_expect_eq(c->network.crosstraffic, 0);
     cr_expect_eq(c->network.nccl_model, DEFTSIM_NCCL_MODEL_TUNED);
@@ -111,6 +112,23 @@ Test(config_nodes, every_preset_resolves)
     c = parse("preset = dgx-a100\n", NULL, 0);
     cr_expect_eq(c->network.intra_bandwidth, 300e9);
     cr_expect_eq(c->network.nic_bandwidth, 25e9);
+    deftsim_config_free(c);
+}
+
+/* MPI's algorithms on a GPU preset's token latencies would be nearly free of latency: refused,
+ * naming the preset and the key, unless the scenario gives both latencies. */
+Test(config_nodes, mpi_on_a_gpu_preset_needs_real_latencies)
+{
+    const char *msg = parse_fails("preset = dgx-h100\nlibrary = mpi\n", NULL, 0);
+    cr_expect(strstr(msg, "library = mpi with preset dgx-h100") && strstr(msg, "latency"), "%s",
+              msg);
+    const char *ov[] = {"network.library=mpi"};
+    msg = parse_fails("preset = dgx-a100\nlatency = 2us\n", ov, 1);
+    cr_expect(strstr(msg, "intra_latency") != NULL, "%s", msg);
+    deftsim_config *c = parse("preset = dgx1-v100\nlibrary = mpi\nlatency = 2us\n"
+                              "intra_latency = 1us\n", NULL, 0);
+    cr_expect_eq(c->network.library, DEFTSIM_LIB_MPI);
+    cr_expect_eq(c->network.latency, 2e-6);
     deftsim_config_free(c);
 }
 
