@@ -33,7 +33,7 @@ static deftsim_status grow(void **p, size_t *cap, size_t need, size_t elem)
     size_t c = *cap ? *cap : 64;
     while (c < need) c *= 2;
     void *q = realloc(*p, c * elem);
-    if (!q) return deftsim_error_set(DEFTSIM_E_NOMEM, "CSV reader: out of memory");
+    if (!q) return deftsim_error_nomem("CSV reader");
     *p = q;
     *cap = c;
     return DEFTSIM_OK;
@@ -142,7 +142,7 @@ deftsim_status deftsim_csvr_open(const char *path, deftsim_csvr **out)
     deftsim_csvr *r = calloc(1, sizeof *r);
     if (!r || !(r->path = strdup(path))) {
         free(r);
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "CSV reader: out of memory");
+        return deftsim_error_nomem("CSV reader");
     }
     r->line_next = 1;
     if (!(r->f = fopen(path, "r"))) {
@@ -162,7 +162,7 @@ deftsim_status deftsim_csvr_open(const char *path, deftsim_csvr **out)
     r->names = calloc(r->ncell, sizeof *r->names);
     if (!r->names) {
         deftsim_csvr_close(r);
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "CSV reader: out of memory");
+        return deftsim_error_nomem("CSV reader");
     }
     for (size_t i = 0; i < r->ncell; i++) {
         const char *name = r->rec + r->cell[i];
@@ -179,7 +179,7 @@ deftsim_status deftsim_csvr_open(const char *path, deftsim_csvr **out)
             }
         if (st) break;
         if (!(r->names[i] = strdup(name))) {
-            st = deftsim_error_set(DEFTSIM_E_NOMEM, "CSV reader: out of memory");
+            st = deftsim_error_nomem("CSV reader");
             break;
         }
         r->ncols = i + 1;

@@ -79,7 +79,7 @@ deftsim_status deftsim_train_analysis_new(const deftsim_train_analysis_options *
                                                   "level %g, target %g)",
                                  o->boot.resamples, o->boot.level, o->target);
     deftsim_train_analysis *a = calloc(1, sizeof *a);
-    if (!a) return deftsim_error_set(DEFTSIM_E_NOMEM, "train analysis: out of memory");
+    if (!a) return deftsim_error_nomem("train analysis");
     a->opt = *o;
     *out = a;
     return DEFTSIM_OK;

@@ -400,7 +400,7 @@ static int collective(an_engine *E, sim_ctx *c, sim_step_fn run_step, size_t row
         run_step(w, row, st);
         w->rec = NULL;
         if (E->rec[r].nomem) {
-            snprintf(E->msg, E->msgcap, "out of memory recording step '%s'", st->name);
+            deftsim_nomem_format(E->msg, E->msgcap, "recording step '%s'", st->name);
             return -1;
         }
         posts += E->rec[r].n;
@@ -412,7 +412,7 @@ static int collective(an_engine *E, sim_ctx *c, sim_step_fn run_step, size_t row
         }
     }
     if (engine_reserve(E, posts)) {
-        snprintf(E->msg, E->msgcap, "out of memory replaying step '%s'", st->name);
+        deftsim_nomem_format(E->msg, E->msgcap, "replaying step '%s'", st->name);
         return -1;
     }
     int rc = replay(E, entry, end);
@@ -434,7 +434,7 @@ int sim_analytic_run(sim_ctx *c, sim_step_fn run_step, const sim_flow_model *fm,
     double *main_t = calloc(P, sizeof *main_t), *async_t = calloc(P, sizeof *async_t);
     double *entry = calloc(P, sizeof *entry), *end = calloc(P, sizeof *end);
     if (engine_init(&E, P, fm, p->envelope_bytes) || !main_t || !async_t || !entry || !end) {
-        snprintf(msg, cap, "out of memory for the analytic simulation of %u workers", P);
+        deftsim_nomem_format(msg, cap, "the analytic simulation of %u workers", P);
         goto done;
     }
     E.msg = msg;

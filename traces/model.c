@@ -246,15 +246,15 @@ deftsim_status deftsim_model_clone(const deftsim_model *m, deftsim_model **out)
 {
     *out = NULL;
     deftsim_model *c = calloc(1, sizeof *c);
-    if (!c) return deftsim_error_set(DEFTSIM_E_NOMEM, "out of memory");
+    if (!c) return deftsim_error_nomem("model table");
     c->name = strdup(m->name);
     c->layers = calloc(m->nlayers ? m->nlayers : 1, sizeof *c->layers);
-    if (!c->name || !c->layers) { deftsim_model_free(c); return deftsim_error_set(DEFTSIM_E_NOMEM, "out of memory"); }
+    if (!c->name || !c->layers) { deftsim_model_free(c); return deftsim_error_nomem("model table"); }
     for (size_t i = 0; i < m->nlayers; i++) {
         c->layers[i] = m->layers[i];
         c->layers[i].name = strdup(m->layers[i].name);
         c->nlayers = i + 1;
-        if (!c->layers[i].name) { deftsim_model_free(c); return deftsim_error_set(DEFTSIM_E_NOMEM, "out of memory"); }
+        if (!c->layers[i].name) { deftsim_model_free(c); return deftsim_error_nomem("model table"); }
     }
     c->numel = m->numel;
     *out = c;

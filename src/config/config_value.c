@@ -141,7 +141,7 @@ static deftsim_status for_each_item(const char *text, deftsim_status (*fn)(const
                                     void *ctx)
 {
     char *copy = strdup(text);
-    if (!copy) return deftsim_error_set(DEFTSIM_E_NOMEM, "out of memory");
+    if (!copy) return deftsim_error_nomem("config");
     deftsim_status st = DEFTSIM_OK;
     char *p = copy;
     if (!*deftsim_cfg_trim(copy)) {
@@ -178,7 +178,7 @@ static deftsim_status grow(list_ctx *c, size_t elem)
         return deftsim_error_set(DEFTSIM_E_INPUT, "more than %d values", DEFTSIM_LIST_MAX);
     size_t nc = c->cap ? 2 * c->cap : 8;
     void *na = realloc(c->v->arr, nc * elem);
-    if (!na) return deftsim_error_set(DEFTSIM_E_NOMEM, "out of memory");
+    if (!na) return deftsim_error_nomem("config");
     c->v->arr = na;
     c->cap = nc;
     return DEFTSIM_OK;
@@ -272,7 +272,7 @@ deftsim_status deftsim_cfg_parse_value(const keydef *k, const char *text, kval *
                 return deftsim_error_set(DEFTSIM_E_INPUT, "'%s' contains '/'", text);
         }
         v->s = strdup(text);
-        if (!v->s) return deftsim_error_set(DEFTSIM_E_NOMEM, "out of memory");
+        if (!v->s) return deftsim_error_nomem("config");
         return DEFTSIM_OK;
     case T_U64:
         if (!text[0]) return deftsim_error_set(DEFTSIM_E_INPUT, "empty value");
@@ -483,7 +483,7 @@ static deftsim_status int_push(int_list *l, int64_t v)
             return deftsim_error_set(DEFTSIM_E_INPUT, "more than %d values", DEFTSIM_LIST_MAX);
         size_t nc = l->cap ? 2 * l->cap : 16;
         int64_t *na = realloc(l->a, nc * sizeof *na);
-        if (!na) return deftsim_error_set(DEFTSIM_E_NOMEM, "out of memory");
+        if (!na) return deftsim_error_nomem("config");
         l->a = na;
         l->cap = nc;
     }
