@@ -62,13 +62,7 @@ static m_group *find(deftsim_measured *m, const char *method, const char *dens, 
             !strcmp(g->dens, dens) && !strcmp(g->phase, phase))
             return g;
     }
-    if (m->n == m->cap) {
-        size_t nc = m->cap ? 2 * m->cap : 16;
-        m_group *ng = realloc(m->g, nc * sizeof *ng);
-        if (!ng) return NULL;
-        m->g = ng;
-        m->cap = nc;
-    }
+    if (deftsim_grow(&m->g, &m->cap, m->n + 1, sizeof *m->g)) return NULL;
     m_group *g = &m->g[m->n];
     memset(g, 0, sizeof *g);
     g->method = strdup(method), g->dens = strdup(dens), g->phase = strdup(phase);

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "sim_actors.h"
+#include "deftsim_util.h"
 
 /* The most posts one collective may record over all workers (16 bytes each): beyond it the
  * full simulation runs (it would take hours there too: a ring over 16384 ranks). */
@@ -33,15 +34,9 @@
 
 void sim_rec_push(sim_rec *r, sim_op_kind kind, uint32_t peer, uint64_t bytes, int eager)
 {
-    if (r->n == r->cap) {
-        size_t cap = r->cap ? 2 * r->cap : 64;
-        sim_op *ops = realloc(r->ops, cap * sizeof *ops);
-        if (!ops) {
-            r->nomem = 1;
-            return;
-        }
-        r->ops = ops;
-        r->cap = cap;
+    if (deftsim_grow(&r->ops, &r->cap, r->n + 1, sizeof *r->ops)) {
+        r->nomem = 1;
+        return;
     }
     r->ops[r->n++] = (sim_op){bytes, peer, (uint8_t)kind, (uint8_t)(eager ? 1 : 0)};
 }

@@ -115,15 +115,10 @@ static void ok_fini(deftsim_sparsifier *s)
 
 static deftsim_status grow(void *pp, uint64_t *cap, uint64_t need, size_t el)
 {
-    if (need <= *cap) return DEFTSIM_OK;
-    uint64_t nc = *cap ? *cap : 1024;
-    while (nc < need) nc *= 2;
-    void **p = pp;
-    void *np = realloc(*p, (size_t)nc * el);
-    if (!np)
-        return deftsim_error_nomem("oktopk: %llu entries", (unsigned long long)nc);
-    *p = np;
-    *cap = nc;
+    size_t c = (size_t)*cap;
+    if (need > SIZE_MAX || deftsim_grow(pp, &c, (size_t)need, el))
+        return deftsim_error_nomem("oktopk: %llu entries", (unsigned long long)need);
+    *cap = c;
     return DEFTSIM_OK;
 }
 

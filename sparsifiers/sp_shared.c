@@ -60,13 +60,8 @@ uint64_t deftsim_k_of_density(double d, uint64_t n)
 
 static void *alloc_tracked(deftsim_sparsifier *s, size_t bytes)
 {
-    if (s->allocs.n == s->allocs.cap) {
-        size_t nc = s->allocs.cap ? 2 * s->allocs.cap : 32;
-        void **np = realloc(s->allocs.ptr, nc * sizeof *np);
-        if (!np) return NULL;
-        s->allocs.ptr = np;
-        s->allocs.cap = nc;
-    }
+    if (deftsim_grow(&s->allocs.ptr, &s->allocs.cap, s->allocs.n + 1, sizeof *s->allocs.ptr))
+        return NULL;
     /* calloc: pages that a step never touches (a worst-case capacity) cost nothing. */
     void *p = calloc(1, bytes ? bytes : 1);
     if (p) s->allocs.ptr[s->allocs.n++] = p;
@@ -383,16 +378,13 @@ deftsim_status sp_pairs_add(deftsim_sparsifier *s, sp_pairs *pp, uint32_t w, uin
                             uint64_t *at)
 {
     if (pp->used + cnt > pp->cap) {
-        uint64_t nc = pp->cap;
-        while (nc < pp->used + cnt) nc *= 2;
-        deftsim_kidx *ni = realloc(pp->picks, (size_t)nc * sizeof *ni);
-        if (ni) pp->picks = ni;
-        float *nv = ni ? realloc(pp->vals, (size_t)nc * sizeof *nv) : NULL;
-        if (nv) pp->vals = nv;
-        if (!ni || !nv)
-            return deftsim_error_nomem("%s: %llu picks", s->name, (unsigned long long)nc);
-        s->mem_bytes += (nc - pp->cap) * (sizeof *ni + sizeof *nv);
-        pp->cap = nc;
+        /* The picks and their values grow alike, from the same capacity. */
+        size_t ci = (size_t)pp->cap, cv = (size_t)pp->cap, need = (size_t)(pp->used + cnt);
+        if (deftsim_grow(&pp->picks, &ci, need, sizeof *pp->picks) ||
+            deftsim_grow(&pp->vals, &cv, need, sizeof *pp->vals))
+            return deftsim_error_nomem("%s: %zu picks", s->name, need);
+        s->mem_bytes += (ci - pp->cap) * (sizeof *pp->picks + sizeof *pp->vals);
+        pp->cap = ci;
         s->sel = pp->picks;
     }
     memcpy(pp->picks + pp->used, pp->cand, (size_t)cnt * sizeof *pp->picks);

@@ -336,13 +336,8 @@ typedef struct {
 
 static deftsim_status push_val(calib_ctx *c, double v)
 {
-    if (c->nvals == c->capvals) {
-        size_t cap = c->capvals ? 2 * c->capvals : 256;
-        double *a = realloc(c->vals, cap * sizeof *a);
-        if (!a) return deftsim_error_nomem("calibrate");
-        c->vals = a;
-        c->capvals = cap;
-    }
+    if (deftsim_grow(&c->vals, &c->capvals, c->nvals + 1, sizeof *c->vals))
+        return deftsim_error_nomem("calibrate");
     c->vals[c->nvals++] = v;
     return DEFTSIM_OK;
 }

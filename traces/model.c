@@ -162,12 +162,9 @@ deftsim_status deftsim_model_parse_csv(const char *text, size_t len, const char 
                                    origin, lineno, bad + 1);
             goto fail;
         }
-        if (m->nlayers == cap) {
-            size_t nc = cap ? 2 * cap : 64;
-            deftsim_layer *nl2 = realloc(m->layers, nc * sizeof *nl2);
-            if (!nl2) { st = deftsim_error_nomem("%s", origin); goto fail; }
-            m->layers = nl2;
-            cap = nc;
+        if (deftsim_grow(&m->layers, &cap, m->nlayers + 1, sizeof *m->layers)) {
+            st = deftsim_error_nomem("%s", origin);
+            goto fail;
         }
         deftsim_layer *L = &m->layers[m->nlayers];
         memset(L, 0, sizeof *L);

@@ -87,13 +87,7 @@ typedef struct {
 
 static pcase *add_case(pcases *cs)
 {
-    if (cs->n == cs->cap) {
-        size_t nc = cs->cap ? 2 * cs->cap : 64;
-        pcase *p = realloc(cs->c, nc * sizeof *p);
-        if (!p) return NULL;
-        cs->c = p;
-        cs->cap = nc;
-    }
+    if (deftsim_grow(&cs->c, &cs->cap, cs->n + 1, sizeof *cs->c)) return NULL;
     pcase *c = &cs->c[cs->n++];
     memset(c, 0, sizeof *c);
     return c;

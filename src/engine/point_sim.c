@@ -11,6 +11,7 @@
 
 #include "deftsim_compute.h"
 #include "deftsim_csv.h"
+#include "deftsim_util.h"
 #include "engine_internal.h"
 
 static const char *dbl(char *buf, double v) { return deftsim_csv_double(buf, 40, v); }
@@ -33,13 +34,7 @@ void deftsim_point_sim_free(deftsim_point_sim *s)
 
 deftsim_schedule *deftsim_point_sim_next(deftsim_point_sim *s)
 {
-    if (s->n == s->cap) {
-        size_t nc = s->cap ? 2 * s->cap : 8;
-        deftsim_sim_iter *ni = realloc(s->it, nc * sizeof *ni);
-        if (!ni) return NULL;
-        s->it = ni;
-        s->cap = nc;
-    }
+    if (deftsim_grow(&s->it, &s->cap, s->n + 1, sizeof *s->it)) return NULL;
     deftsim_sim_iter *it = &s->it[s->n];
     memset(it, 0, sizeof *it);
     deftsim_schedule_init(&it->sched, s->P);

@@ -211,15 +211,9 @@ deftsim_status deftsim_row_buffer_open(row_buffer *rb, const char *csv_path)
 
 static void row_done(row_buffer *rb)
 {
-    if (rb->n == rb->cap) {
-        size_t nc = rb->cap ? 2 * rb->cap : 1024;
-        uint64_t *ne = realloc(rb->end, nc * sizeof *ne);
-        if (!ne) {
-            rb->failed = 1;
-            return;
-        }
-        rb->end = ne;
-        rb->cap = nc;
+    if (deftsim_grow(&rb->end, &rb->cap, rb->n + 1, sizeof *rb->end)) {
+        rb->failed = 1;
+        return;
     }
     if (!rb->werr && ferror(rb->f)) rb->werr = errno ? errno : EIO;
     long at = ftell(rb->f);

@@ -317,12 +317,7 @@ const double *deftsim_timing_select_max(const deftsim_timing *t) { return t->sel
 
 static int grow(double **p, size_t *cap, size_t need)
 {
-    if (need <= *cap) return 0;
-    double *np = realloc(*p, need * sizeof *np);
-    if (!np) return -1;
-    *p = np;
-    *cap = need;
-    return 0;
+    return deftsim_grow(p, cap, need, sizeof **p) ? -1 : 0;
 }
 
 /* ---- the providers ------------------------------------------------------------------------
