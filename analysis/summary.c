@@ -284,7 +284,6 @@ fail:
     return st;
 }
 
-size_t deftsim_analysis_column_count(const deftsim_analysis *a) { return a->ncolnames; }
 const char *deftsim_analysis_column(const deftsim_analysis *a, size_t i)
 {
     return i < a->ncolnames ? a->colnames[i] : NULL;

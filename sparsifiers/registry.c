@@ -289,14 +289,6 @@ deftsim_status deftsim_sparsifier_params_set(deftsim_sparsifier_params *p, const
     return DEFTSIM_OK;
 }
 
-double deftsim_sparsifier_params_get(const deftsim_sparsifier_params *p, const char *key)
-{
-    int j = option_pos(p->method, key);
-    if (j < 0) return NAN;
-    const deftsim_method_option *o = &deftsim_method_get(p->method)->options[j];
-    return o->type == DEFTSIM_OPT_DOUBLE ? p->opts.v[j].d : (double)p->opts.v[j].i;
-}
-
 /* Every option of p's method in range: the checks a scenario's values pass in the config,
  * for parameters built in code. */
 deftsim_status sp_check_options(const deftsim_sparsifier_params *p)

@@ -707,8 +707,6 @@ Test(config_names, methods)
     cr_expect_str_eq(deftsim_timing_statistic_name(DEFTSIM_TIMING_MEDIAN), "median");
     cr_expect_str_eq(deftsim_timing_cache_name(DEFTSIM_TIMING_COLD), "cold");
     cr_expect_str_eq(deftsim_device_kind_name(DEFTSIM_DEVICE_CUDA), "cuda");
-    cr_expect_str_eq(deftsim_sim_compute_name(DEFTSIM_SIM_COMPUTE_NONE), "none");
-    cr_expect_str_eq(deftsim_sim_compute_name(DEFTSIM_SIM_COMPUTE_COUNT), "?");
 }
 
 Test(config_names, schema)
