@@ -27,16 +27,9 @@ struct deftsim_csvr {
     size_t ncols;
 };
 
-static deftsim_status grow(void **p, size_t *cap, size_t need, size_t elem)
+static deftsim_status grow(void *p, size_t *cap, size_t need, size_t elem)
 {
-    if (need <= *cap) return DEFTSIM_OK;
-    size_t c = *cap ? *cap : 64;
-    while (c < need) c *= 2;
-    void *q = realloc(*p, c * elem);
-    if (!q) return deftsim_error_set(DEFTSIM_E_NOMEM, "CSV reader: out of memory");
-    *p = q;
-    *cap = c;
-    return DEFTSIM_OK;
+    return deftsim_grow(p, cap, need, elem) ? deftsim_error_nomem("CSV reader") : DEFTSIM_OK;
 }
 
 /* Reads one record into r->rec / r->cell. *got = 0 at the end of the file. */
@@ -64,7 +57,7 @@ static deftsim_status read_record(deftsim_csvr *r, int *got)
     int quoted = 0, at_start = 1, after_quote = 0;
     const char *p = r->lbuf;
     const char *end = r->lbuf + len;
-    if ((st = grow((void **)&r->cell, &r->ccap, 1, sizeof *r->cell))) return st;
+    if ((st = grow(&r->cell, &r->ccap, 1, sizeof *r->cell))) return st;
     r->cell[r->ncell++] = 0;
     for (;;) {
         if (p == end) {
@@ -81,7 +74,7 @@ static deftsim_status read_record(deftsim_csvr *r, int *got)
             continue;
         }
         char c = *p++;
-        if ((st = grow((void **)&r->rec, &r->rcap, out + 2, 1))) return st;
+        if ((st = grow(&r->rec, &r->rcap, out + 2, 1))) return st;
         if (quoted) {
             if (c == '"') {
                 if (p < end && *p == '"') {
@@ -98,7 +91,7 @@ static deftsim_status read_record(deftsim_csvr *r, int *got)
         }
         if (c == ',') {
             r->rec[out++] = '\0';
-            if ((st = grow((void **)&r->cell, &r->ccap, r->ncell + 1, sizeof *r->cell))) return st;
+            if ((st = grow(&r->cell, &r->ccap, r->ncell + 1, sizeof *r->cell))) return st;
             r->cell[r->ncell++] = out;
             at_start = 1;
             after_quote = 0;
@@ -117,7 +110,7 @@ static deftsim_status read_record(deftsim_csvr *r, int *got)
         at_start = 0;
         r->rec[out++] = c;
     }
-    if ((st = grow((void **)&r->rec, &r->rcap, out + 1, 1))) return st;
+    if ((st = grow(&r->rec, &r->rcap, out + 1, 1))) return st;
     r->rec[out] = '\0';
     *got = 1;
     return DEFTSIM_OK;
@@ -142,7 +135,7 @@ deftsim_status deftsim_csvr_open(const char *path, deftsim_csvr **out)
     deftsim_csvr *r = calloc(1, sizeof *r);
     if (!r || !(r->path = strdup(path))) {
         free(r);
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "CSV reader: out of memory");
+        return deftsim_error_nomem("CSV reader");
     }
     r->line_next = 1;
     if (!(r->f = fopen(path, "r"))) {
@@ -162,7 +155,7 @@ deftsim_status deftsim_csvr_open(const char *path, deftsim_csvr **out)
     r->names = calloc(r->ncell, sizeof *r->names);
     if (!r->names) {
         deftsim_csvr_close(r);
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "CSV reader: out of memory");
+        return deftsim_error_nomem("CSV reader");
     }
     for (size_t i = 0; i < r->ncell; i++) {
         const char *name = r->rec + r->cell[i];
@@ -179,7 +172,7 @@ deftsim_status deftsim_csvr_open(const char *path, deftsim_csvr **out)
             }
         if (st) break;
         if (!(r->names[i] = strdup(name))) {
-            st = deftsim_error_set(DEFTSIM_E_NOMEM, "CSV reader: out of memory");
+            st = deftsim_error_nomem("CSV reader");
             break;
         }
         r->ncols = i + 1;

@@ -250,8 +250,7 @@ typedef void (*deftsim_analysis_note_fn)(void *ctx, const char *const *axes,
                                          size_t cap);
 void deftsim_analysis_set_note(deftsim_analysis *a, deftsim_analysis_note_fn fn, void *ctx);
 
-/* summary.csv's column names, in order, for a given number of axes names. */
-size_t deftsim_analysis_column_count(const deftsim_analysis *a);
+/* summary.csv's column i (in order; NULL past the last). */
 const char *deftsim_analysis_column(const deftsim_analysis *a, size_t i);
 
 #endif

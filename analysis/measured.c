@@ -34,7 +34,7 @@ struct deftsim_measured {
 deftsim_status deftsim_measured_new(deftsim_measured **out)
 {
     *out = calloc(1, sizeof **out);
-    return *out ? DEFTSIM_OK : deftsim_error_set(DEFTSIM_E_NOMEM, "analysis: out of memory");
+    return *out ? DEFTSIM_OK : deftsim_error_nomem("analysis");
 }
 
 void deftsim_measured_free(deftsim_measured *m)
@@ -62,13 +62,7 @@ static m_group *find(deftsim_measured *m, const char *method, const char *dens, 
             !strcmp(g->dens, dens) && !strcmp(g->phase, phase))
             return g;
     }
-    if (m->n == m->cap) {
-        size_t nc = m->cap ? 2 * m->cap : 16;
-        m_group *ng = realloc(m->g, nc * sizeof *ng);
-        if (!ng) return NULL;
-        m->g = ng;
-        m->cap = nc;
-    }
+    if (deftsim_grow(&m->g, &m->cap, m->n + 1, sizeof *m->g)) return NULL;
     m_group *g = &m->g[m->n];
     memset(g, 0, sizeof *g);
     g->method = strdup(method), g->dens = strdup(dens), g->phase = strdup(phase);
@@ -113,13 +107,13 @@ static deftsim_status add_row(deftsim_measured *m, deftsim_csvr *r, const long *
     m_iter *x;
     if (!strcmp(worker, "0") && pi == 0) { /* the iteration, once */
         if (!(g = find(m, method, dens, (long)P, -1, "(iteration)", "all")) || !(x = iter_of(g, (size_t)it)))
-            return deftsim_error_set(DEFTSIM_E_NOMEM, "analysis: out of memory");
+            return deftsim_error_nomem("analysis");
         x->measured = cm, x->smin = 0, x->smax = comm, x->seen = 1;
     }
     if (isnan(ms)) return DEFTSIM_OK;
     if (!(g = find(m, method, dens, (long)P, (long)pi, deftsim_csvr_field(r, (size_t)c[6]),
                    deftsim_csvr_field(r, (size_t)c[7]))) || !(x = iter_of(g, (size_t)it)))
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "analysis: out of memory");
+        return deftsim_error_nomem("analysis");
     if (!x->seen) x->smin = a, x->smax = b;
     if (a < x->smin) x->smin = a;
     if (b > x->smax) x->smax = b;
@@ -128,7 +122,7 @@ static deftsim_status add_row(deftsim_measured *m, deftsim_csvr *r, const long *
     x->seen = 1;
     /* the iteration's payload: every collective's */
     if (!(g = find(m, method, dens, (long)P, -1, "(iteration)", "all")) || !(x = iter_of(g, (size_t)it)))
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "analysis: out of memory");
+        return deftsim_error_nomem("analysis");
     x->payload += isnan(recv) ? 0 : recv;
     return DEFTSIM_OK;
 }

@@ -29,7 +29,7 @@ static deftsim_status finite_copy(const double *x, size_t n, double **out, size_
         if (isfinite(x[i])) k++;
     if (!k) return DEFTSIM_OK;
     double *c = malloc(k * sizeof *c);
-    if (!c) return deftsim_error_set(DEFTSIM_E_NOMEM, "statistics: out of memory");
+    if (!c) return deftsim_error_nomem("statistics");
     k = 0;
     for (size_t i = 0; i < n; i++)
         if (isfinite(x[i])) c[k++] = x[i];
@@ -92,7 +92,7 @@ deftsim_status deftsim_bootstrap_median(const double *x, size_t n, const deftsim
     double *r = reps ? reps : own;
     gsl_rng *rng = rng_new(o->seed);
     if (!tmp || !r || !rng) {
-        st = deftsim_error_set(DEFTSIM_E_NOMEM, "bootstrap: out of memory");
+        st = deftsim_error_nomem("bootstrap");
     } else {
         resample_medians(rng, v, m, B, tmp, r);
         double a = (1 - o->level) / 2;
@@ -133,7 +133,7 @@ deftsim_status deftsim_bootstrap_ratio(const double *num, size_t nnum, const dou
     tmp = malloc((na > nb ? na : nb) * sizeof *tmp);
     rng = rng_new(o->seed);
     if (!ra || !rb || !tmp || !rng) {
-        st = deftsim_error_set(DEFTSIM_E_NOMEM, "bootstrap: out of memory");
+        st = deftsim_error_nomem("bootstrap");
         goto done;
     }
     /* Resample each sample, pair the b-th medians: independent draws of both. */
@@ -199,7 +199,7 @@ deftsim_status deftsim_fit_loglog(const double *x, const double *y, size_t n, do
     if (!lx || !ly) {
         free(lx);
         free(ly);
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "fit: out of memory");
+        return deftsim_error_nomem("fit");
     }
     size_t m = 0;
     for (size_t i = 0; i < n; i++)

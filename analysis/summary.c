@@ -149,13 +149,8 @@ static deftsim_status rank_of(strlist *l, const char *s, size_t *rank)
             *rank = i;
             return DEFTSIM_OK;
         }
-    if (l->n == l->cap) {
-        size_t c = l->cap ? 2 * l->cap : 8;
-        char **p = realloc(l->items, c * sizeof *p);
-        if (!p) return deftsim_error_nomem("analysis");
-        l->items = p;
-        l->cap = c;
-    }
+    if (deftsim_grow(&l->items, &l->cap, l->n + 1, sizeof *l->items))
+        return deftsim_error_nomem("analysis");
     if (!(l->items[l->n] = strdup(s))) return deftsim_error_nomem("analysis");
     *rank = l->n++;
     return DEFTSIM_OK;
@@ -289,7 +284,6 @@ fail:
     return st;
 }
 
-size_t deftsim_analysis_column_count(const deftsim_analysis *a) { return a->ncolnames; }
 const char *deftsim_analysis_column(const deftsim_analysis *a, size_t i)
 {
     return i < a->ncolnames ? a->colnames[i] : NULL;
@@ -359,15 +353,8 @@ static deftsim_status find_group(deftsim_analysis *a, const char *const *axv, co
     if (!st) st = rank_of(&a->models, model, &g->rank_model);
     if (!st) st = rank_of(&a->dens, dens, &g->rank_dens);
     if (!st) st = rank_of(&a->methods, method, &g->rank_method);
-    if (!st && a->ng == a->capg) {
-        size_t c = a->capg ? 2 * a->capg : 64;
-        group **p = realloc(a->g, c * sizeof *p);
-        if (!p) st = deftsim_error_nomem("analysis");
-        else {
-            a->g = p;
-            a->capg = c;
-        }
-    }
+    if (!st && deftsim_grow(&a->g, &a->capg, a->ng + 1, sizeof *a->g))
+        st = deftsim_error_nomem("analysis");
     if (st) {
         group_free(g, a->naxes);
         return st;

@@ -79,7 +79,7 @@ deftsim_status deftsim_train_analysis_new(const deftsim_train_analysis_options *
                                                   "level %g, target %g)",
                                  o->boot.resamples, o->boot.level, o->target);
     deftsim_train_analysis *a = calloc(1, sizeof *a);
-    if (!a) return deftsim_error_set(DEFTSIM_E_NOMEM, "train analysis: out of memory");
+    if (!a) return deftsim_error_nomem("train analysis");
     a->opt = *o;
     *out = a;
     return DEFTSIM_OK;
@@ -208,15 +208,9 @@ deftsim_status deftsim_train_analysis_add_file(deftsim_train_analysis *a, const 
                                    path, deftsim_csvr_line(r), it, run->rows[run->n - 1].iteration);
             break;
         }
-        if (run->n == run->cap) {
-            size_t cap = run->cap ? 2 * run->cap : 16;
-            trow *nr = realloc(run->rows, cap * sizeof *nr);
-            if (!nr) {
-                st = deftsim_error_nomem("train analysis");
-                break;
-            }
-            run->rows = nr;
-            run->cap = cap;
+        if (deftsim_grow(&run->rows, &run->cap, run->n + 1, sizeof *run->rows)) {
+            st = deftsim_error_nomem("train analysis");
+            break;
         }
         run->rows[run->n++] = (trow){it, acc, loss, sim};
         if (dv != 0) run->diverged = 1;

@@ -24,16 +24,6 @@ char *deftsim_csv_double(char *buf, size_t cap, double v)
     return buf;
 }
 
-char *deftsim_csv_float(char *buf, size_t cap, float v)
-{
-    if (isnan(v) || isinf(v)) return deftsim_csv_double(buf, cap, (double)v);
-    for (int prec = 6; prec <= 9; prec++) {
-        snprintf(buf, cap, "%.*g", prec, (double)v);
-        if (prec == 9 || strtof(buf, NULL) == v) break;
-    }
-    return buf;
-}
-
 void deftsim_csv_field(FILE *f, const char *s)
 {
     if (!strpbrk(s, ",\"\r\n")) {

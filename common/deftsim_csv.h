@@ -10,9 +10,6 @@
  * empty cell: undefined), "inf" / "-inf" for infinities. Returns buf. cap >= 32. */
 char *deftsim_csv_double(char *buf, size_t cap, double v);
 
-/* The same for a float: shortest of %.6g .. %.9g that strtof() reads back exactly. */
-char *deftsim_csv_float(char *buf, size_t cap, float v);
-
 /* Writes s as one CSV field: quoted (with doubled quotes) only when it holds a comma, quote,
  * CR or LF. */
 void deftsim_csv_field(FILE *f, const char *s);

@@ -9,6 +9,7 @@
 #define DEFTSIM_ERROR_H
 
 #include <stdarg.h>
+#include <stddef.h>
 
 typedef enum {
     DEFTSIM_OK = 0,
@@ -34,6 +35,10 @@ deftsim_status deftsim_error_setv(deftsim_status st, const char *fmt, va_list ap
  * printf does, naming what was being allocated: "sweep", "%s: trace", path) and returns
  * DEFTSIM_E_NOMEM. */
 deftsim_status deftsim_error_nomem(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The same message into buf (cap bytes, truncated), for code that carries its messages in its
+ * own buffers (the forked simulation child): "<context>: out of memory". */
+void deftsim_nomem_format(char *buf, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* Prepends "prefix: " to the current message (for adding context on the way up). */
 deftsim_status deftsim_error_wrap(deftsim_status st, const char *fmt, ...)

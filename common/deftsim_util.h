@@ -61,4 +61,15 @@ int deftsim_utf8_check(const char *s, size_t *bad_at);
 int deftsim_mul_size(size_t a, size_t b, size_t *out);
 int deftsim_add_size(size_t a, size_t b, size_t *out);
 
+/* The one growing array (grow.c): makes room for `need` elements of `elem` bytes in the
+ * array whose pointer is at p (a T **, passed as is) and whose capacity, in elements, is
+ * *cap. Nothing happens while need <= *cap; otherwise the capacity doubles (from 16 for an
+ * empty array) until it holds need, and the array is reallocated. On failure (no memory, or
+ * a size past the address space) *p and *cap are unchanged and DEFTSIM_E_NOMEM is returned
+ * with no message recorded: the caller records its own through deftsim_error_nomem() (or
+ * deftsim_nomem_format()), which names what was growing. Typical use, before appending:
+ *     if (deftsim_grow(&v->items, &v->cap, v->n + 1, sizeof *v->items))
+ *         return deftsim_error_nomem("%s: items", path); */
+deftsim_status deftsim_grow(void *p, size_t *cap, size_t need, size_t elem);
+
 #endif

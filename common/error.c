@@ -42,14 +42,29 @@ deftsim_status deftsim_error_set(deftsim_status st, const char *fmt, ...)
     return st;
 }
 
-deftsim_status deftsim_error_nomem(const char *fmt, ...)
+static void nomem_formatv(char *buf, size_t cap, const char *fmt, va_list ap)
 {
     char what[DEFTSIM_ERRMSG_MAX];
+    vsnprintf(what, sizeof what, fmt, ap);
+    snprintf(buf, cap, "%s: out of memory", what);
+}
+
+void deftsim_nomem_format(char *buf, size_t cap, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
+    nomem_formatv(buf, cap, fmt, ap);
     va_end(ap);
-    return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", what);
+}
+
+deftsim_status deftsim_error_nomem(const char *fmt, ...)
+{
+    char msg[DEFTSIM_ERRMSG_MAX + 16]; /* the context at its longest, then the suffix */
+    va_list ap;
+    va_start(ap, fmt);
+    nomem_formatv(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return deftsim_error_set(DEFTSIM_E_NOMEM, "%s", msg);
 }
 
 deftsim_status deftsim_error_wrap(deftsim_status st, const char *fmt, ...)

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "deftsim_util.h"
+
 void deftsim_schedule_init(deftsim_schedule *s, uint32_t P)
 {
     memset(s, 0, sizeof *s);
@@ -35,15 +37,9 @@ void deftsim_schedule_free(deftsim_schedule *s)
 static deftsim_step *add_step(deftsim_schedule *s, deftsim_step_kind kind, const char *name,
                               uint32_t fan)
 {
-    if (s->nsteps == s->cap) {
-        size_t nc = s->cap ? 2 * s->cap : 16;
-        deftsim_step *ns = realloc(s->steps, nc * sizeof *ns);
-        if (!ns) {
-            deftsim_error_nomem("schedule");
-            return NULL;
-        }
-        s->steps = ns;
-        s->cap = nc;
+    if (deftsim_grow(&s->steps, &s->cap, s->nsteps + 1, sizeof *s->steps)) {
+        deftsim_error_nomem("schedule");
+        return NULL;
     }
     deftsim_step *st = &s->steps[s->nsteps];
     memset(st, 0, sizeof *st);

@@ -30,8 +30,7 @@ deftsim_status deftsim_team_gather_var(const deftsim_team *t, const void *mine, 
     for (uint32_t r = 0; r < R; r++) sum += sizes[r];
     char *buf = malloc(sum ? sum : one);
     if (!buf) {
-        st = deftsim_error_set(DEFTSIM_E_NOMEM, "spread mode: out of memory for %llu bytes",
-                               (unsigned long long)sum);
+        st = deftsim_error_nomem("spread mode: %llu bytes", (unsigned long long)sum);
         goto out;
     }
     if (!t || R == 1) {

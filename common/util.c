@@ -196,16 +196,18 @@ deftsim_status deftsim_read_file(const char *path, char **data, size_t *len)
         fclose(f);
         return deftsim_error_set(DEFTSIM_E_INPUT, "%s: is a directory, not a file", path);
     }
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap + 1);
-    while (buf) {
-        size_t got = fread(buf + n, 1, cap - n, f);
+    /* cap counts the bytes of buf, the terminating NUL's included. */
+    size_t cap = 0, n = 0;
+    char *buf = NULL;
+    for (;;) {
+        if (deftsim_grow(&buf, &cap, n + 4096 + 1, 1)) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        size_t got = fread(buf + n, 1, cap - 1 - n, f);
         n += got;
-        if (n < cap) break;
-        char *nb = realloc(buf, 2 * cap + 1);
-        if (!nb) { free(buf); buf = NULL; break; }
-        buf = nb;
-        cap *= 2;
+        if (n < cap - 1) break;
     }
     int bad = ferror(f), err = errno;
     fclose(f);

@@ -127,27 +127,25 @@ void deftsim_kctx_transfers(const deftsim_kctx *ctx, deftsim_kxfer *out)
 
 double deftsim_kctx_untimed_seconds(const deftsim_kctx *ctx) { return ctx->xfer.untimed_seconds; }
 
+/* Every value of deftsim_kop has at least one entry in kernels_ops.h. */
+#define KOP_BIT(P, ret, kop, member, fn, params) | (1u << DEFTSIM_KOP_##kop)
+enum { KOPS_LISTED = 0u DEFTSIM_KERNEL_OPS(KOP_BIT, _) };
+_Static_assert(DEFTSIM_KOP_COUNT < 32 && KOPS_LISTED == (1u << DEFTSIM_KOP_COUNT) - 1u,
+               "every kernel operation is listed in kernels_ops.h");
+_Static_assert(sizeof op_names / sizeof op_names[0] == DEFTSIM_KOP_COUNT,
+               "every kernel operation has a name");
+
 int deftsim_k_supports(const deftsim_kctx *ctx, deftsim_kop op)
 {
     const deftsim_kbackend *b = ctx->be;
-    switch (op) {
-    case DEFTSIM_KOP_ABSMAX: return b->absmax != NULL;
-    case DEFTSIM_KOP_TOPK: return b->topk != NULL && b->topk_scratch != NULL;
-    case DEFTSIM_KOP_SEGTOPK: return b->segtopk != NULL && b->segtopk_scratch != NULL;
-    case DEFTSIM_KOP_SEG_NORMS: return b->seg_norms != NULL && b->seg_norms_scratch != NULL;
-    case DEFTSIM_KOP_FILTER_GE: return b->filter_ge != NULL;
-    case DEFTSIM_KOP_COUNT_GE: return b->count_ge != NULL;
-    case DEFTSIM_KOP_SAMPLE_STRIDED: return b->sample_strided != NULL;
-    case DEFTSIM_KOP_SAMPLE_RANDOM: return b->sample_random != NULL;
-    case DEFTSIM_KOP_GATHER: return b->gather != NULL;
-    case DEFTSIM_KOP_ZERO_AT: return b->zero_at != NULL;
-    case DEFTSIM_KOP_SCATTER_ADD: return b->scatter_add != NULL;
-    case DEFTSIM_KOP_UNION: return b->union_ != NULL && b->union_scratch != NULL;
-    case DEFTSIM_KOP_MERGE_TOPK: return b->merge_topk != NULL && b->merge_topk_scratch != NULL;
-    case DEFTSIM_KOP_ACCUMULATE: return b->accumulate != NULL && b->accumulate_scratch != NULL;
-    case DEFTSIM_KOP_COUNT: break;
-    }
-    return 0;
+    if ((unsigned)op >= DEFTSIM_KOP_COUNT) return 0;
+    int ok = 1;
+    /* An operation is there when every entry of it is (the operation and its scratch query). */
+#define KOP_HAS(P, ret, kop, member, fn, params) \
+    if (op == DEFTSIM_KOP_##kop && !b->member) ok = 0;
+    DEFTSIM_KERNEL_OPS(KOP_HAS, _)
+#undef KOP_HAS
+    return ok;
 }
 
 /* ---- Cost accounting -------------------------------------------------------------------- */
@@ -204,6 +202,18 @@ static deftsim_status begin(deftsim_kctx *ctx, deftsim_kop op)
     ctx->last.backend = ctx->be->name;
     ctx->last.isa = "";
     ctx->last.threads = 1;
+    if (!deftsim_k_supports(ctx, op))
+        return deftsim_error_set(DEFTSIM_E_UNSUPPORTED, "kernels: backend '%s' has no %s",
+                                 ctx->be->name, deftsim_kop_name(op));
+    return DEFTSIM_OK;
+}
+
+/* The checks every scratch query starts with. */
+static deftsim_status scratch_begin(const deftsim_kctx *ctx, deftsim_kop op, const size_t *bytes)
+{
+    if (!ctx || !bytes)
+        return deftsim_error_set(DEFTSIM_E_USAGE, "kernels: %s_scratch: NULL",
+                                 deftsim_kop_name(op));
     if (!deftsim_k_supports(ctx, op))
         return deftsim_error_set(DEFTSIM_E_UNSUPPORTED, "kernels: backend '%s' has no %s",
                                  ctx->be->name, deftsim_kop_name(op));
@@ -281,10 +291,7 @@ deftsim_status deftsim_k_topk_scratch(const deftsim_kctx *ctx, size_t n, size_t 
 {
     const deftsim_kop op = DEFTSIM_KOP_TOPK;
     deftsim_status st;
-    if (!ctx || !bytes) return deftsim_error_set(DEFTSIM_E_USAGE, "kernels: topk_scratch: NULL");
-    if (!deftsim_k_supports(ctx, op))
-        return deftsim_error_set(DEFTSIM_E_UNSUPPORTED, "kernels: backend '%s' has no topk",
-                                 ctx->be->name);
+    if ((st = scratch_begin(ctx, op, bytes))) return st;
     if ((st = check_n(op, n))) return st;
     if (k > n)
         return deftsim_error_set(DEFTSIM_E_INPUT, "kernels: topk: k = %zu > n = %zu", k, n);
@@ -309,11 +316,7 @@ deftsim_status deftsim_k_segtopk_scratch(const deftsim_kctx *ctx, const deftsim_
 {
     const deftsim_kop op = DEFTSIM_KOP_SEGTOPK;
     deftsim_status st;
-    if (!ctx || !bytes)
-        return deftsim_error_set(DEFTSIM_E_USAGE, "kernels: segtopk_scratch: NULL");
-    if (!deftsim_k_supports(ctx, op))
-        return deftsim_error_set(DEFTSIM_E_UNSUPPORTED, "kernels: backend '%s' has no segtopk",
-                                 ctx->be->name);
+    if ((st = scratch_begin(ctx, op, bytes))) return st;
     if ((st = check_segs(op, DEFTSIM_KIDX_MAX_N, segs, nseg, 1, NULL))) return st;
     return ctx->be->segtopk_scratch(ctx, segs, nseg, bytes);
 }
@@ -341,11 +344,7 @@ deftsim_status deftsim_k_seg_norms_scratch(const deftsim_kctx *ctx, const deftsi
 {
     const deftsim_kop op = DEFTSIM_KOP_SEG_NORMS;
     deftsim_status st;
-    if (!ctx || !bytes)
-        return deftsim_error_set(DEFTSIM_E_USAGE, "kernels: seg_norms_scratch: NULL");
-    if (!deftsim_k_supports(ctx, op))
-        return deftsim_error_set(DEFTSIM_E_UNSUPPORTED, "kernels: backend '%s' has no seg_norms",
-                                 ctx->be->name);
+    if ((st = scratch_begin(ctx, op, bytes))) return st;
     if ((st = check_segs(op, DEFTSIM_KIDX_MAX_N, segs, nseg, 0, NULL))) return st;
     return ctx->be->seg_norms_scratch(ctx, segs, nseg, bytes);
 }
@@ -385,11 +384,7 @@ deftsim_status deftsim_k_accumulate_scratch(const deftsim_kctx *ctx, const defts
 {
     const deftsim_kop op = DEFTSIM_KOP_ACCUMULATE;
     deftsim_status st;
-    if (!ctx || !bytes)
-        return deftsim_error_set(DEFTSIM_E_USAGE, "kernels: accumulate_scratch: NULL");
-    if (!deftsim_k_supports(ctx, op))
-        return deftsim_error_set(DEFTSIM_E_UNSUPPORTED, "kernels: backend '%s' has no accumulate",
-                                 ctx->be->name);
+    if ((st = scratch_begin(ctx, op, bytes))) return st;
     if ((st = check_segs(op, DEFTSIM_KIDX_MAX_N, segs, nseg, 0, NULL)) ||
         (st = check_sorted_segs(op, segs, nseg)))
         return st;
@@ -528,10 +523,7 @@ deftsim_status deftsim_k_union_scratch(const deftsim_kctx *ctx, size_t n, size_t
 {
     const deftsim_kop op = DEFTSIM_KOP_UNION;
     deftsim_status st;
-    if (!ctx || !bytes) return deftsim_error_set(DEFTSIM_E_USAGE, "kernels: union_scratch: NULL");
-    if (!deftsim_k_supports(ctx, op))
-        return deftsim_error_set(DEFTSIM_E_UNSUPPORTED, "kernels: backend '%s' has no union",
-                                 ctx->be->name);
+    if ((st = scratch_begin(ctx, op, bytes))) return st;
     if ((st = check_n(op, n))) return st;
     return ctx->be->union_scratch(ctx, n, bytes);
 }
@@ -564,11 +556,7 @@ deftsim_status deftsim_k_merge_topk_scratch(const deftsim_kctx *ctx, size_t na, 
     const deftsim_kop op = DEFTSIM_KOP_MERGE_TOPK;
     deftsim_status st;
     size_t m;
-    if (!ctx || !bytes)
-        return deftsim_error_set(DEFTSIM_E_USAGE, "kernels: merge_topk_scratch: NULL");
-    if (!deftsim_k_supports(ctx, op))
-        return deftsim_error_set(DEFTSIM_E_UNSUPPORTED, "kernels: backend '%s' has no merge_topk",
-                                 ctx->be->name);
+    if ((st = scratch_begin(ctx, op, bytes))) return st;
     if (deftsim_add_size(na, nb, &m) || (st = check_n(op, m)))
         return deftsim_error_set(DEFTSIM_E_INPUT,
                                  "kernels: merge_topk: %zu + %zu entries exceed the index range",

@@ -4,12 +4,13 @@
  * kernels/cuda/). kernels.c validates every argument before calling into the table, so a
  * backend may assume: pointers non-NULL where data is expected, sizes within
  * DEFTSIM_KIDX_MAX_N, k <= n, fragments inside x, scratch at least as large as its own query
- * reported. A NULL entry means "unsupported". Adding an operation touches: the enum in
- * deftsim_kernels.h, one entry here, the front in kernels.c, each backend, and the tests. */
+ * reported. A NULL entry means "unsupported". The operations' fields come from the one list
+ * in kernels_ops.h (which says what adding an operation touches). */
 #ifndef DEFTSIM_KERNELS_BACKEND_H
 #define DEFTSIM_KERNELS_BACKEND_H
 
 #include "deftsim_kernels.h"
+#include "kernels_ops.h"
 
 typedef struct deftsim_kbackend deftsim_kbackend;
 
@@ -40,58 +41,8 @@ struct deftsim_kbackend {
      * device). */
     void (*record)(deftsim_kctx *ctx);
 
-    deftsim_status (*absmax)(deftsim_kctx *ctx, const float *x, size_t n, float *out);
-
-    deftsim_status (*topk_scratch)(const deftsim_kctx *ctx, size_t n, size_t k, size_t *bytes);
-    deftsim_status (*topk)(deftsim_kctx *ctx, const float *x, size_t n, size_t k,
-                           deftsim_kidx *idx_out, void *scratch, size_t scratch_bytes);
-
-    deftsim_status (*segtopk_scratch)(const deftsim_kctx *ctx, const deftsim_kseg *segs,
-                                      size_t nseg, size_t *bytes);
-    deftsim_status (*segtopk)(deftsim_kctx *ctx, const float *x, size_t n,
-                              const deftsim_kseg *segs, size_t nseg, deftsim_kidx *idx_out,
-                              void *scratch, size_t scratch_bytes);
-
-    deftsim_status (*seg_norms_scratch)(const deftsim_kctx *ctx, const deftsim_kseg *segs,
-                                        size_t nseg, size_t *bytes);
-    deftsim_status (*seg_norms)(deftsim_kctx *ctx, const float *x, size_t n,
-                                const deftsim_kseg *segs, size_t nseg, double *norms_out,
-                                void *scratch, size_t scratch_bytes);
-
-    deftsim_status (*accumulate_scratch)(const deftsim_kctx *ctx, const deftsim_kseg *segs,
-                                         size_t nseg, size_t *bytes);
-    deftsim_status (*accumulate)(deftsim_kctx *ctx, float *acc, const float *g, size_t n,
-                                 int mode, const deftsim_kseg *segs, size_t nseg,
-                                 double *sumsq_out, void *scratch, size_t scratch_bytes);
-
-    deftsim_status (*filter_ge)(deftsim_kctx *ctx, const float *x, size_t n, float t,
-                                deftsim_kidx *idx_out, size_t cap, size_t *count);
-    deftsim_status (*count_ge)(deftsim_kctx *ctx, const float *x, size_t n, float t,
-                               size_t *count);
-
-    deftsim_status (*sample_strided)(deftsim_kctx *ctx, const float *x, size_t n, size_t start,
-                                     size_t stride, size_t count, float *out_abs);
-    deftsim_status (*sample_random)(deftsim_kctx *ctx, const float *x, size_t n, size_t count,
-                                    uint64_t seed, float *out_abs);
-
-    deftsim_status (*gather)(deftsim_kctx *ctx, const float *x, size_t n,
-                             const deftsim_kidx *idx, size_t m, float *vals_out);
-    deftsim_status (*zero_at)(deftsim_kctx *ctx, float *x, size_t n, const deftsim_kidx *idx,
-                              size_t m);
-    deftsim_status (*scatter_add)(deftsim_kctx *ctx, float *dst, size_t n,
-                                  const deftsim_kidx *idx, const float *vals, size_t m);
-
-    deftsim_status (*union_scratch)(const deftsim_kctx *ctx, size_t n, size_t *bytes);
-    deftsim_status (*union_)(deftsim_kctx *ctx, size_t n, const deftsim_kidx *const *lists,
-                             const size_t *lens, size_t nlists, deftsim_kidx *out, size_t cap,
-                             size_t *count, void *scratch, size_t scratch_bytes);
-
-    deftsim_status (*merge_topk_scratch)(const deftsim_kctx *ctx, size_t na, size_t nb,
-                                         size_t *bytes);
-    deftsim_status (*merge_topk)(deftsim_kctx *ctx, const deftsim_kidx *ia, const float *va,
-                                 size_t na, const deftsim_kidx *ib, const float *vb, size_t nb,
-                                 size_t k, deftsim_kidx *out_idx, float *out_val, size_t *out_n,
-                                 void *scratch, size_t scratch_bytes);
+    /* The operations, one field each (kernels_ops.h). */
+    DEFTSIM_KERNEL_OPS(DEFTSIM_KOP_FIELD, _)
 };
 
 /* The backends compiled in. */

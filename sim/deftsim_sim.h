@@ -176,7 +176,6 @@ const char *deftsim_allgather_name(deftsim_allgather_algo a);
 const char *deftsim_allreduce_name(deftsim_allreduce_algo a);
 const char *deftsim_bcast_name(deftsim_bcast_algo a);
 const char *deftsim_sim_mode_name(deftsim_sim_mode m);
-const char *deftsim_sim_compute_name(deftsim_sim_compute c);
 const char *deftsim_nccl_algo_name(deftsim_nccl_algo a);
 const char *deftsim_nccl_agv_name(deftsim_nccl_agv a);
 

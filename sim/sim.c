@@ -292,7 +292,7 @@ static deftsim_status result_alloc(const deftsim_sim_params *p,
         goto nomem;
     return DEFTSIM_OK;
 nomem:
-    return deftsim_error_set(DEFTSIM_E_NOMEM, "network simulation: out of memory for %u workers", P);
+    return deftsim_error_nomem("network simulation: %u workers", P);
 }
 
 /* What the child wrote and said, read together until both pipes close (either can fill):

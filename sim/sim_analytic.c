@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "sim_actors.h"
+#include "deftsim_util.h"
 
 /* The most posts one collective may record over all workers (16 bytes each): beyond it the
  * full simulation runs (it would take hours there too: a ring over 16384 ranks). */
@@ -33,15 +34,9 @@
 
 void sim_rec_push(sim_rec *r, sim_op_kind kind, uint32_t peer, uint64_t bytes, int eager)
 {
-    if (r->n == r->cap) {
-        size_t cap = r->cap ? 2 * r->cap : 64;
-        sim_op *ops = realloc(r->ops, cap * sizeof *ops);
-        if (!ops) {
-            r->nomem = 1;
-            return;
-        }
-        r->ops = ops;
-        r->cap = cap;
+    if (deftsim_grow(&r->ops, &r->cap, r->n + 1, sizeof *r->ops)) {
+        r->nomem = 1;
+        return;
     }
     r->ops[r->n++] = (sim_op){bytes, peer, (uint8_t)kind, (uint8_t)(eager ? 1 : 0)};
 }
@@ -400,7 +395,7 @@ static int collective(an_engine *E, sim_ctx *c, sim_step_fn run_step, size_t row
         run_step(w, row, st);
         w->rec = NULL;
         if (E->rec[r].nomem) {
-            snprintf(E->msg, E->msgcap, "out of memory recording step '%s'", st->name);
+            deftsim_nomem_format(E->msg, E->msgcap, "recording step '%s'", st->name);
             return -1;
         }
         posts += E->rec[r].n;
@@ -412,7 +407,7 @@ static int collective(an_engine *E, sim_ctx *c, sim_step_fn run_step, size_t row
         }
     }
     if (engine_reserve(E, posts)) {
-        snprintf(E->msg, E->msgcap, "out of memory replaying step '%s'", st->name);
+        deftsim_nomem_format(E->msg, E->msgcap, "replaying step '%s'", st->name);
         return -1;
     }
     int rc = replay(E, entry, end);
@@ -434,7 +429,7 @@ int sim_analytic_run(sim_ctx *c, sim_step_fn run_step, const sim_flow_model *fm,
     double *main_t = calloc(P, sizeof *main_t), *async_t = calloc(P, sizeof *async_t);
     double *entry = calloc(P, sizeof *entry), *end = calloc(P, sizeof *end);
     if (engine_init(&E, P, fm, p->envelope_bytes) || !main_t || !async_t || !entry || !end) {
-        snprintf(msg, cap, "out of memory for the analytic simulation of %u workers", P);
+        deftsim_nomem_format(msg, cap, "the analytic simulation of %u workers", P);
         goto done;
     }
     E.msg = msg;

@@ -418,7 +418,7 @@ static int precompute(sim_ctx *c, char *msg, size_t cap)
     if (c->p->mode == DEFTSIM_SIM_APPROXIMATE && like_rounds(c)) goto nomem;
     return 0;
 nomem:
-    snprintf(msg, cap, "out of memory preparing the simulation");
+    deftsim_nomem_format(msg, cap, "preparing the simulation");
     return -1;
 }
 
@@ -489,7 +489,7 @@ static int sim_child_run(const deftsim_sim_params *p, const char *platform_path,
     hosts = calloc(P, sizeof *hosts);
     c.workers = calloc(P, sizeof *c.workers);
     if (!hosts || !c.workers) {
-        snprintf(msg, msgcap, "out of memory creating %u workers", P);
+        deftsim_nomem_format(msg, msgcap, "creating %u workers", P);
         goto done;
     }
     if (p->topology == DEFTSIM_TOPO_FILE) {
@@ -523,7 +523,7 @@ static int sim_child_run(const deftsim_sim_params *p, const char *platform_path,
         w->comms = calloc((size_t)c.max_in + 1, sizeof *w->comms);
         w->slots = calloc((size_t)c.max_in + 1, sizeof *w->slots);
         if (!w->comms || !w->slots) {
-            snprintf(msg, msgcap, "out of memory creating %u workers", P);
+            deftsim_nomem_format(msg, msgcap, "creating %u workers", P);
             goto done;
         }
         if (p->mode == DEFTSIM_SIM_ANALYTIC) continue;
@@ -538,7 +538,7 @@ static int sim_child_run(const deftsim_sim_params *p, const char *platform_path,
         w->async_step = calloc(w->async_cap, sizeof *w->async_step);
         w->async_row = calloc(w->async_cap, sizeof *w->async_row);
         if (!w->async_step || !w->async_row) {
-            snprintf(msg, msgcap, "out of memory creating %u workers", P);
+            deftsim_nomem_format(msg, msgcap, "creating %u workers", P);
             goto done;
         }
         w->async_jobs = sg_sem_init(0);
@@ -603,7 +603,7 @@ static int sim_child_check_platform(const char *platform_path, uint32_t P,
     }
     sg_host_t *all = sg_host_list();
     if (!all) {
-        snprintf(msg, msgcap, "out of memory listing the hosts of %s", platform_path);
+        deftsim_nomem_format(msg, msgcap, "listing the hosts of %s", platform_path);
         return -1;
     }
     qsort(all, nh, sizeof *all, host_cmp);
@@ -673,7 +673,7 @@ void sim_child_main(pid_t parent, int out_fd, int err_fd, const deftsim_sim_para
     char msg[SIM_MSG_MAX] = "";
     int rc;
     if (!o.start || !o.end || !o.sent || !o.recv) {
-        snprintf(msg, sizeof msg, "out of memory for %zu result cells", cells);
+        deftsim_nomem_format(msg, sizeof msg, "%zu result cells", cells);
         rc = -1;
     } else {
         rc = sim_child_run(p, platform_path, scheds, nsched, offs, &o, msg, sizeof msg);

@@ -75,11 +75,6 @@ const char *deftsim_sim_mode_name(deftsim_sim_mode m)
 {
     return name_of(deftsim_sim_mode_names, DEFTSIM_SIM_MODE_COUNT, (unsigned)m);
 }
-const char *deftsim_sim_compute_name(deftsim_sim_compute c)
-{
-    return name_of(deftsim_sim_compute_names, DEFTSIM_SIM_COMPUTE_COUNT, (unsigned)c);
-}
-
 const char *deftsim_nccl_algo_name(deftsim_nccl_algo a)
 {
     return name_of(deftsim_nccl_algo_names, DEFTSIM_NCCL_ALGO_COUNT, (unsigned)a);

@@ -20,7 +20,7 @@ deftsim_status deftsim_deft_fragments(const deftsim_model *m, uint32_t P, deftsi
     for (size_t i = 0; i < m->nlayers; i++)
         count += (m->layers[i].numel * P > m->numel) ? P : 1;
     deftsim_fragment *f = malloc(count * sizeof *f);
-    if (!f) return deftsim_error_set(DEFTSIM_E_NOMEM, "DEFT: out of memory for %zu fragments", count);
+    if (!f) return deftsim_error_nomem("DEFT: %zu fragments", count);
     size_t j = 0;
     for (size_t i = 0; i < m->nlayers; i++) {
         const deftsim_layer *L = &m->layers[i];
@@ -285,5 +285,5 @@ nomem:
     free(bin_of);
     free(heap);
     deftsim_deft_packing_free(out);
-    return deftsim_error_set(DEFTSIM_E_NOMEM, "DEFT: out of memory packing %zu fragments", nfrag);
+    return deftsim_error_nomem("DEFT: packing %zu fragments", nfrag);
 }

@@ -439,8 +439,6 @@ deftsim_status deftsim_method_option_parse(const deftsim_method_option *o, const
  * method has no such option, DEFTSIM_E_INPUT for a bad value. */
 deftsim_status deftsim_sparsifier_params_set(deftsim_sparsifier_params *p, const char *key,
                                              const char *text);
-/* Option `key`'s value in p (ints and enums as doubles); NaN when p's method has none. */
-double deftsim_sparsifier_params_get(const deftsim_sparsifier_params *p, const char *key);
 
 /* The union of every method's result columns, in registry order (a name shared by several
  * methods once, where it first appears): rows.csv's method columns. */

@@ -256,42 +256,6 @@ int deftsim_method_option_find(const char *key, deftsim_method *m, size_t *pos)
     return -1;
 }
 
-deftsim_status deftsim_method_option_parse(const deftsim_method_option *o, const char *text,
-                                           deftsim_opt_value *out)
-{
-    memset(out, 0, sizeof *out);
-    if (o->type == DEFTSIM_OPT_ENUM) {
-        char list[256];
-        size_t n = 0;
-        list[0] = '\0';
-        for (int i = 0; o->names[i]; i++) {
-            if (!strcmp(o->names[i], text)) {
-                out->i = i;
-                return DEFTSIM_OK;
-            }
-            n += (size_t)snprintf(list + n, n < sizeof list ? sizeof list - n : 0, "%s%s",
-                                  i ? ", " : "", o->names[i]);
-            if (n >= sizeof list) n = sizeof list - 1;
-        }
-        return deftsim_error_set(DEFTSIM_E_INPUT, "'%s' is not one of: %s", text, list);
-    }
-    double v;
-    if (o->type == DEFTSIM_OPT_INT) {
-        int64_t i;
-        if (deftsim_parse_i64(text, &i))
-            return deftsim_error_set(DEFTSIM_E_INPUT, "'%s' is not an integer", text);
-        v = (double)i;
-    } else if (deftsim_parse_double(text, &v) || !isfinite(v)) {
-        return deftsim_error_set(DEFTSIM_E_INPUT, "'%s' is not a number", text);
-    }
-    if (!(v >= o->lo && v <= o->hi))
-        return deftsim_error_set(DEFTSIM_E_INPUT, "%s is outside [%.17g, %.17g]", text, o->lo,
-                                 o->hi);
-    if (o->type == DEFTSIM_OPT_INT) out->i = (int)v;
-    else out->d = v;
-    return DEFTSIM_OK;
-}
-
 void deftsim_method_opts_default(deftsim_method m, deftsim_method_opts *o)
 {
     memset(o, 0, sizeof *o);
@@ -323,14 +287,6 @@ deftsim_status deftsim_sparsifier_params_set(deftsim_sparsifier_params *p, const
     if (st) return deftsim_error_wrap(st, "%s: %s", deftsim_method_name(p->method), key);
     p->opts.v[j] = v;
     return DEFTSIM_OK;
-}
-
-double deftsim_sparsifier_params_get(const deftsim_sparsifier_params *p, const char *key)
-{
-    int j = option_pos(p->method, key);
-    if (j < 0) return NAN;
-    const deftsim_method_option *o = &deftsim_method_get(p->method)->options[j];
-    return o->type == DEFTSIM_OPT_DOUBLE ? p->opts.v[j].d : (double)p->opts.v[j].i;
 }
 
 /* Every option of p's method in range: the checks a scenario's values pass in the config,
@@ -389,12 +345,4 @@ const char *deftsim_wire_name(deftsim_wire w)
     for (int i = 0; deftsim_wire_names[i]; i++)
         if (i == (int)w) return deftsim_wire_names[i];
     return "?";
-}
-
-uint64_t deftsim_k_of_density(double d, uint64_t n)
-{
-    double k = floor(d * (double)n);
-    if (k < 1) return 1;
-    if (k > (double)n) return n;
-    return (uint64_t)k;
 }

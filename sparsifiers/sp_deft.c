@@ -76,7 +76,7 @@ static deftsim_status deft_init(deftsim_sparsifier *s)
     /* Scratch: the norm pass over every fragment, and a segmented top-k as large as any bin
      * can be (every fragment, each k_j at its largest possible value). */
     deftsim_kseg *q = malloc((L ? L : 1) * sizeof *q);
-    if (!q) return deftsim_error_set(DEFTSIM_E_NOMEM, "deft: out of memory");
+    if (!q) return deftsim_error_nomem("deft");
     for (size_t j = 0; j < L; j++)
         q[j] = (deftsim_kseg){(size_t)d->frags[j].offset, (size_t)d->frags[j].size,
                               (size_t)min_u64(d->frags[j].size, jk)};

@@ -106,7 +106,7 @@ static deftsim_status dgc_init(deftsim_sparsifier *s)
     /* The tensor table is a plan, allocated in the dry run too. */
     s->mem_bytes += nt * sizeof *d->t;
     d->t = calloc(nt ? nt : 1, sizeof *d->t);
-    if (!d->t) return deftsim_error_set(DEFTSIM_E_NOMEM, "dgc: out of memory");
+    if (!d->t) return deftsim_error_nomem("dgc");
     size_t j = 0;
     for (size_t i = 0; i < m->nlayers; i++) {
         const deftsim_layer *L = &m->layers[i];

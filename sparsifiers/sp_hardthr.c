@@ -8,7 +8,7 @@
  * the first step (k from the density), fixed from then on. Exchange: an ALLGATHER of the counts
  * and an ALLGATHER of the (index, value) pairs, each worker's own count (hardthr_exchange =
  * variable) or padded to the largest (padded, as the authors' reducer sends), summed at the
- * union (sparsify.c, sp_pairs_exchange). */
+ * union (sp_shared.c, sp_pairs_exchange). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

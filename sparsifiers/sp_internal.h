@@ -243,7 +243,7 @@ double sp_topk_cost(uint64_t size, uint64_t k);
 /* Sorts indices ascending in place (bookkeeping outside the timed regions). */
 void sp_sort_idx(deftsim_kidx *a, size_t n);
 
-/* ---- Variable-size picks and their pairs allgather (hardthr, sidco; sparsify.c) ----------
+/* ---- Variable-size picks and their pairs allgather (hardthr, sidco; sp_shared.c) --------
  * A worker picks any number of elements (a threshold bounds nothing): its picks and their
  * values are appended, worker after worker in ascending order, to buffers that grow outside
  * the timed regions (s->sel points at the picks). The exchange then runs as topk-ag's: an

@@ -101,7 +101,7 @@ static deftsim_status lags_init(deftsim_sparsifier *s)
     s->mem_bytes += 2 * L * sizeof(uint64_t);
     d->k = calloc(L ? L : 1, sizeof *d->k);
     d->pos = calloc(L ? L : 1, sizeof *d->pos);
-    if (!d->k || !d->pos) return deftsim_error_set(DEFTSIM_E_NOMEM, "lags: out of memory");
+    if (!d->k || !d->pos) return deftsim_error_nomem("lags");
     uint64_t per = 0;
     d->kmin = UINT64_MAX;
     d->kmax = 0;
@@ -236,7 +236,7 @@ static deftsim_status lags_closed_form(const deftsim_closed_form_in *in, uint32_
     const deftsim_model *m = in->model;
     const uint64_t pair = (uint64_t)in->index_bytes + in->value_bytes;
     uint64_t *k = calloc(m->nlayers ? m->nlayers : 1, sizeof *k);
-    if (!k) return deftsim_error_set(DEFTSIM_E_NOMEM, "lags: out of memory");
+    if (!k) return deftsim_error_nomem("lags");
     lags_plan_k(m, in->density, P, pair, in->opts, &in->context, k);
     for (size_t l = m->nlayers; l-- > 0;) {
         deftsim_step *c = sp_cf_add(s, DEFTSIM_STEP_ALLGATHER, "pairs", k[l] * pair);

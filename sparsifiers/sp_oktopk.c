@@ -115,16 +115,10 @@ static void ok_fini(deftsim_sparsifier *s)
 
 static deftsim_status grow(void *pp, uint64_t *cap, uint64_t need, size_t el)
 {
-    if (need <= *cap) return DEFTSIM_OK;
-    uint64_t nc = *cap ? *cap : 1024;
-    while (nc < need) nc *= 2;
-    void **p = pp;
-    void *np = realloc(*p, (size_t)nc * el);
-    if (!np)
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "oktopk: out of memory for %llu entries",
-                                 (unsigned long long)nc);
-    *p = np;
-    *cap = nc;
+    size_t c = (size_t)*cap;
+    if (need > SIZE_MAX || deftsim_grow(pp, &c, (size_t)need, el))
+        return deftsim_error_nomem("oktopk: %llu entries", (unsigned long long)need);
+    *cap = c;
     return DEFTSIM_OK;
 }
 
@@ -135,7 +129,7 @@ static deftsim_status grow_picks(ok_state *d, uint64_t need)
     if (st) return st;
     if (d->picks_cap * sizeof *d->pvals > 0) {
         float *nv = realloc(d->pvals, (size_t)d->picks_cap * sizeof *nv);
-        if (!nv) return deftsim_error_set(DEFTSIM_E_NOMEM, "oktopk: out of memory for values");
+        if (!nv) return deftsim_error_nomem("oktopk: values");
         d->pvals = nv;
     }
     return DEFTSIM_OK;
@@ -223,7 +217,7 @@ static deftsim_status grow_tmp(ok_state *d, uint64_t m)
     deftsim_status st = grow(&d->tmp_idx, &cap, m, sizeof *d->tmp_idx);
     if (st) return st;
     float *nv = realloc(d->tmp_val, (size_t)cap * sizeof *nv);
-    if (!nv) return deftsim_error_set(DEFTSIM_E_NOMEM, "oktopk: out of memory for values");
+    if (!nv) return deftsim_error_nomem("oktopk: values");
     d->tmp_val = nv;
     d->tmp_cap = cap;
     return DEFTSIM_OK;
@@ -409,7 +403,7 @@ static deftsim_status ok_share_local(deftsim_sparsifier *s, ok_state *d, ok_step
     /* Per worker: count, this step's threshold, the next step's, then P boundaries. */
     const size_t each = 3 + (x->recut ? (size_t)P : 0);
     uint64_t *buf = malloc((size_t)P * each * sizeof *buf);
-    if (!buf) return deftsim_error_set(DEFTSIM_E_NOMEM, "oktopk: out of memory");
+    if (!buf) return deftsim_error_nomem("oktopk");
     for (uint32_t w = s->lo; w < s->hi; w++) {
         uint64_t *b = buf + (size_t)w * each;
         b[0] = r->local_count[w];
@@ -609,7 +603,7 @@ static deftsim_status ok_candidates(deftsim_sparsifier *s, ok_state *d, ok_step_
     if ((st = grow(&d->uni.idx, &d->uni.cap, total, sizeof *d->uni.idx))) return st;
     {
         float *nv = realloc(d->uni.val, (size_t)d->uni.cap * sizeof *nv);
-        if (!nv) return deftsim_error_set(DEFTSIM_E_NOMEM, "oktopk: out of memory for values");
+        if (!nv) return deftsim_error_nomem("oktopk: values");
         d->uni.val = nv;
     }
     float gcut = grec ? 0 : strict_above(d->gthr);

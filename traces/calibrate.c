@@ -116,9 +116,9 @@ static deftsim_status sim_open(sim_ctx *s)
     if (st) return st;
     for (unsigned w = 0; w < SIM_W; w++)
         if (!(s->g[w] = malloc(SIM_N * sizeof(float))))
-            return deftsim_error_set(DEFTSIM_E_NOMEM, "calibrate: out of memory");
+            return deftsim_error_nomem("calibrate");
     if (!(s->buf = malloc(SIM_N * sizeof(float))))
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "calibrate: out of memory");
+        return deftsim_error_nomem("calibrate");
     return DEFTSIM_OK;
 }
 
@@ -219,7 +219,7 @@ static deftsim_status drift_per_unit(uint64_t gap, double *per_unit)
 {
     enum { NL = 512 };
     char *csv = malloc(NL * 24 + 32);
-    if (!csv) return deftsim_error_set(DEFTSIM_E_NOMEM, "calibrate: out of memory");
+    if (!csv) return deftsim_error_nomem("calibrate");
     size_t o = (size_t)sprintf(csv, "index,name,shape,numel\n");
     for (int i = 0; i < NL; i++) o += (size_t)sprintf(csv + o, "%d,l%d,1,1\n", i, i);
     deftsim_model *m;
@@ -336,13 +336,8 @@ typedef struct {
 
 static deftsim_status push_val(calib_ctx *c, double v)
 {
-    if (c->nvals == c->capvals) {
-        size_t cap = c->capvals ? 2 * c->capvals : 256;
-        double *a = realloc(c->vals, cap * sizeof *a);
-        if (!a) return deftsim_error_set(DEFTSIM_E_NOMEM, "calibrate: out of memory");
-        c->vals = a;
-        c->capvals = cap;
-    }
+    if (deftsim_grow(&c->vals, &c->capvals, c->nvals + 1, sizeof *c->vals))
+        return deftsim_error_nomem("calibrate");
     c->vals[c->nvals++] = v;
     return DEFTSIM_OK;
 }
@@ -352,7 +347,7 @@ static deftsim_status layer_rms(calib_ctx *c)
     size_t NL = c->m->nlayers;
     double *norms = malloc(NL * c->P * sizeof *norms), *col = malloc(c->P * sizeof *col);
     deftsim_status st = DEFTSIM_OK;
-    if (!norms || !col) st = deftsim_error_set(DEFTSIM_E_NOMEM, "calibrate: out of memory");
+    if (!norms || !col) st = deftsim_error_nomem("calibrate");
     for (size_t i = 0; i < c->T && !st; i++) {
         for (uint32_t w = 0; w < c->P && !st; w++)
             st = deftsim_trace_layer_stats(c->t, i, w, norms + (size_t)w * NL, NULL);
@@ -374,7 +369,7 @@ static deftsim_status tensor_stats(calib_ctx *c, const deftsim_calib_opts *o, co
 {
     const deftsim_model *m = c->m;
     const float **g = malloc(c->P * sizeof *g);
-    if (!g) return deftsim_error_set(DEFTSIM_E_NOMEM, "calibrate: out of memory");
+    if (!g) return deftsim_error_nomem("calibrate");
     deftsim_status st = DEFTSIM_OK;
     for (int pass = 0; pass < 2 && !st; pass++) {
         double d = pass ? o->signal_density : o->tail_density;
@@ -469,7 +464,7 @@ static deftsim_status layer_top(calib_ctx *c, const deftsim_calib_opts *o, const
     const float *g;
     double *col = malloc(c->P * sizeof *col);
     deftsim_status st = col ? DEFTSIM_OK
-                            : deftsim_error_set(DEFTSIM_E_NOMEM, "calibrate: out of memory");
+                            : deftsim_error_nomem("calibrate");
     for (size_t f = 0; f < nfit && !st; f++)
         for (size_t L = 0; L < m->nlayers && !st; L++) {
             const deftsim_layer *ly = &m->layers[L];
@@ -529,7 +524,7 @@ static deftsim_status calibrate_ctx(calib_ctx *c, const deftsim_calib_opts *o, s
      * top threshold over the generator's, or its RMS), tensors non-zero in all. */
     double *y = calloc(NL, sizeof *y);
     int *ok = calloc(NL, sizeof *ok);
-    if (!y || !ok) st = deftsim_error_set(DEFTSIM_E_NOMEM, "calibrate: out of memory");
+    if (!y || !ok) st = deftsim_error_nomem("calibrate");
     double wmin = INFINITY, wmax = -INFINITY;
     int any = 0;
     for (size_t L = 0; L < NL && !st; L++) {
@@ -607,7 +602,7 @@ deftsim_status deftsim_calibrate(const deftsim_trace *t, const deftsim_calib_opt
     c.thr = malloc(c.P * sizeof *c.thr);
     deftsim_status st = fit && c.rms && c.top && c.buf && c.thr
                             ? calibrate_ctx(&c, o, fit, r)
-                            : deftsim_error_set(DEFTSIM_E_NOMEM, "calibrate: out of memory");
+                            : deftsim_error_nomem("calibrate");
     free(fit);
     free(c.rms);
     free(c.top);

@@ -269,7 +269,7 @@ deftsim_status deftsim_gen_new(const deftsim_model *m, const deftsim_gen_params 
     deftsim_status st = deftsim_gen_params_check(p);
     if (st) return st;
     deftsim_gen *g = calloc(1, sizeof *g);
-    if (!g) return deftsim_error_set(DEFTSIM_E_NOMEM, "generator: out of memory");
+    if (!g) return deftsim_error_nomem("generator");
     g->params = *p;
     if ((st = deftsim_model_clone(m, &g->model))) {
         free(g);
@@ -278,7 +278,7 @@ deftsim_status deftsim_gen_new(const deftsim_model *m, const deftsim_gen_params 
     g->log2_scale = calloc(m->nlayers ? m->nlayers : 1, sizeof *g->log2_scale);
     if (!g->log2_scale) {
         deftsim_gen_free(g);
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "generator: out of memory");
+        return deftsim_error_nomem("generator");
     }
 
     deftsim_gen_consts *c = &g->c;
@@ -440,7 +440,7 @@ deftsim_status deftsim_gen_write_trace(const deftsim_gen *g, const char *dir, ui
                              "seed", (json_int_t)0,
                              "synthetic", "scale_decades", p->scale_decades, "signal", p->signal,
                              "tail", p->tail, "drift", p->drift, "bias_shift", p->bias_shift);
-    if (!prov) return deftsim_error_set(DEFTSIM_E_NOMEM, "generator: out of memory");
+    if (!prov) return deftsim_error_nomem("generator");
     if (p->kind_scales) { /* the kinds' lines replace scale_decades and bias_shift */
         json_t *syn = json_object_get(prov, "synthetic"), *kinds = json_object();
         int bad = !kinds || json_object_set_new(syn, "kinds", kinds);
@@ -451,7 +451,7 @@ deftsim_status deftsim_gen_write_trace(const deftsim_gen *g, const char *dir, ui
                                                 p->kind_spread[k]));
         if (bad) {
             json_decref(prov);
-            return deftsim_error_set(DEFTSIM_E_NOMEM, "generator: out of memory");
+            return deftsim_error_nomem("generator");
         }
     }
     /* JSON integers are signed 64-bit: larger seeds are written as decimal strings. */
@@ -463,7 +463,7 @@ deftsim_status deftsim_gen_write_trace(const deftsim_gen *g, const char *dir, ui
     }
     if (!seed || json_object_set_new(prov, "seed", seed)) {
         json_decref(prov);
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "generator: out of memory");
+        return deftsim_error_nomem("generator");
     }
     deftsim_trace_writer *w;
     deftsim_status st = deftsim_trace_writer_open(dir, g->model, workers, prov, &w);

@@ -162,12 +162,9 @@ deftsim_status deftsim_model_parse_csv(const char *text, size_t len, const char 
                                    origin, lineno, bad + 1);
             goto fail;
         }
-        if (m->nlayers == cap) {
-            size_t nc = cap ? 2 * cap : 64;
-            deftsim_layer *nl2 = realloc(m->layers, nc * sizeof *nl2);
-            if (!nl2) { st = deftsim_error_nomem("%s", origin); goto fail; }
-            m->layers = nl2;
-            cap = nc;
+        if (deftsim_grow(&m->layers, &cap, m->nlayers + 1, sizeof *m->layers)) {
+            st = deftsim_error_nomem("%s", origin);
+            goto fail;
         }
         deftsim_layer *L = &m->layers[m->nlayers];
         memset(L, 0, sizeof *L);
@@ -246,15 +243,15 @@ deftsim_status deftsim_model_clone(const deftsim_model *m, deftsim_model **out)
 {
     *out = NULL;
     deftsim_model *c = calloc(1, sizeof *c);
-    if (!c) return deftsim_error_set(DEFTSIM_E_NOMEM, "out of memory");
+    if (!c) return deftsim_error_nomem("model table");
     c->name = strdup(m->name);
     c->layers = calloc(m->nlayers ? m->nlayers : 1, sizeof *c->layers);
-    if (!c->name || !c->layers) { deftsim_model_free(c); return deftsim_error_set(DEFTSIM_E_NOMEM, "out of memory"); }
+    if (!c->name || !c->layers) { deftsim_model_free(c); return deftsim_error_nomem("model table"); }
     for (size_t i = 0; i < m->nlayers; i++) {
         c->layers[i] = m->layers[i];
         c->layers[i].name = strdup(m->layers[i].name);
         c->nlayers = i + 1;
-        if (!c->layers[i].name) { deftsim_model_free(c); return deftsim_error_set(DEFTSIM_E_NOMEM, "out of memory"); }
+        if (!c->layers[i].name) { deftsim_model_free(c); return deftsim_error_nomem("model table"); }
     }
     c->numel = m->numel;
     *out = c;

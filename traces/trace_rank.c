@@ -128,15 +128,9 @@ deftsim_status trace_scan_numbered(const char *dir, const char *prefix, const ch
             free(p);
             if (!isdir) continue;
         }
-        if (n == cap) {
-            size_t nc = cap ? 2 * cap : 16;
-            trace_numbered *nv = realloc(v, nc * sizeof *nv);
-            if (!nv) {
-                st = deftsim_error_nomem("%s", dir);
-                break;
-            }
-            v = nv;
-            cap = nc;
+        if (deftsim_grow(&v, &cap, n + 1, sizeof *v)) {
+            st = deftsim_error_nomem("%s", dir);
+            break;
         }
         if (!(v[n].name = strdup(e->d_name))) {
             st = deftsim_error_nomem("%s", dir);

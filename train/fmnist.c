@@ -136,7 +136,7 @@ deftsim_status deftsim_dataset_load(const char *dir, deftsim_split split, uint32
     d->cols = idims[2];
     size_t npix = (size_t)d->count * d->rows * d->cols;
     if (!(d->pixels = malloc(npix)) || !(d->labels = malloc(d->count))) {
-        st = deftsim_error_set(DEFTSIM_E_NOMEM, "dataset: out of memory for %u images", d->count);
+        st = deftsim_error_nomem("dataset: %u images", d->count);
         goto fail;
     }
     if ((st = read_exact(fi, d->images_path, d->pixels, npix, 16, "the pixels"))) goto fail;

@@ -266,8 +266,7 @@ deftsim_status deftsim_nn_new(const deftsim_nn_spec *spec, uint32_t max_batch, d
     }
     if (fail) {
         deftsim_nn_free(net);
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "network: out of memory for a minibatch of %u",
-                                 max_batch);
+        return deftsim_error_nomem("network: a minibatch of %u", max_batch);
     }
     if ((st = build_table(net))) {
         deftsim_nn_free(net);

@@ -8,6 +8,7 @@
 
 #include "deftsim_kernels.h"
 #include "kernels_backend.h"
+#include "kernels_ops.h"
 
 /* ---- Ranks ------------------------------------------------------------------------------
  * Every comparison works on a 32-bit rank instead of the float: the bit pattern with the sign
@@ -127,6 +128,13 @@ typedef struct {
 
 static inline cpu_state *cpu_st(const deftsim_kctx *ctx) { return (cpu_state *)ctx->state; }
 
+/* ---- State and helpers (cpu_state.c) ------------------------------------------------------ */
+
+/* The table's init and fini: the state above for ctx->threads threads (0: one per online
+ * processor). */
+deftsim_status cpu_init(deftsim_kctx *ctx);
+void cpu_fini(deftsim_kctx *ctx);
+
 /* The instruction set an operation runs with under ctx's flags; records it. */
 const cpu_isa *cpu_isa_for(deftsim_kctx *ctx);
 const cpu_isa *cpu_isa_peek(const deftsim_kctx *ctx);
@@ -213,48 +221,8 @@ static inline void *cpu_arena_take(cpu_arena *a, size_t bytes)
 
 /* ---- Operations, by file ---------------------------------------------------------------- */
 
-deftsim_status cpu_topk_scratch(const deftsim_kctx *ctx, size_t n, size_t k, size_t *bytes);
-deftsim_status cpu_topk(deftsim_kctx *ctx, const float *x, size_t n, size_t k, deftsim_kidx *out,
-                        void *scratch, size_t scratch_bytes);
-deftsim_status cpu_segtopk_scratch(const deftsim_kctx *ctx, const deftsim_kseg *segs,
-                                   size_t nseg, size_t *bytes);
-deftsim_status cpu_segtopk(deftsim_kctx *ctx, const float *x, size_t n, const deftsim_kseg *segs,
-                           size_t nseg, deftsim_kidx *out, void *scratch, size_t scratch_bytes);
-
-deftsim_status cpu_absmax(deftsim_kctx *ctx, const float *x, size_t n, float *out);
-deftsim_status cpu_accumulate_scratch(const deftsim_kctx *ctx, const deftsim_kseg *segs,
-                                      size_t nseg, size_t *bytes);
-deftsim_status cpu_accumulate(deftsim_kctx *ctx, float *acc, const float *g, size_t n, int mode,
-                              const deftsim_kseg *segs, size_t nseg, double *sumsq_out,
-                              void *scratch, size_t scratch_bytes);
-deftsim_status cpu_seg_norms_scratch(const deftsim_kctx *ctx, const deftsim_kseg *segs,
-                                     size_t nseg, size_t *bytes);
-deftsim_status cpu_seg_norms(deftsim_kctx *ctx, const float *x, size_t n,
-                             const deftsim_kseg *segs, size_t nseg, double *norms,
-                             void *scratch, size_t scratch_bytes);
-deftsim_status cpu_filter_ge(deftsim_kctx *ctx, const float *x, size_t n, float t,
-                             deftsim_kidx *out, size_t cap, size_t *count);
-deftsim_status cpu_count_ge(deftsim_kctx *ctx, const float *x, size_t n, float t, size_t *count);
-deftsim_status cpu_sample_strided(deftsim_kctx *ctx, const float *x, size_t n, size_t start,
-                                  size_t stride, size_t count, float *out);
-deftsim_status cpu_sample_random(deftsim_kctx *ctx, const float *x, size_t n, size_t count,
-                                 uint64_t seed, float *out);
-
-deftsim_status cpu_gather(deftsim_kctx *ctx, const float *x, size_t n, const deftsim_kidx *idx,
-                          size_t m, float *out);
-deftsim_status cpu_zero_at(deftsim_kctx *ctx, float *x, size_t n, const deftsim_kidx *idx,
-                           size_t m);
-deftsim_status cpu_scatter_add(deftsim_kctx *ctx, float *dst, size_t n, const deftsim_kidx *idx,
-                               const float *vals, size_t m);
-deftsim_status cpu_union_scratch(const deftsim_kctx *ctx, size_t n, size_t *bytes);
-deftsim_status cpu_union(deftsim_kctx *ctx, size_t n, const deftsim_kidx *const *lists,
-                         const size_t *lens, size_t nlists, deftsim_kidx *out, size_t cap,
-                         size_t *count, void *scratch, size_t scratch_bytes);
-deftsim_status cpu_merge_topk_scratch(const deftsim_kctx *ctx, size_t na, size_t nb,
-                                      size_t *bytes);
-deftsim_status cpu_merge_topk(deftsim_kctx *ctx, const deftsim_kidx *ia, const float *va,
-                              size_t na, const deftsim_kidx *ib, const float *vb, size_t nb,
-                              size_t k, deftsim_kidx *out_idx, float *out_val, size_t *out_n,
-                              void *scratch, size_t scratch_bytes);
+/* cpu_ops.c, cpu_topk.c: every operation of kernels_ops.h, as cpu_<op>; the table is
+ * cpu_backend.c's. */
+DEFTSIM_KOPS_DECLARE(cpu_)
 
 #endif

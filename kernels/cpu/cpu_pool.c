@@ -58,7 +58,7 @@ deftsim_status cpu_pool_new(unsigned nthreads, cpu_pool **out)
 {
     *out = NULL;
     cpu_pool *p = calloc(1, sizeof *p);
-    if (!p) return deftsim_error_set(DEFTSIM_E_NOMEM, "kernels: out of memory for threads");
+    if (!p) return deftsim_error_nomem("kernels: threads");
     p->n = nthreads ? nthreads : 1;
     if (pthread_mutex_init(&p->mu, NULL)) {
         free(p);
@@ -73,7 +73,7 @@ deftsim_status cpu_pool_new(unsigned nthreads, cpu_pool **out)
         p->th = calloc(p->n - 1, sizeof *p->th);
         if (!p->th) {
             cpu_pool_free(p);
-            return deftsim_error_set(DEFTSIM_E_NOMEM, "kernels: out of memory for threads");
+            return deftsim_error_nomem("kernels: threads");
         }
     }
     for (unsigned t = 1; t < p->n; t++) {

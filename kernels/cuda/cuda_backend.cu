@@ -107,7 +107,7 @@ extern "C" deftsim_status kc_init(deftsim_kctx *ctx)
     if (!kc_available())
         return deftsim_error_set(DEFTSIM_E_UNSUPPORTED, "kernels: cuda: %s", g_reason);
     kc_state *s = (kc_state *)calloc(1, sizeof *s);
-    if (!s) return deftsim_error_set(DEFTSIM_E_NOMEM, "kernels: out of memory");
+    if (!s) return deftsim_error_nomem("kernels");
     deftsim_status st = init_state(s);
     if (st) {
         release_state(s);
@@ -195,7 +195,7 @@ deftsim_status kc_stage_take(kc_state *s, size_t bytes, kc_stage *out)
          * synchronously by kc_stage_put. */
         out->slot = -1;
         out->host = malloc(bytes ? bytes : 1);
-        if (!out->host) return deftsim_error_set(DEFTSIM_E_NOMEM, "kernels: out of memory");
+        if (!out->host) return deftsim_error_nomem("kernels");
         return DEFTSIM_OK;
     }
     int i = (int)(s->stage_next++ % KC_STAGE_SLOTS);
@@ -351,12 +351,12 @@ extern "C" deftsim_status deftsim_kcuda_pool_new(size_t bytes, deftsim_kcuda_poo
     if (cap < bytes) return deftsim_error_set(DEFTSIM_E_USAGE, "kernels: cuda pool: size overflows");
     if (cap == 0) cap = POOL_ALIGN;
     deftsim_kcuda_pool *p = (deftsim_kcuda_pool *)calloc(1, sizeof *p);
-    if (!p) return deftsim_error_set(DEFTSIM_E_NOMEM, "kernels: out of memory");
+    if (!p) return deftsim_error_nomem("kernels");
     p->cap_b = 64;
     p->b = (pool_block *)malloc(p->cap_b * sizeof *p->b);
     if (!p->b) {
         free(p);
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "kernels: out of memory");
+        return deftsim_error_nomem("kernels");
     }
     cudaError_t e = cudaMalloc((void **)&p->base, cap);
     if (e != cudaSuccess) {
@@ -406,7 +406,7 @@ extern "C" deftsim_status deftsim_kcuda_alloc(deftsim_kcuda_pool *p, size_t byte
         if (b->size > want) {
             if (p->nb == p->cap_b) {
                 pool_block *nbk = (pool_block *)realloc(p->b, 2 * p->cap_b * sizeof *nbk);
-                if (!nbk) return deftsim_error_set(DEFTSIM_E_NOMEM, "kernels: out of memory");
+                if (!nbk) return deftsim_error_nomem("kernels");
                 p->b = nbk;
                 p->cap_b *= 2;
                 b = &p->b[i];

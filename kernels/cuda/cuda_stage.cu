@@ -38,7 +38,7 @@ extern "C" deftsim_status deftsim_kcuda_timer_new(size_t marks, deftsim_kcuda_ti
     deftsim_kcuda_timer *t = (deftsim_kcuda_timer *)calloc(1, sizeof *t);
     if (!t || !(t->ev = (cudaEvent_t *)calloc(marks, sizeof *t->ev))) {
         free(t);
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "kernels: out of memory");
+        return deftsim_error_nomem("kernels");
     }
     for (; t->n < marks; t->n++) {
         cudaError_t e = cudaEventCreate(&t->ev[t->n]);
@@ -134,7 +134,7 @@ extern "C" deftsim_status ks_init(deftsim_kctx *ctx)
         return deftsim_error_set(DEFTSIM_E_UNSUPPORTED, "kernels: cuda-staged: %s",
                                  kc_unavailable_reason());
     ks_state *s = (ks_state *)calloc(1, sizeof *s);
-    if (!s) return deftsim_error_set(DEFTSIM_E_NOMEM, "kernels: out of memory");
+    if (!s) return deftsim_error_nomem("kernels");
     ctx->state = s;
     deftsim_status st = deftsim_kctx_new(&s->dev, "cuda", 1);
     for (; !st && s->nev < 4; s->nev++) {
@@ -522,7 +522,7 @@ extern "C" deftsim_status ks_union(deftsim_kctx *ctx, size_t n, const deftsim_ki
     if (!a || !dl) {
         free(a);
         free(dl);
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "kernels: out of memory");
+        return deftsim_error_nomem("kernels");
     }
     for (size_t j = 0; j < nlists; j++) a[j] = in_(lens[j] ? lists[j] : NULL, lens[j] * sizeof **lists);
     a[nlists] = out_(out, dcap * sizeof *out);

@@ -87,13 +87,7 @@ typedef struct {
 
 static pcase *add_case(pcases *cs)
 {
-    if (cs->n == cs->cap) {
-        size_t nc = cs->cap ? 2 * cs->cap : 64;
-        pcase *p = realloc(cs->c, nc * sizeof *p);
-        if (!p) return NULL;
-        cs->c = p;
-        cs->cap = nc;
-    }
+    if (deftsim_grow(&cs->c, &cs->cap, cs->n + 1, sizeof *cs->c)) return NULL;
     pcase *c = &cs->c[cs->n++];
     memset(c, 0, sizeof *c);
     return c;
@@ -340,7 +334,7 @@ static deftsim_status prepare_case(deftsim_kctx *ctx, pcase *c, pbufs *b)
     if ((st = scratch_for(ctx, c, b, &need))) return st;
     if (need > b->scratch_bytes) {
         void *p = realloc(b->scratch, need);
-        if (!p) return deftsim_error_set(DEFTSIM_E_NOMEM, "bench: out of memory for scratch");
+        if (!p) return deftsim_error_nomem("bench: scratch");
         b->scratch = p;
         b->scratch_bytes = need;
     }
@@ -407,7 +401,7 @@ static deftsim_status alloc_bufs(pbufs *b, uint64_t seed)
     b->mout = malloc(1000000 * sizeof *b->mout);
     if (!b->x || !b->xw || !b->vals || !b->sbuf || !b->idx || !b->out || !b->mva ||
         !b->mvb || !b->mia || !b->mib || !b->mout)
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "bench: out of memory for the profile's inputs");
+        return deftsim_error_nomem("bench: the profile's inputs");
     fill_normal(b->x, NMAX, seed);
     memcpy(b->xw, b->x, NMAX * sizeof *b->x);
     fill_normal(b->vals, MMAX, seed + 1);
@@ -615,7 +609,7 @@ int deftsim_bench_profile(const bench_profile_opts *o)
     if (o->evict_mib) {
         b.evict_n = (size_t)o->evict_mib << 18;
         if (!(b.evict = malloc(b.evict_n * sizeof *b.evict))) {
-            st = deftsim_error_set(DEFTSIM_E_NOMEM, "bench: out of memory for the eviction buffer");
+            st = deftsim_error_nomem("bench: the eviction buffer");
             goto done;
         }
         for (size_t i = 0; i < b.evict_n; i++) b.evict[i] = (float)(i & 7);

@@ -126,7 +126,7 @@ static deftsim_status run_one(deftsim_sim_params *sp, deftsim_method method,
     deftsim_schedule s;
     if ((st = deftsim_method_closed_form(method, wl, P, &s))) {
         deftsim_schedule_free(&s);
-        if (st == DEFTSIM_E_NOMEM) deftsim_error_set(st, "bench sim: out of memory");
+        if (st == DEFTSIM_E_NOMEM) deftsim_error_nomem("bench sim");
         return st;
     }
     sp->P = P;

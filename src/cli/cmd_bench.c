@@ -433,7 +433,7 @@ static deftsim_status deft_segments(deftsim_kctx *ctx, const deftsim_model *m, c
     order = malloc(nf * sizeof *order);
     segs = malloc(nf * sizeof *segs);
     if (!norms || !kj || !order || !segs) {
-        st = deftsim_error_set(DEFTSIM_E_NOMEM, "bench: out of memory for %zu fragments", nf);
+        st = deftsim_error_nomem("bench: %zu fragments", nf);
         goto done;
     }
     for (size_t j = 0; j < nf; j++) segs[j] = (deftsim_kseg){fr[j].offset, fr[j].size, 0};
@@ -807,7 +807,7 @@ static int bench_kernels(int argc, char **argv)
             x = alloc64(n * sizeof *x);
             tmp = alloc64(n * sizeof *tmp);
             if (!x || !tmp) {
-                st = deftsim_error_set(DEFTSIM_E_NOMEM, "bench: out of memory for n = %zu", n);
+                st = deftsim_error_nomem("bench: n = %zu", n);
                 goto done;
             }
             fill(x, n, bc->heavy, o.seed * 1000003u + (uint64_t)bc->heavy);

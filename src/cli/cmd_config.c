@@ -111,7 +111,7 @@ int deftsim_cmd_config(int argc, char **argv)
     };
     deftsim_cli_sets sets;
     if (deftsim_cli_sets_init(&sets, argc)) {
-        fprintf(stderr, "deftsim config: out of memory\n");
+        deftsim_cli_fail(deftsim_error_nomem("deftsim config"));
         return 1;
     }
     int json = 0, keys = 0, methods = 0, presets = 0, c, rc = 0;

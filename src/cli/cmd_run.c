@@ -90,7 +90,7 @@ int deftsim_cmd_run(int argc, char **argv)
     };
     deftsim_cli_sets sets;
     if (deftsim_cli_sets_init(&sets, argc)) {
-        fprintf(stderr, "deftsim run: out of memory\n");
+        deftsim_cli_fail(deftsim_error_nomem("deftsim run"));
         return 1;
     }
     int dry = 0, quiet = 0, c, rc = 0;
@@ -105,7 +105,7 @@ int deftsim_cmd_run(int argc, char **argv)
         case 's': deftsim_cli_sets_add(&sets, optarg); break;
         case 'o':
             if (deftsim_cli_sets_output(&sets, optarg)) {
-                fprintf(stderr, "deftsim run: out of memory\n");
+                deftsim_cli_fail(deftsim_error_nomem("deftsim run"));
                 rc = 1;
                 goto done;
             }

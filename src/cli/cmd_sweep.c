@@ -228,7 +228,7 @@ int deftsim_cmd_sweep(int argc, char **argv)
     if (deftsim_cli_sets_init(&sets, argc) || !vary) {
         deftsim_cli_sets_free(&sets);
         free(vary);
-        fprintf(stderr, "deftsim sweep: out of memory\n");
+        deftsim_cli_fail(deftsim_error_nomem("deftsim sweep"));
         return 1;
     }
     size_t nvary = 0;
@@ -329,7 +329,7 @@ int deftsim_cmd_sweep(int argc, char **argv)
     if (!quiet) {
         if (!(bar = deftsim_cli_sweep_progress_new(stderr, mode == -1 ? isatty(STDERR_FILENO)
                                                                        : mode))) {
-            fprintf(stderr, "deftsim sweep: out of memory\n");
+            deftsim_cli_fail(deftsim_error_nomem("deftsim sweep"));
             rc = 1;
             goto done;
         }

@@ -515,8 +515,7 @@ static int cmd_bench(int argc, char **argv)
     size_t bytes;
     if (!outs || deftsim_mul_size((size_t)m->numel, (size_t)workers * sizeof(float), &bytes) ||
         !(buf = malloc(bytes))) {
-        st = deftsim_error_set(DEFTSIM_E_NOMEM, "bench: cannot allocate %" PRIu64 " x %" PRIu64
-                               " floats", workers, m->numel);
+        st = deftsim_error_nomem("bench: %" PRIu64 " x %" PRIu64 " floats", workers, m->numel);
         goto done;
     }
     for (uint64_t w = 0; w < workers; w++) outs[w] = buf + w * m->numel;

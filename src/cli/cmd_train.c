@@ -79,7 +79,7 @@ int deftsim_cmd_train(int argc, char **argv)
     };
     deftsim_cli_sets sets;
     if (deftsim_cli_sets_init(&sets, argc)) {
-        fprintf(stderr, "deftsim train: out of memory\n");
+        deftsim_cli_fail(deftsim_error_nomem("deftsim train"));
         return 1;
     }
     int quiet = 0, c, rc = 0;
@@ -91,7 +91,7 @@ int deftsim_cmd_train(int argc, char **argv)
         case 's': deftsim_cli_sets_add(&sets, optarg); break;
         case 'o':
             if (deftsim_cli_sets_output(&sets, optarg)) {
-                fprintf(stderr, "deftsim train: out of memory\n");
+                deftsim_cli_fail(deftsim_error_nomem("deftsim train"));
                 rc = 1;
                 goto done;
             }
@@ -179,7 +179,7 @@ int deftsim_cmd_trace_record(int argc, char **argv)
     };
     deftsim_cli_sets sets;
     if (deftsim_cli_sets_init(&sets, argc)) {
-        fprintf(stderr, "deftsim trace record: out of memory\n");
+        deftsim_cli_fail(deftsim_error_nomem("deftsim trace record"));
         return 1;
     }
     int quiet = 0, c, rc = 0, have_density = 0;

@@ -77,14 +77,9 @@ static deftsim_status read_curve(const deftsim_train_point_file *pf, curve *c)
             (st = deftsim_csvr_number(r, (size_t)col[5], &w.sim)))
             break;
         if (!c->n) snprintf(c->density, sizeof c->density, "%s", deftsim_csvr_field(r, (size_t)col[0]));
-        if (c->n == cap) {
-            cap = cap ? 2 * cap : 16;
-            crow *nr = realloc(c->rows, cap * sizeof *nr);
-            if (!nr) {
-                st = deftsim_error_nomem("plot");
-                break;
-            }
-            c->rows = nr;
+        if (deftsim_grow(&c->rows, &cap, c->n + 1, sizeof *c->rows)) {
+            st = deftsim_error_nomem("plot");
+            break;
         }
         c->rows[c->n++] = w;
     }

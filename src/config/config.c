@@ -151,11 +151,11 @@ static deftsim_status config_new(const char *name, const char *path, deftsim_con
     deftsim_config *cfg = calloc(1, sizeof *cfg);
     if (!cfg || !(cfg->origin = deftsim_cfg_origin_new(NULL))) {
         free(cfg);
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "out of memory");
+        return deftsim_error_nomem("config");
     }
     deftsim_status st;
     if (path && !(cfg->path = strdup(path))) {
-        st = deftsim_error_set(DEFTSIM_E_NOMEM, "out of memory");
+        st = deftsim_error_nomem("config");
         goto fail;
     }
     for (size_t i = 0, nk = deftsim_cfg_nkeys(); i < nk; i++) {
@@ -191,7 +191,7 @@ deftsim_status deftsim_config_clone(const deftsim_config *cfg, deftsim_config **
 {
     *out = NULL;
     deftsim_config *c = calloc(1, sizeof *c);
-    if (!c) return deftsim_error_set(DEFTSIM_E_NOMEM, "out of memory");
+    if (!c) return deftsim_error_nomem("config");
     *c = *cfg;
     c->path = NULL;
     c->origin = NULL;
@@ -239,7 +239,7 @@ deftsim_status deftsim_config_clone(const deftsim_config *cfg, deftsim_config **
     return DEFTSIM_OK;
 nomem:
     deftsim_config_free(c);
-    return deftsim_error_set(DEFTSIM_E_NOMEM, "out of memory");
+    return deftsim_error_nomem("config");
 }
 
 int deftsim_config_equal(const deftsim_config *a, const deftsim_config *b)
@@ -277,7 +277,7 @@ deftsim_status deftsim_config_apply_override(deftsim_config *cfg, const char *as
 {
     deftsim_status st = DEFTSIM_OK;
     char *copy = strdup(assignment);
-    if (!copy) return deftsim_error_set(DEFTSIM_E_NOMEM, "out of memory");
+    if (!copy) return deftsim_error_nomem("config");
     char *eq = strchr(copy, '=');
     if (!eq) {
         st = deftsim_error_set(DEFTSIM_E_USAGE, "--set %s: expected section.key=value", assignment);

@@ -64,6 +64,10 @@ void deftsim_cfg_set_ptr(deftsim_config *cfg, size_t off, void *p);
 void deftsim_cfg_set_count(deftsim_config *cfg, size_t off, size_t n);
 /* Strips surrounding whitespace in place. */
 char *deftsim_cfg_trim(char *s);
+/* names[] (NULL-terminated) joined by ", " into buf (truncated to cap, always terminated): an
+ * enum key's choices in its type text ("one of: ...") and in the message for a value that
+ * is none of them. */
+void deftsim_cfg_names_text(const char *const *names, char *buf, size_t cap);
 /* text -> a value of key k's type, checked (type, range, choices); no location in messages. */
 deftsim_status deftsim_cfg_parse_value(const keydef *k, const char *text, kval *v);
 /* A value as INI text; returns the length it needed (snprintf-like). */

@@ -95,6 +95,6 @@ json_t *deftsim_config_to_json(const deftsim_config *cfg)
     return root;
 nomem:
     json_decref(root);
-    deftsim_error_set(DEFTSIM_E_NOMEM, "out of memory building the configuration's JSON");
+    deftsim_error_nomem("config: the scenario's JSON");
     return NULL;
 }

@@ -93,7 +93,8 @@ static const char *const section_names[] = {"scenario", "gradients", "synthetic"
 #define KEY(sec, key, typetext, dflt, doc) .info = {sec, key, typetext, dflt, doc}
 
 /* One row per key, grouped by section in file order. A [network] key is one more row here
- * (and its field in deftsim_config). The methods' own [sparsify] keys are not here: they come
+ * (and its field in deftsim_config). An enum key's type text is NULL: schema() writes it from
+ * the key's names array ("one of: ..."), so a name added there shows in --keys and errors. The methods' own [sparsify] keys are not here: they come
  * from the registry's option tables (schema() below). */
 static const keydef base_keys[] = {
     {KEY("scenario", "name", "string: 1..100 characters, no '/'", NULL,
@@ -108,7 +109,7 @@ static const keydef base_keys[] = {
          "gradient iterations to run; unset with source = trace: every iteration of the trace"),
      .type = T_INT, .off = F(scenario.iterations), .imin = 1, .imax = 1000000},
 
-    {KEY("gradients", "source", "one of: synthetic, trace", "synthetic",
+    {KEY("gradients", "source", NULL, "synthetic",
          "where the gradients come from"),
      .type = T_ENUM, .off = F(gradients.source), .names = source_names},
     {KEY("gradients", "model", "built-in model name or CSV path, or a list of them", "",
@@ -136,7 +137,7 @@ static const keydef base_keys[] = {
     {KEY("synthetic", "bias_shift", "number in [-6, 6]", "1",
          "log10 offset of the scales of 1-D tensors (biases, norms) against weights"),
      .type = T_DOUBLE, .off = F(synthetic.bias_shift), .lo = -6, .hi = 6},
-    {KEY("synthetic", "scales", "one of: seed, kinds", "seed",
+    {KEY("synthetic", "scales", NULL, "seed",
          "layer scales drawn over scale_decades (seed) or on a line per tensor kind (kinds)"),
      .type = T_ENUM, .off = F(synthetic.scales), .names = scales_names},
     KIND_KEYS("conv", 0, "-3.5"), KIND_KEYS("linear", 1, "-3.5"), KIND_KEYS("embedding", 2, "-3.5"),
@@ -153,11 +154,11 @@ static const keydef base_keys[] = {
      .type = T_INT, .off = F(sparsify.index_bytes), .choices = index_byte_choices},
     {KEY("sparsify", "value_bytes", "4 or 2", "4", "wire size of a value"),
      .type = T_INT, .off = F(sparsify.value_bytes), .choices = value_byte_choices},
-    {KEY("sparsify", "wire", "one of: spec, reference", "spec",
+    {KEY("sparsify", "wire", NULL, "spec",
          "reference: the authors' int64 indices, fp32 values (value_bytes 4) and gTop-k's "
          "16-byte pairs"),
      .type = T_ENUM, .off = F(sparsify.wire), .names = deftsim_wire_names},
-    {KEY("sparsify", "error_feedback", "one of: full, none, sampled", "full",
+    {KEY("sparsify", "error_feedback", NULL, "full",
          "residuals kept by every worker, none, or sampled workers"),
      .type = T_ENUM, .off = F(sparsify.error_feedback), .names = feedback_names},
     {KEY("sparsify", "sampled_workers", "integer in [1, 1048576]", "8",
@@ -170,7 +171,7 @@ static const keydef base_keys[] = {
      .type = T_INT_LIST, .off = F(workers.counts), .count_off = F(workers.ncounts), .imin = 1,
      .imax = DEFTSIM_WORKERS_MAX},
 
-    {KEY("device", "kind", "one of: cpu, cuda, profile", "cpu",
+    {KEY("device", "kind", NULL, "cpu",
          "where the selection kernels run; profile: on the cpu, timed by [device] profile"),
      .type = T_ENUM, .off = F(device.kind), .names = device_names},
     {KEY("device", "profile", "path", "",
@@ -194,10 +195,10 @@ static const keydef base_keys[] = {
     {KEY("timing", "repeats", "integer in [1, 100]", "3",
          "timed runs of every worker's compute phases on the same input"),
      .type = T_INT, .off = F(timing.repeats), .imin = 1, .imax = 100},
-    {KEY("timing", "statistic", "one of: min, median", "min",
+    {KEY("timing", "statistic", NULL, "min",
          "the per-worker estimate of the repeated runs"),
      .type = T_ENUM, .off = F(timing.statistic), .names = timing_statistic_names},
-    {KEY("timing", "cache", "one of: cold, warm", "cold",
+    {KEY("timing", "cache", NULL, "cold",
          "cold: each accumulator is flushed from the CPU caches before each visit"),
      .type = T_ENUM, .off = F(timing.cache), .names = timing_cache_names},
 
@@ -205,7 +206,7 @@ static const keydef base_keys[] = {
     {KEY("network", "simulate", "0 or 1", "1",
          "1: simulate every point's communication with SimGrid; 0: no simulated times"),
      .type = T_INT, .off = F(network.simulate), .imin = 0, .imax = 1},
-    {KEY("network", "topology", "one of: flat, fattree, torus, dragonfly, file", "flat",
+    {KEY("network", "topology", NULL, "flat",
          "the cluster: one switch, SimGrid's fat tree, torus or dragonfly, or platform_file"),
      .type = T_ENUM, .off = F(network.topology), .names = deftsim_topology_names},
     {KEY("network", "platform_file", "path", "",
@@ -223,32 +224,32 @@ static const keydef base_keys[] = {
     {KEY("network", "backbone_bandwidth", "bandwidth in [0, 1e15] bytes/s, or with a unit", "0",
          "flat: a shared backbone of this bandwidth; 0: a non-blocking switch"),
      .type = T_BANDWIDTH, .off = F(network.backbone_bandwidth), .lo = 0, .hi = 1e15},
-    {KEY("network", "model", "one of: LV08, CM02, SMPI", "LV08",
+    {KEY("network", "model", NULL, "LV08",
          "SimGrid's network model (each has its own latency and bandwidth factors)"),
      .type = T_ENUM, .off = F(network.model), .names = deftsim_net_model_names},
     {KEY("network", "crosstraffic", "0 or 1", "0",
          "SimGrid's network/crosstraffic: acknowledgements load the reverse path"),
      .type = T_INT, .off = F(network.crosstraffic), .imin = 0, .imax = 1},
-    {KEY("network", "allgather", "one of: ring, recursive_doubling, bruck", "bruck",
+    {KEY("network", "allgather", NULL, "bruck",
          "allgather and allgatherv algorithm"),
      .type = T_ENUM, .off = F(network.allgather), .names = deftsim_allgather_names},
-    {KEY("network", "allreduce", "one of: ring, recursive_doubling, rabenseifner", "rabenseifner",
+    {KEY("network", "allreduce", NULL, "rabenseifner",
          "allreduce algorithm"),
      .type = T_ENUM, .off = F(network.allreduce), .names = deftsim_allreduce_names},
-    {KEY("network", "bcast", "one of: binomial, scatter_rdb_allgather, scatter_ring_allgather",
+    {KEY("network", "bcast", NULL,
          "binomial", "broadcast algorithm"),
      .type = T_ENUM, .off = F(network.bcast), .names = deftsim_bcast_names},
     {KEY("network", "eager_threshold", "integer in [0, 2147483647]", "65536",
          "bytes: a smaller send returns at once, a larger one waits for its receiver"),
      .type = T_INT, .off = F(network.eager_threshold), .imin = 0, .imax = INT32_MAX},
-    {KEY("network", "mode", "one of: exact, approximate, analytic", "exact",
+    {KEY("network", "mode", NULL, "exact",
          "approximate: equal-block rings simulate 6 steps and scale (named in every row)"),
      .type = T_ENUM, .off = F(network.mode), .names = deftsim_sim_mode_names},
-    {KEY("network", "compute", "one of: measured, none", "measured",
+    {KEY("network", "compute", NULL, "measured",
          "compute phases in simulated time: as measured, or none (times from the bytes alone)"),
      .type = T_ENUM, .off = F(network.compute), .names = deftsim_sim_compute_names},
     /* Multi-GPU nodes (docs/NETWORK.md, "Multi-GPU nodes" and "Presets"). */
-    {KEY("network", "preset", "one of: none, dgx-h100, dgx-a100, dgx1-v100", "none",
+    {KEY("network", "preset", NULL, "none",
          "a system's node keys from its datasheet; a key set in the file or by --set wins"),
      .type = T_ENUM, .off = F(network.preset), .names = deftsim_cfg_preset_names},
     {KEY("network", "preset_file", "path (optional)", "",
@@ -258,7 +259,7 @@ static const keydef base_keys[] = {
     {KEY("network", "gpus_per_node", "integer in [1, 64]", "1",
          "GPUs a node: worker w on GPU w mod G of node w div G; 1: a host a worker"),
      .type = T_INT, .off = F(network.gpus_per_node), .imin = 1, .imax = 64},
-    {KEY("network", "intra_fabric", "one of: nvswitch, nvlink_ring, nvlink_mesh, pcie", "nvswitch",
+    {KEY("network", "intra_fabric", NULL, "nvswitch",
          "how a node's GPUs are joined (gpus_per_node > 1)"),
      .type = T_ENUM, .off = F(network.intra_fabric), .names = deftsim_intra_fabric_names},
     {KEY("network", "intra_bandwidth", "bandwidth in (0, 1e15] bytes/s, or with a unit", "450GBps",
@@ -273,17 +274,17 @@ static const keydef base_keys[] = {
     {KEY("network", "nic_bandwidth", "bandwidth in (0, 1e15] bytes/s, or with a unit", NULL,
          "every NIC's bandwidth, per direction; default: bandwidth"),
      .type = T_BANDWIDTH, .off = F(network.nic_bandwidth), .lo = 0, .hi = 1e15, .flags = LO_OPEN},
-    {KEY("network", "library", "one of: mpi, nccl", "mpi",
+    {KEY("network", "library", NULL, "mpi",
          "whose collective algorithms: MPI's (allgather, allreduce, bcast), or NCCL's"),
      .type = T_ENUM, .off = F(network.library), .names = deftsim_net_library_names},
-    {KEY("network", "nccl_algorithm", "one of: ring, tree, hierarchical, auto, nvls, nvlstree", "ring",
+    {KEY("network", "nccl_algorithm", NULL, "ring",
          "library = nccl: the allreduce (auto: NCCL's tuning model picks; nvls: NVLink SHARP, "
          "tuned model, one NVSwitch node)"),
      .type = T_ENUM, .off = F(network.nccl_algorithm), .names = deftsim_nccl_algo_names},
     {KEY("network", "nccl_channels", "integer in [1, 64]", "2",
          "library = nccl: parallel rings (and twice as many trees), the data split over them"),
      .type = T_INT, .off = F(network.nccl_channels), .imin = 1, .imax = DEFTSIM_NCCL_CHANNELS_MAX},
-    {KEY("network", "nccl_allgatherv", "one of: pad, bcast, p2p", "pad",
+    {KEY("network", "nccl_allgatherv", NULL, "pad",
          "library = nccl: unequal allgather blocks padded to the largest, one broadcast per rank, "
          "or grouped sends"),
      .type = T_ENUM, .off = F(network.nccl_allgatherv), .names = deftsim_nccl_agv_names},
@@ -291,14 +292,14 @@ static const keydef base_keys[] = {
          "library = nccl: NCCL_BUFFSIZE in bytes (a tree or broadcast chunk is 1/8, a ring chunk "
          "1/2)"),
      .type = T_INT, .off = F(network.nccl_buffsize), .imin = 64, .imax = 1073741824},
-    {KEY("network", "nccl_model", "one of: plain, tuned", "plain",
+    {KEY("network", "nccl_model", NULL, "plain",
          "library = nccl: plain: the message pattern alone; tuned: NCCL as it runs (protocols, "
          "per-step and per-call costs, NCCL's choices; docs/NETWORK.md)"),
      .type = T_ENUM, .off = F(network.nccl_model), .names = deftsim_nccl_model_names},
-    {KEY("network", "nccl_proto", "one of: auto, LL, LL128, Simple", "auto",
+    {KEY("network", "nccl_proto", NULL, "auto",
          "nccl_model = tuned: the protocol (NCCL_PROTO), or auto: NCCL's choice"),
      .type = T_ENUM, .off = F(network.nccl_proto), .names = deftsim_nccl_proto_names},
-    {KEY("network", "nccl_arch", "one of: volta, ampere, hopper", "hopper",
+    {KEY("network", "nccl_arch", NULL, "hopper",
          "nccl_model = tuned: the GPU generation whose NCCL tuning constants apply"),
      .type = T_ENUM, .off = F(network.nccl_arch), .names = deftsim_nccl_arch_names},
     {KEY("network", "nccl_launch", "duration in [0, 1] s, or with a unit", "0",
@@ -321,7 +322,7 @@ static const keydef base_keys[] = {
      .type = T_DOUBLE, .off = F(network.nccl_step_scale), .lo = 0, .hi = 100},
 
     /* [train]: deftsim train and deftsim trace record (docs/TRAINING.md). */
-    {KEY("train", "model", "one of: mlp, cnn", "mlp",
+    {KEY("train", "model", NULL, "mlp",
          "network trained on the real images (mlp 784-512-256-10, or the small CNN)"),
      .type = T_ENUM, .off = F(train.model), .names = train_model_names},
     {KEY("train", "data", "path", "/usr/share/datasets/fashion-mnist",
@@ -375,7 +376,7 @@ static const keydef base_keys[] = {
     {KEY("compute", "batch", "integer in [0, 1000000000]", "0",
          "the table row's batch size per worker; 0: any"),
      .type = T_INT, .off = F(compute.batch), .imin = 0, .imax = 1000000000},
-    {KEY("compute", "backward_spread", "one of: params, uniform", "params",
+    {KEY("compute", "backward_spread", NULL, "params",
          "the backward time of a tensor: in proportion to its parameters, or equal shares"),
      .type = T_ENUM, .off = F(compute.backward_spread), .names = spread_names},
     {KEY("compute", "bucket_mb", "number in (0, 1e6]", "25",
@@ -389,7 +390,7 @@ static const keydef base_keys[] = {
      .type = T_INT, .off = F(compute.overlap), .imin = 0, .imax = 1},
 
     /* [execute]: where a point's communication runs (docs/CLUSTER.md, "Real mode"). */
-    {KEY("execute", "network", "one of: simulate, mpi", "simulate",
+    {KEY("execute", "network", NULL, "simulate",
          "simulate: SimGrid only; mpi: also run every schedule over MPI (mpirun -n P deftsim run)"),
      .type = T_ENUM, .off = F(execute.network), .names = deftsim_exec_network_names},
 };
@@ -414,6 +415,8 @@ static deftsim_config_keyinfo infos[NKEYS_MAX];
 static size_t order[NKEYS_MAX];
 static size_t nkeys, schema_methods;
 static char methods_type[600], methods_dflt[400];
+/* The type texts of the enum rows, "one of: " and their names arrays (the rows say NULL). */
+static char enum_type[NBASE][300];
 static pthread_mutex_t schema_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static size_t schema(void)
@@ -440,6 +443,11 @@ static size_t schema(void)
         }
         for (size_t i = 0; i < nkeys; i++) {
             infos[i] = keys[i].info;
+            if (i < NBASE && keys[i].type == T_ENUM && !keys[i].info.type) {
+                size_t o = (size_t)snprintf(enum_type[i], sizeof enum_type[i], "one of: ");
+                deftsim_cfg_names_text(keys[i].names, enum_type[i] + o, sizeof enum_type[i] - o);
+                keys[i].info.type = infos[i].type = enum_type[i];
+            }
             if (keys[i].names_fn) {
                 infos[i].type = methods_type;
                 infos[i].dflt = methods_dflt;

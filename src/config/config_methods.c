@@ -16,8 +16,7 @@ static void make_type(const deftsim_method_option *o, char *buf, size_t cap)
 {
     if (o->type == DEFTSIM_OPT_ENUM) {
         size_t n = (size_t)snprintf(buf, cap, "one of: ");
-        for (int i = 0; o->names[i] && n < cap; i++)
-            n += (size_t)snprintf(buf + n, cap - n, "%s%s", i ? ", " : "", o->names[i]);
+        if (n < cap) deftsim_cfg_names_text(o->names, buf + n, cap - n);
         return;
     }
     snprintf(buf, cap, "%s in [%.17g, %.17g]", o->type == DEFTSIM_OPT_INT ? "integer" : "number",

@@ -74,7 +74,7 @@ deftsim_status deftsim_cfg_apply_params(deftsim_config *cfg)
     const char *builtin = deftsim_gen_builtin_params(name);
     char *text = builtin ? strdup(builtin) : NULL;
     deftsim_status st = DEFTSIM_OK;
-    if (builtin && !text) return deftsim_error_set(DEFTSIM_E_NOMEM, "out of memory");
+    if (builtin && !text) return deftsim_error_nomem("config: parameter file");
     if (!builtin && (st = deftsim_read_file(name, &text, NULL))) {
         char w[600];
         deftsim_config_where(cfg, "gradients", "params", w, sizeof w);

@@ -141,7 +141,7 @@ static deftsim_status for_each_item(const char *text, deftsim_status (*fn)(const
                                     void *ctx)
 {
     char *copy = strdup(text);
-    if (!copy) return deftsim_error_set(DEFTSIM_E_NOMEM, "out of memory");
+    if (!copy) return deftsim_error_nomem("config");
     deftsim_status st = DEFTSIM_OK;
     char *p = copy;
     if (!*deftsim_cfg_trim(copy)) {
@@ -176,22 +176,24 @@ static deftsim_status grow(list_ctx *c, size_t elem)
     if (c->v->n < c->cap) return DEFTSIM_OK;
     if (c->v->n >= DEFTSIM_LIST_MAX)
         return deftsim_error_set(DEFTSIM_E_INPUT, "more than %d values", DEFTSIM_LIST_MAX);
-    size_t nc = c->cap ? 2 * c->cap : 8;
-    void *na = realloc(c->v->arr, nc * elem);
-    if (!na) return deftsim_error_set(DEFTSIM_E_NOMEM, "out of memory");
-    c->v->arr = na;
-    c->cap = nc;
+    if (deftsim_grow(&c->v->arr, &c->cap, c->v->n + 1, elem)) return deftsim_error_nomem("config");
     return DEFTSIM_OK;
+}
+
+void deftsim_cfg_names_text(const char *const *names, char *buf, size_t cap)
+{
+    size_t o = 0;
+    if (cap) buf[0] = '\0';
+    for (int i = 0; names[i] && o < cap; i++)
+        o += (size_t)snprintf(buf + o, cap - o, "%s%s", i ? ", " : "", names[i]);
 }
 
 static deftsim_status parse_enum(const keydef *k, const char *tok, int *out)
 {
     int e = enum_index(knames(k), tok);
     if (e < 0) {
-        char all[256] = "";
-        size_t o = 0;
-        for (int i = 0; knames(k)[i] && o < sizeof all; i++)
-            o += (size_t)snprintf(all + o, sizeof all - o, "%s%s", i ? ", " : "", knames(k)[i]);
+        char all[256];
+        deftsim_cfg_names_text(knames(k), all, sizeof all);
         return deftsim_error_set(DEFTSIM_E_INPUT, "'%s' is not one of %s", tok, all);
     }
     *out = e;
@@ -272,7 +274,7 @@ deftsim_status deftsim_cfg_parse_value(const keydef *k, const char *text, kval *
                 return deftsim_error_set(DEFTSIM_E_INPUT, "'%s' contains '/'", text);
         }
         v->s = strdup(text);
-        if (!v->s) return deftsim_error_set(DEFTSIM_E_NOMEM, "out of memory");
+        if (!v->s) return deftsim_error_nomem("config");
         return DEFTSIM_OK;
     case T_U64:
         if (!text[0]) return deftsim_error_set(DEFTSIM_E_INPUT, "empty value");
@@ -481,11 +483,7 @@ static deftsim_status int_push(int_list *l, int64_t v)
     if (l->n == l->cap) {
         if (l->n >= DEFTSIM_LIST_MAX)
             return deftsim_error_set(DEFTSIM_E_INPUT, "more than %d values", DEFTSIM_LIST_MAX);
-        size_t nc = l->cap ? 2 * l->cap : 16;
-        int64_t *na = realloc(l->a, nc * sizeof *na);
-        if (!na) return deftsim_error_set(DEFTSIM_E_NOMEM, "out of memory");
-        l->a = na;
-        l->cap = nc;
+        if (deftsim_grow(&l->a, &l->cap, l->n + 1, sizeof *l->a)) return deftsim_error_nomem("config");
     }
     l->a[l->n++] = v;
     return DEFTSIM_OK;

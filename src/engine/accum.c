@@ -226,7 +226,7 @@ deftsim_status deftsim_acc_fused_init(point_state *ps, const deftsim_sparsifier 
     ps->wnorms = calloc(rows * nseg, sizeof *ps->wnorms);
     ps->pctx = calloc(e->prep_threads, sizeof *ps->pctx);
     if (!ps->piece_off || !ps->piece_len || !ps->part || !ps->wnorms || !ps->pctx)
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory for the fused norms");
+        return deftsim_error_nomem("engine: the fused norms");
     size_t c = 0;
     for (size_t j = 0; j < nseg; j++)
         for (size_t q = 0; q * DEFTSIM_K_NORM_BLOCK < segs[j].len; q++) {
@@ -244,7 +244,7 @@ deftsim_status deftsim_acc_fused_init(point_state *ps, const deftsim_sparsifier 
     ps->pscratch_each = (sb + 63) / 64 * 64;
     ps->pscratch = malloc(ps->pscratch_each * e->prep_threads + 1);
     if (!ps->pscratch)
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory for the fused norms");
+        return deftsim_error_nomem("engine: the fused norms");
     ps->nsegs = segs;
     ps->nseg = nseg;
     ps->npieces = np;
@@ -627,10 +627,8 @@ deftsim_status deftsim_acc_init(point_state *ps, deftsim_engine *e, uint32_t P, 
 nomem:;
     uint32_t S = ps->S;
     deftsim_acc_free(ps);
-    return deftsim_error_set(DEFTSIM_E_NOMEM,
-                             "P = %u: out of memory for the accumulators (%u residuals of %zu "
-                             "floats); lower [engine] memory_budget to leave room for the system",
-                             P, S, n);
+    return deftsim_error_nomem("P = %u: the accumulators (%u residuals of %zu floats; lower [engine] memory_budget to leave room for the system)",
+                               P, S, n);
 }
 
 /* Whether the provider hands out the same memory for a worker all iteration long: only when

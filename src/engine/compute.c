@@ -120,5 +120,5 @@ deftsim_status deftsim_compute_schedule(const deftsim_compute_plan *p, const def
     }
     return DEFTSIM_OK;
 nomem:
-    return deftsim_error_set(DEFTSIM_E_NOMEM, "[compute]: out of memory building a schedule");
+    return deftsim_error_nomem("[compute]: a schedule");
 }

@@ -79,7 +79,7 @@ static deftsim_status profile_open(deftsim_engine *e)
 {
     if (e->cfg->device.kind != DEFTSIM_DEVICE_PROFILE) return DEFTSIM_OK;
     if (!(e->profile = malloc(sizeof *e->profile)))
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory");
+        return deftsim_error_nomem("engine");
     deftsim_status st = deftsim_profile_load(e->cfg->device.profile, e->profile);
     if (st) {
         char w[600];
@@ -106,7 +106,7 @@ static deftsim_status open_source(deftsim_engine *e)
     if ((st = deftsim_gradsrc_open(cfg, &e->src))) return st;
     e->iterations = (size_t)cfg->scenario.iterations;
     e->source_iter = calloc(e->iterations, sizeof *e->source_iter);
-    if (!e->source_iter) return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory");
+    if (!e->source_iter) return deftsim_error_nomem("engine");
     e->model = deftsim_gradsrc_model(e->src);
     uint32_t workers = deftsim_gradsrc_workers(e->src);
     char w[600];
@@ -194,7 +194,7 @@ deftsim_status deftsim_engine_new(const deftsim_config *cfg, const deftsim_run_o
 {
     *out = NULL;
     deftsim_engine *e = calloc(1, sizeof *e);
-    if (!e) return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory");
+    if (!e) return deftsim_error_nomem("engine");
     deftsim_status st;
     if (opt) e->opt = *opt;
     else deftsim_run_options_default(&e->opt);
@@ -203,7 +203,7 @@ deftsim_status deftsim_engine_new(const deftsim_config *cfg, const deftsim_run_o
     if ((st = deftsim_platform_record_read(e->cfg, &e->platform))) goto fail;
     if ((st = check_real_mode(e->cfg))) goto fail;
     if (e->opt.dump_dir && !(e->dump_dir = strdup(e->opt.dump_dir))) {
-        st = deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory");
+        st = deftsim_error_nomem("engine");
         goto fail;
     }
     e->opt.dump_dir = e->dump_dir;
@@ -260,7 +260,7 @@ static deftsim_status point_desc_init(const deftsim_engine *e, deftsim_method me
     char b[40];
     /* scenario,model,n,source,method,density,k,P */
     FILE *m = fmemopen(pd->prefix, sizeof pd->prefix, "w");
-    if (!m) return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory");
+    if (!m) return deftsim_error_nomem("engine");
     deftsim_csv_field(m, cfg->scenario.name);
     fputc(',', m);
     deftsim_csv_field(m, e->model->name);
@@ -317,7 +317,7 @@ static deftsim_status point_open(deftsim_engine *e, const point_desc *pd, deftsi
     if (cfg->timing.repeats > 1 && deftsim_sparsifier_keeps_state(pr->sp)) {
         pr->nshadows = (size_t)cfg->timing.repeats - 1;
         if (!(pr->shadows = calloc(pr->nshadows, sizeof *pr->shadows)))
-            return deftsim_error_set(DEFTSIM_E_NOMEM, "%s: out of memory", pd->method);
+            return deftsim_error_nomem("%s", pd->method);
         for (size_t i = 0; i < pr->nshadows; i++)
             if ((st = deftsim_sparsifier_new(&params, &pr->shadows[i]))) return st;
         deftsim_timing_set_shadows(pr->tm, pr->shadows);
@@ -400,7 +400,7 @@ static deftsim_status point_iterations(deftsim_engine *e, const point_desc *pd, 
 static deftsim_status real_mode(const deftsim_point_sim *psim, deftsim_mpi_result *mres)
 {
     const deftsim_schedule **scheds = malloc((psim->n ? psim->n : 1) * sizeof *scheds);
-    if (!scheds) return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory");
+    if (!scheds) return deftsim_error_nomem("engine");
     for (size_t i = 0; i < psim->n; i++) scheds[i] = &psim->it[i].sched;
     deftsim_status st = deftsim_mpi_execute(scheds, psim->n, psim->elem_bytes, mres);
     free(scheds);
@@ -539,7 +539,7 @@ static deftsim_status staging_alloc(deftsim_engine *e)
 {
     if (!e->stage) e->stage = malloc((size_t)e->prep_threads * GEN_WORKERS * CHUNK * sizeof(float));
     if (!e->sums) e->sums = malloc((size_t)e->prep_threads * CHUNK * sizeof(double));
-    if (!e->stage || !e->sums) return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory");
+    if (!e->stage || !e->sums) return deftsim_error_nomem("engine");
     return DEFTSIM_OK;
 }
 
@@ -656,7 +656,7 @@ deftsim_status deftsim_engine_run(deftsim_engine *e, deftsim_run_summary *summar
 
     size_t total = cfg->sparsify.nmethods * cfg->sparsify.ndensities * cfg->workers.ncounts;
     point_record *recs = calloc(total ? total : 1, sizeof *recs);
-    if (!recs) return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory");
+    if (!recs) return deftsim_error_nomem("engine");
     if ((st = staging_alloc(e))) {
         free(recs);
         return st;
@@ -686,7 +686,7 @@ deftsim_status deftsim_engine_run(deftsim_engine *e, deftsim_run_summary *summar
                 rec->density = d;
                 rec->P = P;
                 if (!(rec->file = strdup(rel))) {
-                    st = deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory");
+                    st = deftsim_error_nomem("engine");
                     break;
                 }
                 if (deftsim_engine_kept_take(kept, rel, rec)) {

@@ -181,7 +181,7 @@ deftsim_status deftsim_engine_plan_memory(deftsim_engine *e)
     pl->n = e->model->numel;
     pl->ncounts = cfg->workers.ncounts;
     pl->rows = calloc(pl->ncounts, sizeof *pl->rows);
-    if (!pl->rows) return deftsim_error_set(DEFTSIM_E_NOMEM, "memory plan: out of memory");
+    if (!pl->rows) return deftsim_error_nomem("memory plan");
     uint32_t pmax = 0;
     for (size_t i = 0; i < pl->ncounts; i++) {
         deftsim_status st = memory_for(e, (uint32_t)cfg->workers.counts[i], &pl->rows[i]);

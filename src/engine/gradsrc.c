@@ -420,7 +420,7 @@ deftsim_status deftsim_gradsrc_rate(deftsim_gradsrc *g, unsigned threads, double
     if (threads < 1) threads = 1;
     rate_ctx r = {.g = g, .n = g->model->numel};
     r.buf = malloc((size_t)threads * RATE_WORKERS * RATE_COUNT * sizeof(float));
-    if (!r.buf) return deftsim_error_set(DEFTSIM_E_NOMEM, "generator probe: out of memory");
+    if (!r.buf) return deftsim_error_nomem("generator probe");
     size_t tasks = 4 * (size_t)threads;
     uint64_t per = (r.n < RATE_COUNT ? r.n : RATE_COUNT) * RATE_WORKERS;
     /* Once to warm the pages and the code, then timed three times: the best. */

@@ -11,6 +11,7 @@
 
 #include "deftsim_compute.h"
 #include "deftsim_csv.h"
+#include "deftsim_util.h"
 #include "engine_internal.h"
 
 static const char *dbl(char *buf, double v) { return deftsim_csv_double(buf, 40, v); }
@@ -33,13 +34,7 @@ void deftsim_point_sim_free(deftsim_point_sim *s)
 
 deftsim_schedule *deftsim_point_sim_next(deftsim_point_sim *s)
 {
-    if (s->n == s->cap) {
-        size_t nc = s->cap ? 2 * s->cap : 8;
-        deftsim_sim_iter *ni = realloc(s->it, nc * sizeof *ni);
-        if (!ni) return NULL;
-        s->it = ni;
-        s->cap = nc;
-    }
+    if (deftsim_grow(&s->it, &s->cap, s->n + 1, sizeof *s->it)) return NULL;
     deftsim_sim_iter *it = &s->it[s->n];
     memset(it, 0, sizeof *it);
     deftsim_schedule_init(&it->sched, s->P);
@@ -61,7 +56,7 @@ deftsim_status deftsim_point_sim_add(deftsim_point_sim *s, const deftsim_step_re
     if (!sched) return deftsim_error_nomem("engine");
     deftsim_sim_iter *it = &s->it[s->n - 1];
     if (with_schedule && deftsim_point_sim_copy_steps(sched, &r->schedule))
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory copying a schedule");
+        return deftsim_error_nomem("engine: a schedule's copy");
     it->nphases = r->nphases;
     for (size_t ph = 0; ph < r->nphases; ph++) {
         snprintf(it->phase[ph], sizeof it->phase[ph], "%s", r->phase_name[ph]);
@@ -177,7 +172,7 @@ deftsim_status deftsim_point_sim_emit(FILE *out, row_buffer *rb, const deftsim_p
                                       uint32_t P, const deftsim_sim_result *res,
                                       const char *run_cols, const deftsim_mpi_result *mres)
 {
-    if (rb->failed) return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory buffering rows");
+    if (rb->failed) return deftsim_error_nomem("engine: the row buffer");
     if (rb->werr) return deftsim_row_buffer_error(rb, rb->werr);
     if (fflush(rb->f) != 0) return deftsim_row_buffer_error(rb, errno);
     if (fseek(rb->f, 0, SEEK_SET) != 0)

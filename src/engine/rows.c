@@ -100,7 +100,7 @@ deftsim_status deftsim_rows_metrics(point_state *ps, const point_desc *pd,
         m->select_seconds = malloc(P * sizeof(double));
         m->worker_seconds = malloc(P * sizeof(double));
         if (!m->select_seconds || !m->worker_seconds)
-            return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory");
+            return deftsim_error_nomem("engine");
     }
     for (uint32_t w = 0; w < P; w++) {
         double sel = 0, all = 0;
@@ -129,7 +129,7 @@ deftsim_status deftsim_rows_metrics(point_state *ps, const point_desc *pd,
         m->cap_coll = ncoll;
         if (!m->coll_sent || !m->coll_recv || !m->coll_step) {
             m->cap_coll = 0;
-            return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory");
+            return deftsim_error_nomem("engine");
         }
     }
     m->ncoll = ncoll;
@@ -164,12 +164,12 @@ deftsim_status deftsim_rows_metrics(point_state *ps, const point_desc *pd,
         free(m->ref_scratch);
         if (!(m->ref_scratch = malloc(need))) {
             m->ref_scratch_bytes = 0;
-            return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory");
+            return deftsim_error_nomem("engine");
         }
         m->ref_scratch_bytes = need;
     }
     if (!m->ref_idx && !(m->ref_idx = malloc((size_t)pd->k * sizeof(deftsim_kidx))))
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "engine: out of memory");
+        return deftsim_error_nomem("engine");
     if ((st = deftsim_k_topk(e->kctx, a, (size_t)ps->n, (size_t)pd->k, m->ref_idx, m->ref_scratch,
                              m->ref_scratch_bytes)))
         return deftsim_error_wrap(st, "reference top-k of the average accumulator");
@@ -211,15 +211,9 @@ deftsim_status deftsim_row_buffer_open(row_buffer *rb, const char *csv_path)
 
 static void row_done(row_buffer *rb)
 {
-    if (rb->n == rb->cap) {
-        size_t nc = rb->cap ? 2 * rb->cap : 1024;
-        uint64_t *ne = realloc(rb->end, nc * sizeof *ne);
-        if (!ne) {
-            rb->failed = 1;
-            return;
-        }
-        rb->end = ne;
-        rb->cap = nc;
+    if (deftsim_grow(&rb->end, &rb->cap, rb->n + 1, sizeof *rb->end)) {
+        rb->failed = 1;
+        return;
     }
     if (!rb->werr && ferror(rb->f)) rb->werr = errno ? errno : EIO;
     long at = ftell(rb->f);

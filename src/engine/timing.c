@@ -236,7 +236,7 @@ deftsim_status deftsim_timing_new(int repeats, deftsim_timing_statistic statisti
     if (repeats < 1)
         return deftsim_error_set(DEFTSIM_E_USAGE, "[timing] repeats: %d, at least 1", repeats);
     deftsim_timing *t = calloc(1, sizeof *t);
-    if (!t) return deftsim_error_set(DEFTSIM_E_NOMEM, "timing: out of memory");
+    if (!t) return deftsim_error_nomem("timing");
     t->repeats = repeats;
     t->statistic = statistic;
     t->cache = cache;
@@ -263,10 +263,8 @@ deftsim_status deftsim_timing_new(int repeats, deftsim_timing_statistic statisti
     return DEFTSIM_OK;
 nomem:
     deftsim_timing_free(t);
-    return deftsim_error_set(DEFTSIM_E_NOMEM,
-                             "[timing] repeats = %d: out of memory for the repetition copy of %llu "
-                             "floats",
-                             repeats, (unsigned long long)n);
+    return deftsim_error_nomem("[timing] repeats = %d: the repetition copy of %llu floats", repeats,
+                               (unsigned long long)n);
 }
 
 void deftsim_timing_free(deftsim_timing *t)
@@ -319,12 +317,7 @@ const double *deftsim_timing_select_max(const deftsim_timing *t) { return t->sel
 
 static int grow(double **p, size_t *cap, size_t need)
 {
-    if (need <= *cap) return 0;
-    double *np = realloc(*p, need * sizeof *np);
-    if (!np) return -1;
-    *p = np;
-    *cap = need;
-    return 0;
+    return deftsim_grow(p, cap, need, sizeof **p) ? -1 : 0;
 }
 
 /* ---- the providers ------------------------------------------------------------------------
@@ -403,7 +396,7 @@ static deftsim_status record(deftsim_timing *t, const deftsim_step_result *r, in
         *nsteps0 = ns;
         if (grow(&t->ph, &t->ph_cap, (size_t)t->repeats * P * nph) ||
             grow(&t->stp, &t->stp_cap, (size_t)t->repeats * ns * P))
-            return deftsim_error_set(DEFTSIM_E_NOMEM, "timing: out of memory");
+            return deftsim_error_nomem("timing");
     } else if (ns != *nsteps0) {
         return deftsim_error_set(DEFTSIM_E_INTERNAL,
                                  "timing: repetition %d of the step has %zu schedule steps, the "
@@ -478,7 +471,7 @@ static deftsim_status summarize(deftsim_timing *t, deftsim_step_result *r)
     }
     return DEFTSIM_OK;
 nomem:
-    return deftsim_error_set(DEFTSIM_E_NOMEM, "timing: out of memory");
+    return deftsim_error_nomem("timing");
 }
 
 void deftsim_timing_set_shadows(deftsim_timing *t, deftsim_sparsifier *const *shadows)

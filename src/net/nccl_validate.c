@@ -18,6 +18,7 @@
 #include "deftsim_nccl_validate.h"
 #include "deftsim_schedule.h"
 #include "deftsim_sim.h"
+#include "deftsim_util.h"
 
 const char *const deftsim_nt_coll_names[] = {"allreduce", "allgather", "reducescatter",
                                              "broadcast", "alltoall", NULL};
@@ -81,17 +82,11 @@ deftsim_status deftsim_nt_read_rows(const char *path, deftsim_nt_table *t)
         if (*s == '#' || !isdigit((unsigned char)*s)) continue;
         deftsim_nt_row row;
         if (parse_row(line, &row)) continue;
-        if (t->nrows == cap) {
-            size_t nc = cap ? 2 * cap : 32;
-            deftsim_nt_row *g = realloc(t->rows, nc * sizeof *g);
-            if (!g) {
-                fclose(f);
-                free(t->rows);
-                t->rows = NULL;
-                return deftsim_error_nomem("%s", path);
-            }
-            t->rows = g;
-            cap = nc;
+        if (deftsim_grow(&t->rows, &cap, t->nrows + 1, sizeof *t->rows)) {
+            fclose(f);
+            free(t->rows);
+            t->rows = NULL;
+            return deftsim_error_nomem("%s", path);
         }
         t->rows[t->nrows++] = row;
     }
@@ -245,15 +240,9 @@ deftsim_status deftsim_nt_read_corpus(const char *dir, deftsim_nt_table **tables
     deftsim_status st = DEFTSIM_OK;
     while (!st && fgets(line, sizeof line, f)) {
         if (++lineno == 1 || line[0] == '\n') continue;
-        if (cnt == cap) {
-            size_t nc = cap ? 2 * cap : 16;
-            deftsim_nt_table *g = realloc(out, nc * sizeof *g);
-            if (!g) {
-                st = deftsim_error_nomem("%s", path);
-                break;
-            }
-            out = g;
-            cap = nc;
+        if (deftsim_grow(&out, &cap, cnt + 1, sizeof *out)) {
+            st = deftsim_error_nomem("%s", path);
+            break;
         }
         int r = index_line(path, lineno, line, &out[cnt]);
         if (r < 0) st = DEFTSIM_E_INPUT; /* index_line recorded the message */

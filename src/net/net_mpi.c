@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "deftsim_util.h"
+
 void deftsim_mpi_result_free(deftsim_mpi_result *r)
 {
     free(r->first);
@@ -156,13 +158,7 @@ typedef struct {
 
 static int put(words *v, uint64_t x)
 {
-    if (v->n == v->cap) {
-        size_t nc = v->cap ? 2 * v->cap : 1024;
-        uint64_t *nw = realloc(v->w, nc * sizeof *nw);
-        if (!nw) return -1;
-        v->w = nw;
-        v->cap = nc;
-    }
+    if (deftsim_grow(&v->w, &v->cap, v->n + 1, sizeof *v->w)) return -1;
     v->w[v->n++] = x;
     return 0;
 }

@@ -14,6 +14,7 @@
 #include "deftsim_gradsrc.h"
 #include "deftsim_model.h"
 #include "deftsim_sha256.h"
+#include "deftsim_util.h"
 
 
 static void free_list(char **items, size_t n)
@@ -46,15 +47,7 @@ static deftsim_status split_list(const char *text, const char *what, char ***ite
         }
         for (size_t i = 0; i < k && !st; i++)
             if (!strcmp(v[i], one)) st = deftsim_error_set(DEFTSIM_E_USAGE, "%s: '%s' given twice", what, one);
-        if (!st && k == cap) {
-            size_t c = cap ? 2 * cap : 4;
-            char **q = realloc(v, c * sizeof *q);
-            if (!q) st = deftsim_error_nomem("sweep");
-            else {
-                v = q;
-                cap = c;
-            }
-        }
+        if (!st && deftsim_grow(&v, &cap, k + 1, sizeof *v)) st = deftsim_error_nomem("sweep");
         if (st) {
             free(one);
             break;

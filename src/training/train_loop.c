@@ -292,8 +292,7 @@ static deftsim_status point_state_init(point_state *ps, const deftsim_trainer *t
     }
     if (fail) {
         point_state_free(ps);
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "train: out of memory for P = %u workers of "
-                                 "%" PRIu64 " parameters", P, m->numel);
+        return deftsim_error_nomem("train: P = %u workers of %" PRIu64 " parameters", P, m->numel);
     }
     deftsim_nn_init(tr->net, tr->cfg->scenario.seed, ps->params);
     return DEFTSIM_OK;
@@ -387,8 +386,7 @@ static deftsim_status add_schedule(point_state *ps, uint64_t T, const deftsim_st
 {
     deftsim_schedule *s = deftsim_point_sim_next(&ps->sim);
     if (!s)
-        return deftsim_error_set(DEFTSIM_E_NOMEM, "train: out of memory for %" PRIu64
-                                 " schedules", T);
+        return deftsim_error_nomem("train: %" PRIu64 " schedules", T);
     if (!ps->has_compute) {
         deftsim_step *g = deftsim_schedule_add(s, DEFTSIM_STEP_COMPUTE, "gradient");
         if (!g) return deftsim_error_wrap(DEFTSIM_E_NOMEM, "train: schedule");

@@ -14,6 +14,7 @@
 #include "deftsim_engine.h"
 #include "deftsim_gen.h"
 #include "deftsim_model.h"
+#include "deftsim_sim.h"
 #include "deftsim_units.h"
 #include "deftsim_util.h"
 
@@ -706,8 +707,6 @@ Test(config_names, methods)
     cr_expect_str_eq(deftsim_timing_statistic_name(DEFTSIM_TIMING_MEDIAN), "median");
     cr_expect_str_eq(deftsim_timing_cache_name(DEFTSIM_TIMING_COLD), "cold");
     cr_expect_str_eq(deftsim_device_kind_name(DEFTSIM_DEVICE_CUDA), "cuda");
-    cr_expect_str_eq(deftsim_sim_compute_name(DEFTSIM_SIM_COMPUTE_NONE), "none");
-    cr_expect_str_eq(deftsim_sim_compute_name(DEFTSIM_SIM_COMPUTE_COUNT), "?");
 }
 
 Test(config_names, schema)
@@ -730,6 +729,29 @@ Test(config_names, schema)
         while (s < deftsim_config_section_count() && strcmp(deftsim_config_section_name(s), k->section)) s++;
         cr_expect_lt(s, deftsim_config_section_count(), "%s.%s out of section order", k->section, k->key);
     }
+}
+
+/* An enum key's type text is its names array's, so a new name shows in --keys and errors. */
+Test(config_keys, enum_type_from_names)
+{
+    const deftsim_config_keyinfo *k = NULL;
+    for (size_t i = 0; i < deftsim_config_key_count(); i++) {
+        const deftsim_config_keyinfo *c = deftsim_config_key(i);
+        if (!strcmp(c->section, "network") && !strcmp(c->key, "allgather")) k = c;
+    }
+    cr_assert_not_null(k);
+    char want[300];
+    size_t o = (size_t)snprintf(want, sizeof want, "one of: ");
+    for (int i = 0; deftsim_allgather_names[i]; i++)
+        o += (size_t)snprintf(want + o, sizeof want - o, "%s%s", i ? ", " : "",
+                              deftsim_allgather_names[i]);
+    cr_expect_str_eq(k->type, want);
+    deftsim_config *cfg = NULL;
+    const char *set[] = {"network.allgather=nosuch"};
+    cr_assert_neq(deftsim_config_parse("[gradients]\nmodel = resnet18\n", "t.ini", set, 1, &cfg),
+                  DEFTSIM_OK);
+    cr_expect(strstr(deftsim_error_message(), want + strlen("one of: ")), "%s",
+              deftsim_error_message());
 }
 
 /* ---- integer lists ---------------------------------------------------------------------- */

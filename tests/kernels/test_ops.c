@@ -37,6 +37,24 @@ static size_t count_nan(const float *x, size_t n)
     return c;
 }
 
+/* Every backend this build has, where it can run, has every operation: its table comes from
+ * kernels/kernels_ops.h, and an entry set to NULL by hand would skip that operation's tests
+ * on it without a word. */
+Test(ops, every_backend_has_every_op)
+{
+    for (size_t b = 0; b < deftsim_kernels_backend_count(); b++) {
+        const char *name = deftsim_kernels_backend_name(b);
+        if (!deftsim_kernels_backend_available(name)) continue;
+        deftsim_kctx *ctx = NULL;
+        cr_assert_eq(deftsim_kctx_new(&ctx, name, 1), DEFTSIM_OK, "%s: %s", name,
+                     deftsim_error_message());
+        for (int op = 0; op < DEFTSIM_KOP_COUNT; op++)
+            cr_expect(deftsim_k_supports(ctx, (deftsim_kop)op), "%s lacks %s", name,
+                      deftsim_kop_name((deftsim_kop)op));
+        deftsim_kctx_free(ctx);
+    }
+}
+
 Test(ops, absmax)
 {
     size_t sizes[40], ns = test_sizes(sizes);
