@@ -42,6 +42,30 @@ const char *deftsim_gen_kind_name(deftsim_gen_kind k);
 /* Layer L's kind, from its dimensions and names (docs/GENERATOR.md, "Kinds"). */
 deftsim_gen_kind deftsim_gen_layer_kind(const deftsim_model *m, size_t layer);
 
+/* Roles of 2-D+ weight tensors, from their names (deftsim_gen_layer_role): with scales = kinds
+ * each role's tensors sit role_offset decades off their kind's line. */
+typedef enum {
+    DEFTSIM_GEN_ROLE_NONE = -1,
+    DEFTSIM_GEN_ROLE_QK,         /* attention query and key: query, .key., q_proj, k_proj */
+    DEFTSIM_GEN_ROLE_V,          /* attention value: .value., v_proj */
+    DEFTSIM_GEN_ROLE_ATTN_OUT,   /* attention output: attention.output, out_proj, o_proj,
+                                  * attn.c_proj */
+    DEFTSIM_GEN_ROLE_FFN_IN,     /* feed-forward in: intermediate, c_fc, fc1, up_proj, gate_proj */
+    DEFTSIM_GEN_ROLE_FFN_OUT,    /* feed-forward out: output.dense, mlp.c_proj, fc2, down_proj */
+    DEFTSIM_GEN_ROLE_WORD,       /* word embeddings: word_embeddings, wte */
+    DEFTSIM_GEN_ROLE_POSITION,   /* position embeddings: position_embeddings, wpe */
+    DEFTSIM_GEN_ROLE_TOKEN_TYPE, /* token type embeddings: token_type */
+    DEFTSIM_GEN_ROLE_SHORTCUT,   /* residual projections: shortcut, downsample */
+    DEFTSIM_GEN_NROLES
+} deftsim_gen_role;
+
+/* "qk", "v", "attn_out", "ffn_in", "ffn_out", "word", "position", "token_type", "shortcut"
+ * (the config keys role_<name>). */
+const char *deftsim_gen_role_name(deftsim_gen_role r);
+
+/* Layer L's role, DEFTSIM_GEN_ROLE_NONE for 1-D tensors and names that say none. */
+deftsim_gen_role deftsim_gen_layer_role(const deftsim_model *m, size_t layer);
+
 /* Layer L's depth: its position in the table, 0 for the first tensor and 1 for the last. */
 double deftsim_gen_layer_depth(const deftsim_model *m, size_t layer);
 
@@ -64,6 +88,8 @@ typedef struct {
     double kind_level[DEFTSIM_GEN_NKINDS];  /* in [-20, 2] */
     double kind_depth[DEFTSIM_GEN_NKINDS];  /* in [-10, 10] */
     double kind_spread[DEFTSIM_GEN_NKINDS]; /* in [0, 12] */
+    /* With kinds: log10 offset of each role's tensors from their kind's line; default 0. */
+    double role_offset[DEFTSIM_GEN_NROLES]; /* in [-6, 6] */
     /* Per-kind element statistics (any scales): a kind's own signal, tail and field, or -1
      * (the default) for the global value. */
     double kind_signal[DEFTSIM_GEN_NKINDS]; /* -1 or in [0, 1] */

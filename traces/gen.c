@@ -178,6 +178,36 @@ deftsim_gen_kind deftsim_gen_layer_kind(const deftsim_model *m, size_t layer)
     return DEFTSIM_GEN_KIND_BIAS;
 }
 
+static const char *const role_names[DEFTSIM_GEN_NROLES] = {
+    "qk", "v", "attn_out", "ffn_in", "ffn_out", "word", "position", "token_type", "shortcut"};
+
+const char *deftsim_gen_role_name(deftsim_gen_role r)
+{
+    return (unsigned)r < DEFTSIM_GEN_NROLES ? role_names[r] : "none";
+}
+
+deftsim_gen_role deftsim_gen_layer_role(const deftsim_model *m, size_t layer)
+{
+    const deftsim_layer *L = &m->layers[layer];
+    const char *n = L->name;
+#define HAS(s) (strstr(n, s) != NULL)
+    if (L->ndim < 2) return DEFTSIM_GEN_ROLE_NONE;
+    if (HAS("word_embeddings") || HAS("wte")) return DEFTSIM_GEN_ROLE_WORD;
+    if (HAS("position_embeddings") || HAS("wpe")) return DEFTSIM_GEN_ROLE_POSITION;
+    if (HAS("token_type")) return DEFTSIM_GEN_ROLE_TOKEN_TYPE;
+    if (HAS("query") || HAS(".key.") || HAS("q_proj") || HAS("k_proj")) return DEFTSIM_GEN_ROLE_QK;
+    if (HAS(".value.") || HAS("v_proj")) return DEFTSIM_GEN_ROLE_V;
+    if (HAS("attention.output") || HAS("out_proj") || HAS("o_proj") || HAS("attn.c_proj"))
+        return DEFTSIM_GEN_ROLE_ATTN_OUT;
+    if (HAS("intermediate") || HAS("c_fc") || HAS("fc1") || HAS("up_proj") || HAS("gate_proj"))
+        return DEFTSIM_GEN_ROLE_FFN_IN;
+    if (HAS("output.dense") || HAS("mlp.c_proj") || HAS("fc2") || HAS("down_proj"))
+        return DEFTSIM_GEN_ROLE_FFN_OUT;
+    if (HAS("shortcut") || HAS("downsample")) return DEFTSIM_GEN_ROLE_SHORTCUT;
+#undef HAS
+    return DEFTSIM_GEN_ROLE_NONE;
+}
+
 double deftsim_gen_layer_depth(const deftsim_model *m, size_t layer)
 {
     return m->nlayers > 1 ? (double)layer / (double)(m->nlayers - 1) : 0.0;
@@ -202,6 +232,7 @@ void deftsim_gen_params_default(deftsim_gen_params *p)
         p->kind_tail[k] = -1;
         p->kind_field[k] = -1;
     }
+    for (int r = 0; r < DEFTSIM_GEN_NROLES; r++) p->role_offset[r] = 0;
     p->field = 0;
     p->worker_spread = 0;
 }
@@ -249,6 +280,10 @@ deftsim_status deftsim_gen_params_check(const deftsim_gen_params *p)
             return deftsim_error_set(DEFTSIM_E_INPUT, "synthetic.%s_field: %g is neither -1 "
                                      "(the global field) nor in [0, 6]", kind_names[k], fl);
     }
+    for (int r = 0; r < DEFTSIM_GEN_NROLES; r++)
+        if (!isfinite(p->role_offset[r]) || fabs(p->role_offset[r]) > 6)
+            return deftsim_error_set(DEFTSIM_E_INPUT, "synthetic.role_%s: %g is outside [-6, 6]",
+                                     role_names[r], p->role_offset[r]);
     if (p->kind_scales != 0 && p->kind_scales != 1)
         return deftsim_error_set(DEFTSIM_E_INPUT, "synthetic.scales: %d is neither 0 (seed) nor "
                                  "1 (kinds)", p->kind_scales);
@@ -354,6 +389,9 @@ deftsim_status deftsim_gen_new(const deftsim_model *m, const deftsim_gen_params 
             deftsim_gen_kind k = deftsim_gen_layer_kind(m, L);
             log10s = p->kind_level[k] + p->kind_depth[k] * (deftsim_gen_layer_depth(m, L) - 0.5) -
                      p->kind_spread[k] * (u - 0.5);
+            deftsim_gen_role r = deftsim_gen_layer_role(m, L);
+            if (r != DEFTSIM_GEN_ROLE_NONE && p->role_offset[r] != 0)
+                log10s = log10s + p->role_offset[r];
         } else {
             log10s = -2.0 - p->scale_decades * u + (m->layers[L].ndim == 1 ? p->bias_shift : 0);
         }
@@ -558,6 +596,12 @@ deftsim_status deftsim_gen_write_trace(const deftsim_gen *g, const char *dir, ui
                     snprintf(key, sizeof key, "%s_%s", kind_names[k], per[j].key);
                     bad |= json_object_set_new(syn, key, json_real(per[j].v[k]));
                 }
+        for (int r = 0; r < DEFTSIM_GEN_NROLES && !bad && p->kind_scales; r++)
+            if (p->role_offset[r] != 0) {
+                char key[48];
+                snprintf(key, sizeof key, "role_%s", role_names[r]);
+                bad |= json_object_set_new(syn, key, json_real(p->role_offset[r]));
+            }
         if (bad) {
             json_decref(prov);
             return deftsim_error_set(DEFTSIM_E_NOMEM, "generator: out of memory");

@@ -140,6 +140,12 @@ int *deftsim_cfg_section_line(const deftsim_config *cfg, size_t si);
          "field of " stem " tensors; -1: the key field"),                                          \
      .type = T_DOUBLE, .off = F(synthetic.kind_field[i]), .check = check_kind_field}
 
+/* [synthetic] role_<name>: a role's offset from its kind's line (scales = kinds). */
+#define ROLE_KEY(stem, i)                                                                          \
+    {KEY("synthetic", "role_" stem, "number in [-6, 6]", "0",                                      \
+         "scales = kinds: log10 offset of " stem " tensors from their kind's line"),               \
+     .type = T_DOUBLE, .off = F(synthetic.role_offset[i]), .lo = -6, .hi = 6}
+
 /* ---- parameter files (config_params.c) ------------------------------------------------- */
 
 /* Where a key's value came from [gradients] params. */

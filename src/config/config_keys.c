@@ -164,6 +164,9 @@ static const keydef base_keys[] = {
      .type = T_DOUBLE, .off = F(synthetic.worker_spread), .lo = 0, .hi = 6},
     KIND_STAT_KEYS("conv", 0), KIND_STAT_KEYS("linear", 1), KIND_STAT_KEYS("embedding", 2),
     KIND_STAT_KEYS("bias", 3), KIND_STAT_KEYS("norm", 4), KIND_STAT_KEYS("norm_bias", 5),
+    ROLE_KEY("qk", 0), ROLE_KEY("v", 1), ROLE_KEY("attn_out", 2), ROLE_KEY("ffn_in", 3),
+    ROLE_KEY("ffn_out", 4), ROLE_KEY("word", 5), ROLE_KEY("position", 6),
+    ROLE_KEY("token_type", 7), ROLE_KEY("shortcut", 8),
 
     /* Its type text and default come from the registry (schema_init). */
     {KEY("sparsify", "methods", NULL, NULL, "the sparsifiers to compare"),

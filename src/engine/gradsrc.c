@@ -147,6 +147,7 @@ void deftsim_gradsrc_gen_params(const deftsim_config *cfg, deftsim_gen_params *g
         gp->kind_tail[k] = cfg->synthetic.kind_tail[k];
         gp->kind_field[k] = cfg->synthetic.kind_field[k];
     }
+    for (int r = 0; r < DEFTSIM_GEN_NROLES; r++) gp->role_offset[r] = cfg->synthetic.role_offset[r];
     gp->field = cfg->synthetic.field;
     gp->worker_spread = cfg->synthetic.worker_spread;
 }
