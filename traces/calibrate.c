@@ -331,11 +331,21 @@ static int weight_kind(deftsim_gen_kind k)
 
 static double clampd(double v, double lo, double hi) { return v < lo ? lo : v > hi ? hi : v; }
 
+/* The variance of log10 s_L(t) that the drift adds at one iteration, over layers and
+ * iterations: (drift log10 e)^2 Var D, where D = 64 ((1 - f) a0 + f a1) with a0, a1 uniform in
+ * [-1/2, 1/2] and f uniform in [0, 1) has variance 64^2 / 12 * 2/3. */
+static double drift_log10_var(double drift)
+{
+    double sd = drift * 0.43429448190325182765;
+    double K = DEFTSIM_GEN_DRIFT_PERIOD;
+    return sd * sd * K * K / 12.0 * (2.0 / 3.0);
+}
+
 /* Per kind: the least-squares line of y (log10 RMS) against x (depth), its slope only when
  * the kind spans at least a fifth of the depth with 3 tensors or more; with roles in the
  * model, jointly with one offset per role (the mean residual of its tensors from their kinds'
  * lines), by alternating the two fits. The spread is the residuals' after both. */
-static void fit_kinds(const deftsim_model *m, const double *y, const int *ok,
+static void fit_kinds(const deftsim_model *m, const double *y, const int *ok, double vd,
                       deftsim_calib_result *r)
 {
     deftsim_gen_params *p = &r->params;
@@ -421,7 +431,10 @@ static void fit_kinds(const deftsim_model *m, const double *y, const int *ok,
         r->kind_rmse[k] = sqrt(ss / n);
         p->kind_level[k] = clampd(level[k], -20, 2);
         p->kind_depth[k] = clampd(slope[k], -10, 10);
-        p->kind_spread[k] = clampd(sqrt(12.0) * r->kind_rmse[k], 0, 12);
+        /* The drift scatters the layers at any one iteration too (variance vd): the spread
+         * takes what it leaves of the residuals' variance. */
+        double v = r->kind_rmse[k] * r->kind_rmse[k] - vd;
+        p->kind_spread[k] = clampd(sqrt(12.0 * (v > 0 ? v : 0)), 0, 12);
     }
     free(tmp);
     free(yr);
@@ -751,6 +764,29 @@ static deftsim_status calibrate_ctx(calib_ctx *c, const deftsim_calib_opts *o, s
     r->q_unit = q_unit;
     if (o->scale_density > 0 && (st = layer_top(c, o, fit, nfit))) return st;
 
+    /* Drift: the first fit iteration against the last when they lie a drift period (64) or
+     * more apart (closer, the change is mostly minibatch noise); otherwise the default stays,
+     * and the change from the first iteration after 0 to the last is reported only. */
+    size_t ia = 0;
+    while (ia < c->T && deftsim_trace_iteration_id(c->t, ia) == 0) ia++;
+    int fitted = last - r->fit_first >= DEFTSIM_GEN_DRIFT_PERIOD;
+    if (fitted) ia = fit[0];
+    r->drift_fitted = fitted;
+    r->drift_a = r->drift_b = last;
+    if (ia + 1 < c->T) {
+        double sum = 0, per_unit = 0;
+        int n = 0;
+        for (size_t L = 0; L < NL; L++) {
+            double u = c->rms[ia * NL + L], v = c->rms[(c->T - 1) * NL + L];
+            if (u > 0 && v > 0) sum += fabs(log(v) - log(u)), n++;
+        }
+        r->drift_a = deftsim_trace_iteration_id(c->t, ia);
+        r->drift_real = n ? sum / n : 0;
+        if (fitted) {
+            if ((st = drift_per_unit(last - r->drift_a, &per_unit))) return st;
+            r->params.drift = clampd(per_unit > 0 ? r->drift_real / per_unit : 0, 0, 0.1);
+        }
+    }
     /* Scales: the mean over the fit iterations of log10 of each tensor's effective scale (its
      * top threshold over the generator's, or its RMS), tensors non-zero in all. */
     double *y = calloc(NL, sizeof *y);
@@ -778,36 +814,13 @@ static deftsim_status calibrate_ctx(calib_ctx *c, const deftsim_calib_opts *o, s
         st = deftsim_error_set(DEFTSIM_E_INPUT, "%s: every tensor's gradient is zero",
                                deftsim_trace_dir(c->t));
     if (!st) {
-        fit_kinds(m, y, ok, r);
+        fit_kinds(m, y, ok, drift_log10_var(r->params.drift), r);
         r->weight_decades = wmax >= wmin ? wmax - wmin : 0;
     }
     free(y);
     free(ok);
     if (st) return st;
 
-    /* Drift: the first fit iteration against the last when they lie a drift period (64) or
-     * more apart (closer, the change is mostly minibatch noise); otherwise the default stays,
-     * and the change from the first iteration after 0 to the last is reported only. */
-    size_t ia = 0;
-    while (ia < c->T && deftsim_trace_iteration_id(c->t, ia) == 0) ia++;
-    int fitted = last - r->fit_first >= DEFTSIM_GEN_DRIFT_PERIOD;
-    if (fitted) ia = fit[0];
-    r->drift_fitted = fitted;
-    r->drift_a = r->drift_b = last;
-    if (ia + 1 < c->T) {
-        double sum = 0, per_unit = 0;
-        int n = 0;
-        for (size_t L = 0; L < NL; L++) {
-            double u = c->rms[ia * NL + L], v = c->rms[(c->T - 1) * NL + L];
-            if (u > 0 && v > 0) sum += fabs(log(v) - log(u)), n++;
-        }
-        r->drift_a = deftsim_trace_iteration_id(c->t, ia);
-        r->drift_real = n ? sum / n : 0;
-        if (fitted) {
-            if ((st = drift_per_unit(last - r->drift_a, &per_unit))) return st;
-            r->params.drift = clampd(per_unit > 0 ? r->drift_real / per_unit : 0, 0, 0.1);
-        }
-    }
     return measured(c, fit, nfit, r);
 }
 
