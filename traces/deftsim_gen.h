@@ -2,12 +2,13 @@
  *
  * Worker w's gradient at iteration t, element i of layer L (docs/GENERATOR.md has the model):
  *
- *     g[t][w][i] = s_L(t) * ( a * S[t][i] + b * N[t][w][i] )
+ *     g[t][w][i] = s_L(t) * f_w(t) * m_i * ( a * S[t][i] + b * N[t][w][i] )
  *
  * with S shared by all workers (the "signal"), N private to each worker, both unit-variance
  * Student-t values, a^2 = signal and b^2 = 1 - signal, and s_L(t) the layer's scale: spread over
  * scale_decades orders of magnitude across layers, shifted for 1-D tensors, drifting slowly
- * with t. Every random bit comes from Philox-4x32-10 keyed by the seed and addressed by
+ * with t. Optional: f_w(t) a worker's factor (worker_spread), m_i a magnitude field shared by
+ * workers and iterations (field), and signal, tail and field per tensor kind. Every random bit comes from Philox-4x32-10 keyed by the seed and addressed by
  * (element block, stream, worker, iteration), so any slice of any gradient can be computed
  * alone, in any order, on any thread, with the same bits (deftsim_gen_fill).
  *
