@@ -263,3 +263,61 @@ Test(calibrate, fits_the_field, .timeout = 300)
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     cr_expect_eq(system(cmd), 0);
 }
+
+/* Embeddings whose workers share more than the linear tensors' (a signal of their own):
+ * calibrate fits the global signal to the linear tensors and embedding_signal to the
+ * embeddings, each near its own. */
+Test(calibrate, fits_a_kinds_own_signal, .timeout = 300)
+{
+    const char *csv = "index,name,shape,numel\n"
+                      "0,embeddings.word_embeddings.weight,1024x128,131072\n"
+                      "1,embeddings.position_embeddings.weight,512x128,65536\n"
+                      "2,l0.weight,256x256,65536\n"
+                      "3,l1.weight,256x512,131072\n"
+                      "4,l2.weight,512x256,131072\n";
+    deftsim_model *m;
+    cr_assert_eq(deftsim_model_parse_csv(csv, strlen(csv), "test", "kinds", &m), DEFTSIM_OK);
+    deftsim_gen_params p;
+    deftsim_gen_params_default(&p);
+    p.kind_scales = 1;
+    p.signal = 0.2;
+    p.kind_signal[DEFTSIM_GEN_KIND_EMBEDDING] = 0.8;
+    p.kind_tail[DEFTSIM_GEN_KIND_EMBEDDING] = 3;
+    p.drift = 0;
+    for (int k = 0; k < DEFTSIM_GEN_NKINDS; k++) {
+        p.kind_level[k] = -3;
+        p.kind_spread[k] = 0;
+    }
+    deftsim_gen *g;
+    cr_assert_eq(deftsim_gen_new(m, &p, &g), DEFTSIM_OK);
+    char dir[] = "/tmp/deftsim_calib_XXXXXX";
+    cr_assert(mkdtemp(dir));
+    char tdir[64];
+    snprintf(tdir, sizeof tdir, "%s/t", dir);
+    cr_assert_eq(deftsim_gen_write_trace(g, tdir, 4, 1), DEFTSIM_OK, "%s", deftsim_error_message());
+    deftsim_trace *t;
+    cr_assert_eq(deftsim_trace_open(tdir, &t), DEFTSIM_OK);
+    deftsim_calib_opts o;
+    deftsim_calib_opts_default(&o);
+    deftsim_calib_result r;
+    cr_assert_eq(deftsim_calibrate(t, &o, &r), DEFTSIM_OK, "%s", deftsim_error_message());
+    const deftsim_gen_params *q = &r.params;
+    fprintf(stderr, "kinds: signal %.3f, embedding_signal %.3f, tail %.3g, embedding_tail %.3g\n",
+            q->signal, q->kind_signal[DEFTSIM_GEN_KIND_EMBEDDING], q->tail,
+            q->kind_tail[DEFTSIM_GEN_KIND_EMBEDDING]);
+    cr_expect(!r.field_fitted && q->field == 0, "one iteration: no field");
+    cr_expect(r.kind_own[DEFTSIM_GEN_KIND_EMBEDDING]);
+    cr_expect(!r.kind_own[DEFTSIM_GEN_KIND_LINEAR], "linear is the pooled fit");
+    cr_expect(fabs(q->signal - 0.2) < 0.06, "signal %g", q->signal);
+    cr_expect(fabs(q->kind_signal[DEFTSIM_GEN_KIND_EMBEDDING] - 0.8) < 0.08,
+              "embedding_signal %g", q->kind_signal[DEFTSIM_GEN_KIND_EMBEDDING]);
+    cr_expect(q->kind_tail[DEFTSIM_GEN_KIND_EMBEDDING] < q->tail, "embeddings heavier: %g, %g",
+              q->kind_tail[DEFTSIM_GEN_KIND_EMBEDDING], q->tail);
+    cr_expect(q->kind_signal[DEFTSIM_GEN_KIND_LINEAR] == -1);
+    deftsim_trace_close(t);
+    deftsim_gen_free(g);
+    deftsim_model_free(m);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    cr_expect_eq(system(cmd), 0);
+}
