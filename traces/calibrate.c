@@ -944,7 +944,7 @@ static void write_params(FILE *f, const deftsim_trace *t, const deftsim_calib_re
         fprintf(f, "# %s alone (%d tensors): top-1%% share %.4f, overlap %.4f", name,
                 r->kind_stat_tensors[k], a->share, a->ovl);
         if (r->field_fitted)
-            fprintf(f, ", temporal overlap %.4f (%d tensors)", a->temporal,
+            fprintf(f, ",\n# temporal overlap %.4f (%d tensors)", a->temporal,
                     r->kind_temporal_tensors[k]);
         fprintf(f, ";\n# generator %.4f, %.4f", b->share, b->ovl);
         if (r->field_fitted) fprintf(f, ", %.4f", b->temporal);
