@@ -758,3 +758,55 @@ Test(gen, worker_spread_spreads_worker_norms)
     cr_assert(sd[1] > 0.2 && sd[1] < 0.38, "%g", sd[1]);
     deftsim_model_free(m);
 }
+
+/* Roles from names (2-D and larger only), and a role's offset moves exactly its tensors. */
+Test(gen, roles_from_names_and_offsets)
+{
+    const char *csv = "index,name,shape,numel\n"
+                      "0,embeddings.word_embeddings.weight,100x8,800\n"
+                      "1,embeddings.position_embeddings.weight,16x8,128\n"
+                      "2,embeddings.token_type_embeddings.weight,2x8,16\n"
+                      "3,encoder.layer.0.attention.self.query.weight,8x8,64\n"
+                      "4,encoder.layer.0.attention.self.key.weight,8x8,64\n"
+                      "5,encoder.layer.0.attention.self.value.weight,8x8,64\n"
+                      "6,encoder.layer.0.attention.output.dense.weight,8x8,64\n"
+                      "7,encoder.layer.0.intermediate.dense.weight,32x8,256\n"
+                      "8,encoder.layer.0.output.dense.weight,8x32,256\n"
+                      "9,encoder.layer.0.attention.self.query.bias,8,8\n"
+                      "10,h.0.attn.c_proj.weight,8x8,64\n"
+                      "11,h.0.mlp.c_fc.weight,8x32,256\n"
+                      "12,h.0.mlp.c_proj.weight,32x8,256\n"
+                      "13,layer3.0.shortcut.0.weight,16x8x1x1,128\n"
+                      "14,layer1.0.conv1.weight,8x8x3x3,576\n"
+                      "15,wte.weight,100x8,800\n";
+    static const deftsim_gen_role want[] = {
+        DEFTSIM_GEN_ROLE_WORD,     DEFTSIM_GEN_ROLE_POSITION, DEFTSIM_GEN_ROLE_TOKEN_TYPE,
+        DEFTSIM_GEN_ROLE_QK,       DEFTSIM_GEN_ROLE_QK,       DEFTSIM_GEN_ROLE_V,
+        DEFTSIM_GEN_ROLE_ATTN_OUT, DEFTSIM_GEN_ROLE_FFN_IN,   DEFTSIM_GEN_ROLE_FFN_OUT,
+        DEFTSIM_GEN_ROLE_NONE,     DEFTSIM_GEN_ROLE_ATTN_OUT, DEFTSIM_GEN_ROLE_FFN_IN,
+        DEFTSIM_GEN_ROLE_FFN_OUT,  DEFTSIM_GEN_ROLE_SHORTCUT, DEFTSIM_GEN_ROLE_NONE,
+        DEFTSIM_GEN_ROLE_WORD};
+    deftsim_model *m;
+    cr_assert_eq(deftsim_model_parse_csv(csv, strlen(csv), "roles.csv", "roles", &m), DEFTSIM_OK);
+    for (size_t L = 0; L < m->nlayers; L++)
+        cr_expect_eq(deftsim_gen_layer_role(m, L), want[L], "%s: %s, want %s", m->layers[L].name,
+                     deftsim_gen_role_name(deftsim_gen_layer_role(m, L)),
+                     deftsim_gen_role_name(want[L]));
+    deftsim_gen_params p;
+    deftsim_gen_params_default(&p);
+    p.kind_scales = 1;
+    deftsim_gen *a = new_gen(m, &p);
+    p.role_offset[DEFTSIM_GEN_ROLE_QK] = -1.5;
+    deftsim_gen *b = new_gen(m, &p);
+    for (size_t L = 0; L < m->nlayers; L++) {
+        double d = log10(deftsim_gen_layer_scale(b, L, 3)) - log10(deftsim_gen_layer_scale(a, L, 3));
+        double expect = want[L] == DEFTSIM_GEN_ROLE_QK ? -1.5 : 0;
+        cr_expect(fabs(d - expect) < 1e-6, "%s moved %g, want %g", m->layers[L].name, d, expect);
+    }
+    deftsim_gen_free(a);
+    deftsim_gen_free(b);
+    p.role_offset[DEFTSIM_GEN_ROLE_QK] = 6.5;
+    cr_expect_eq(deftsim_gen_params_check(&p), DEFTSIM_E_INPUT);
+    cr_expect(strstr(deftsim_error_message(), "synthetic.role_qk"), "%s", deftsim_error_message());
+    deftsim_model_free(m);
+}
