@@ -13,8 +13,10 @@
 #              1, 200 and 201
 #
 # The two run side by side, one thread each under nice. CPU time: ResNet-18 about 13 s a step
-# (32 images forward and backward), the BERT 0.4 s. On two cores shared with other jobs (load
-# 12 to 14) the BERT took 29 minutes of wall time, the ResNet-18 16. Traces (1.2 GB) go to
+# (32 images forward and backward; 13.7 s measured from the log's steps 1 to 20 on a later
+# run), the BERT 0.4 s: too slow to run the ResNet-18 for some hundreds of steps, so it
+# stops at 50. On two cores shared with other jobs (load 12 to 14) the BERT took 29 minutes
+# of wall time, the ResNet-18 16; at a lower load 5 and 9. Traces (1.2 GB) go to
 # results/calibration-traces/ (git-ignored); `deftsim trace calibrate` fits the generator to
 # each, scripts/calibration-validate.py compares.
 #

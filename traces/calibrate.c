@@ -99,12 +99,22 @@ static double median(double *v, size_t n)
 
 #define SIM_N (1u << 20)
 #define SIM_W 4u
+/* The density of the temporal statistic: one worker's top-1% sets at consecutive iterations. */
+#define TEMPORAL_DENSITY 0.01
 
 typedef struct {
     deftsim_model *model; /* one layer of SIM_N elements */
-    float *g[SIM_W];
+    float *g[SIM_W];      /* the workers at iteration 0 */
+    float *next;          /* worker 0 at iteration 1 */
     float *buf;
 } sim_ctx;
+
+/* Element statistics of a tensor kind: the generator's parameters, and what they give. */
+typedef struct {
+    double signal, tail, field;
+} elem_params;
+
+typedef deftsim_calib_elem elem_stats;
 
 static deftsim_status sim_open(sim_ctx *s)
 {
@@ -117,7 +127,7 @@ static deftsim_status sim_open(sim_ctx *s)
     for (unsigned w = 0; w < SIM_W; w++)
         if (!(s->g[w] = malloc(SIM_N * sizeof(float))))
             return deftsim_error_nomem("calibrate");
-    if (!(s->buf = malloc(SIM_N * sizeof(float))))
+    if (!(s->buf = malloc(SIM_N * sizeof(float))) || !(s->next = malloc(SIM_N * sizeof(float))))
         return deftsim_error_nomem("calibrate");
     return DEFTSIM_OK;
 }
@@ -127,24 +137,28 @@ static void sim_close(sim_ctx *s)
     deftsim_model_free(s->model);
     for (unsigned w = 0; w < SIM_W; w++) free(s->g[w]);
     free(s->buf);
+    free(s->next);
 }
 
-/* The generator's top share at tail_d and per-tensor overlap at signal_d (mean over the pairs
- * of SIM_W workers), for one layer with these signal and tail; *q_unit (if scale_d > 0): the
- * threshold of its top scale_d fraction at unit scale (mean over the workers). */
-static deftsim_status sim_stats_q(sim_ctx *s, double signal, double tail, double tail_d,
-                                  double signal_d, double scale_d, double *share, double *ovl,
-                                  double *q_unit)
+/* The generator's statistics for one layer with these element parameters: the top share at
+ * tail_d (mean over the workers), the per-tensor overlap at signal_d (mean over the pairs of
+ * SIM_W workers) and worker 0's temporal overlap between iterations 0 and 1; *q_unit (if
+ * scale_d > 0): the threshold of its top scale_d fraction at unit scale (mean over the
+ * workers). */
+static deftsim_status sim_stats_q(sim_ctx *s, const elem_params *e, const deftsim_calib_opts *o,
+                                  double scale_d, elem_stats *out, double *q_unit)
 {
     deftsim_gen_params p;
     deftsim_gen_params_default(&p);
-    p.signal = signal;
-    p.tail = tail;
+    p.signal = e->signal;
+    p.tail = e->tail;
+    p.field = e->field;
     p.drift = 0;
     deftsim_gen *g;
     deftsim_status st = deftsim_gen_new(s->model, &p, &g);
     if (st) return st;
     st = deftsim_gen_fill_workers(g, 0, 0, SIM_W, 0, SIM_N, s->g);
+    if (!st) st = deftsim_gen_fill(g, 1, 0, 0, SIM_N, s->next);
     double unit = deftsim_gen_layer_scale(g, 0, 0);
     deftsim_gen_free(g);
     if (st) return st;
@@ -154,7 +168,8 @@ static deftsim_status sim_stats_q(sim_ctx *s, double signal, double tail, double
         for (unsigned w = 0; w < SIM_W; w++)
             *q_unit += top_threshold(s->g[w], SIM_N, kq, s->buf, NULL) / unit / SIM_W;
     }
-    size_t kt = (size_t)ceil(tail_d * SIM_N), ks = (size_t)ceil(signal_d * SIM_N);
+    size_t kt = (size_t)ceil(o->tail_density * SIM_N), ks = (size_t)ceil(o->signal_density * SIM_N);
+    size_t kp = (size_t)ceil(TEMPORAL_DENSITY * SIM_N);
     double sh = 0, one;
     float thr[SIM_W];
     for (unsigned w = 0; w < SIM_W; w++) {
@@ -162,55 +177,109 @@ static deftsim_status sim_stats_q(sim_ctx *s, double signal, double tail, double
         sh += one / SIM_W;
         thr[w] = top_threshold(s->g[w], SIM_N, ks, s->buf, NULL);
     }
-    double o = 0;
+    double ov = 0;
     unsigned pairs = 0;
     for (unsigned a = 0; a < SIM_W; a++)
         for (unsigned b = a + 1; b < SIM_W; b++, pairs++)
-            o += overlap(s->g[a], thr[a], s->g[b], thr[b], SIM_N, ks);
-    *share = sh;
-    *ovl = o / pairs;
+            ov += overlap(s->g[a], thr[a], s->g[b], thr[b], SIM_N, ks);
+    float t0 = top_threshold(s->g[0], SIM_N, kp, s->buf, NULL);
+    float t1 = top_threshold(s->next, SIM_N, kp, s->buf, NULL);
+    out->share = sh;
+    out->ovl = ov / pairs;
+    out->temporal = overlap(s->g[0], t0, s->next, t1, SIM_N, kp);
     return DEFTSIM_OK;
 }
 
-static deftsim_status sim_stats(sim_ctx *s, double signal, double tail, double tail_d,
-                                double signal_d, double *share, double *ovl)
+static deftsim_status sim_stats(sim_ctx *s, const elem_params *e, const deftsim_calib_opts *o,
+                                elem_stats *out)
 {
-    return sim_stats_q(s, signal, tail, tail_d, signal_d, 0, share, ovl, NULL);
+    return sim_stats_q(s, e, o, 0, out, NULL);
 }
 
-/* tail (Student-t degrees of freedom, log-bisected in [2.05, 1000]) whose top share matches. */
-static deftsim_status fit_tail(sim_ctx *s, const deftsim_calib_opts *o, double signal,
-                               double target, double *tail, double *got)
+/* One of e's parameters (which: 0 tail, log-bisected in [2.05, 1000]; 1 signal, in [0, 1]; 2
+ * field, in [0, 6]) bisected until its statistic (share, overlap, temporal overlap) matches
+ * target; the others stay. A heavier tail raises the share; more signal the overlap; a wider
+ * field the temporal overlap. */
+static deftsim_status fit_one(sim_ctx *s, const deftsim_calib_opts *o, int which, double target,
+                              elem_params *e)
 {
-    double lo = log(2.05), hi = log(1000.0), sh, ov;
+    double lo = which == 0 ? log(2.05) : 0, hi = which == 0 ? log(1000.0) : which == 1 ? 1 : 6;
+    int steps = which == 0 ? 18 : which == 1 ? 16 : 14;
+    elem_stats got;
     deftsim_status st;
-    for (int i = 0; i < 18; i++) {
+    if (which == 2) { /* no field when none already reaches the target */
+        e->field = 0;
+        if ((st = sim_stats(s, e, o, &got))) return st;
+        if (got.temporal >= target) return DEFTSIM_OK;
+    }
+    for (int i = 0; i < steps; i++) {
         double mid = 0.5 * (lo + hi);
-        if ((st = sim_stats(s, signal, exp(mid), o->tail_density, o->signal_density, &sh, &ov)))
-            return st;
-        if (sh > target) lo = mid; /* too heavy: more degrees of freedom */
+        double *v = which == 0 ? &e->tail : which == 1 ? &e->signal : &e->field;
+        *v = which == 0 ? exp(mid) : mid;
+        if ((st = sim_stats(s, e, o, &got))) return st;
+        double stat = which == 0 ? got.share : which == 1 ? got.ovl : got.temporal;
+        int raise = which == 0 ? stat > target : stat < target; /* tail: more dof lowers it */
+        if (raise) lo = mid;
         else hi = mid;
     }
-    *tail = exp(0.5 * (lo + hi));
-    if ((st = sim_stats(s, signal, *tail, o->tail_density, o->signal_density, got, &ov))) return st;
+    double mid = 0.5 * (lo + hi);
+    if (which == 0) e->tail = exp(mid);
+    else if (which == 1) e->signal = mid;
+    else e->field = mid;
     return DEFTSIM_OK;
 }
 
-/* signal (bisected in [0, 1]) whose per-tensor overlap matches. */
-static deftsim_status fit_signal(sim_ctx *s, const deftsim_calib_opts *o, double tail,
-                                 double target, double *signal, double *got)
+/* Tail and signal fitted to target (two rounds) with the field fixed at field. */
+static deftsim_status fit_elements_given_field(sim_ctx *s, const deftsim_calib_opts *o,
+                                               const elem_stats *target, double field,
+                                               elem_params *e, elem_stats *got)
 {
-    double lo = 0, hi = 1, sh, ov;
-    deftsim_status st;
-    for (int i = 0; i < 16; i++) {
-        double mid = 0.5 * (lo + hi);
-        if ((st = sim_stats(s, mid, tail, o->tail_density, o->signal_density, &sh, &ov)))
-            return st;
-        if (ov < target) lo = mid;
-        else hi = mid;
+    e->signal = DEFTSIM_GEN_DEFAULT_SIGNAL;
+    e->tail = DEFTSIM_GEN_DEFAULT_TAIL;
+    e->field = field;
+    deftsim_status st = DEFTSIM_OK;
+    for (int round = 0; round < 2 && !st; round++)
+        if (!(st = fit_one(s, o, 0, target->share, e))) st = fit_one(s, o, 1, target->ovl, e);
+    return st ? st : sim_stats(s, e, o, got);
+}
+
+/* Tail, signal and (with_field) field fitted to target, each given the others, in turns (two
+ * rounds, three with the field); *got: what the result gives. */
+static deftsim_status fit_elements(sim_ctx *s, const deftsim_calib_opts *o,
+                                   const elem_stats *target, int with_field, elem_params *e,
+                                   elem_stats *got)
+{
+    e->signal = DEFTSIM_GEN_DEFAULT_SIGNAL;
+    e->tail = DEFTSIM_GEN_DEFAULT_TAIL;
+    e->field = 0;
+    deftsim_status st = DEFTSIM_OK;
+    for (int round = 0; round < (with_field ? 3 : 2) && !st; round++) {
+        if (!(st = fit_one(s, o, 0, target->share, e)) &&
+            !(st = fit_one(s, o, 1, target->ovl, e)) && with_field)
+            st = fit_one(s, o, 2, target->temporal, e);
     }
-    *signal = 0.5 * (lo + hi);
-    return sim_stats(s, *signal, tail, o->tail_density, o->signal_density, &sh, got);
+    if (!st) st = sim_stats(s, e, o, got);
+    /* The field also makes the tail heavier. When the temporal overlap takes a field whose
+     * top share even the lightest tail (1000 degrees of freedom) exceeds, the share wins: the
+     * field narrows to the widest one that the lightest tail still matches, and the tail and
+     * signal are fitted again (the temporal overlap then falls short). */
+    if (!st && with_field && got->share > 1.02 * target->share) {
+        elem_params f = *e;
+        double lo = 0, hi = e->field;
+        f.tail = 1000;
+        for (int i = 0; i < 14 && !st; i++) {
+            f.field = 0.5 * (lo + hi);
+            if (!(st = sim_stats(s, &f, o, got))) {
+                if (got->share > target->share) hi = f.field;
+                else lo = f.field;
+            }
+        }
+        e->field = lo;
+        for (int round = 0; round < 2 && !st; round++)
+            if (!(st = fit_one(s, o, 0, target->share, e))) st = fit_one(s, o, 1, target->ovl, e);
+        if (!st) st = sim_stats(s, e, o, got);
+    }
+    return st;
 }
 
 /* The generator's mean |change of ln s_L| over `gap` iterations per unit of drift: 512 layers,
@@ -262,51 +331,114 @@ static int weight_kind(deftsim_gen_kind k)
 
 static double clampd(double v, double lo, double hi) { return v < lo ? lo : v > hi ? hi : v; }
 
-/* Per kind: the least-squares line of y (log10 RMS) against x (depth); its slope only when
- * the kind spans at least a fifth of the depth with 3 tensors or more. */
-static void fit_kinds(const deftsim_model *m, const double *y, const int *ok,
+/* The variance of log10 s_L(t) that the drift adds at one iteration, over layers and
+ * iterations: (drift log10 e)^2 Var D, where D = 64 ((1 - f) a0 + f a1) with a0, a1 uniform in
+ * [-1/2, 1/2] and f uniform in [0, 1) has variance 64^2 / 12 * 2/3. */
+static double drift_log10_var(double drift)
+{
+    double sd = drift * 0.43429448190325182765;
+    double K = DEFTSIM_GEN_DRIFT_PERIOD;
+    return sd * sd * K * K / 12.0 * (2.0 / 3.0);
+}
+
+/* Per kind: the least-squares line of y (log10 RMS) against x (depth), its slope only when
+ * the kind spans at least a fifth of the depth with 3 tensors or more; with roles in the
+ * model, jointly with one offset per role (the mean residual of its tensors from their kinds'
+ * lines), by alternating the two fits. The spread is the residuals' after both. */
+static void fit_kinds(const deftsim_model *m, const double *y, const int *ok, double vd,
                       deftsim_calib_result *r)
 {
     deftsim_gen_params *p = &r->params;
-    double *tmp = malloc((m->nlayers ? m->nlayers : 1) * sizeof *tmp);
+    size_t NL = m->nlayers;
+    double *tmp = malloc((NL ? NL : 1) * sizeof *tmp), *yr = malloc((NL ? NL : 1) * sizeof *yr);
+    int *use = calloc(NL ? NL : 1, sizeof *use);
+    double floor_k[DEFTSIM_GEN_NKINDS], level[DEFTSIM_GEN_NKINDS] = {0},
+           slope[DEFTSIM_GEN_NKINDS] = {0}, off[DEFTSIM_GEN_NROLES] = {0};
+    if (!tmp || !yr || !use) {
+        free(tmp);
+        free(yr);
+        free(use);
+        return;
+    }
+    /* Tensors more than 3 decades below their kind's median are left out: gradients that are
+     * zero but for rounding by construction (attention's key biases). */
     for (int k = 0; k < DEFTSIM_GEN_NKINDS; k++) {
-        /* Tensors more than 3 decades below their kind's median are left out: gradients that
-         * are zero but for rounding by construction (attention's key biases). */
         size_t nk = 0;
-        for (size_t L = 0; L < m->nlayers && tmp; L++)
+        for (size_t L = 0; L < NL; L++)
             if (ok[L] && (int)deftsim_gen_layer_kind(m, L) == k) tmp[nk++] = y[L];
-        double floor_k = nk && tmp ? median(tmp, nk) - 3 : -INFINITY;
-        double sx = 0, sy = 0, sxx = 0, sxy = 0, xmin = 1, xmax = -1;
-        int n = 0;
+        floor_k[k] = nk ? median(tmp, nk) - 3 : -INFINITY;
         r->kind_dropped[k] = 0;
-        for (size_t L = 0; L < m->nlayers; L++) {
-            if (!ok[L] || (int)deftsim_gen_layer_kind(m, L) != k) continue;
-            if (y[L] < floor_k) {
-                r->kind_dropped[k]++;
-                continue;
-            }
-            double x = deftsim_gen_layer_depth(m, L) - 0.5;
-            sx += x, sy += y[L], sxx += x * x, sxy += x * y[L], n++;
-            xmin = x < xmin ? x : xmin;
-            xmax = x > xmax ? x : xmax;
+        r->kind_tensors[k] = 0;
+    }
+    int nroles = 0;
+    for (int q = 0; q < DEFTSIM_GEN_NROLES; q++) r->role_tensors[q] = 0;
+    for (size_t L = 0; L < NL; L++) {
+        int k = (int)deftsim_gen_layer_kind(m, L);
+        if (!ok[L]) continue;
+        if (y[L] < floor_k[k]) {
+            r->kind_dropped[k]++;
+            continue;
         }
-        r->kind_tensors[k] = n;
+        use[L] = 1;
+        r->kind_tensors[k]++;
+        deftsim_gen_role q = deftsim_gen_layer_role(m, L);
+        if (q != DEFTSIM_GEN_ROLE_NONE) nroles += r->role_tensors[q]++ == 0;
+    }
+    for (int iter = 0; iter < (nroles ? 200 : 1); iter++) {
+        for (size_t L = 0; L < NL; L++) {
+            deftsim_gen_role q = deftsim_gen_layer_role(m, L);
+            yr[L] = y[L] - (q != DEFTSIM_GEN_ROLE_NONE ? off[q] : 0);
+        }
+        for (int k = 0; k < DEFTSIM_GEN_NKINDS; k++) {
+            double sx = 0, sy = 0, sxx = 0, sxy = 0, xmin = 1, xmax = -1;
+            int n = 0;
+            for (size_t L = 0; L < NL; L++) {
+                if (!use[L] || (int)deftsim_gen_layer_kind(m, L) != k) continue;
+                double x = deftsim_gen_layer_depth(m, L) - 0.5;
+                sx += x, sy += yr[L], sxx += x * x, sxy += x * yr[L], n++;
+                xmin = x < xmin ? x : xmin;
+                xmax = x > xmax ? x : xmax;
+            }
+            if (!n) continue;
+            double mx = sx / n, my = sy / n, vx = sxx / n - mx * mx;
+            slope[k] = n >= 3 && xmax - xmin >= 0.2 && vx > 0 ? (sxy / n - mx * my) / vx : 0;
+            level[k] = my - slope[k] * mx;
+        }
+        if (!nroles) break;
+        double sum[DEFTSIM_GEN_NROLES] = {0};
+        for (size_t L = 0; L < NL; L++) {
+            deftsim_gen_role q = deftsim_gen_layer_role(m, L);
+            if (!use[L] || q == DEFTSIM_GEN_ROLE_NONE) continue;
+            int k = (int)deftsim_gen_layer_kind(m, L);
+            sum[q] += y[L] - level[k] - slope[k] * (deftsim_gen_layer_depth(m, L) - 0.5);
+        }
+        for (int q = 0; q < DEFTSIM_GEN_NROLES; q++)
+            off[q] = r->role_tensors[q] ? sum[q] / r->role_tensors[q] : 0;
+    }
+    for (int q = 0; q < DEFTSIM_GEN_NROLES; q++) p->role_offset[q] = clampd(off[q], -6, 6);
+    for (int k = 0; k < DEFTSIM_GEN_NKINDS; k++) {
         r->kind_from[k] = -1;
+        int n = r->kind_tensors[k];
         if (!n) continue;
-        double mx = sx / n, my = sy / n, vx = sxx / n - mx * mx;
-        double slope = n >= 3 && xmax - xmin >= 0.2 && vx > 0 ? (sxy / n - mx * my) / vx : 0;
-        double level = my - slope * mx, ss = 0;
-        for (size_t L = 0; L < m->nlayers; L++) {
-            if (!ok[L] || (int)deftsim_gen_layer_kind(m, L) != k || y[L] < floor_k) continue;
-            double e = y[L] - level - slope * (deftsim_gen_layer_depth(m, L) - 0.5);
+        double ss = 0;
+        for (size_t L = 0; L < NL; L++) {
+            if (!use[L] || (int)deftsim_gen_layer_kind(m, L) != k) continue;
+            deftsim_gen_role q = deftsim_gen_layer_role(m, L);
+            double e = y[L] - (q != DEFTSIM_GEN_ROLE_NONE ? p->role_offset[q] : 0) - level[k] -
+                       slope[k] * (deftsim_gen_layer_depth(m, L) - 0.5);
             ss += e * e;
         }
         r->kind_rmse[k] = sqrt(ss / n);
-        p->kind_level[k] = clampd(level, -20, 2);
-        p->kind_depth[k] = clampd(slope, -10, 10);
-        p->kind_spread[k] = clampd(sqrt(12.0) * r->kind_rmse[k], 0, 12);
+        p->kind_level[k] = clampd(level[k], -20, 2);
+        p->kind_depth[k] = clampd(slope[k], -10, 10);
+        /* The drift scatters the layers at any one iteration too (variance vd): the spread
+         * takes what it leaves of the residuals' variance. */
+        double v = r->kind_rmse[k] * r->kind_rmse[k] - vd;
+        p->kind_spread[k] = clampd(sqrt(12.0 * (v > 0 ? v : 0)), 0, 12);
     }
     free(tmp);
+    free(yr);
+    free(use);
     for (int k = 0; k < DEFTSIM_GEN_NKINDS; k++) {
         if (r->kind_tensors[k]) continue;
         for (int j = 0; j < DEFTSIM_GEN_NKINDS - 1; j++) {
@@ -342,7 +474,8 @@ static deftsim_status push_val(calib_ctx *c, double v)
     return DEFTSIM_OK;
 }
 
-static deftsim_status layer_rms(calib_ctx *c)
+static deftsim_status layer_rms(calib_ctx *c, const size_t *fit, size_t nfit,
+                                deftsim_calib_result *r)
 {
     size_t NL = c->m->nlayers;
     double *norms = malloc(NL * c->P * sizeof *norms), *col = malloc(c->P * sizeof *col);
@@ -356,53 +489,122 @@ static deftsim_status layer_rms(calib_ctx *c)
                 col[w] = norms[(size_t)w * NL + L] / sqrt((double)c->m->layers[L].numel);
             c->rms[i * NL + L] = median(col, c->P);
         }
+        int in_fit = 0;
+        for (size_t f = 0; f < nfit; f++) in_fit |= fit[f] == i;
+        if (st || !in_fit) continue;
+        /* The spread of the workers' whole-gradient norms: sd of log10 over the workers. */
+        double mean = 0, var = 0;
+        for (uint32_t w = 0; w < c->P; w++) {
+            double ss = 0;
+            for (size_t L = 0; L < NL; L++) ss += norms[(size_t)w * NL + L] * norms[(size_t)w * NL + L];
+            col[w] = ss > 0 ? 0.5 * log10(ss) : 0;
+            mean += col[w] / c->P;
+        }
+        for (uint32_t w = 0; w < c->P; w++) var += (col[w] - mean) * (col[w] - mean) / (c->P - 1);
+        r->worker_sd += sqrt(var) / (double)nfit;
     }
     free(norms);
     free(col);
     return st;
 }
 
-/* Medians over the fit iterations' weight tensors of the top share (tail_density) and the
- * mean pairwise overlap of the workers' per-tensor top sets (signal_density). */
+/* Per-tensor element statistics of the conv, linear and embedding tensors with 10 or more
+ * top elements, medians over tensors and fit iterations: the top share (tail_density, mean
+ * over the workers), the workers' pairwise overlap (signal_density) and, when two fit
+ * iterations are consecutive (ids a and a + 1, the last such pair), one worker's overlap of
+ * its top-1% sets between them (mean over the workers). Pooled over conv and linear tensors
+ * (*pooled) and per kind (r->kind_real, r->kind_stat_tensors). */
 static deftsim_status tensor_stats(calib_ctx *c, const deftsim_calib_opts *o, const size_t *fit,
-                                   size_t nfit, double *share, double *ovl)
+                                   size_t nfit, elem_stats *pooled, deftsim_calib_result *r)
 {
     const deftsim_model *m = c->m;
+    size_t NL = m->nlayers;
     const float **g = malloc(c->P * sizeof *g);
-    if (!g) return deftsim_error_nomem("calibrate");
+    int *kinds = malloc((nfit * NL + 1) * sizeof *kinds);
+    if (!g || !kinds) {
+        free(g);
+        free(kinds);
+        return deftsim_error_nomem("calibrate");
+    }
+    /* The last consecutive pair among the fit iterations. */
+    size_t pa = 0, pb = 0;
+    r->field_fitted = 0;
+    for (size_t f = nfit; f-- > 1;)
+        if (deftsim_trace_iteration_id(c->t, fit[f]) == deftsim_trace_iteration_id(c->t, fit[f - 1]) + 1) {
+            pa = fit[f - 1];
+            pb = fit[f];
+            r->field_fitted = 1;
+            r->field_a = deftsim_trace_iteration_id(c->t, pa);
+            break;
+        }
     deftsim_status st = DEFTSIM_OK;
-    for (int pass = 0; pass < 2 && !st; pass++) {
-        double d = pass ? o->signal_density : o->tail_density;
+    for (int pass = 0; pass < 3 && !st; pass++) {
+        double d = pass == 0 ? o->tail_density : pass == 1 ? o->signal_density : TEMPORAL_DENSITY;
         c->nvals = 0;
-        for (size_t f = 0; f < nfit && !st; f++) {
-            for (uint32_t w = 0; w < c->P && !st; w++)
-                st = deftsim_trace_gradient(c->t, fit[f], w, &g[w]);
-            for (size_t L = 0; L < m->nlayers && !st; L++) {
+        if (pass == 2 && !r->field_fitted) break;
+        for (size_t f = 0; f < (pass == 2 ? 1 : nfit) && !st; f++) {
+            if (pass < 2)
+                for (uint32_t w = 0; w < c->P && !st; w++)
+                    st = deftsim_trace_gradient(c->t, fit[f], w, &g[w]);
+            for (size_t L = 0; L < NL && !st; L++) {
                 const deftsim_layer *ly = &m->layers[L];
                 size_t n = (size_t)ly->numel, k = (size_t)ceil(d * (double)n);
-                if (!weight_kind(deftsim_gen_layer_kind(m, L)) || k < 10) continue;
+                deftsim_gen_kind kd = deftsim_gen_layer_kind(m, L);
+                if (!(weight_kind(kd) || kd == DEFTSIM_GEN_KIND_EMBEDDING) || k < 10) continue;
                 double v = 0, one;
-                for (uint32_t w = 0; w < c->P; w++) {
-                    c->thr[w] = top_threshold(g[w] + ly->offset, n, k, c->buf, &one);
-                    v += one / c->P;
+                if (pass == 2) {
+                    const float *a, *b;
+                    for (uint32_t w = 0; w < c->P && !st; w++) {
+                        if ((st = deftsim_trace_gradient(c->t, pa, w, &a)) ||
+                            (st = deftsim_trace_gradient(c->t, pb, w, &b)))
+                            break;
+                        float ta = top_threshold(a + ly->offset, n, k, c->buf, NULL);
+                        float tb = top_threshold(b + ly->offset, n, k, c->buf, NULL);
+                        v += overlap(a + ly->offset, ta, b + ly->offset, tb, n, k) / c->P;
+                    }
+                } else {
+                    for (uint32_t w = 0; w < c->P; w++) {
+                        c->thr[w] = top_threshold(g[w] + ly->offset, n, k, c->buf, &one);
+                        v += one / c->P;
+                    }
+                    if (pass == 1) {
+                        v = 0;
+                        for (uint32_t a = 0; a < c->P; a++)
+                            for (uint32_t b = a + 1; b < c->P; b++)
+                                v += overlap(g[a] + ly->offset, c->thr[a], g[b] + ly->offset,
+                                             c->thr[b], n, k);
+                        v /= c->P * (c->P - 1) / 2.0;
+                    }
                 }
-                if (pass) {
-                    v = 0;
-                    for (uint32_t a = 0; a < c->P; a++)
-                        for (uint32_t b = a + 1; b < c->P; b++)
-                            v += overlap(g[a] + ly->offset, c->thr[a], g[b] + ly->offset,
-                                         c->thr[b], n, k);
-                    v /= c->P * (c->P - 1) / 2.0;
-                }
-                st = push_val(c, v);
+                kinds[c->nvals] = (int)kd;
+                if (!st) st = push_val(c, v);
             }
         }
-        if (!st && !c->nvals)
-            st = deftsim_error_set(DEFTSIM_E_INPUT, "%s: no conv or linear tensor has %g / %g "
-                                   "= 10 elements or more", deftsim_trace_dir(c->t), 10.0, d);
-        if (!st) *(pass ? ovl : share) = median(c->vals, c->nvals);
+        if (st) break;
+        /* Medians: pooled over conv and linear, then per kind (the values are reordered). */
+        double *tmp = malloc((c->nvals + 1) * sizeof *tmp);
+        if (!tmp) {
+            st = deftsim_error_nomem("calibrate");
+            break;
+        }
+        for (int k = -1; k < DEFTSIM_GEN_NKINDS; k++) {
+            size_t n = 0;
+            for (size_t i = 0; i < c->nvals; i++)
+                if (k < 0 ? weight_kind((deftsim_gen_kind)kinds[i]) : kinds[i] == k)
+                    tmp[n++] = c->vals[i];
+            double med = n ? median(tmp, n) : NAN;
+            elem_stats *e = k < 0 ? pooled : &r->kind_real[k];
+            *(pass == 0 ? &e->share : pass == 1 ? &e->ovl : &e->temporal) = med;
+            if (k >= 0 && pass == 0) r->kind_stat_tensors[k] = (int)(n / nfit);
+            if (k >= 0 && pass == 2) r->kind_temporal_tensors[k] = (int)n;
+            if (k < 0 && pass < 2 && !n)
+                st = deftsim_error_set(DEFTSIM_E_INPUT, "%s: no conv or linear tensor has %g / %g "
+                                       "= 10 elements or more", deftsim_trace_dir(c->t), 10.0, d);
+        }
+        free(tmp);
     }
     free(g);
+    free(kinds);
     return st;
 }
 
@@ -494,32 +696,92 @@ static deftsim_status calibrate_ctx(calib_ctx *c, const deftsim_calib_opts *o, s
     r->nfit = nfit;
     r->fit_first = deftsim_trace_iteration_id(c->t, fit[0]);
     r->fit_last = last;
-    deftsim_status st = layer_rms(c);
+    deftsim_status st = layer_rms(c, fit, nfit, r);
     if (st) return st;
+    /* A uniform log10 factor of width W has standard deviation W / sqrt(12). */
+    r->params.worker_spread = clampd(sqrt(12.0) * r->worker_sd, 0, 6);
 
-    /* Tail and signal: each fitted given the other, twice; then the generator's threshold of
-     * its top scale_density fraction at unit scale. */
-    if ((st = tensor_stats(c, o, fit, nfit, &r->tail_real, &r->signal_real))) return st;
+    /* Tail, signal and (with two consecutive fit iterations) field: each fitted given the
+     * others, in turns, to the conv and linear tensors pooled (the global keys), and to each
+     * kind that has its own (embeddings; conv and linear when both have 3 tensors or more);
+     * then the generator's threshold of its top scale_density fraction at unit scale. */
+    elem_stats pooled, got;
+    if ((st = tensor_stats(c, o, fit, nfit, &pooled, r))) return st;
+    r->tail_real = pooled.share;
+    r->signal_real = pooled.ovl;
+    r->temporal_real = pooled.temporal;
     sim_ctx s;
-    double q_unit = 1, sh, ov;
+    double q_unit = 1;
     if (!(st = sim_open(&s))) {
-        double signal = DEFTSIM_GEN_DEFAULT_SIGNAL, tail = DEFTSIM_GEN_DEFAULT_TAIL;
-        for (int round = 0; round < 2 && !st; round++) {
-            if (!(st = fit_tail(&s, o, signal, r->tail_real, &tail, &r->tail_gen)))
-                st = fit_signal(&s, o, tail, r->signal_real, &signal, &r->signal_gen);
+        elem_params e;
+        if (!(st = fit_elements(&s, o, &pooled, r->field_fitted, &e, &got))) {
+            r->params.tail = e.tail;
+            r->params.signal = e.signal;
+            r->params.field = r->field_fitted ? e.field : 0;
+            r->tail_gen = got.share;
+            r->signal_gen = got.ovl;
+            r->temporal_gen = got.temporal;
         }
-        r->params.tail = tail;
-        r->params.signal = signal;
+        int both = r->kind_stat_tensors[DEFTSIM_GEN_KIND_CONV] >= 3 &&
+                   r->kind_stat_tensors[DEFTSIM_GEN_KIND_LINEAR] >= 3;
+        for (int k = 0; k < DEFTSIM_GEN_NKINDS && !st; k++) {
+            r->kind_own[k] = r->kind_stat_tensors[k] > 0 &&
+                             (k == DEFTSIM_GEN_KIND_EMBEDDING ||
+                              (both && (k == DEFTSIM_GEN_KIND_CONV || k == DEFTSIM_GEN_KIND_LINEAR)));
+            if (!r->kind_own[k]) continue;
+            /* Its own field only from 3 tensors or more (a median of one or two tensors, such
+             * as BERT's word and position tables, is no kind's); otherwise the pooled field
+             * stays, given which its tail and signal are fitted. */
+            elem_params ek;
+            int own_field = r->field_fitted && r->kind_temporal_tensors[k] >= 3;
+            if (r->field_fitted && !own_field) {
+                elem_stats t = r->kind_real[k];
+                if ((st = fit_elements_given_field(&s, o, &t, r->params.field, &ek,
+                                                   &r->kind_gen[k])))
+                    break;
+            } else if ((st = fit_elements(&s, o, &r->kind_real[k], own_field, &ek,
+                                          &r->kind_gen[k]))) {
+                break;
+            }
+            r->params.kind_tail[k] = ek.tail;
+            r->params.kind_signal[k] = ek.signal;
+            r->kind_own_field[k] = own_field;
+            if (own_field) r->params.kind_field[k] = ek.field;
+        }
         r->scale_density = o->scale_density;
-        if (!st && o->scale_density > 0)
-            st = sim_stats_q(&s, signal, tail, o->tail_density, o->signal_density,
-                             o->scale_density, &sh, &ov, &q_unit);
+        if (!st && o->scale_density > 0) {
+            elem_params e0 = {r->params.signal, r->params.tail, r->params.field};
+            st = sim_stats_q(&s, &e0, o, o->scale_density, &got, &q_unit);
+        }
     }
     sim_close(&s);
     if (st) return st;
     r->q_unit = q_unit;
     if (o->scale_density > 0 && (st = layer_top(c, o, fit, nfit))) return st;
 
+    /* Drift: the first fit iteration against the last when they lie a drift period (64) or
+     * more apart (closer, the change is mostly minibatch noise); otherwise the default stays,
+     * and the change from the first iteration after 0 to the last is reported only. */
+    size_t ia = 0;
+    while (ia < c->T && deftsim_trace_iteration_id(c->t, ia) == 0) ia++;
+    int fitted = last - r->fit_first >= DEFTSIM_GEN_DRIFT_PERIOD;
+    if (fitted) ia = fit[0];
+    r->drift_fitted = fitted;
+    r->drift_a = r->drift_b = last;
+    if (ia + 1 < c->T) {
+        double sum = 0, per_unit = 0;
+        int n = 0;
+        for (size_t L = 0; L < NL; L++) {
+            double u = c->rms[ia * NL + L], v = c->rms[(c->T - 1) * NL + L];
+            if (u > 0 && v > 0) sum += fabs(log(v) - log(u)), n++;
+        }
+        r->drift_a = deftsim_trace_iteration_id(c->t, ia);
+        r->drift_real = n ? sum / n : 0;
+        if (fitted) {
+            if ((st = drift_per_unit(last - r->drift_a, &per_unit))) return st;
+            r->params.drift = clampd(per_unit > 0 ? r->drift_real / per_unit : 0, 0, 0.1);
+        }
+    }
     /* Scales: the mean over the fit iterations of log10 of each tensor's effective scale (its
      * top threshold over the generator's, or its RMS), tensors non-zero in all. */
     double *y = calloc(NL, sizeof *y);
@@ -547,36 +809,13 @@ static deftsim_status calibrate_ctx(calib_ctx *c, const deftsim_calib_opts *o, s
         st = deftsim_error_set(DEFTSIM_E_INPUT, "%s: every tensor's gradient is zero",
                                deftsim_trace_dir(c->t));
     if (!st) {
-        fit_kinds(m, y, ok, r);
+        fit_kinds(m, y, ok, drift_log10_var(r->params.drift), r);
         r->weight_decades = wmax >= wmin ? wmax - wmin : 0;
     }
     free(y);
     free(ok);
     if (st) return st;
 
-    /* Drift: the first fit iteration against the last when they lie a drift period (64) or
-     * more apart (closer, the change is mostly minibatch noise); otherwise the default stays,
-     * and the change from the first iteration after 0 to the last is reported only. */
-    size_t ia = 0;
-    while (ia < c->T && deftsim_trace_iteration_id(c->t, ia) == 0) ia++;
-    int fitted = last - r->fit_first >= DEFTSIM_GEN_DRIFT_PERIOD;
-    if (fitted) ia = fit[0];
-    r->drift_fitted = fitted;
-    r->drift_a = r->drift_b = last;
-    if (ia + 1 < c->T) {
-        double sum = 0, per_unit = 0;
-        int n = 0;
-        for (size_t L = 0; L < NL; L++) {
-            double u = c->rms[ia * NL + L], v = c->rms[(c->T - 1) * NL + L];
-            if (u > 0 && v > 0) sum += fabs(log(v) - log(u)), n++;
-        }
-        r->drift_a = deftsim_trace_iteration_id(c->t, ia);
-        r->drift_real = n ? sum / n : 0;
-        if (fitted) {
-            if ((st = drift_per_unit(last - r->drift_a, &per_unit))) return st;
-            r->params.drift = clampd(per_unit > 0 ? r->drift_real / per_unit : 0, 0, 0.1);
-        }
-    }
     return measured(c, fit, nfit, r);
 }
 
@@ -669,12 +908,50 @@ static void write_params(FILE *f, const deftsim_trace *t, const deftsim_calib_re
         fprintf(f, "%s_scale = %.4f\n%s_depth = %.4f\n%s_spread = %.4f\n", name,
                 p->kind_level[k], name, p->kind_depth[k], name, p->kind_spread[k]);
     }
-    fprintf(f, "# Top-1%% share of a weight tensor's squared norm (median): trace %.4f, "
-               "generator %.4f\ntail = %.4g\n", r->tail_real, r->tail_gen, p->tail);
-    fprintf(f, "# Overlap of two workers' top-0.1%% sets in one weight tensor (median): trace "
-               "%.4f,\n# generator %.4f. (The workers' gradients correlate %.4f: the generator "
-               "shares\n# positions of large values only through signal.)\nsignal = %.4g\n",
+    int roles = 0;
+    for (int q = 0; q < DEFTSIM_GEN_NROLES; q++) roles += r->role_tensors[q] > 0;
+    if (roles) {
+        fprintf(f, "# Roles (from the tensors' names): each role's offset from its kinds' lines, the "
+                   "mean\n# residual of its tensors, fitted together with the lines.\n");
+        for (int q = 0; q < DEFTSIM_GEN_NROLES; q++)
+            if (r->role_tensors[q])
+                fprintf(f, "# %s: %d tensors\nrole_%s = %.4f\n",
+                        deftsim_gen_role_name((deftsim_gen_role)q), r->role_tensors[q],
+                        deftsim_gen_role_name((deftsim_gen_role)q), p->role_offset[q]);
+    }
+    fprintf(f, "# Conv and linear tensors pooled (the global keys; medians over tensors and fit "
+               "iterations):\n# top-1%% share of a tensor's squared norm: trace %.4f, generator "
+               "%.4f\ntail = %.4g\n", r->tail_real, r->tail_gen, p->tail);
+    fprintf(f, "# Overlap of two workers' top-0.1%% sets in one tensor: trace %.4f, generator "
+               "%.4f.\n# (The workers' whole gradients correlate %.4f.)\nsignal = %.4g\n",
             r->signal_real, r->signal_gen, r->worker_corr, p->signal);
+    if (r->field_fitted)
+        fprintf(f, "# Overlap of one worker's top-1%% sets in one tensor at iterations %llu and "
+                   "%llu: trace\n# %.4f, generator %.4f\nfield = %.4g\n",
+                (unsigned long long)r->field_a, (unsigned long long)r->field_a + 1,
+                r->temporal_real, r->temporal_gen, p->field);
+    else
+        fprintf(f, "# field: not fitted (no two consecutive fit iterations); none.\n");
+    for (int k = 0; k < DEFTSIM_GEN_NKINDS; k++) {
+        if (!r->kind_own[k]) continue;
+        const char *name = deftsim_gen_kind_name((deftsim_gen_kind)k);
+        const deftsim_calib_elem *a = &r->kind_real[k], *b = &r->kind_gen[k];
+        fprintf(f, "# %s alone (%d tensors): top-1%% share %.4f, overlap %.4f", name,
+                r->kind_stat_tensors[k], a->share, a->ovl);
+        if (r->field_fitted)
+            fprintf(f, ",\n# temporal overlap %.4f (%d tensors)", a->temporal,
+                    r->kind_temporal_tensors[k]);
+        fprintf(f, ";\n# generator %.4f, %.4f", b->share, b->ovl);
+        if (r->field_fitted) fprintf(f, ", %.4f", b->temporal);
+        if (r->field_fitted && !r->kind_own_field[k])
+            fprintf(f, " (the global field: its own needs 3 tensors or more)");
+        fprintf(f, "\n%s_tail = %.4g\n%s_signal = %.4g\n", name, p->kind_tail[k], name,
+                p->kind_signal[k]);
+        if (r->kind_own_field[k]) fprintf(f, "%s_field = %.4g\n", name, p->kind_field[k]);
+    }
+    fprintf(f, "# The workers' whole-gradient norms: standard deviation of log10 over the "
+               "workers %.4f\n# (mean over the fit iterations); the uniform width with that "
+               "deviation:\nworker_spread = %.4g\n", r->worker_sd, p->worker_spread);
     if (r->drift_fitted)
         fprintf(f, "# Mean |change of ln RMS| from iteration %llu to %llu: %.4f (minibatch noise "
                    "included)\ndrift = %.4g\n",
@@ -689,9 +966,9 @@ static void write_params(FILE *f, const deftsim_trace *t, const deftsim_calib_re
     else
         fprintf(f, "# drift: one iteration after 0 only; not fitted\n");
     if (r->have_temporal)
-        fprintf(f, "# Not modelled (the generator draws every iteration afresh): iterations "
-                   "%llu and %llu of\n# one worker correlate %.4f, their top-1%% sets overlap "
-                   "%.4f.\n",
+        fprintf(f, "# Measured (whole gradient; the generator's values are drawn afresh, only "
+                   "the field\n# persists): iterations %llu and %llu of one worker correlate "
+                   "%.4f, their top-1%% sets\n# overlap %.4f.\n",
                 (unsigned long long)r->temporal_a, (unsigned long long)r->temporal_a + 1,
                 r->temporal_corr, r->temporal_overlap);
 }

@@ -36,6 +36,13 @@ typedef struct {
 
 void deftsim_calib_opts_default(deftsim_calib_opts *o);
 
+/* Element statistics of tensors: the top tail_density share of the squared norm, two
+ * workers' overlap of their top signal_density sets, and one worker's overlap of its top-1%
+ * sets at consecutive iterations. */
+typedef struct {
+    double share, ovl, temporal;
+} deftsim_calib_elem;
+
 typedef struct {
     deftsim_gen_params params;       /* scales = kinds, signal, tail, drift; seed 1 */
     int kind_tensors[DEFTSIM_GEN_NKINDS];  /* tensors of each kind with a non-zero RMS */
@@ -48,6 +55,18 @@ typedef struct {
     double scale_density, q_unit;    /* the options' scale_density; the generator's threshold */
     double tail_real, tail_gen;      /* top-share statistic: trace, fitted generator */
     double signal_real, signal_gen;  /* per-tensor overlap statistic: trace, fitted generator */
+    int field_fitted;                /* two fit iterations are consecutive: field fitted */
+    uint64_t field_a;                /* their ids field_a, field_a + 1 */
+    double temporal_real, temporal_gen; /* per-tensor temporal overlap: trace, generator */
+    deftsim_calib_elem kind_real[DEFTSIM_GEN_NKINDS]; /* per kind (conv, linear, embedding) */
+    deftsim_calib_elem kind_gen[DEFTSIM_GEN_NKINDS];  /* the generator, kinds with their own */
+    int kind_stat_tensors[DEFTSIM_GEN_NKINDS];        /* tensors behind kind_real */
+    int kind_own[DEFTSIM_GEN_NKINDS];   /* 1: the kind's own signal, tail (and field) fitted */
+    int kind_own_field[DEFTSIM_GEN_NKINDS];       /* 1: and its own field */
+    int kind_temporal_tensors[DEFTSIM_GEN_NKINDS]; /* tensors behind kind_real's temporal */
+    int role_tensors[DEFTSIM_GEN_NROLES]; /* tensors of each role in the scale fit */
+    double worker_sd;                /* sd over the workers of log10 gradient norm (mean over
+                                      * the fit iterations) */
     uint64_t drift_a, drift_b;       /* the iteration ids the drift compares (a == b: none) */
     double drift_real;               /* mean |change of ln RMS| between them */
     int drift_fitted;                /* 1: drift fitted (fit iterations >= 64 apart) */

@@ -2,12 +2,13 @@
  *
  * Worker w's gradient at iteration t, element i of layer L (docs/GENERATOR.md has the model):
  *
- *     g[t][w][i] = s_L(t) * ( a * S[t][i] + b * N[t][w][i] )
+ *     g[t][w][i] = s_L(t) * f_w(t) * m_i * ( a * S[t][i] + b * N[t][w][i] )
  *
  * with S shared by all workers (the "signal"), N private to each worker, both unit-variance
  * Student-t values, a^2 = signal and b^2 = 1 - signal, and s_L(t) the layer's scale: spread over
  * scale_decades orders of magnitude across layers, shifted for 1-D tensors, drifting slowly
- * with t. Every random bit comes from Philox-4x32-10 keyed by the seed and addressed by
+ * with t. Optional: f_w(t) a worker's factor (worker_spread), m_i a magnitude field shared by
+ * workers and iterations (field), and signal, tail and field per tensor kind. Every random bit comes from Philox-4x32-10 keyed by the seed and addressed by
  * (element block, stream, worker, iteration), so any slice of any gradient can be computed
  * alone, in any order, on any thread, with the same bits (deftsim_gen_fill).
  *
@@ -42,6 +43,30 @@ const char *deftsim_gen_kind_name(deftsim_gen_kind k);
 /* Layer L's kind, from its dimensions and names (docs/GENERATOR.md, "Kinds"). */
 deftsim_gen_kind deftsim_gen_layer_kind(const deftsim_model *m, size_t layer);
 
+/* Roles of 2-D+ weight tensors, from their names (deftsim_gen_layer_role): with scales = kinds
+ * each role's tensors sit role_offset decades off their kind's line. */
+typedef enum {
+    DEFTSIM_GEN_ROLE_NONE = -1,
+    DEFTSIM_GEN_ROLE_QK,         /* attention query and key: query, .key., q_proj, k_proj */
+    DEFTSIM_GEN_ROLE_V,          /* attention value: .value., v_proj */
+    DEFTSIM_GEN_ROLE_ATTN_OUT,   /* attention output: attention.output, out_proj, o_proj,
+                                  * attn.c_proj */
+    DEFTSIM_GEN_ROLE_FFN_IN,     /* feed-forward in: intermediate, c_fc, fc1, up_proj, gate_proj */
+    DEFTSIM_GEN_ROLE_FFN_OUT,    /* feed-forward out: output.dense, mlp.c_proj, fc2, down_proj */
+    DEFTSIM_GEN_ROLE_WORD,       /* word embeddings: word_embeddings, wte */
+    DEFTSIM_GEN_ROLE_POSITION,   /* position embeddings: position_embeddings, wpe */
+    DEFTSIM_GEN_ROLE_TOKEN_TYPE, /* token type embeddings: token_type */
+    DEFTSIM_GEN_ROLE_SHORTCUT,   /* residual projections: shortcut, downsample */
+    DEFTSIM_GEN_NROLES
+} deftsim_gen_role;
+
+/* "qk", "v", "attn_out", "ffn_in", "ffn_out", "word", "position", "token_type", "shortcut"
+ * (the config keys role_<name>). */
+const char *deftsim_gen_role_name(deftsim_gen_role r);
+
+/* Layer L's role, DEFTSIM_GEN_ROLE_NONE for 1-D tensors and names that say none. */
+deftsim_gen_role deftsim_gen_layer_role(const deftsim_model *m, size_t layer);
+
 /* Layer L's depth: its position in the table, 0 for the first tensor and 1 for the last. */
 double deftsim_gen_layer_depth(const deftsim_model *m, size_t layer);
 
@@ -64,6 +89,19 @@ typedef struct {
     double kind_level[DEFTSIM_GEN_NKINDS];  /* in [-20, 2] */
     double kind_depth[DEFTSIM_GEN_NKINDS];  /* in [-10, 10] */
     double kind_spread[DEFTSIM_GEN_NKINDS]; /* in [0, 12] */
+    /* With kinds: log10 offset of each role's tensors from their kind's line; default 0. */
+    double role_offset[DEFTSIM_GEN_NROLES]; /* in [-6, 6] */
+    /* Per-kind element statistics (any scales): a kind's own signal, tail and field, or -1
+     * (the default) for the global value. */
+    double kind_signal[DEFTSIM_GEN_NKINDS]; /* -1 or in [0, 1] */
+    double kind_tail[DEFTSIM_GEN_NKINDS];   /* -1, 0 or in (2, 1e6] */
+    double kind_field[DEFTSIM_GEN_NKINDS];  /* -1 or in [0, 6] */
+    /* Width in decades of the log-uniform magnitude field: a per-element factor, shared by all
+     * workers and iterations, with mean square 1; 0 (the default) means none. */
+    double field;                           /* in [0, 6] */
+    /* Width in decades of the log-uniform factor that scales one worker's whole gradient at
+     * one iteration (drawn per worker and iteration); 0 (the default) means none. */
+    double worker_spread;                   /* in [0, 6] */
 } deftsim_gen_params;
 
 #define DEFTSIM_GEN_DEFAULT_SEED 1
@@ -102,8 +140,13 @@ const deftsim_model *deftsim_gen_model(const deftsim_gen *g);
 const deftsim_gen_params *deftsim_gen_get_params(const deftsim_gen *g);
 
 /* Layer L's scale s_L(t) (layer < the model's nlayers): the standard deviation of its
- * elements at iteration t. */
+ * elements at iteration t (before the worker's factor). */
 float deftsim_gen_layer_scale(const deftsim_gen *g, size_t layer, uint64_t iteration);
+
+/* s_L(t) times worker's factor at iteration t (worker_spread): the scale fills use. Equals
+ * deftsim_gen_layer_scale when worker_spread is 0. */
+float deftsim_gen_worker_scale(const deftsim_gen *g, size_t layer, uint64_t iteration,
+                               uint32_t worker);
 
 /* Writes elements [offset, offset + count) of worker's gradient at iteration into out. The
  * result does not depend on how a gradient is cut into calls. Thread-safe (g is read only).
@@ -138,6 +181,8 @@ deftsim_status deftsim_gen_write_trace(const deftsim_gen *g, const char *dir, ui
 #define DEFTSIM_GEN_STREAM_SIGNAL 2u
 #define DEFTSIM_GEN_STREAM_LAYER 3u
 #define DEFTSIM_GEN_STREAM_DRIFT 4u
+#define DEFTSIM_GEN_STREAM_FIELD 5u
+#define DEFTSIM_GEN_STREAM_WORKER 6u
 
 /* Per-generator constants of the element arithmetic, computed once on the host
  * (deftsim_gen_new) so that every port starts from the same floats. */
@@ -148,6 +193,8 @@ typedef struct {
     int gauss;         /* tail == 0 */
     float w_signal;    /* sqrt(signal) * sqrt((nu - 2) / nu) */
     float w_noise;     /* sqrt(1 - signal) * sqrt((nu - 2) / nu) */
+    float field_w;     /* (float)(field * ln 10): the field's natural-log width; 0: none */
+    float field_c;     /* (float)sqrt(2 W / (e^(2W) - 1)), W = field_w: mean square 1 */
 } deftsim_gen_consts;
 
 /* IEEE sqrt is correctly rounded everywhere; a port may substitute its own spelling. */
@@ -270,17 +317,40 @@ static inline float deftsim_gen_stream_value(const deftsim_gen_consts *c, uint64
     return (word & 1u) ? y : x;
 }
 
-/* Reference for one element: (w_signal * S + w_noise * N) * layer_scale, in that order.
- * deftsim_gen_fill returns the same bits. */
+/* The magnitude field's factor of element `index` (field_w > 0): word `word` of the call that
+ * the element layout gives it, in the field stream with counter words 2 and 3 zero (the same
+ * for every worker and iteration), as u = (2 (x >> 9) + 1) 2^-24, then
+ * (expm1(field_w * u) + 1) * field_c: log-uniform over field_w nats, mean square 1. */
+static inline float deftsim_gen_field_value(const deftsim_gen_consts *c, uint64_t index)
+{
+    uint32_t w[4];
+    uint32_t j = (uint32_t)(index % DEFTSIM_GEN_GROUP);
+    uint32_t word = j / DEFTSIM_GEN_LANES, lane = j % DEFTSIM_GEN_LANES;
+    uint64_t call = (index / DEFTSIM_GEN_GROUP) * DEFTSIM_GEN_LANES + lane;
+    deftsim_gen_words(c, call, DEFTSIM_GEN_STREAM_FIELD, 0, 0, w);
+    float u = (float)(int32_t)(((w[word] >> 9) << 1) | 1u) * 5.96046448e-08f;
+    return (deftsim_gen_expm1(c->field_w * u) + 1.0f) * c->field_c;
+}
+
+/* Reference for one element: (w_signal * S + w_noise * N) * scale, in that order, with
+ * scale = layer_scale, or field * layer_scale when the field is on (field_w > 0).
+ * layer_scale is the worker's (deftsim_gen_worker_scale); c the layer's constants
+ * (deftsim_gen_layer_consts). deftsim_gen_fill returns the same bits. */
 static inline float deftsim_gen_element(const deftsim_gen_consts *c, uint64_t index,
                                         uint32_t worker, uint32_t iteration, float layer_scale)
 {
     float s = deftsim_gen_stream_value(c, index, DEFTSIM_GEN_STREAM_SIGNAL, 0, iteration);
     float n = deftsim_gen_stream_value(c, index, DEFTSIM_GEN_STREAM_NOISE, worker, iteration);
-    return (c->w_signal * s + c->w_noise * n) * layer_scale;
+    float scale = c->field_w != 0.0f ? deftsim_gen_field_value(c, index) * layer_scale
+                                     : layer_scale;
+    return (c->w_signal * s + c->w_noise * n) * scale;
 }
 
-/* The constants of a generator, for ports and for checking fill against the reference. */
+/* The constants of a generator (its global signal, tail and field), for ports and for
+ * checking fill against the reference. */
 const deftsim_gen_consts *deftsim_gen_get_consts(const deftsim_gen *g);
+
+/* Layer L's constants: the global ones unless its kind has its own signal, tail or field. */
+const deftsim_gen_consts *deftsim_gen_layer_consts(const deftsim_gen *g, size_t layer);
 
 #endif

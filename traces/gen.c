@@ -10,14 +10,16 @@
 #include "deftsim_util.h"
 
 typedef void (*groups_fn)(const deftsim_gen_consts *, uint64_t, uint64_t, uint32_t, uint32_t,
-                          uint32_t, float, float *const *, uint64_t);
+                          uint32_t, const float *, float *const *, uint64_t);
 
 struct deftsim_gen {
     groups_fn groups;     /* the vector kernel in use */
     const char *kernel;   /* its name */
     deftsim_model *model;
     deftsim_gen_params params;
-    deftsim_gen_consts c;
+    deftsim_gen_consts c;                   /* the global signal, tail and field */
+    deftsim_gen_consts kc[DEFTSIM_GEN_NKINDS]; /* per kind: c, or its own values */
+    unsigned char *kind;                    /* per layer, its kind */
     double *log2_scale; /* per layer, the centre of its drift */
 };
 
@@ -59,13 +61,13 @@ struct deftsim_gen {
 #endif
 
 static void groups_reference(const deftsim_gen_consts *c, uint64_t g0, uint64_t ngroups,
-                             uint32_t worker0, uint32_t nworkers, uint32_t iteration, float scale,
-                             float *const *out, uint64_t at)
+                             uint32_t worker0, uint32_t nworkers, uint32_t iteration,
+                             const float *scale, float *const *out, uint64_t at)
 {
     for (uint32_t w = 0; w < nworkers; w++)
         for (uint64_t i = 0; i < ngroups * DEFTSIM_GEN_GROUP; i++)
             out[w][at + i] = deftsim_gen_element(c, g0 * DEFTSIM_GEN_GROUP + i, worker0 + w,
-                                                 iteration, scale);
+                                                 iteration, scale[w]);
 }
 
 /* Kernels by preference; the first one the CPU runs is the default. */
@@ -176,6 +178,36 @@ deftsim_gen_kind deftsim_gen_layer_kind(const deftsim_model *m, size_t layer)
     return DEFTSIM_GEN_KIND_BIAS;
 }
 
+static const char *const role_names[DEFTSIM_GEN_NROLES] = {
+    "qk", "v", "attn_out", "ffn_in", "ffn_out", "word", "position", "token_type", "shortcut"};
+
+const char *deftsim_gen_role_name(deftsim_gen_role r)
+{
+    return (unsigned)r < DEFTSIM_GEN_NROLES ? role_names[r] : "none";
+}
+
+deftsim_gen_role deftsim_gen_layer_role(const deftsim_model *m, size_t layer)
+{
+    const deftsim_layer *L = &m->layers[layer];
+    const char *n = L->name;
+#define HAS(s) (strstr(n, s) != NULL)
+    if (L->ndim < 2) return DEFTSIM_GEN_ROLE_NONE;
+    if (HAS("word_embeddings") || HAS("wte")) return DEFTSIM_GEN_ROLE_WORD;
+    if (HAS("position_embeddings") || HAS("wpe")) return DEFTSIM_GEN_ROLE_POSITION;
+    if (HAS("token_type")) return DEFTSIM_GEN_ROLE_TOKEN_TYPE;
+    if (HAS("query") || HAS(".key.") || HAS("q_proj") || HAS("k_proj")) return DEFTSIM_GEN_ROLE_QK;
+    if (HAS(".value.") || HAS("v_proj")) return DEFTSIM_GEN_ROLE_V;
+    if (HAS("attention.output") || HAS("out_proj") || HAS("o_proj") || HAS("attn.c_proj"))
+        return DEFTSIM_GEN_ROLE_ATTN_OUT;
+    if (HAS("intermediate") || HAS("c_fc") || HAS("fc1") || HAS("up_proj") || HAS("gate_proj"))
+        return DEFTSIM_GEN_ROLE_FFN_IN;
+    if (HAS("output.dense") || HAS("mlp.c_proj") || HAS("fc2") || HAS("down_proj"))
+        return DEFTSIM_GEN_ROLE_FFN_OUT;
+    if (HAS("shortcut") || HAS("downsample")) return DEFTSIM_GEN_ROLE_SHORTCUT;
+#undef HAS
+    return DEFTSIM_GEN_ROLE_NONE;
+}
+
 double deftsim_gen_layer_depth(const deftsim_model *m, size_t layer)
 {
     return m->nlayers > 1 ? (double)layer / (double)(m->nlayers - 1) : 0.0;
@@ -196,8 +228,16 @@ void deftsim_gen_params_default(deftsim_gen_params *p)
                            (one_d ? DEFTSIM_GEN_DEFAULT_BIAS_SHIFT : 0);
         p->kind_depth[k] = 0;
         p->kind_spread[k] = DEFTSIM_GEN_DEFAULT_SCALE_DECADES;
+        p->kind_signal[k] = -1;
+        p->kind_tail[k] = -1;
+        p->kind_field[k] = -1;
     }
+    for (int r = 0; r < DEFTSIM_GEN_NROLES; r++) p->role_offset[r] = 0;
+    p->field = 0;
+    p->worker_spread = 0;
 }
+
+static int tail_ok(double t) { return isfinite(t) && (t == 0 || (t > 2 && t <= 1e6)); }
 
 deftsim_status deftsim_gen_params_check(const deftsim_gen_params *p)
 {
@@ -209,7 +249,7 @@ deftsim_status deftsim_gen_params_check(const deftsim_gen_params *p)
     if (!isfinite(p->signal) || p->signal < 0 || p->signal > 1)
         return deftsim_error_set(DEFTSIM_E_INPUT, "synthetic.signal: %g is outside [0, 1]",
                                  p->signal);
-    if (!isfinite(p->tail) || (p->tail != 0 && p->tail <= 2) || p->tail > 1e6)
+    if (!tail_ok(p->tail))
         return deftsim_error_set(DEFTSIM_E_INPUT,
                                  "synthetic.tail: %g must be 0 (Gaussian) or in (2, 1e6] "
                                  "(Student-t degrees of freedom; the variance needs more than 2)",
@@ -220,6 +260,30 @@ deftsim_status deftsim_gen_params_check(const deftsim_gen_params *p)
     if (!isfinite(p->bias_shift) || fabs(p->bias_shift) > 6)
         return deftsim_error_set(DEFTSIM_E_INPUT, "synthetic.bias_shift: %g is outside [-6, 6]",
                                  p->bias_shift);
+    /* The field's factor needs expm1 up to field * ln 10 <= 17 (deftsim_gen_expm1). */
+    if (!isfinite(p->field) || p->field < 0 || p->field > 6)
+        return deftsim_error_set(DEFTSIM_E_INPUT, "synthetic.field: %g is outside [0, 6]",
+                                 p->field);
+    if (!isfinite(p->worker_spread) || p->worker_spread < 0 || p->worker_spread > 6)
+        return deftsim_error_set(DEFTSIM_E_INPUT,
+                                 "synthetic.worker_spread: %g is outside [0, 6]", p->worker_spread);
+    for (int k = 0; k < DEFTSIM_GEN_NKINDS; k++) {
+        double sg = p->kind_signal[k], tl = p->kind_tail[k], fl = p->kind_field[k];
+        if (!(sg == -1 || (sg >= 0 && sg <= 1)))
+            return deftsim_error_set(DEFTSIM_E_INPUT, "synthetic.%s_signal: %g is neither -1 "
+                                     "(the global signal) nor in [0, 1]", kind_names[k], sg);
+        if (!(tl == -1 || tail_ok(tl)))
+            return deftsim_error_set(DEFTSIM_E_INPUT, "synthetic.%s_tail: %g is neither -1 (the "
+                                     "global tail), 0 (Gaussian) nor in (2, 1e6]",
+                                     kind_names[k], tl);
+        if (!(fl == -1 || (fl >= 0 && fl <= 6)))
+            return deftsim_error_set(DEFTSIM_E_INPUT, "synthetic.%s_field: %g is neither -1 "
+                                     "(the global field) nor in [0, 6]", kind_names[k], fl);
+    }
+    for (int r = 0; r < DEFTSIM_GEN_NROLES; r++)
+        if (!isfinite(p->role_offset[r]) || fabs(p->role_offset[r]) > 6)
+            return deftsim_error_set(DEFTSIM_E_INPUT, "synthetic.role_%s: %g is outside [-6, 6]",
+                                     role_names[r], p->role_offset[r]);
     if (p->kind_scales != 0 && p->kind_scales != 1)
         return deftsim_error_set(DEFTSIM_E_INPUT, "synthetic.scales: %d is neither 0 (seed) nor "
                                  "1 (kinds)", p->kind_scales);
@@ -262,6 +326,27 @@ static double layer_uniform(const deftsim_gen_consts *c, uint32_t stream, uint64
     return deftsim_philox_u01_double(w[0], w[1]);
 }
 
+static void make_consts(deftsim_gen_consts *c, uint64_t seed, double signal, double tail,
+                        double field)
+{
+    memset(c, 0, sizeof *c);
+    c->key[0] = (uint32_t)seed;
+    c->key[1] = (uint32_t)(seed >> 32);
+    c->gauss = tail == 0;
+    double nu = c->gauss ? 0 : tail;
+    double norm = c->gauss ? 1.0 : sqrt((nu - 2.0) / nu); /* t(nu) has variance nu/(nu-2) */
+    c->nu = (float)nu;
+    c->inv_nu = c->gauss ? 0.0f : (float)(1.0 / nu);
+    c->w_signal = (float)(sqrt(signal) * norm);
+    c->w_noise = (float)(sqrt(1.0 - signal) * norm);
+    if (field > 0) {
+        /* e^(W u), u uniform in (0, 1), has mean square (e^(2W) - 1) / (2W). */
+        double w = field * 2.30258509299404568402;
+        c->field_w = (float)w;
+        c->field_c = (float)sqrt(2.0 * w / expm1(2.0 * w));
+    }
+}
+
 deftsim_status deftsim_gen_new(const deftsim_model *m, const deftsim_gen_params *p,
                                deftsim_gen **out)
 {
@@ -281,16 +366,18 @@ deftsim_status deftsim_gen_new(const deftsim_model *m, const deftsim_gen_params 
         return deftsim_error_nomem("generator");
     }
 
-    deftsim_gen_consts *c = &g->c;
-    c->key[0] = (uint32_t)p->seed;
-    c->key[1] = (uint32_t)(p->seed >> 32);
-    c->gauss = p->tail == 0;
-    double nu = c->gauss ? 0 : p->tail;
-    double norm = c->gauss ? 1.0 : sqrt((nu - 2.0) / nu); /* t(nu) has variance nu/(nu-2) */
-    c->nu = (float)nu;
-    c->inv_nu = c->gauss ? 0.0f : (float)(1.0 / nu);
-    c->w_signal = (float)(sqrt(p->signal) * norm);
-    c->w_noise = (float)(sqrt(1.0 - p->signal) * norm);
+    g->kind = malloc(m->nlayers ? m->nlayers : 1);
+    if (!g->kind) {
+        deftsim_gen_free(g);
+        return deftsim_error_nomem("generator");
+    }
+    for (size_t L = 0; L < m->nlayers; L++) g->kind[L] = (unsigned char)deftsim_gen_layer_kind(m, L);
+    make_consts(&g->c, p->seed, p->signal, p->tail, p->field);
+    for (int k = 0; k < DEFTSIM_GEN_NKINDS; k++)
+        make_consts(&g->kc[k], p->seed, p->kind_signal[k] >= 0 ? p->kind_signal[k] : p->signal,
+                    p->kind_tail[k] >= 0 ? p->kind_tail[k] : p->tail,
+                    p->kind_field[k] >= 0 ? p->kind_field[k] : p->field);
+    const deftsim_gen_consts *c = &g->c;
 
     /* Scales 10^-2 .. 10^-(2 + decades) for weights: the size of per-element gradients of
      * trained CNNs. Only ratios matter to a sparsifier; the absolute level keeps values in a
@@ -302,6 +389,9 @@ deftsim_status deftsim_gen_new(const deftsim_model *m, const deftsim_gen_params 
             deftsim_gen_kind k = deftsim_gen_layer_kind(m, L);
             log10s = p->kind_level[k] + p->kind_depth[k] * (deftsim_gen_layer_depth(m, L) - 0.5) -
                      p->kind_spread[k] * (u - 0.5);
+            deftsim_gen_role r = deftsim_gen_layer_role(m, L);
+            if (r != DEFTSIM_GEN_ROLE_NONE && p->role_offset[r] != 0)
+                log10s = log10s + p->role_offset[r];
         } else {
             log10s = -2.0 - p->scale_decades * u + (m->layers[L].ndim == 1 ? p->bias_shift : 0);
         }
@@ -323,6 +413,7 @@ void deftsim_gen_free(deftsim_gen *g)
     if (!g) return;
     deftsim_model_free(g->model);
     free(g->log2_scale);
+    free(g->kind);
     free(g);
 }
 
@@ -330,12 +421,17 @@ const deftsim_model *deftsim_gen_model(const deftsim_gen *g) { return g->model; 
 const deftsim_gen_params *deftsim_gen_get_params(const deftsim_gen *g) { return &g->params; }
 const deftsim_gen_consts *deftsim_gen_get_consts(const deftsim_gen *g) { return &g->c; }
 
+const deftsim_gen_consts *deftsim_gen_layer_consts(const deftsim_gen *g, size_t layer)
+{
+    return &g->kc[g->kind[layer]];
+}
+
 /* The drift is a piecewise-linear path through knots DEFTSIM_GEN_DRIFT_PERIOD iterations
  * apart with knot values uniform in [-1/2, 1/2] * period: the log scale's slope between knots
  * is the difference of two such values over the period, so it never exceeds `drift` per
  * iteration, and the scale stays within a factor e^(drift * period / 2) of its centre.
  * Evaluating it costs two Philox calls, whatever the iteration. */
-float deftsim_gen_layer_scale(const deftsim_gen *g, size_t layer, uint64_t iteration)
+static double layer_log2_scale(const deftsim_gen *g, size_t layer, uint64_t iteration)
 {
     const uint64_t K = DEFTSIM_GEN_DRIFT_PERIOD;
     double log2s = g->log2_scale[layer];
@@ -347,26 +443,47 @@ float deftsim_gen_layer_scale(const deftsim_gen *g, size_t layer, uint64_t itera
         double d = (double)K * ((1.0 - f) * a0 + f * a1);
         log2s += g->params.drift * d * 1.44269504088896340736;
     }
+    return log2s;
+}
+
+float deftsim_gen_layer_scale(const deftsim_gen *g, size_t layer, uint64_t iteration)
+{
+    return (float)exp2_exact(layer_log2_scale(g, layer, iteration));
+}
+
+/* The worker's factor: log10 f = worker_spread * (U - 1/2), U = u01 of (stream 6, the worker,
+ * the iteration), added to the layer's log2 scale before the one rounding to float. */
+float deftsim_gen_worker_scale(const deftsim_gen *g, size_t layer, uint64_t iteration,
+                               uint32_t worker)
+{
+    double log2s = layer_log2_scale(g, layer, iteration);
+    if (g->params.worker_spread > 0) {
+        double u = layer_uniform(&g->c, DEFTSIM_GEN_STREAM_WORKER, worker, iteration);
+        log2s += g->params.worker_spread * (u - 0.5) * 3.32192809488736234787;
+    }
     return (float)exp2_exact(log2s);
 }
 
-/* Elements [a, b) of one layer (one scale) for nworkers workers, into out[k] + (a - base):
+/* Workers filled together (one scale each, on the stack). */
+#define FILL_CHUNK 64u
+
+/* Elements [a, b) of one layer (one scale per worker) for nworkers workers, into out[k] + (a - base):
  * whole groups by the vector kernel, a ragged head and tail by the scalar reference. */
 static void fill_span(groups_fn groups, const deftsim_gen_consts *c, uint32_t iteration,
-                      uint32_t worker0, uint32_t nworkers, uint64_t a, uint64_t b, float scale,
-                      float *const *out, uint64_t base)
+                      uint32_t worker0, uint32_t nworkers, uint64_t a, uint64_t b,
+                      const float *scale, float *const *out, uint64_t base)
 {
     const uint64_t G = DEFTSIM_GEN_GROUP;
     uint64_t ga = (a + G - 1) / G, gb = b / G;
     uint64_t head_end = ga < gb ? ga * G : b;
     for (uint32_t w = 0; w < nworkers; w++)
         for (uint64_t i = a; i < head_end; i++)
-            out[w][i - base] = deftsim_gen_element(c, i, worker0 + w, iteration, scale);
+            out[w][i - base] = deftsim_gen_element(c, i, worker0 + w, iteration, scale[w]);
     if (ga >= gb) return;
     groups(c, ga, gb - ga, worker0, nworkers, iteration, scale, out, ga * G - base);
     for (uint32_t w = 0; w < nworkers; w++)
         for (uint64_t i = gb * G; i < b; i++)
-            out[w][i - base] = deftsim_gen_element(c, i, worker0 + w, iteration, scale);
+            out[w][i - base] = deftsim_gen_element(c, i, worker0 + w, iteration, scale[w]);
 }
 
 deftsim_status deftsim_gen_fill_workers(const deftsim_gen *g, uint64_t iteration,
@@ -400,9 +517,19 @@ deftsim_status deftsim_gen_fill_workers(const deftsim_gen *g, uint64_t iteration
         uint64_t lend = ly->offset + ly->numel;
         if (lend <= a) continue;
         uint64_t b = lend < end ? lend : end;
-        float scale = deftsim_gen_layer_scale(g, L, iteration);
-        fill_span(g->groups, &g->c, (uint32_t)iteration, first_worker, nworkers, a, b, scale, out,
-                  offset);
+        float scale[FILL_CHUNK];
+        for (uint32_t w0 = 0; w0 < nworkers; w0 += FILL_CHUNK) {
+            uint32_t nw = nworkers - w0 < FILL_CHUNK ? nworkers - w0 : FILL_CHUNK;
+            if (g->params.worker_spread > 0) {
+                for (uint32_t w = 0; w < nw; w++)
+                    scale[w] = deftsim_gen_worker_scale(g, L, iteration, first_worker + w0 + w);
+            } else {
+                scale[0] = deftsim_gen_layer_scale(g, L, iteration);
+                for (uint32_t w = 1; w < nw; w++) scale[w] = scale[0];
+            }
+            fill_span(g->groups, &g->kc[g->kind[L]], (uint32_t)iteration, first_worker + w0, nw,
+                      a, b, scale, out + w0, offset);
+        }
         a = b;
     }
     return DEFTSIM_OK;
@@ -449,6 +576,32 @@ deftsim_status deftsim_gen_write_trace(const deftsim_gen *g, const char *dir, ui
                                       json_pack("{s:f, s:f, s:f}", "scale", p->kind_level[k],
                                                 "depth", p->kind_depth[k], "spread",
                                                 p->kind_spread[k]));
+        if (bad) {
+            json_decref(prov);
+            return deftsim_error_nomem("generator");
+        }
+    }
+    { /* the element statistics beyond the defaults, only when set */
+        json_t *syn = json_object_get(prov, "synthetic");
+        int bad = 0;
+        if (p->field > 0) bad |= json_object_set_new(syn, "field", json_real(p->field));
+        if (p->worker_spread > 0)
+            bad |= json_object_set_new(syn, "worker_spread", json_real(p->worker_spread));
+        const struct { const char *key; const double *v; } per[3] = {
+            {"signal", p->kind_signal}, {"tail", p->kind_tail}, {"field", p->kind_field}};
+        for (int k = 0; k < DEFTSIM_GEN_NKINDS && !bad; k++)
+            for (int j = 0; j < 3 && !bad; j++)
+                if (per[j].v[k] >= 0) {
+                    char key[48];
+                    snprintf(key, sizeof key, "%s_%s", kind_names[k], per[j].key);
+                    bad |= json_object_set_new(syn, key, json_real(per[j].v[k]));
+                }
+        for (int r = 0; r < DEFTSIM_GEN_NROLES && !bad && p->kind_scales; r++)
+            if (p->role_offset[r] != 0) {
+                char key[48];
+                snprintf(key, sizeof key, "role_%s", role_names[r]);
+                bad |= json_object_set_new(syn, key, json_real(p->role_offset[r]));
+            }
         if (bad) {
             json_decref(prov);
             return deftsim_error_nomem("generator");

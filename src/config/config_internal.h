@@ -131,6 +131,25 @@ int *deftsim_cfg_section_line(const deftsim_config *cfg, size_t si);
          "scales = kinds: width in decades of the uniform scatter around that line"),              \
      .type = T_DOUBLE, .off = F(synthetic.kind_spread[i]), .lo = 0, .hi = 12}
 
+/* Per-kind element statistics (any scales), -1 for the global key's value; the checks are
+ * config_keys.c's. */
+#define KIND_STAT_KEYS(stem, i)                                                                    \
+    {KEY("synthetic", stem "_signal", "-1 or a number in [0, 1]", "-1",                            \
+         "signal of " stem " tensors; -1: the key signal"),                                        \
+     .type = T_DOUBLE, .off = F(synthetic.kind_signal[i]), .check = check_kind_signal},            \
+    {KEY("synthetic", stem "_tail", "-1, 0 (Gaussian) or a number > 2", "-1",                      \
+         "tail of " stem " tensors; -1: the key tail"),                                            \
+     .type = T_DOUBLE, .off = F(synthetic.kind_tail[i]), .check = check_kind_tail},                \
+    {KEY("synthetic", stem "_field", "-1 or a number in [0, 6]", "-1",                             \
+         "field of " stem " tensors; -1: the key field"),                                          \
+     .type = T_DOUBLE, .off = F(synthetic.kind_field[i]), .check = check_kind_field}
+
+/* [synthetic] role_<name>: a role's offset from its kind's line (scales = kinds). */
+#define ROLE_KEY(stem, i)                                                                          \
+    {KEY("synthetic", "role_" stem, "number in [-6, 6]", "0",                                      \
+         "scales = kinds: log10 offset of " stem " tensors from their kind's line"),               \
+     .type = T_DOUBLE, .off = F(synthetic.role_offset[i]), .lo = -6, .hi = 6}
+
 /* ---- parameter files (config_params.c) ------------------------------------------------- */
 
 /* Where a key's value came from [gradients] params. */

@@ -81,6 +81,21 @@ static const char *check_tail(double v)
     return v == 0 || v > 2 ? NULL : "is neither 0 (Gaussian) nor greater than 2";
 }
 
+static const char *check_kind_signal(double v)
+{
+    return v == -1 || (v >= 0 && v <= 1) ? NULL : "is neither -1 (the key signal) nor in [0, 1]";
+}
+
+static const char *check_kind_tail(double v)
+{
+    return v == -1 ? NULL : check_tail(v);
+}
+
+static const char *check_kind_field(double v)
+{
+    return v == -1 || (v >= 0 && v <= 6) ? NULL : "is neither -1 (the key field) nor in [0, 6]";
+}
+
 static const int index_byte_choices[] = {4, 8, 0};
 static const int value_byte_choices[] = {4, 2, 0};
 
@@ -142,6 +157,17 @@ static const keydef base_keys[] = {
      .type = T_ENUM, .off = F(synthetic.scales), .names = scales_names},
     KIND_KEYS("conv", 0, "-3.5"), KIND_KEYS("linear", 1, "-3.5"), KIND_KEYS("embedding", 2, "-3.5"),
     KIND_KEYS("bias", 3, "-2.5"), KIND_KEYS("norm", 4, "-2.5"), KIND_KEYS("norm_bias", 5, "-2.5"),
+    {KEY("synthetic", "field", "number in [0, 6]", "0",
+         "width in decades of a per-element magnitude factor shared by workers and iterations"),
+     .type = T_DOUBLE, .off = F(synthetic.field), .lo = 0, .hi = 6},
+    {KEY("synthetic", "worker_spread", "number in [0, 6]", "0",
+         "width in decades of a factor on one worker's whole gradient, drawn per iteration"),
+     .type = T_DOUBLE, .off = F(synthetic.worker_spread), .lo = 0, .hi = 6},
+    KIND_STAT_KEYS("conv", 0), KIND_STAT_KEYS("linear", 1), KIND_STAT_KEYS("embedding", 2),
+    KIND_STAT_KEYS("bias", 3), KIND_STAT_KEYS("norm", 4), KIND_STAT_KEYS("norm_bias", 5),
+    ROLE_KEY("qk", 0), ROLE_KEY("v", 1), ROLE_KEY("attn_out", 2), ROLE_KEY("ffn_in", 3),
+    ROLE_KEY("ffn_out", 4), ROLE_KEY("word", 5), ROLE_KEY("position", 6),
+    ROLE_KEY("token_type", 7), ROLE_KEY("shortcut", 8),
 
     /* Its type text and default come from the registry (schema_init). */
     {KEY("sparsify", "methods", NULL, NULL, "the sparsifiers to compare"),

@@ -101,6 +101,11 @@ typedef struct deftsim_config {
         double kind_level[DEFTSIM_GEN_NKINDS];   /* <kind>_scale */
         double kind_depth[DEFTSIM_GEN_NKINDS];   /* <kind>_depth */
         double kind_spread[DEFTSIM_GEN_NKINDS];  /* <kind>_spread */
+        double field, worker_spread;             /* 0: none */
+        double role_offset[DEFTSIM_GEN_NROLES];  /* role_<name> */
+        double kind_signal[DEFTSIM_GEN_NKINDS];  /* <kind>_signal, -1: signal */
+        double kind_tail[DEFTSIM_GEN_NKINDS];    /* <kind>_tail, -1: tail */
+        double kind_field[DEFTSIM_GEN_NKINDS];   /* <kind>_field, -1: field */
     } synthetic;
     struct {
         deftsim_method *methods;  /* in the order given, no duplicates */

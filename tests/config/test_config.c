@@ -718,9 +718,10 @@ Test(config_names, schema)
     cr_expect_str_eq(deftsim_config_section_name(10), "compute");
     cr_expect_str_eq(deftsim_config_section_name(11), "execute");
     cr_expect_null(deftsim_config_section_name(12));
-    /* 95 + [gradients] params, [synthetic] scales and its 18 kind keys, + PowerSGD's 7, LAGS's
-     * 4, randk's 1, hardthr's 2 and sidco's 3 */
-    cr_expect_eq(deftsim_config_key_count(), 134);
+    /* 95 + [gradients] params, [synthetic] scales and its 18 kind keys, field, worker_spread and
+     * the 18 per-kind signal, tail and field keys, the 9 role keys, + PowerSGD's 7, LAGS's 4,
+     * randk's 1, hardthr's 2 and sidco's 3 */
+    cr_expect_eq(deftsim_config_key_count(), 163);
     cr_expect_null(deftsim_config_key(deftsim_config_key_count()));
     /* Keys come grouped by section, in section order. */
     size_t s = 0;

@@ -105,7 +105,8 @@ Test(gen_kinds, bad_values_name_the_key)
 }
 
 /* A synthetic trace of known parameters: calibrate recovers the kinds' lines, the spread (0),
- * signal and tail within the noise of its estimates. */
+ * a role's offset, signal, tail and the workers' spread within the noise of its estimates;
+ * the trace has no field, and none is fitted. */
 Test(calibrate, recovers_a_synthetic_trace, .timeout = 240)
 {
     const char *csv = "index,name,shape,numel\n"
@@ -116,8 +117,9 @@ Test(calibrate, recovers_a_synthetic_trace, .timeout = 240)
                       "4,n2.weight,128,128\n"
                       "5,n2.bias,128,128\n"
                       "6,c3.weight,128x128x3x3,147456\n"
-                      "7,fc.weight,100x256,25600\n"
-                      "8,fc.bias,100,100\n";
+                      "7,c3.shortcut.weight,128x64x1x1,8192\n"
+                      "8,fc.weight,100x256,25600\n"
+                      "9,fc.bias,100,100\n";
     deftsim_model *m;
     cr_assert_eq(deftsim_model_parse_csv(csv, strlen(csv), "test", "tiny", &m), DEFTSIM_OK);
     deftsim_gen_params p;
@@ -131,6 +133,8 @@ Test(calibrate, recovers_a_synthetic_trace, .timeout = 240)
         p.kind_depth[k] = k == DEFTSIM_GEN_KIND_CONV ? -1.0 : 0;
         p.kind_spread[k] = 0;
     }
+    p.role_offset[DEFTSIM_GEN_ROLE_SHORTCUT] = 0.6;
+    p.worker_spread = 1.0;
     deftsim_gen *g;
     cr_assert_eq(deftsim_gen_new(m, &p, &g), DEFTSIM_OK);
     char dir[] = "/tmp/deftsim_calib_XXXXXX";
@@ -146,10 +150,34 @@ Test(calibrate, recovers_a_synthetic_trace, .timeout = 240)
     deftsim_calib_result r;
     cr_assert_eq(deftsim_calibrate(t, &o, &r), DEFTSIM_OK, "%s", deftsim_error_message());
     const deftsim_gen_params *q = &r.params;
+    /* The fitted scales are the workers' median: the generator's centre times the median of
+     * the workers' factors, log10, averaged over the two iterations. */
+    double shift = 0;
+    for (uint64_t it = 0; it < 2; it++) {
+        double f[4];
+        for (uint32_t w = 0; w < 4; w++)
+            f[w] = deftsim_gen_worker_scale(g, 0, it, w) / deftsim_gen_layer_scale(g, 0, it);
+        for (int a = 0; a < 4; a++) /* sort 4 */
+            for (int b = a + 1; b < 4; b++)
+                if (f[b] < f[a]) {
+                    double x = f[a];
+                    f[a] = f[b];
+                    f[b] = x;
+                }
+        shift += log10(0.5 * (f[1] + f[2])) / 2;
+    }
+    for (int k = 0; k < DEFTSIM_GEN_NKINDS; k++) p.kind_level[k] += shift;
     cr_expect_eq(q->kind_scales, 1);
-    cr_expect_eq(r.kind_tensors[DEFTSIM_GEN_KIND_CONV], 3);
-    cr_expect(fabs(q->kind_level[DEFTSIM_GEN_KIND_CONV] - p.kind_level[0]) < 0.02, "conv %g",
-              q->kind_level[DEFTSIM_GEN_KIND_CONV]);
+    cr_expect_eq(r.kind_tensors[DEFTSIM_GEN_KIND_CONV], 4);
+    cr_expect_eq(r.role_tensors[DEFTSIM_GEN_ROLE_SHORTCUT], 1);
+    cr_expect(fabs(q->role_offset[DEFTSIM_GEN_ROLE_SHORTCUT] - 0.6) < 0.05, "shortcut %g",
+              q->role_offset[DEFTSIM_GEN_ROLE_SHORTCUT]);
+    /* 4 workers' norms at 2 iterations: a rough estimate of the width 1 */
+    cr_expect(q->worker_spread > 0.4 && q->worker_spread < 1.8, "worker_spread %g",
+              q->worker_spread);
+    cr_expect(r.field_fitted && q->field < 0.2, "field %g", q->field);
+    cr_expect(fabs(q->kind_level[DEFTSIM_GEN_KIND_CONV] - p.kind_level[0]) < 0.03, "conv %g, "
+              "want %g", q->kind_level[DEFTSIM_GEN_KIND_CONV], p.kind_level[0]);
     cr_expect(fabs(q->kind_depth[DEFTSIM_GEN_KIND_CONV] + 1.0) < 0.05, "conv depth %g",
               q->kind_depth[DEFTSIM_GEN_KIND_CONV]);
     cr_expect(q->kind_spread[DEFTSIM_GEN_KIND_CONV] < 0.05, "conv spread %g",
@@ -173,8 +201,119 @@ Test(calibrate, recovers_a_synthetic_trace, .timeout = 240)
     char *text;
     cr_assert_eq(deftsim_read_file(ini, &text, NULL), DEFTSIM_OK);
     cr_expect(strstr(text, "\n[synthetic]\nscales = kinds\n"));
+    cr_expect(strstr(text, "\nrole_shortcut = "));
+    cr_expect(strstr(text, "\nworker_spread = "));
     cr_expect(strstr(text, "# embedding: not in the trace; extrapolated: copied from linear\n"));
     free(text);
+    deftsim_trace_close(t);
+    deftsim_gen_free(g);
+    deftsim_model_free(m);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    cr_expect_eq(system(cmd), 0);
+}
+
+/* A trace with a magnitude field and two consecutive iterations: calibrate fits a field that
+ * gives the trace's per-tensor temporal overlap (the field is what makes it exceed chance). */
+Test(calibrate, fits_the_field, .timeout = 300)
+{
+    const char *csv = "index,name,shape,numel\n"
+                      "0,a.weight,256x256,65536\n"
+                      "1,b.weight,256x512,131072\n"
+                      "2,c.weight,512x256,131072\n";
+    deftsim_model *m;
+    cr_assert_eq(deftsim_model_parse_csv(csv, strlen(csv), "test", "field", &m), DEFTSIM_OK);
+    deftsim_gen_params p;
+    deftsim_gen_params_default(&p);
+    p.kind_scales = 1;
+    p.signal = 0.2;
+    p.tail = 0; /* Gaussian elements: the field is the only heavy tail */
+    p.drift = 0;
+    p.field = 1.5;
+    for (int k = 0; k < DEFTSIM_GEN_NKINDS; k++) {
+        p.kind_level[k] = -3;
+        p.kind_spread[k] = 0;
+    }
+    deftsim_gen *g;
+    cr_assert_eq(deftsim_gen_new(m, &p, &g), DEFTSIM_OK);
+    char dir[] = "/tmp/deftsim_calib_XXXXXX";
+    cr_assert(mkdtemp(dir));
+    char tdir[64];
+    snprintf(tdir, sizeof tdir, "%s/t", dir);
+    cr_assert_eq(deftsim_gen_write_trace(g, tdir, 4, 2), DEFTSIM_OK, "%s", deftsim_error_message());
+    deftsim_trace *t;
+    cr_assert_eq(deftsim_trace_open(tdir, &t), DEFTSIM_OK);
+    deftsim_calib_opts o;
+    deftsim_calib_opts_default(&o);
+    o.from = 0;
+    deftsim_calib_result r;
+    cr_assert_eq(deftsim_calibrate(t, &o, &r), DEFTSIM_OK, "%s", deftsim_error_message());
+    fprintf(stderr, "field: trace temporal overlap %.4f, fitted field %.3f (generator %.4f), "
+            "tail %.3g, signal %.3f\n", r.temporal_real, r.params.field, r.temporal_gen,
+            r.params.tail, r.params.signal);
+    cr_expect(r.field_fitted);
+    cr_expect(r.temporal_real > 0.03, "the field keeps large elements: %g", r.temporal_real);
+    cr_expect(fabs(r.temporal_gen - r.temporal_real) < 0.015, "temporal %g vs %g",
+              r.temporal_gen, r.temporal_real);
+    cr_expect(r.params.field > 0.9 && r.params.field < 2.2, "field %g", r.params.field);
+    deftsim_trace_close(t);
+    deftsim_gen_free(g);
+    deftsim_model_free(m);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    cr_expect_eq(system(cmd), 0);
+}
+
+/* Embeddings whose workers share more than the linear tensors' (a signal of their own):
+ * calibrate fits the global signal to the linear tensors and embedding_signal to the
+ * embeddings, each near its own. */
+Test(calibrate, fits_a_kinds_own_signal, .timeout = 300)
+{
+    const char *csv = "index,name,shape,numel\n"
+                      "0,embeddings.word_embeddings.weight,1024x128,131072\n"
+                      "1,embeddings.position_embeddings.weight,512x128,65536\n"
+                      "2,l0.weight,256x256,65536\n"
+                      "3,l1.weight,256x512,131072\n"
+                      "4,l2.weight,512x256,131072\n";
+    deftsim_model *m;
+    cr_assert_eq(deftsim_model_parse_csv(csv, strlen(csv), "test", "kinds", &m), DEFTSIM_OK);
+    deftsim_gen_params p;
+    deftsim_gen_params_default(&p);
+    p.kind_scales = 1;
+    p.signal = 0.2;
+    p.kind_signal[DEFTSIM_GEN_KIND_EMBEDDING] = 0.8;
+    p.kind_tail[DEFTSIM_GEN_KIND_EMBEDDING] = 3;
+    p.drift = 0;
+    for (int k = 0; k < DEFTSIM_GEN_NKINDS; k++) {
+        p.kind_level[k] = -3;
+        p.kind_spread[k] = 0;
+    }
+    deftsim_gen *g;
+    cr_assert_eq(deftsim_gen_new(m, &p, &g), DEFTSIM_OK);
+    char dir[] = "/tmp/deftsim_calib_XXXXXX";
+    cr_assert(mkdtemp(dir));
+    char tdir[64];
+    snprintf(tdir, sizeof tdir, "%s/t", dir);
+    cr_assert_eq(deftsim_gen_write_trace(g, tdir, 4, 1), DEFTSIM_OK, "%s", deftsim_error_message());
+    deftsim_trace *t;
+    cr_assert_eq(deftsim_trace_open(tdir, &t), DEFTSIM_OK);
+    deftsim_calib_opts o;
+    deftsim_calib_opts_default(&o);
+    deftsim_calib_result r;
+    cr_assert_eq(deftsim_calibrate(t, &o, &r), DEFTSIM_OK, "%s", deftsim_error_message());
+    const deftsim_gen_params *q = &r.params;
+    fprintf(stderr, "kinds: signal %.3f, embedding_signal %.3f, tail %.3g, embedding_tail %.3g\n",
+            q->signal, q->kind_signal[DEFTSIM_GEN_KIND_EMBEDDING], q->tail,
+            q->kind_tail[DEFTSIM_GEN_KIND_EMBEDDING]);
+    cr_expect(!r.field_fitted && q->field == 0, "one iteration: no field");
+    cr_expect(r.kind_own[DEFTSIM_GEN_KIND_EMBEDDING]);
+    cr_expect(!r.kind_own[DEFTSIM_GEN_KIND_LINEAR], "linear is the pooled fit");
+    cr_expect(fabs(q->signal - 0.2) < 0.06, "signal %g", q->signal);
+    cr_expect(fabs(q->kind_signal[DEFTSIM_GEN_KIND_EMBEDDING] - 0.8) < 0.08,
+              "embedding_signal %g", q->kind_signal[DEFTSIM_GEN_KIND_EMBEDDING]);
+    cr_expect(q->kind_tail[DEFTSIM_GEN_KIND_EMBEDDING] < q->tail, "embeddings heavier: %g, %g",
+              q->kind_tail[DEFTSIM_GEN_KIND_EMBEDDING], q->tail);
+    cr_expect(q->kind_signal[DEFTSIM_GEN_KIND_LINEAR] == -1);
     deftsim_trace_close(t);
     deftsim_gen_free(g);
     deftsim_model_free(m);

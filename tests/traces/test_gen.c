@@ -478,3 +478,335 @@ Test(gen, layer_scales_spread_shift_and_drift)
     deftsim_gen_free(g);
     deftsim_model_free(m);
 }
+
+/* ---- per-kind statistics, the magnitude field, the workers' factors -------------------- */
+
+/* A conv and a linear layer of n elements each, then a 1-D bias. */
+static deftsim_model *two_kinds(uint64_t n)
+{
+    char csv[256];
+    snprintf(csv, sizeof csv, "index,name,shape,numel\n0,c.weight,%llux1x1x1,%llu\n"
+             "1,l.weight,%llux1,%llu\n2,l.bias,77,77\n", (unsigned long long)n,
+             (unsigned long long)n, (unsigned long long)n, (unsigned long long)n);
+    deftsim_model *m;
+    cr_assert_eq(deftsim_model_parse_csv(csv, strlen(csv), "two.csv", "two", &m), DEFTSIM_OK,
+                 "%s", deftsim_error_message());
+    return m;
+}
+
+/* |A & B| / |A| of two top-k masks over [off, off + n). */
+static double mask_overlap(const float *x, const float *y, uint64_t off, uint64_t n, uint64_t k)
+{
+    unsigned char *a = topk_mask(x + off, n, k), *b = topk_mask(y + off, n, k);
+    uint64_t ka = 0, both = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        ka += a[i];
+        both += a[i] && b[i];
+    }
+    free(a);
+    free(b);
+    return (double)both / (double)ka;
+}
+
+Test(gen, new_params_defaults_and_rejections)
+{
+    deftsim_gen_params p;
+    deftsim_gen_params_default(&p);
+    cr_assert_eq(p.field, 0);
+    cr_assert_eq(p.worker_spread, 0);
+    for (int k = 0; k < DEFTSIM_GEN_NKINDS; k++)
+        cr_assert(p.kind_signal[k] == -1 && p.kind_tail[k] == -1 && p.kind_field[k] == -1);
+    static const struct {
+        const char *what;
+        int which; /* 0 field, 1 worker_spread, 2 kind signal, 3 kind tail, 4 kind field */
+        double v;
+    } bad[] = {
+        {"synthetic.field", 0, -0.1},          {"synthetic.field", 0, 6.5},
+        {"synthetic.worker_spread", 1, NAN},   {"synthetic.worker_spread", 1, -1},
+        {"synthetic.linear_signal", 2, 1.5},   {"synthetic.linear_signal", 2, -0.5},
+        {"synthetic.linear_tail", 3, 2.0},     {"synthetic.linear_tail", 3, -2},
+        {"synthetic.linear_field", 4, 7},      {"synthetic.linear_field", 4, -0.5},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        deftsim_gen_params_default(&p);
+        double *f[5] = {&p.field, &p.worker_spread, &p.kind_signal[DEFTSIM_GEN_KIND_LINEAR],
+                        &p.kind_tail[DEFTSIM_GEN_KIND_LINEAR],
+                        &p.kind_field[DEFTSIM_GEN_KIND_LINEAR]};
+        *f[bad[i].which] = bad[i].v;
+        cr_assert_eq(deftsim_gen_params_check(&p), DEFTSIM_E_INPUT, "%s = %g accepted",
+                     bad[i].what, bad[i].v);
+        cr_assert(strstr(deftsim_error_message(), bad[i].what), "message '%s' lacks '%s'",
+                  deftsim_error_message(), bad[i].what);
+    }
+    deftsim_gen_params_default(&p);
+    p.kind_tail[DEFTSIM_GEN_KIND_CONV] = 0; /* a Gaussian kind */
+    p.kind_signal[DEFTSIM_GEN_KIND_CONV] = 1;
+    p.kind_field[DEFTSIM_GEN_KIND_CONV] = 0;
+    p.field = 6;
+    p.worker_spread = 6;
+    cr_assert_eq(deftsim_gen_params_check(&p), DEFTSIM_OK, "%s", deftsim_error_message());
+}
+
+/* Per-kind values equal to the global ones give the defaults' bytes: the per-kind path is
+ * the same arithmetic. */
+Test(gen, per_kind_values_equal_to_global_change_nothing)
+{
+    deftsim_model *m = small_model();
+    deftsim_gen_params p;
+    deftsim_gen_params_default(&p);
+    deftsim_gen *a = new_gen(m, &p);
+    for (int k = 0; k < DEFTSIM_GEN_NKINDS; k++) {
+        p.kind_signal[k] = p.signal;
+        p.kind_tail[k] = p.tail;
+        p.kind_field[k] = 0;
+    }
+    deftsim_gen *b = new_gen(m, &p);
+    float *x = fill_all(a, 3, 1), *y = fill_all(b, 3, 1);
+    cr_assert_eq(memcmp(x, y, m->numel * sizeof *x), 0);
+    free(x);
+    free(y);
+    deftsim_gen_free(a);
+    deftsim_gen_free(b);
+    deftsim_model_free(m);
+}
+
+/* With every new feature on: each kernel, every slice and fill_workers return the scalar
+ * reference's bits (the layer's constants, the worker's scale), and the same seed the same
+ * bytes. */
+Test(gen, new_features_kernels_match_reference)
+{
+    deftsim_model *m = small_model();
+    deftsim_gen_params p;
+    deftsim_gen_params_default(&p);
+    p.seed = 4242;
+    p.field = 1.5;
+    p.worker_spread = 1;
+    p.kind_signal[DEFTSIM_GEN_KIND_LINEAR] = 0.9;
+    p.kind_tail[DEFTSIM_GEN_KIND_CONV] = 0;
+    p.kind_field[DEFTSIM_GEN_KIND_BIAS] = 0.5;
+    p.kind_field[DEFTSIM_GEN_KIND_NORM_WEIGHT] = 0;
+    deftsim_gen *g = new_gen(m, &p);
+    uint64_t n = m->numel;
+    enum { P = 3 };
+    const uint32_t w0 = 5, it = 11;
+    float *ref[P], *x[P];
+    for (int w = 0; w < P; w++) {
+        ref[w] = malloc(n * sizeof(float));
+        x[w] = malloc(n * sizeof(float));
+        cr_assert(ref[w] && x[w]);
+        for (size_t L = 0; L < m->nlayers; L++) {
+            const deftsim_gen_consts *c = deftsim_gen_layer_consts(g, L);
+            float scale = deftsim_gen_worker_scale(g, L, it, w0 + w);
+            for (uint64_t i = 0; i < m->layers[L].numel; i++) {
+                uint64_t e = m->layers[L].offset + i;
+                ref[w][e] = deftsim_gen_element(c, e, w0 + w, it, scale);
+            }
+        }
+    }
+    /* The workers' factors differ, and the kinds' constants do. */
+    cr_assert_neq(deftsim_gen_worker_scale(g, 0, it, w0), deftsim_gen_worker_scale(g, 0, it, w0 + 1));
+    cr_assert_neq(deftsim_gen_layer_consts(g, 0)->gauss, deftsim_gen_layer_consts(g, 3)->gauss);
+    cr_assert_neq(deftsim_gen_layer_consts(g, 3)->w_signal, deftsim_gen_get_consts(g)->w_signal);
+    cr_assert_eq(deftsim_gen_layer_consts(g, 2)->field_w, 0.0f);
+    cr_assert_neq(deftsim_gen_layer_consts(g, 1)->field_w, deftsim_gen_get_consts(g)->field_w);
+    size_t tried = 0;
+    for (size_t k = 0; k < deftsim_gen_kernel_count(); k++) {
+        const char *kn = deftsim_gen_kernel_name(k);
+        if (deftsim_gen_use_kernel(g, kn) != DEFTSIM_OK) continue;
+        tried++;
+        cr_assert_eq(deftsim_gen_fill_workers(g, it, w0, P, 0, n, x), DEFTSIM_OK);
+        for (int w = 0; w < P; w++)
+            for (uint64_t i = 0; i < n; i++)
+                cr_assert_eq(memcmp(&x[w][i], &ref[w][i], 4), 0, "kernel %s worker %d element %"
+                             PRIu64 ": %.9g vs %.9g", kn, w, i, x[w][i], ref[w][i]);
+        for (uint64_t a = 0; a < n;) { /* odd pieces, one worker at a time */
+            uint64_t len = a % 3 ? 45 : 301;
+            if (len > n - a) len = n - a;
+            cr_assert_eq(deftsim_gen_fill(g, it, w0 + 1, a, len, x[1] + a), DEFTSIM_OK);
+            a += len;
+        }
+        cr_assert_eq(memcmp(x[1], ref[1], n * sizeof(float)), 0, "kernel %s: pieces", kn);
+    }
+    cr_assert_geq(tried, 2);
+    deftsim_gen *h = new_gen(m, &p); /* same seed, same bytes */
+    float *y = fill_all(h, it, w0 + 2);
+    cr_assert_eq(memcmp(y, ref[2], n * sizeof *y), 0);
+    free(y);
+    deftsim_gen_free(h);
+    for (int w = 0; w < P; w++) {
+        free(ref[w]);
+        free(x[w]);
+    }
+    deftsim_gen_free(g);
+    deftsim_model_free(m);
+}
+
+/* <kind>_signal: the linear layer's top-1% sets overlap between workers as its own signal
+ * says, the conv layer's as the global one. */
+Test(gen, kind_signal_sets_that_kinds_overlap)
+{
+    const uint64_t n = 1u << 17, k = n / 100;
+    deftsim_model *m = two_kinds(n);
+    deftsim_gen_params p;
+    deftsim_gen_params_default(&p);
+    p.signal = 0.1;
+    p.kind_signal[DEFTSIM_GEN_KIND_LINEAR] = 0.95;
+    deftsim_gen *g = new_gen(m, &p);
+    float *x = fill_all(g, 0, 0), *y = fill_all(g, 0, 1);
+    double conv = mask_overlap(x, y, 0, n, k), lin = mask_overlap(x, y, n, n, k);
+    fprintf(stderr, "kind signal: top-1%% overlap conv (0.1) %.3f, linear (0.95) %.3f\n", conv,
+            lin);
+    cr_assert_lt(conv, 0.2, "conv keeps the global signal 0.1: %g", conv);
+    cr_assert_gt(lin, 0.6, "linear's own signal 0.95: %g", lin);
+    free(x);
+    free(y);
+    deftsim_gen_free(g);
+    deftsim_model_free(m);
+}
+
+/* <kind>_tail: a Gaussian conv layer beside a t(4) linear one. */
+Test(gen, kind_tail_sets_that_kinds_tail)
+{
+    const uint64_t n = 1u << 18;
+    deftsim_model *m = two_kinds(n);
+    deftsim_gen_params p;
+    deftsim_gen_params_default(&p);
+    p.kind_tail[DEFTSIM_GEN_KIND_CONV] = 0;
+    deftsim_gen *g = new_gen(m, &p);
+    float *x = fill_all(g, 0, 0);
+    double f4[2];
+    for (int L = 0; L < 2; L++) {
+        double s = deftsim_gen_layer_scale(g, (size_t)L, 0);
+        uint64_t c = 0;
+        for (uint64_t i = 0; i < n; i++) c += fabs(x[L * n + i]) > 4 * s;
+        f4[L] = (double)c / (double)n;
+    }
+    fprintf(stderr, "kind tail: P(|x| > 4 sd) conv (Gaussian) %.2e, linear (t4) %.2e\n", f4[0],
+            f4[1]);
+    cr_assert_lt(f4[0], 2e-4);
+    cr_assert_gt(f4[1], 1e-3);
+    free(x);
+    deftsim_gen_free(g);
+    deftsim_model_free(m);
+}
+
+/* field: one worker's top-1% set persists from one iteration to the next (and the workers
+ * share more of theirs) though every value is drawn afresh; the mean square stays the
+ * layer's scale squared. */
+Test(gen, field_keeps_large_elements_across_iterations)
+{
+    const uint64_t n = 1u << 17, k = n / 100;
+    deftsim_model *m = two_kinds(n);
+    double persist[2], across[2], ms = 0;
+    for (int on = 0; on < 2; on++) {
+        deftsim_gen_params p;
+        deftsim_gen_params_default(&p);
+        p.signal = 0;
+        p.field = on ? 4 : 0;
+        deftsim_gen *g = new_gen(m, &p);
+        float *a = fill_all(g, 0, 0), *b = fill_all(g, 1, 0), *c = fill_all(g, 0, 1);
+        persist[on] = mask_overlap(a, b, n, n, k);
+        across[on] = mask_overlap(a, c, n, n, k);
+        if (on) {
+            double s = deftsim_gen_layer_scale(g, 1, 0), sum = 0;
+            for (uint64_t i = 0; i < n; i++) sum += (double)a[n + i] * a[n + i];
+            ms = sum / (double)n / (s * s);
+        }
+        free(a);
+        free(b);
+        free(c);
+        deftsim_gen_free(g);
+    }
+    fprintf(stderr, "field: top-1%% persistence %.3f (off %.3f), across workers %.3f (off %.3f), "
+            "mean square / scale^2 %.3f\n", persist[1], persist[0], across[1], across[0], ms);
+    cr_assert_lt(persist[0], 0.05, "no field: independent draws");
+    cr_assert_gt(persist[1], 0.08, "field 4: the large elements stay large");
+    cr_assert_gt(across[1], 0.06);
+    cr_assert(ms > 0.85 && ms < 1.15, "mean square %g", ms);
+    deftsim_model_free(m);
+}
+
+/* worker_spread: the workers' norms spread as a uniform log10 factor of that width (standard
+ * deviation width / sqrt(12)); without it they agree within sampling noise. */
+Test(gen, worker_spread_spreads_worker_norms)
+{
+    const uint64_t n = 4096;
+    enum { P = 64 };
+    deftsim_model *m = two_kinds(n);
+    double sd[2];
+    for (int on = 0; on < 2; on++) {
+        deftsim_gen_params p;
+        deftsim_gen_params_default(&p);
+        p.worker_spread = on ? 1.0 : 0;
+        deftsim_gen *g = new_gen(m, &p);
+        double l[P], mean = 0, var = 0;
+        for (uint32_t w = 0; w < P; w++) {
+            float *x = fill_all(g, 7, w);
+            double s = 0;
+            for (uint64_t i = 0; i < m->numel; i++) s += (double)x[i] * x[i];
+            l[w] = 0.5 * log10(s);
+            mean += l[w] / P;
+            free(x);
+        }
+        for (int w = 0; w < P; w++) var += (l[w] - mean) * (l[w] - mean) / (P - 1);
+        sd[on] = sqrt(var);
+        deftsim_gen_free(g);
+    }
+    fprintf(stderr, "worker_spread: sd of log10 worker norms %.3f (1 decade; 0.289 expected), "
+            "off %.3f\n", sd[1], sd[0]);
+    cr_assert_lt(sd[0], 0.05);
+    cr_assert(sd[1] > 0.2 && sd[1] < 0.38, "%g", sd[1]);
+    deftsim_model_free(m);
+}
+
+/* Roles from names (2-D and larger only), and a role's offset moves exactly its tensors. */
+Test(gen, roles_from_names_and_offsets)
+{
+    const char *csv = "index,name,shape,numel\n"
+                      "0,embeddings.word_embeddings.weight,100x8,800\n"
+                      "1,embeddings.position_embeddings.weight,16x8,128\n"
+                      "2,embeddings.token_type_embeddings.weight,2x8,16\n"
+                      "3,encoder.layer.0.attention.self.query.weight,8x8,64\n"
+                      "4,encoder.layer.0.attention.self.key.weight,8x8,64\n"
+                      "5,encoder.layer.0.attention.self.value.weight,8x8,64\n"
+                      "6,encoder.layer.0.attention.output.dense.weight,8x8,64\n"
+                      "7,encoder.layer.0.intermediate.dense.weight,32x8,256\n"
+                      "8,encoder.layer.0.output.dense.weight,8x32,256\n"
+                      "9,encoder.layer.0.attention.self.query.bias,8,8\n"
+                      "10,h.0.attn.c_proj.weight,8x8,64\n"
+                      "11,h.0.mlp.c_fc.weight,8x32,256\n"
+                      "12,h.0.mlp.c_proj.weight,32x8,256\n"
+                      "13,layer3.0.shortcut.0.weight,16x8x1x1,128\n"
+                      "14,layer1.0.conv1.weight,8x8x3x3,576\n"
+                      "15,wte.weight,100x8,800\n";
+    static const deftsim_gen_role want[] = {
+        DEFTSIM_GEN_ROLE_WORD,     DEFTSIM_GEN_ROLE_POSITION, DEFTSIM_GEN_ROLE_TOKEN_TYPE,
+        DEFTSIM_GEN_ROLE_QK,       DEFTSIM_GEN_ROLE_QK,       DEFTSIM_GEN_ROLE_V,
+        DEFTSIM_GEN_ROLE_ATTN_OUT, DEFTSIM_GEN_ROLE_FFN_IN,   DEFTSIM_GEN_ROLE_FFN_OUT,
+        DEFTSIM_GEN_ROLE_NONE,     DEFTSIM_GEN_ROLE_ATTN_OUT, DEFTSIM_GEN_ROLE_FFN_IN,
+        DEFTSIM_GEN_ROLE_FFN_OUT,  DEFTSIM_GEN_ROLE_SHORTCUT, DEFTSIM_GEN_ROLE_NONE,
+        DEFTSIM_GEN_ROLE_WORD};
+    deftsim_model *m;
+    cr_assert_eq(deftsim_model_parse_csv(csv, strlen(csv), "roles.csv", "roles", &m), DEFTSIM_OK);
+    for (size_t L = 0; L < m->nlayers; L++)
+        cr_expect_eq(deftsim_gen_layer_role(m, L), want[L], "%s: %s, want %s", m->layers[L].name,
+                     deftsim_gen_role_name(deftsim_gen_layer_role(m, L)),
+                     deftsim_gen_role_name(want[L]));
+    deftsim_gen_params p;
+    deftsim_gen_params_default(&p);
+    p.kind_scales = 1;
+    deftsim_gen *a = new_gen(m, &p);
+    p.role_offset[DEFTSIM_GEN_ROLE_QK] = -1.5;
+    deftsim_gen *b = new_gen(m, &p);
+    for (size_t L = 0; L < m->nlayers; L++) {
+        double d = log10(deftsim_gen_layer_scale(b, L, 3)) - log10(deftsim_gen_layer_scale(a, L, 3));
+        double expect = want[L] == DEFTSIM_GEN_ROLE_QK ? -1.5 : 0;
+        cr_expect(fabs(d - expect) < 1e-6, "%s moved %g, want %g", m->layers[L].name, d, expect);
+    }
+    deftsim_gen_free(a);
+    deftsim_gen_free(b);
+    p.role_offset[DEFTSIM_GEN_ROLE_QK] = 6.5;
+    cr_expect_eq(deftsim_gen_params_check(&p), DEFTSIM_E_INPUT);
+    cr_expect(strstr(deftsim_error_message(), "synthetic.role_qk"), "%s", deftsim_error_message());
+    deftsim_model_free(m);
+}

@@ -4,7 +4,11 @@
  * The element arithmetic of traces/deftsim_gen.h compiled for the device without fused
  * multiply-add, so the bytes equal deftsim_gen_fill's. The caller supplies what the host
  * generator computes once: its constants (deftsim_gen_get_consts) and the scales of the layers
- * at this iteration (deftsim_gen_layer_scale), as a table of consecutive layers. It runs on a
+ * at this iteration (deftsim_gen_layer_scale, or deftsim_gen_worker_scale for the worker when
+ * worker_spread is set), as a table of consecutive layers. One set of constants serves every
+ * layer: a generator whose kinds have their own signal or tail (<kind>_signal, <kind>_tail)
+ * needs one call per run of layers of a kind, with deftsim_gen_layer_consts; the magnitude
+ * field (field > 0) is not ported (DEFTSIM_E_UNSUPPORTED). It runs on a
  * context of the kernels' "cuda" backend (deftsim_kcuda.h: device pointers, the context's
  * stream); the part of traces/ it needs (deftsim_gen.h) is declarations and inline arithmetic
  * only, so this library does not link the host generator (jansson, zlib).

@@ -102,6 +102,10 @@ extern "C" deftsim_status deftsim_kcuda_gen_fill(deftsim_kctx *ctx, const deftsi
                                  "kernels: deftsim_kcuda_gen_fill needs a context of backend cuda");
     if (!consts || (!layers && nlayers))
         return deftsim_error_set(DEFTSIM_E_USAGE, "kernels: cuda generator: NULL argument");
+    if (consts->field_w != 0.0f)
+        return deftsim_error_set(DEFTSIM_E_UNSUPPORTED,
+                                 "kernels: cuda generator: the magnitude field (synthetic.field) "
+                                 "is not ported to the device");
     if (count == 0) return DEFTSIM_OK;
     if (nlayers == 0 || nlayers > UINT32_MAX)
         return deftsim_error_set(DEFTSIM_E_INPUT, "kernels: cuda generator: %zu layers", nlayers);
