@@ -107,7 +107,7 @@ Test(gen_kinds, bad_values_name_the_key)
 /* A synthetic trace of known parameters: calibrate recovers the kinds' lines, the spread (0),
  * a role's offset, signal, tail and the workers' spread within the noise of its estimates;
  * the trace has no field, and none is fitted. */
-Test(calibrate, recovers_a_synthetic_trace, .timeout = 240)
+Test(calibrate, recovers_a_synthetic_trace)
 {
     const char *csv = "index,name,shape,numel\n"
                       "0,c1.weight,64x32x3x3,18432\n"
@@ -215,7 +215,7 @@ Test(calibrate, recovers_a_synthetic_trace, .timeout = 240)
 
 /* A trace with a magnitude field and two consecutive iterations: calibrate fits a field that
  * gives the trace's per-tensor temporal overlap (the field is what makes it exceed chance). */
-Test(calibrate, fits_the_field, .timeout = 300)
+Test(calibrate, fits_the_field)
 {
     const char *csv = "index,name,shape,numel\n"
                       "0,a.weight,256x256,65536\n"
@@ -267,7 +267,7 @@ Test(calibrate, fits_the_field, .timeout = 300)
 /* Embeddings whose workers share more than the linear tensors' (a signal of their own):
  * calibrate fits the global signal to the linear tensors and embedding_signal to the
  * embeddings, each near its own. */
-Test(calibrate, fits_a_kinds_own_signal, .timeout = 300)
+Test(calibrate, fits_a_kinds_own_signal)
 {
     const char *csv = "index,name,shape,numel\n"
                       "0,embeddings.word_embeddings.weight,1024x128,131072\n"
