@@ -30,7 +30,7 @@ static void setup(void)
 
 static void teardown(void) { nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
 
-TestSuite(engine_slow, .init = setup, .fini = teardown, .timeout = 600);
+TestSuite(engine_slow, .init = setup, .fini = teardown);
 
 static table *run(const char *extra_counts, const char *const *ov, size_t nov)
 {

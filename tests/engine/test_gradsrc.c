@@ -44,7 +44,7 @@ static void setup(void)
 
 static void teardown(void) { nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
 
-TestSuite(gradsrc, .init = setup, .fini = teardown, .timeout = 60);
+TestSuite(gradsrc, .init = setup, .fini = teardown);
 
 static deftsim_config *config(const char *gradients)
 {

@@ -18,7 +18,7 @@ static int run(const char *args, char *out, size_t cap)
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-Test(bench, kernels_csv_row_verified, .timeout = 300)
+Test(bench, kernels_csv_row_verified)
 {
     static char out[1 << 16];
     int rc = run("bench kernels --csv --quick --cases r18-d0.001-normal --budget 0 --reps 3 "
@@ -38,7 +38,7 @@ Test(bench, kernels_csv_row_verified, .timeout = 300)
 }
 
 /* --isa: one row per instruction set, each naming the one it ran (generic runs anywhere). */
-Test(bench, isa_rows, .timeout = 300)
+Test(bench, isa_rows)
 {
     static char out[1 << 16];
     int rc = run("bench kernels --csv --quick --cases P1024-normal --budget 0 --reps 3 "
@@ -50,7 +50,7 @@ Test(bench, isa_rows, .timeout = 300)
 }
 
 /* The fused accumulate case: one row per thread count, its norms verified bit-identical. */
-Test(bench, accumulate_norms_row_verified, .timeout = 300)
+Test(bench, accumulate_norms_row_verified)
 {
     static char out[1 << 16];
     int rc = run("bench kernels --csv --quick --cases accnorms --budget 0 --reps 3 --threads 1,2",

@@ -75,7 +75,7 @@ static void run(const float *x, size_t n, const deftsim_kseg *segs, size_t nseg,
 
 /* Random layouts: sizes from empty to beyond the in-cache path, k from 0 to len, offsets
  * anywhere (fragments may overlap and come in any order). */
-Test(segtopk, random_layouts, .timeout = 600)
+Test(segtopk, random_layouts)
 {
     uint64_t seed = kt_seed();
     static const size_t lens[] = {0, 1, 2, 3, 5, 7, 16, 33, 100, 1000, 5000, 70000};
@@ -141,8 +141,8 @@ static void deft_layout(uint32_t P, unsigned path_mask, size_t max_configs)
     deftsim_model_free(m);
 }
 
-Test(segtopk, deft_resnet18_p16, .timeout = 600) { deft_layout(16, 7, 2); }
-Test(segtopk, deft_resnet18_p1024, .timeout = 600) { deft_layout(1024, 3, 2); }
+Test(segtopk, deft_resnet18_p16) { deft_layout(16, 7, 2); }
+Test(segtopk, deft_resnet18_p1024) { deft_layout(1024, 3, 2); }
 
 Test(segtopk, errors)
 {

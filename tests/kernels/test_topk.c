@@ -111,7 +111,7 @@ Test(topk, sizes_small_all_modes)
 
 /* Sizes where the in-cache and the sampled path take over from each other, and where two
  * threads engage. */
-Test(topk, sizes_large, .timeout = 600)
+Test(topk, sizes_large)
 {
     static const int modes[] = {KT_NORMAL, KT_TIES, KT_NONFINITE};
     sizes(14, 20, modes, sizeof modes / sizeof modes[0], 7);

@@ -84,7 +84,7 @@ static void teardown(void)
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
 }
 
-TestSuite(smpi, .init = setup, .fini = teardown, .timeout = 1700);
+TestSuite(smpi, .init = setup, .fini = teardown);
 
 static const char *env_or_fail(const char *name)
 {

@@ -17,7 +17,7 @@
 #include "sp_internal.h"
 #include "sp_test.h"
 
-TestSuite(registry, .init = sp_suite_init, .fini = sp_suite_fini, .timeout = 120);
+TestSuite(registry, .init = sp_suite_init, .fini = sp_suite_fini);
 
 /* ---- the built-in table ------------------------------------------------------------------ */
 

@@ -24,7 +24,7 @@
 enum { OK_VGG, OK_BERT };
 enum { ORDER_AUTO, ORDER_REVERSE, ORDER_FORWARD };
 
-TestSuite(sp_dev, .init = sp_suite_init, .fini = sp_suite_fini, .timeout = 240);
+TestSuite(sp_dev, .init = sp_suite_init, .fini = sp_suite_fini);
 
 static deftsim_step_result *step_ok(deftsim_sparsifier *s, uint64_t t,
                                     const deftsim_acc_provider *prov)

@@ -9,7 +9,7 @@
 
 #include "sp_test.h"
 
-TestSuite(sp_hardthr, .init = sp_suite_init, .fini = sp_suite_fini, .timeout = 60);
+TestSuite(sp_hardthr, .init = sp_suite_init, .fini = sp_suite_fini);
 
 enum { N = 8 };
 static const float acc0[N] = {1, -3, 2.5f, 0, 4, -2, 0.5f, 3};

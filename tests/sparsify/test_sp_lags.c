@@ -25,7 +25,7 @@ static deftsim_method lags(void)
 #define COL_COUNT_MIN 1
 #define COL_COUNT_MAX 2
 
-TestSuite(sp_lags, .init = sp_suite_init, .fini = sp_suite_fini, .timeout = 240);
+TestSuite(sp_lags, .init = sp_suite_init, .fini = sp_suite_fini);
 
 static deftsim_step_result *step_ok(deftsim_sparsifier *s, uint64_t t,
                                     const deftsim_acc_provider *prov)

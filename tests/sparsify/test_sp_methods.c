@@ -9,7 +9,7 @@
 #include "deftsim_deft.h"
 #include "sp_test.h"
 
-TestSuite(sp_methods, .init = sp_suite_init, .fini = sp_suite_fini, .timeout = 120);
+TestSuite(sp_methods, .init = sp_suite_init, .fini = sp_suite_fini);
 
 static void add_gradients(sp_accs *a, int range, uint64_t seed, uint64_t t)
 {

@@ -11,7 +11,7 @@
 
 #include "sp_test.h"
 
-TestSuite(sp_micro, .init = sp_suite_init, .fini = sp_suite_fini, .timeout = 120);
+TestSuite(sp_micro, .init = sp_suite_init, .fini = sp_suite_fini);
 
 static deftsim_step_result *step_ok(deftsim_sparsifier *s, uint64_t t,
                                     const deftsim_acc_provider *prov)

@@ -14,7 +14,7 @@
 #include "sp_internal.h" /* deftsim_powersgd_draw_q */
 #include "sp_test.h"
 
-TestSuite(sp_powersgd, .init = sp_suite_init, .fini = sp_suite_fini, .timeout = 240);
+TestSuite(sp_powersgd, .init = sp_suite_init, .fini = sp_suite_fini);
 
 /* PowerSGD's value in the registry (it has no name in deftsim_method). */
 static deftsim_method psgd(void)

@@ -9,7 +9,7 @@
 
 #include "sp_test.h"
 
-TestSuite(sp_randk, .init = sp_suite_init, .fini = sp_suite_fini, .timeout = 60);
+TestSuite(sp_randk, .init = sp_suite_init, .fini = sp_suite_fini);
 
 enum { N = 8 };
 

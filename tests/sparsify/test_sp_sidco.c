@@ -10,7 +10,7 @@
 
 #include "sp_test.h"
 
-TestSuite(sp_sidco, .init = sp_suite_init, .fini = sp_suite_fini, .timeout = 60);
+TestSuite(sp_sidco, .init = sp_suite_init, .fini = sp_suite_fini);
 
 enum { N = 16 };
 /* mean |acc| = 2; worker 1 holds the same values in reverse order. */

@@ -10,7 +10,7 @@
 #include "deftsim_deft.h"
 #include "sp_test.h"
 
-TestSuite(sparsify, .init = sp_suite_init, .fini = sp_suite_fini, .timeout = 120);
+TestSuite(sparsify, .init = sp_suite_init, .fini = sp_suite_fini);
 
 static const deftsim_method named_methods[] = {DEFTSIM_METHOD_DEFT,  DEFTSIM_METHOD_TOPK,
                                                DEFTSIM_METHOD_TOPK_AG, DEFTSIM_METHOD_CLTK,

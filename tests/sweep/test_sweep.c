@@ -74,7 +74,7 @@ static void setup(void)
 
 static void teardown(void) { nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
 
-TestSuite(sweep, .init = setup, .fini = teardown, .timeout = 120);
+TestSuite(sweep, .init = setup, .fini = teardown);
 
 static deftsim_config *scenario(const char *out, const char *const *ov, size_t nov)
 {

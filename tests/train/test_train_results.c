@@ -145,7 +145,7 @@ static int file_nonempty(const char *path)
     return stat(path, &sb) == 0 && sb.st_size > 0;
 }
 
-Test(train_results, analyze_one_and_two_seeds, .init = setup, .fini = teardown, .timeout = 300)
+Test(train_results, analyze_one_and_two_seeds, .init = setup, .fini = teardown)
 {
     train("s1", "1");
     char d1[128], csv[200], md[200];
@@ -252,7 +252,7 @@ Test(train_results, analyze_one_and_two_seeds, .init = setup, .fini = teardown, 
     run_free(&r);
 }
 
-Test(train_results, plot_and_bad_inputs, .init = setup, .fini = teardown, .timeout = 300)
+Test(train_results, plot_and_bad_inputs, .init = setup, .fini = teardown)
 {
     train("s1", "1");
     char d1[128], p[300];
