@@ -136,6 +136,13 @@ typedef enum {
     DEFTSIM_NCCL_ARCH_COUNT
 } deftsim_nccl_arch;
 
+/* nccl_model = tuned: the NCCL release whose tuning figures run (docs/NETWORK.md). */
+typedef enum {
+    DEFTSIM_NCCL_TUNING_2_30, /* NCCL 2.30.7's (the default) */
+    DEFTSIM_NCCL_TUNING_2_8,  /* NCCL 2.8.4's */
+    DEFTSIM_NCCL_TUNING_COUNT
+} deftsim_nccl_tuning;
+
 /* NCCL has no allgatherv: what an ALLGATHER step with unequal blocks becomes. */
 typedef enum {
     DEFTSIM_NCCL_AGV_PAD,   /* ring allgather of every block padded to the largest */
@@ -168,6 +175,7 @@ extern const char *const deftsim_nccl_agv_names[];
 extern const char *const deftsim_nccl_model_names[];
 extern const char *const deftsim_nccl_proto_names[];
 extern const char *const deftsim_nccl_arch_names[];
+extern const char *const deftsim_nccl_tuning_names[];
 
 const char *deftsim_topology_name(deftsim_topology t);
 const char *deftsim_net_model_name(deftsim_net_model m);
@@ -212,6 +220,7 @@ typedef struct {
     deftsim_nccl_model nccl_model;   /* library = nccl: plain (the pattern) or tuned */
     deftsim_nccl_proto nccl_proto;   /* tuned: the protocol, or auto (NCCL's choice) */
     deftsim_nccl_arch nccl_arch;     /* tuned: the GPU generation of NCCL's tuning constants */
+    deftsim_nccl_tuning nccl_tuning; /* tuned: the NCCL release of those constants */
     double nccl_launch;              /* tuned: seconds every collective call costs before its
                                         first step (kernel launch and set-up) */
     double nccl_launch_gpu;          /* tuned: seconds each further GPU that one thread
@@ -221,6 +230,9 @@ typedef struct {
     double nccl_nvl_efficiency;      /* tuned: the fraction of an intra-node link's bandwidth a
                                         Simple-protocol transfer achieves, (0, 1] */
     double nccl_net_efficiency;      /* tuned: the same for a transfer between nodes */
+    double nccl_ll_efficiency;       /* tuned: a further fraction of the link an LL transfer
+                                        achieves beyond its 8-byte flags, (0, 1] */
+    double nccl_ll128_efficiency;    /* tuned: the same for LL128 beyond its 120/128 */
     double nccl_step_scale;          /* tuned: multiplies NCCL's per-step latencies (1: as in
                                         NCCL's tuning tables) */
 } deftsim_sim_params;

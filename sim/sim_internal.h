@@ -159,6 +159,9 @@ typedef struct {
     double base;              /* seconds before the first step: the call's launch and NCCL's base
                                  latency of the pair */
     double lat_intra, lat_net; /* seconds a step costs whose sends stay in the node / cross it */
+    double net_share;         /* the ring's allreduce and allgather: the share of its steps NCCL
+                                 charges at lat_net, the same for every rank and round; -1: a
+                                 rank's own share of sends that leave the node */
     double wire;              /* bytes on the wire per byte of data (LL 2, LL128 128/120) */
     double eff_intra, eff_net; /* the fraction of a link's bandwidth a transfer achieves */
     double predict_us;        /* NCCL's own predicted time of the call (tuned), else 0 */

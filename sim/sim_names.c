@@ -24,6 +24,7 @@ const char *const deftsim_nccl_algo_names[] = {"ring", "tree", "hierarchical", "
 const char *const deftsim_nccl_model_names[] = {"plain", "tuned", NULL};
 const char *const deftsim_nccl_proto_names[] = {"auto", "LL", "LL128", "Simple", NULL};
 const char *const deftsim_nccl_arch_names[] = {"volta", "ampere", "hopper", NULL};
+const char *const deftsim_nccl_tuning_names[] = {"2.30", "2.8", NULL};
 const char *const deftsim_nccl_agv_names[] = {"pad", "bcast", "p2p", NULL};
 
 _Static_assert(sizeof deftsim_topology_names / sizeof(char *) == DEFTSIM_TOPO_COUNT + 1, "names");
@@ -41,6 +42,7 @@ _Static_assert(sizeof deftsim_nccl_agv_names / sizeof(char *) == DEFTSIM_NCCL_AG
 _Static_assert(sizeof deftsim_nccl_model_names / sizeof(char *) == DEFTSIM_NCCL_MODEL_COUNT + 1, "names");
 _Static_assert(sizeof deftsim_nccl_proto_names / sizeof(char *) == DEFTSIM_NCCL_PROTO_COUNT + 1, "names");
 _Static_assert(sizeof deftsim_nccl_arch_names / sizeof(char *) == DEFTSIM_NCCL_ARCH_COUNT + 1, "names");
+_Static_assert(sizeof deftsim_nccl_tuning_names / sizeof(char *) == DEFTSIM_NCCL_TUNING_COUNT + 1, "names");
 
 static const char *name_of(const char *const *names, unsigned count, unsigned v)
 {
@@ -115,10 +117,13 @@ void deftsim_sim_params_default(deftsim_sim_params *p)
     p->nccl_model = DEFTSIM_NCCL_MODEL_PLAIN;
     p->nccl_proto = DEFTSIM_NCCL_PROTO_AUTO;
     p->nccl_arch = DEFTSIM_NCCL_ARCH_HOPPER;
+    p->nccl_tuning = DEFTSIM_NCCL_TUNING_2_30;
     p->nccl_launch = 0;
     p->nccl_launch_gpu = 0;
     p->nccl_gpus_per_thread = 1;
     p->nccl_nvl_efficiency = 1;
     p->nccl_net_efficiency = 1;
+    p->nccl_ll_efficiency = 1;
+    p->nccl_ll128_efficiency = 1;
     p->nccl_step_scale = 1;
 }

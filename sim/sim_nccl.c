@@ -241,7 +241,7 @@ static void round_wait(round_t *rd)
     for (size_t i = 0; i < rd->nrecv; i++) rd->w->recv += sim_payload(rd->slots[i]);
     const sim_nccl_call *k = rd->call;
     if (rd->n && (k->lat_intra > 0 || k->lat_net > 0)) {
-        double f = rd->nsend ? (double)rd->ncross / rd->nsend : 0;
+        double f = k->net_share >= 0 ? k->net_share : rd->nsend ? (double)rd->ncross / rd->nsend : 0;
         sim_sleep(k->lat_intra + (k->lat_net - k->lat_intra) * f);
     }
     rd->n = rd->nrecv = 0;

@@ -54,6 +54,29 @@ static const double wire_factor[NP] = {2.0, 128.0 / 120.0, 1.0};
  * CPUs; three times for Simple). */
 #define NET_OVERHEAD_US 1.0
 
+/* NCCL 2.8.4's figures where they differ (its src/graph/tuning.cc and src/enqueue.cc, tag
+ * v2.8.4-1, 2021; `nccl_tuning = 2.8`): lower base latencies, the tree's Simple step at 28 us,
+ * the ring's Simple step across nodes 9.6 us; LL at a quarter of the bus (a third for one
+ * node's allgather and broadcast), LL128 at a fixed cap a channel per collective whatever the
+ * GPU, Ampere's bus at most 235 GB/s, no NVLS, LL128 only on Volta and Ampere, an LL step
+ * inside a node 1.8 times longer when the call spans nodes, and the ring's plateau 1.9 times
+ * from P / 16 x 64 KiB on. */
+static const double base_lat_28[NA][NP] = {{4.4, 4.4, 0}, {3.6, 10.0, 8.4}, {0, 0, 0}, {0, 0, 0}};
+static const double hw_lat_nvl_28[NA][NP] = {{0.52, 1.25, 28}, {0.47, 1.9, 3.4}, {0, 0, 0}, {0, 0, 0}};
+static const double hw_lat_pci_28[NA][NP] = {{1.0, 1.9, 28}, {1.0, 2.5, 5.7}, {0, 0, 0}, {0, 0, 0}};
+static const double hw_lat_net_28[NA][NP] = {{5.0, 8.5, 28}, {2.7, 4.0, 9.6}, {0, 0, 0}, {0, 0, 0}};
+/* LL128's cap a channel, GB/s: broadcast (deftsim's bcast), allgather, allreduce. */
+#define LL128_CH_28_BCAST 18.8
+#define LL128_CH_28_ALLGATHER 18.3
+#define LL128_CH_28_ALLREDUCE 16.9
+static const double ll_max_bw_n1_28[DEFTSIM_NCCL_ARCH_COUNT] = {39.0, 87.7, 39.0};
+static const double per_ch_tree_28[DEFTSIM_NCCL_ARCH_COUNT][3] = {
+    {26.5, 18.5, 10.0}, {24.0, 22.5, 16.0}, {26.5, 18.5, 10.0}};
+static const double tree_corr_28[NP][23] = {
+    {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0},
+    {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .5, .6, .6, .7, .7, .8, .9, .9, .92, .92},
+    {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9}};
+
 static uint32_t log2_floor(uint64_t v)
 {
     uint32_t l = 0;
@@ -120,6 +143,7 @@ typedef struct {
     uint32_t P, G, N, C;
     double ppn, intra, node_net; /* GB/s: a GPU's intra-node link; a node's NICs together */
     int nvl, nvls_ok, nvls_tree_ok;
+    int v28; /* NCCL 2.8.4's tuning figures */
 } shape_t;
 
 static void shape_of(const deftsim_sim_params *p, shape_t *s)
@@ -138,6 +162,8 @@ static void shape_of(const deftsim_sim_params *p, shape_t *s)
     s->nvl = s->G > 1 && p->intra_fabric != DEFTSIM_INTRA_PCIE;
     int nvls_node = s->G > 2 && p->intra_fabric == DEFTSIM_INTRA_NVSWITCH &&
                     p->nccl_arch == DEFTSIM_NCCL_ARCH_HOPPER && s->C >= 2;
+    s->v28 = p->nccl_tuning == DEFTSIM_NCCL_TUNING_2_8;
+    if (s->v28) nvls_node = 0; /* NVLS came with NCCL 2.17 */
     s->nvls_ok = s->N == 1 && nvls_node;
     /* NVLS-tree: whole nodes (NCCL needs the same GPUs on every node) */
     s->nvls_tree_ok = s->N > 1 && nvls_node && s->P % s->G == 0 && s->G <= 64;
@@ -148,11 +174,41 @@ static void shape_of(const deftsim_sim_params *p, shape_t *s)
  * costs at least the network proxy's overhead. */
 static void step_latencies(const shape_t *s, int a, int pi, int proxy, double *intra, double *inter)
 {
+    if (s->v28) {
+        *intra = (s->nvl ? hw_lat_nvl_28 : hw_lat_pci_28)[a][pi] * (s->N > 1 && pi == P_LL ? 1.8 : 1);
+        *inter = hw_lat_net_28[a][pi];
+        return;
+    }
     const double (*intra_tab)[NP] = s->nvl ? hw_lat_nvl : hw_lat_pci;
     *intra = intra_tab[a][pi];
     *inter = s->ppn == 1 ? hw_lat_net[A_TREE][pi] : hw_lat_net[a][pi];
     if (proxy && s->N > 1) *intra = dmax(*intra, NET_OVERHEAD_US * (pi == P_SIMPLE ? 3 : 1));
 }
+
+/* NCCL 2.8.4's bus bandwidth of a pair (GB/s) from the platform's: its refinements as
+ * ncclTopoTuneModel of that release made them; -1 where the pair does not run. */
+static double bus_28(const deftsim_sim_params *p, const shape_t *s, sim_nccl_coll coll, int a, int pi,
+                     double bus)
+{
+    uint32_t i2 = s->N <= 2 ? s->N - 1 : 2;
+    int arch = p->nccl_arch;
+    if (pi == P_LL128 && arch == DEFTSIM_NCCL_ARCH_HOPPER) return -1; /* Volta and Ampere only */
+    double ll128_ch = coll == SIM_NCCL_ALLREDUCE   ? LL128_CH_28_ALLREDUCE
+                      : coll == SIM_NCCL_ALLGATHER ? LL128_CH_28_ALLGATHER
+                                                   : LL128_CH_28_BCAST;
+    double llmax = s->N == 1 ? ll_max_bw_n1_28[arch] : ll_max_bw_intel[i2];
+    if (arch == DEFTSIM_NCCL_ARCH_AMPERE) bus = dmin(bus, 235.0);
+    if (a == A_RING && pi == P_LL)
+        bus = dmin(llmax, bus * (s->N > 1 || coll == SIM_NCCL_ALLREDUCE ? 0.25 : 1.0 / 3.0));
+    if (a == A_RING && pi == P_LL128) bus = dmin(bus * (s->ppn < 2 ? 0.7 : 0.92), ll128_ch * s->C);
+    if (a == A_TREE) bus = dmin(bus * 0.92, s->C * per_ch_tree_28[arch][i2]);
+    if (a == A_TREE && pi == P_LL) bus = dmin(bus / 3.8, llmax);
+    if (a == A_TREE && pi == P_LL128) bus = dmin(bus * (s->N == 1 ? 7.0 / 9.0 : 0.915), ll128_ch * s->C);
+    return bus;
+}
+
+static double predict_28(const deftsim_sim_params *p, const shape_t *s, sim_nccl_coll coll, int a,
+                         int pi, uint64_t bytes, double bus);
 
 /* NCCL's predicted time of one call (microseconds), or a negative value where the pair does
  * not run: NCCL's latency + bytes / bandwidth, its bandwidth from the platform's links at
@@ -169,6 +225,7 @@ static double predict(const deftsim_sim_params *p, const shape_t *s, sim_nccl_co
     int hop = p->nccl_arch;
     double nvl = s->intra * p->nccl_nvl_efficiency, net = s->node_net * p->nccl_net_efficiency;
     double bus = s->N == 1 ? nvl : dmin(nvl, net);
+    if (s->v28) return predict_28(p, s, coll, a, pi, bytes, bus);
     double llmax = s->N == 1 ? ll_max_bw_n1[hop] : ll_max_bw_intel[i2];
     if (a == A_RING && pi == P_LL) bus = dmin(llmax, bus * 0.5);
     if (a == A_RING && pi == P_LL128) bus = dmin(bus * 0.92, s->C * per_ch_ring_ll128[hop]);
@@ -209,6 +266,32 @@ static double predict(const deftsim_sim_params *p, const shape_t *s, sim_nccl_co
     return bw > 0 ? lat + (double)bytes / (1000 * bw) : -1;
 }
 
+/* predict() with NCCL 2.8.4's figures (above): its bandwidths, latencies and corrections. */
+static double predict_28(const deftsim_sim_params *p, const shape_t *s, sim_nccl_coll coll, int a,
+                         int pi, uint64_t bytes, double bus)
+{
+    bus = bus_28(p, s, coll, a, pi, bus);
+    if (bus <= 0) return -1;
+    int ar = coll == SIM_NCCL_ALLREDUCE;
+    double nsteps = ar ? 2.0 * (s->P - 1) : coll == SIM_NCCL_BCAST ? s->P : s->P - 1.0;
+    double bw = a == A_TREE ? bus * 0.5 : bus * s->P / nsteps;
+    double intra, inter;
+    step_latencies(s, a, pi, 0, &intra, &inter);
+    double lat = base_lat_28[a][pi];
+    if (a == A_RING) {
+        double ninter = s->N == 1 ? 0 : ar ? 2.0 * (s->N - 1) : coll == SIM_NCCL_BCAST ? s->N : s->N - 1.0;
+        if (coll == SIM_NCCL_BCAST) lat += nsteps * (s->N > 1 ? inter : intra);
+        else lat += (nsteps - ninter) * intra + ninter * inter;
+    } else {
+        lat += 2 * ((s->ppn - 1) * intra + log2_floor(s->N) * inter);
+    }
+    int lg = bytes >> 6 ? (int)log2_floor(bytes >> 6) : -1;
+    if (a == A_TREE && lg >= 0 && lg < 23) bw *= tree_corr_28[pi][lg];
+    if (a == A_RING && pi == P_SIMPLE && s->N > 1 && ar && (double)bytes >= s->P / 16.0 * 65536)
+        lat *= 1.9;
+    return lat + (double)bytes / (1000 * bw);
+}
+
 static int algo_index(deftsim_nccl_algo a)
 {
     return a == DEFTSIM_NCCL_TREE        ? A_TREE
@@ -245,6 +328,7 @@ void sim_nccl_plan_call(const deftsim_sim_params *p, sim_nccl_coll coll, uint64_
     out->channels = s.C;
     out->base = 0;
     out->lat_intra = out->lat_net = 0;
+    out->net_share = -1;
     out->wire = 1;
     out->eff_intra = out->eff_net = 1;
     out->predict_us = 0;
@@ -288,13 +372,30 @@ void sim_nccl_plan_call(const deftsim_sim_params *p, sim_nccl_coll coll, uint64_
     step_latencies(&s, best_a, best_p, best_a == A_RING, &intra, &inter);
     if (s.G == 1) intra = inter; /* one GPU a host: every step crosses the network */
     uint32_t gpt = p->nccl_gpus_per_thread ? p->nccl_gpus_per_thread : 1;
-    out->base = p->nccl_launch + (gpt - 1) * p->nccl_launch_gpu + base_lat[best_a][best_p] * 1e-6;
+    out->base = p->nccl_launch + (gpt - 1) * p->nccl_launch_gpu +
+                (s.v28 ? base_lat_28 : base_lat)[best_a][best_p] * 1e-6;
     out->lat_intra = intra * 1e-6 * p->nccl_step_scale;
     out->lat_net = inter * 1e-6 * p->nccl_step_scale;
+    /* The ring's latency is NCCL's sum over its steps, (steps - inter) x intra + inter x net: a
+     * step's cost is what a chunk pays on its hop, and a chunk passes every hop in turn. The
+     * simulated ring runs in lockstep, each round at the pace of its slowest rank, so a rank
+     * whose own hop leaves the node would set every round's pace at the network's figure
+     * (with one channel, at every step): every rank pays the call's share instead. */
+    if (best_a == A_RING && out->algo == DEFTSIM_NCCL_RING && s.N > 1 &&
+        (coll == SIM_NCCL_ALLREDUCE || coll == SIM_NCCL_ALLGATHER)) {
+        int ar = coll == SIM_NCCL_ALLREDUCE;
+        out->net_share = (ar ? 2.0 * (s.N - 1) : s.N - 1.0) / (ar ? 2.0 * (s.P - 1) : s.P - 1.0);
+    }
     out->wire = wire_factor[best_p];
     int nvls = best_a == A_NVLS || best_a == A_NVLS_TREE;
-    out->eff_intra = p->nccl_nvl_efficiency * (nvls ? NVLS_EFFICIENCY : 1);
-    out->eff_net = p->nccl_net_efficiency;
+    /* LL and LL128 move less than their line formats alone say (their kernels poll flags and
+     * write in small stores): a further fraction of the link, fitted; it slows the transfer,
+     * not NCCL's choice, which its own tuning figures make. */
+    double proto_eff = best_p == P_LL      ? p->nccl_ll_efficiency
+                       : best_p == P_LL128 ? p->nccl_ll128_efficiency
+                                           : 1;
+    out->eff_intra = p->nccl_nvl_efficiency * (nvls ? NVLS_EFFICIENCY : 1) * proto_eff;
+    out->eff_net = p->nccl_net_efficiency * proto_eff;
     /* NVLS and NVLS-tree: NCCL's latency of the whole call (the switch's, and the trees' depth
      * across nodes), once; their rounds pipeline behind it */
     if (best_a == A_NVLS) out->lat_intra = out->lat_net = 0, out->base += intra * 1e-6 * p->nccl_step_scale;

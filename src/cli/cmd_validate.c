@@ -4,6 +4,7 @@
  * against nccl-tests"). */
 #include <getopt.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,7 +45,8 @@ static void usage(FILE *out)
             "  --set KEY=VALUE   a scenario key applied after the table's own (repeatable)\n"
             "  --rows            every row, not only the summaries\n"
             "  --fit             fit nccl_launch, nccl_launch_gpu, nccl_nvl_efficiency,\n"
-            "                    nccl_net_efficiency and nccl_step_scale to the tables; -o FILE\n"
+            "                    nccl_net_efficiency, nccl_step_scale, nccl_ll_efficiency and\n"
+            "                    nccl_ll128_efficiency to the tables; -o FILE\n"
             "                    writes them as [network] keys\n"
             "  --fit-rounds N    rounds of the fit's coordinate search (default 10)\n"
             "  FILE...           nccl-tests output as all_reduce_perf and its siblings print it;\n"
@@ -148,6 +150,27 @@ static size_t total_rows(const deftsim_nt_table *t, size_t nt)
     return n;
 }
 
+/* The figures the fit moves: the key, where the search starts without a preset, its bounds,
+ * and the figure's place in the resolved scenario. */
+typedef struct {
+    const char *key;
+    double start, lo, hi;
+    size_t off;
+    int seconds; /* a duration: written in microseconds */
+} fit_figure;
+
+#define NETF(field) offsetof(deftsim_config, network.field)
+static const fit_figure FIGURES[] = {
+    {"nccl_launch", 20e-6, 1e-9, 100e-6, NETF(nccl_launch), 1},
+    {"nccl_launch_gpu", 2e-6, 1e-9, 20e-6, NETF(nccl_launch_gpu), 1},
+    {"nccl_nvl_efficiency", 0.8, 0.05, 1, NETF(nccl_nvl_efficiency), 0},
+    {"nccl_net_efficiency", 0.85, 0.05, 1, NETF(nccl_net_efficiency), 0},
+    {"nccl_step_scale", 1.0, 0.05, 20, NETF(nccl_step_scale), 0},
+    {"nccl_ll_efficiency", 1.0, 0.05, 1, NETF(nccl_ll_efficiency), 0},
+    {"nccl_ll128_efficiency", 1.0, 0.05, 1, NETF(nccl_ll128_efficiency), 0},
+};
+enum { NF = sizeof FIGURES / sizeof FIGURES[0] };
+
 /* Where the fit starts: the first table's preset's figures (a figure at 0 from a small positive
  * value, since the search scales). */
 static void fit_start(const deftsim_nt_table *t, size_t nt, double *x)
@@ -161,11 +184,10 @@ static void fit_start(const deftsim_nt_table *t, size_t nt, double *x)
         deftsim_config_free(cfg);
         return; /* the defaults stand */
     }
-    const double v[5] = {cfg->network.nccl_launch, cfg->network.nccl_launch_gpu,
-                         cfg->network.nccl_nvl_efficiency, cfg->network.nccl_net_efficiency,
-                         cfg->network.nccl_step_scale};
-    for (int i = 0; i < 5; i++)
-        if (v[i] > 0) x[i] = v[i];
+    for (int i = 0; i < NF; i++) {
+        double v = *(const double *)((const char *)cfg + FIGURES[i].off);
+        if (v > 0) x[i] = v;
+    }
     deftsim_config_free(cfg);
 }
 
@@ -174,12 +196,8 @@ static void fit_start(const deftsim_nt_table *t, size_t nt, double *x)
  * over every row (every row counts, a factor too fast as much as a factor too slow). */
 static deftsim_status fit(const vopts *o, const deftsim_nt_table *t, size_t nt, double *all)
 {
-    enum { NF = 5 };
-    static const char *const key[NF] = {"network.nccl_launch", "network.nccl_launch_gpu",
-                                        "network.nccl_nvl_efficiency", "network.nccl_net_efficiency",
-                                        "network.nccl_step_scale"};
-    double x[NF] = {20e-6, 2e-6, 0.8, 0.85, 1.0}, lo[NF] = {1e-9, 1e-9, 0.05, 0.05, 0.05},
-           hi[NF] = {100e-6, 20e-6, 1, 1, 20};
+    double x[NF], lo[NF], hi[NF];
+    for (int i = 0; i < NF; i++) x[i] = FIGURES[i].start, lo[i] = FIGURES[i].lo, hi[i] = FIGURES[i].hi;
     fit_start(t, nt, x);
     double step = 0.5, best = INFINITY;
     char buf[NF][96];
@@ -194,7 +212,7 @@ static deftsim_status fit(const vopts *o, const deftsim_nt_table *t, size_t nt, 
                 if (dir) y[i] = fmin(hi[i], fmax(lo[i], x[i] * (1 + dir * step)));
                 if (dir && y[i] == x[i]) continue;
                 for (int j = 0; j < NF; j++) {
-                    snprintf(buf[j], sizeof buf[j], "%s=%.9g", key[j], y[j]);
+                    snprintf(buf[j], sizeof buf[j], "network.%s=%.9g", FIGURES[j].key, y[j]);
                     extra[j] = buf[j];
                 }
                 deftsim_status st = run_tables(o, t, nt, extra, NF, 0, all, &nall);
@@ -208,8 +226,9 @@ static deftsim_status fit(const vopts *o, const deftsim_nt_table *t, size_t nt, 
             }
         if (!moved) step /= 2;
         fprintf(stderr, "validate: fit round %d: mean |log ratio| %.4f (launch %.2f us + %.2f us a "
-                        "further GPU of a thread, nvl %.3f, net %.3f, step x %.3f)\n",
-                round + 1, best, x[0] * 1e6, x[1] * 1e6, x[2], x[3], x[4]);
+                        "further GPU of a thread, nvl %.3f, net %.3f, step x %.3f, LL %.3f, "
+                        "LL128 %.3f)\n",
+                round + 1, best, x[0] * 1e6, x[1] * 1e6, x[2], x[3], x[4], x[5], x[6]);
     }
     /* One preset under every table: the file names it, so that a scenario naming the file
      * (preset_file) gets the node keys with the fitted figures. */
@@ -227,9 +246,11 @@ static deftsim_status fit(const vopts *o, const deftsim_nt_table *t, size_t nt, 
     fprintf(f, "[network]\n");
     if (*preset) fprintf(f, "preset = %s\n", preset);
     else fprintf(f, "# the tables' presets differ: the scenario names its own\n");
-    fprintf(f, "nccl_model = tuned\nnccl_launch = %.3fus\nnccl_launch_gpu = %.3fus\n"
-               "nccl_nvl_efficiency = %.4f\nnccl_net_efficiency = %.4f\nnccl_step_scale = %.4f\n",
-            x[0] * 1e6, x[1] * 1e6, x[2], x[3], x[4]);
+    fprintf(f, "nccl_model = tuned\n");
+    for (int i = 0; i < NF; i++) {
+        if (FIGURES[i].seconds) fprintf(f, "%s = %.3fus\n", FIGURES[i].key, x[i] * 1e6);
+        else fprintf(f, "%s = %.4f\n", FIGURES[i].key, x[i]);
+    }
     return deftsim_afile_commit(af);
 }
 

@@ -46,12 +46,15 @@ void deftsim_config_sim_params(const deftsim_config *cfg, uint32_t P, uint32_t e
     out->nccl_model = cfg->network.nccl_model;
     out->nccl_proto = cfg->network.nccl_proto;
     out->nccl_arch = cfg->network.nccl_arch;
+    out->nccl_tuning = cfg->network.nccl_tuning;
     out->nccl_launch = cfg->network.nccl_launch;
     out->nccl_launch_gpu = cfg->network.nccl_launch_gpu;
     out->nccl_gpus_per_thread = (uint32_t)cfg->network.nccl_gpus_per_thread;
     out->nccl_nvl_efficiency = cfg->network.nccl_nvl_efficiency;
     out->nccl_net_efficiency = cfg->network.nccl_net_efficiency;
     out->nccl_step_scale = cfg->network.nccl_step_scale;
+    out->nccl_ll_efficiency = cfg->network.nccl_ll_efficiency;
+    out->nccl_ll128_efficiency = cfg->network.nccl_ll128_efficiency;
 }
 
 /* [network]: the platform must hold the largest worker count. The simulation's messages start

@@ -328,6 +328,9 @@ static const keydef base_keys[] = {
     {KEY("network", "nccl_arch", NULL, "hopper",
          "nccl_model = tuned: the GPU generation whose NCCL tuning constants apply"),
      .type = T_ENUM, .off = F(network.nccl_arch), .names = deftsim_nccl_arch_names},
+    {KEY("network", "nccl_tuning", NULL, "2.30",
+         "nccl_model = tuned: the NCCL release whose tuning figures apply (2.30: 2.30.7's; 2.8: 2.8.4's)"),
+     .type = T_ENUM, .off = F(network.nccl_tuning), .names = deftsim_nccl_tuning_names},
     {KEY("network", "nccl_launch", "duration in [0, 1] s, or with a unit", "0",
          "nccl_model = tuned: what every collective call costs before its first step"),
      .type = T_DURATION, .off = F(network.nccl_launch), .lo = 0, .hi = 1},
@@ -346,6 +349,12 @@ static const keydef base_keys[] = {
     {KEY("network", "nccl_step_scale", "number in [0, 100]", "1",
          "nccl_model = tuned: multiplies NCCL's per-step latencies"),
      .type = T_DOUBLE, .off = F(network.nccl_step_scale), .lo = 0, .hi = 100},
+    {KEY("network", "nccl_ll_efficiency", "number in (0, 1]", "1",
+         "nccl_model = tuned: the further fraction of the link an LL transfer achieves"),
+     .type = T_DOUBLE, .off = F(network.nccl_ll_efficiency), .lo = 0, .hi = 1, .flags = LO_OPEN},
+    {KEY("network", "nccl_ll128_efficiency", "number in (0, 1]", "1",
+         "nccl_model = tuned: the further fraction of the link an LL128 transfer achieves"),
+     .type = T_DOUBLE, .off = F(network.nccl_ll128_efficiency), .lo = 0, .hi = 1, .flags = LO_OPEN},
 
     /* [train]: deftsim train and deftsim trace record (docs/TRAINING.md). */
     {KEY("train", "model", NULL, "mlp",

@@ -179,12 +179,15 @@ typedef struct deftsim_config {
         deftsim_nccl_model nccl_model;    /* nccl: plain (the pattern) or tuned (as NCCL runs) */
         deftsim_nccl_proto nccl_proto;    /* tuned: LL, LL128, Simple, or auto */
         deftsim_nccl_arch nccl_arch;      /* tuned: GPU generation of NCCL's constants */
+        deftsim_nccl_tuning nccl_tuning;  /* tuned: NCCL release of those constants */
         double nccl_launch;               /* tuned: seconds a collective call costs */
         double nccl_launch_gpu;           /* tuned: seconds each further GPU of a thread adds */
         int nccl_gpus_per_thread;         /* tuned: GPUs one thread launches a call on */
         double nccl_nvl_efficiency;       /* tuned: achieved fraction of intra-node links */
         double nccl_net_efficiency;       /* tuned: achieved fraction between nodes */
         double nccl_step_scale;           /* tuned: factor on NCCL's per-step latencies */
+        double nccl_ll_efficiency;        /* tuned: LL's further achieved fraction */
+        double nccl_ll128_efficiency;     /* tuned: LL128's further achieved fraction */
     } network;                            /* docs/NETWORK.md */
     struct {
         deftsim_train_model model;

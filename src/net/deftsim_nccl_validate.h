@@ -41,6 +41,8 @@ typedef struct {
     char algo[32], proto[32]; /* forced (NCCL_ALGO, NCCL_PROTO), or "default" */
     uint32_t gpus_per_thread; /* GPUs one thread drove (nccl-tests' -g, its header's nGpus);
                                  0 is 1 */
+    char tuning[8];           /* the NCCL release whose tuning figures run (nccl_tuning): "2.8"
+                                 for a table of NCCL 2.8, "" for the default */
     char platform[256];       /* the corpus's platform_keys: "KEY=VALUE;..." [network] keys
                                  where the machine differs from its preset; "" for none */
     deftsim_nt_row *rows;
@@ -49,8 +51,9 @@ typedef struct {
 
 /* Reads the rows of one nccl-tests output file (lines as all_reduce_perf and its siblings print
  * them; '#' lines, NCCL's INFO lines and other text are skipped). A file with no row is refused
- * with a message naming it. Fills rows and nrows, and gpus_per_thread from the header's
- * "nGpus N" where the file has one (otherwise leaves it). */
+ * with a message naming it. Fills rows and nrows, gpus_per_thread from the header's
+ * "nGpus N" and tuning from its "NCCL version 2.8..." where the file has them (otherwise leaves
+ * them). */
 deftsim_status deftsim_nt_read_rows(const char *path, deftsim_nt_table *t);
 
 /* The collective a file names in its "# Collective test starting: all_gather_perf" line (or its

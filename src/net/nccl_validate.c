@@ -65,6 +65,14 @@ static int parse_row(char *line, deftsim_nt_row *row)
     return 0;
 }
 
+/* The tuning figures a run of NCCL `version` ("2.8.4+cuda11.2", "2.26.2") takes: 2.8.4's for
+ * any 2.8 release, the default's (2.30.7) for every other. */
+static void tuning_of_version(const char *version, char *out, size_t cap)
+{
+    while (*version == ' ') version++;
+    snprintf(out, cap, "%s", strncmp(version, "2.8.", 4) == 0 ? "2.8" : "");
+}
+
 deftsim_status deftsim_nt_read_rows(const char *path, deftsim_nt_table *t)
 {
     FILE *f = fopen(path, "r");
@@ -79,6 +87,8 @@ deftsim_status deftsim_nt_read_rows(const char *path, deftsim_nt_table *t)
         const char *g = *s == '#' ? strstr(s, "nGpus ") : NULL;
         uint64_t ng;
         if (g && sscanf(g + 6, "%" SCNu64, &ng) == 1 && ng >= 1 && ng <= 64) t->gpus_per_thread = (uint32_t)ng;
+        const char *v = strstr(s, "NCCL version ");
+        if (v) tuning_of_version(v + 13, t->tuning, sizeof t->tuning);
         if (*s == '#' || !isdigit((unsigned char)*s)) continue;
         deftsim_nt_row row;
         if (parse_row(line, &row)) continue;
@@ -219,6 +229,7 @@ static int index_line(const char *path, size_t lineno, char *line, deftsim_nt_ta
         return -1;
     }
     t->gpus_per_thread = (uint32_t)ng;
+    tuning_of_version(f[9], t->tuning, sizeof t->tuning);
     if (n > 19 && strlen(f[19]) >= sizeof t->platform) {
         deftsim_error_set(DEFTSIM_E_INPUT, "%s:%zu (%s): platform_keys: longer than %zu characters",
                           path, lineno, f[0], sizeof t->platform - 1);
@@ -288,13 +299,15 @@ static deftsim_status table_config(const deftsim_nt_table *t, const char *const 
         snprintf(kv[nk++], 128, "network.nic_bandwidth=%gGbps", gbps);
         snprintf(kv[nk++], 128, "network.bandwidth=%gGbps", gbps);
     }
+    if (t->tuning[0]) snprintf(kv[nk++], 128, "network.nccl_tuning=%s", t->tuning);
     /* The platform keys: "KEY=VALUE;KEY=VALUE", each a [network] key. */
     char plat[sizeof t->platform];
     snprintf(plat, sizeof plat, "%s", t->platform);
+    size_t npairs = 0;
     for (char *save = NULL, *k = strtok_r(plat, ";", &save); k; k = strtok_r(NULL, ";", &save)) {
         while (*k == ' ') k++;
         if (!*k) continue;
-        if (nk >= 14 || !strchr(k, '='))
+        if (++npairs > 8 || !strchr(k, '='))
             return deftsim_error_set(DEFTSIM_E_INPUT, "table %s: platform_keys '%s': need at most "
                                      "8 KEY=VALUE pairs separated by ';'", t->id, t->platform);
         snprintf(kv[nk++], 128, "network.%s", k);

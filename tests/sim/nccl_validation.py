@@ -131,6 +131,21 @@ def user_files(tmp):
     got = table_lines(r.stdout)
     check(r.returncode == 0 and old in got and got[old][0] == 2, f"the old layout (no root) read: {got}")
     check(re.search(r"^\s+4194304\s+60\.11\s", r.stdout, re.M) is not None, "old layout: time 60.11 us")
+    # A file's "NCCL version 2.8..." line runs NCCL 2.8.4's tuning figures: the same rows on
+    # an A100 node take another time (the LL base latency alone is 3 us lower), and the same
+    # as --set network.nccl_tuning=2.8 gives.
+    v28 = os.path.join(tmp, "old28.txt")
+    with open(v28, "w") as f:
+        f.write("# NCCL version 2.8.4+cuda11.2\n" + OLD)
+    shape = ("--nodes", "1", "--gpus-per-node", "8", "--preset", "dgx-a100", "--collective", "allreduce", "--rows")
+    r30 = run("validate", "nccl", old, *shape)
+    r28 = run("validate", "nccl", v28, *shape)
+    rset = run("validate", "nccl", old, *shape, "--set", "network.nccl_tuning=2.8")
+    first = lambda r: re.search(r"^\s+4\s+30\.25\s+(\S+)", r.stdout, re.M)
+    t30, t28, tset = (first(r) for r in (r30, r28, rset))
+    check(t30 and t28 and tset and t30.group(1) != t28.group(1) and t28.group(1) == tset.group(1),
+          f"the version line selects NCCL 2.8's figures ({t30 and t30.group(1)}, {t28 and t28.group(1)}, "
+          f"{tset and tset.group(1)})")
     # --fit on the user's file writes the keys, and a scenario with them runs.
     out = os.path.join(tmp, "fit.ini")
     r = run("validate", "nccl", old, "--nodes", "1", "--gpus-per-node", "8", "--preset", "dgx-h100",
@@ -139,7 +154,8 @@ def user_files(tmp):
     if os.path.exists(out):
         text = open(out).read()
         keys = dict(re.findall(r"^(nccl_\w+) = (\S+)$", text, re.M))
-        for k in ("nccl_model", "nccl_launch", "nccl_nvl_efficiency", "nccl_net_efficiency", "nccl_step_scale"):
+        for k in ("nccl_model", "nccl_launch", "nccl_nvl_efficiency", "nccl_net_efficiency", "nccl_step_scale",
+                  "nccl_ll_efficiency", "nccl_ll128_efficiency"):
             check(k in keys, f"--fit names {k}")
         sets = [a for k, v in keys.items() for a in ("--set", f"network.{k}={v}")]
         r = run("config", os.path.join(SRC, "scenarios", "quickstart.ini"), "--set", "network.preset=dgx-h100",

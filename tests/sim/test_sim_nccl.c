@@ -884,3 +884,85 @@ Test(sim_nccl, launch_cost_of_each_further_gpu_of_a_thread)
     double eight = run1(&p, DEFTSIM_STEP_ALLREDUCE, 1024, 0, 0, NULL);
     cr_expect(fabs(eight - one - 7 * 2.5e-6) < 1e-9, "8 GPUs a thread %.9f s, 1: %.9f s", eight, one);
 }
+
+/* The ring's latency is NCCL's sum over its steps: with one channel across 2 nodes of 4, a
+ * 4-byte allreduce (6 steps in a node, 2 across at the network's figure of 14 steps) takes
+ * launch + base + 12 intra + 2 net step latencies, not 14 steps at the network's (the pace
+ * of the two ranks whose hop leaves the node). */
+Test(sim_nccl, ring_latency_is_nccls_sum_over_steps)
+{
+    deftsim_sim_params p;
+    hopper_nodes(&p, 8);
+    p.gpus_per_node = 4;
+    p.nics_per_node = 4;
+    p.nccl_channels = 1;
+    p.nccl_algorithm = DEFTSIM_NCCL_RING;
+    p.nccl_proto = DEFTSIM_NCCL_PROTO_LL;
+    sim_nccl_call k;
+    sim_nccl_plan_call(&p, SIM_NCCL_ALLREDUCE, 4, &k);
+    cr_expect(fabs(k.net_share - 2.0 / 14.0) < 1e-12, "net share %.6f", k.net_share);
+    double t = run1(&p, DEFTSIM_STEP_ALLREDUCE, 4, 0, 0, NULL);
+    double want = k.base + 12 * k.lat_intra + 2 * k.lat_net;
+    cr_expect(rel(t, want) < 0.02, "ring of 8 on 2 nodes, 4 B: %.3f us, NCCL's sum %.3f us", t * 1e6,
+              want * 1e6);
+    cr_expect(t < k.base + 14 * k.lat_net * 0.5, "%.3f us: not 14 network steps", t * 1e6);
+}
+
+/* nccl_tuning = 2.8: NCCL 2.8.4's figures. On one Ampere node LL runs at a quarter of the bus
+ * (2.30: half), so its predicted time at 1 MiB is longer; NVLS does not exist; LL128 is off on
+ * Hopper; the LL base latency is 3.6 us (2.30: 6.6 us). */
+Test(sim_nccl, tuning_of_nccl_2_8)
+{
+    deftsim_sim_params p;
+    sim_nccl_call k30, k28;
+    hopper_nodes(&p, 8);
+    p.nccl_arch = DEFTSIM_NCCL_ARCH_AMPERE;
+    p.intra_bandwidth = 300e9;
+    p.nccl_proto = DEFTSIM_NCCL_PROTO_LL;
+    p.nccl_algorithm = DEFTSIM_NCCL_RING;
+    sim_nccl_plan_call(&p, SIM_NCCL_ALLREDUCE, 1u << 20, &k30);
+    p.nccl_tuning = DEFTSIM_NCCL_TUNING_2_8;
+    sim_nccl_plan_call(&p, SIM_NCCL_ALLREDUCE, 1u << 20, &k28);
+    cr_expect(k28.predict_us > k30.predict_us, "LL at 1 MiB: 2.8 %.2f us, 2.30 %.2f us", k28.predict_us,
+              k30.predict_us);
+    cr_expect(fabs(k30.base - k28.base - 3.0e-6) < 1e-12, "base latency: 2.30 %.2f us, 2.8 %.2f us",
+              k30.base * 1e6, k28.base * 1e6);
+    hopper_nodes(&p, 8);
+    p.nccl_tuning = DEFTSIM_NCCL_TUNING_2_8;
+    sim_nccl_plan_call(&p, SIM_NCCL_ALLREDUCE, 1ull << 30, &k28);
+    cr_expect_neq(k28.algo, DEFTSIM_NCCL_NVLS, "no NVLS in 2.8");
+    p.nccl_proto = DEFTSIM_NCCL_PROTO_LL128;
+    p.nccl_algorithm = DEFTSIM_NCCL_RING;
+    sim_nccl_plan_call(&p, SIM_NCCL_ALLREDUCE, 1u << 20, &k28);
+    cr_expect_eq(k28.proto, DEFTSIM_NCCL_PROTO_LL128, "a forced LL128 falls back to the ring with it");
+    p.nccl_proto = DEFTSIM_NCCL_PROTO_AUTO;
+    for (uint64_t b = 1; b <= (1ull << 30); b <<= 2) {
+        sim_nccl_plan_call(&p, SIM_NCCL_ALLREDUCE, b, &k28);
+        cr_expect_neq(k28.proto, DEFTSIM_NCCL_PROTO_LL128, "2.8 on Hopper chose LL128 at %llu B",
+                      (unsigned long long)b);
+    }
+}
+
+/* nccl_ll_efficiency slows LL's transfers (bytes on the wire / efficiency), not NCCL's choice;
+ * Simple calls are untouched. */
+Test(sim_nccl, protocol_efficiency_slows_its_transfers_only)
+{
+    deftsim_sim_params p;
+    sim_nccl_call a, b;
+    hopper_nodes(&p, 8);
+    p.nccl_algorithm = DEFTSIM_NCCL_RING;
+    p.nccl_proto = DEFTSIM_NCCL_PROTO_LL;
+    sim_nccl_plan_call(&p, SIM_NCCL_ALLREDUCE, 1u << 20, &a);
+    double t1 = run1(&p, DEFTSIM_STEP_ALLREDUCE, 1u << 20, 0, 0, NULL);
+    p.nccl_ll_efficiency = 0.5;
+    sim_nccl_plan_call(&p, SIM_NCCL_ALLREDUCE, 1u << 20, &b);
+    double t2 = run1(&p, DEFTSIM_STEP_ALLREDUCE, 1u << 20, 0, 0, NULL);
+    cr_expect(fabs(b.eff_intra - 0.5 * a.eff_intra) < 1e-12 && b.predict_us == a.predict_us,
+              "efficiency %.3f -> %.3f, prediction %.3f -> %.3f", a.eff_intra, b.eff_intra,
+              a.predict_us, b.predict_us);
+    cr_expect(t2 > t1, "LL at half its efficiency: %.3f us, at full %.3f us", t2 * 1e6, t1 * 1e6);
+    p.nccl_proto = DEFTSIM_NCCL_PROTO_SIMPLE;
+    double s2 = run1(&p, DEFTSIM_STEP_ALLREDUCE, 1u << 20, 0, 0, NULL);
+    p.nccl_ll_efficiency = 1;
+    cr_expect_eq(s2, run1(&p, DEFTSIM_STEP_ALLREDUCE, 1u << 20, 0, 0, NULL), "Simple unchanged");
+}
