@@ -25,12 +25,14 @@ const char *const deftsim_cfg_preset_names[] = {"none", "dgx-h100", "dgx-a100", 
     {"intra_latency", "1ns", "as latency"},                                                        \
     {"nccl_model", "tuned", "NCCL as it runs, validated against sim/validation/nccl"},            \
     {"nccl_algorithm", "auto", "NCCL's own choice of algorithm (its tuning model)"}
-#define NCCL_FITTED(launch, launch_gpu, nvl, net, step, why)                                       \
+#define NCCL_FITTED(launch, launch_gpu, nvl, net, step, ll, ll128, why)                            \
     {"nccl_launch", launch, why},                                                                  \
     {"nccl_launch_gpu", launch_gpu, "fitted with nccl_launch (same tables)"},                      \
     {"nccl_nvl_efficiency", nvl, "fitted with nccl_launch (same tables)"},                         \
     {"nccl_net_efficiency", net, "fitted with nccl_launch (same tables)"},                         \
-    {"nccl_step_scale", step, "fitted with nccl_launch (same tables)"}
+    {"nccl_step_scale", step, "fitted with nccl_launch (same tables)"},                            \
+    {"nccl_ll_efficiency", ll, "fitted with nccl_launch (same tables)"},                           \
+    {"nccl_ll128_efficiency", ll128, "fitted with nccl_launch (same tables)"}
 
 static const deftsim_config_preset_key h100[] = {
     {"gpus_per_node", "8", "8 H100 SXM GPUs"},
@@ -42,8 +44,8 @@ static const deftsim_config_preset_key h100[] = {
     NCCL_VALIDATED,
     {"nccl_arch", "hopper", "H100: NCCL's Hopper constants (LL's and LL128's caps, NVLS)"},
     {"nccl_channels", "16", "two channels a NIC (NCCL finds 12 to 24 on a DGX H100)"},
-    NCCL_FITTED("2.344us", "3.2us", "0.8", "0.837", "0.8475",
-                "fitted (deftsim validate nccl --fit, 4 rounds) to the 14 H100 tables of "
+    NCCL_FITTED("2.298us", "3.2us", "0.8", "0.7847", "0.8475", "1", "0.8716",
+                "fitted (deftsim validate nccl --fit, 8 rounds) to the 14 H100 tables of "
                 "sim/validation/nccl with status ok, all rows, the GCP Ethernet one left out"),
 };
 
@@ -57,9 +59,10 @@ static const deftsim_config_preset_key a100[] = {
     NCCL_VALIDATED,
     {"nccl_arch", "ampere", "A100: NCCL's Ampere constants"},
     {"nccl_channels", "16", "two channels a NIC"},
-    NCCL_FITTED("6.75us", "1.125us", "0.7205", "0.5211", "1.5",
-                "fitted (deftsim validate nccl --fit, 4 rounds) to the 8 A100 tables of "
-                "sim/validation/nccl with status ok, all rows"),
+    NCCL_FITTED("4.672us", "1.125us", "0.7655", "0.6056", "1.5", "0.3076", "0.7416",
+                "fitted (deftsim validate nccl --fit, 10 rounds) to the 8 A100 tables of "
+                "sim/validation/nccl with status ok, all rows, each with its NCCL release's "
+                "tuning figures"),
 };
 
 static const deftsim_config_preset_key v100[] = {
@@ -74,8 +77,9 @@ static const deftsim_config_preset_key v100[] = {
     NCCL_VALIDATED,
     {"nccl_arch", "volta", "V100: NCCL's Volta constants"},
     {"nccl_channels", "8", "two channels a NIC"},
-    NCCL_FITTED("0.0625us", "1us", "0.75", "0.85", "2.25",
-                "fitted (deftsim validate nccl --fit, 4 rounds) to the 3 V100 tables of "
+    NCCL_FITTED("0.002us", "1us", "0.75", "0.75", "1.6875", "0.25", "1",
+                "fitted (deftsim validate nccl --fit, 10 rounds, NCCL 2.8's tuning figures) to "
+                "the 3 V100 tables of "
                 "sim/validation/nccl with status ok (4-GPU ABCI nodes with their platform keys, "
                 "not DGX-1; every run one GPU a thread, so nccl_launch_gpu keeps its start)"),
 };
