@@ -16,10 +16,11 @@
 # virtual machine shared with other jobs (load 3 to 8), the two run one after the other with
 # these settings: ResNet-18 1.96 s a step (32 images forward and backward; steps 1 to 200 in
 # 390 s, from the times of its iteration files), 6 min 39 s in all; the BERT 0.18 s a step
-# (36 s for steps 1 to 200), 40 s in all. (An earlier recording on the same two cores under
-# load 12 to 14 took 13.7 s a ResNet-18 step; the step time follows the load.) Traces
-# (1.5 GB) go to results/calibration-traces/ (git-ignored); `deftsim trace calibrate` fits
-# the generator to each, scripts/calibration-validate.py compares.
+# (36 s for steps 1 to 200), 40 s in all. (An earlier recording on two shared cores under
+# load 12 to 14 took 13.7 s a ResNet-18 step.) Traces (1.5 GB) go to
+# results/calibration-traces/ (git-ignored); `deftsim trace calibrate` fits the generator to
+# each (the ResNet-18 one with --no-field, docs/GENERATOR.md), scripts/calibration-validate.py
+# compares.
 #
 #   bash scripts/record-calibration-traces.sh [OUT_DIR]
 set -euo pipefail
