@@ -5,20 +5,22 @@
 #
 #   resnet18   ResNet-18 with the CIFAR stem (the table resnet18_cifar10, 11.2 M elements) on
 #              Fashion-MNIST (Debian's dataset-fashion-mnist, padded to 3x32x32), global batch
-#              32 (4 images a worker), lr 0.01; iterations 0, 1 and 50
+#              32 (4 images a worker), lr 0.01; iterations 0, 1, 200 and 201
 #   bert       a 4-layer BERT-style encoder (traces/bert_small.py: hidden 128, 4 heads, 2,000
 #              words, 1.08 M elements; the tensor kinds of bert_base_uncased) pretrained on
 #              Python's own documentation text (pydoc_data.topics, shipped with the
 #              interpreter), global batch 32 sequences of 64 words, lr 0.02; iterations 0,
 #              1, 200 and 201
 #
-# The two run side by side, one thread each under nice. CPU time: ResNet-18 about 13 s a step
-# (32 images forward and backward; 13.7 s measured from the log's steps 1 to 20 on a later
-# run), the BERT 0.4 s: too slow to run the ResNet-18 for some hundreds of steps, so it
-# stops at 50. On two cores shared with other jobs (load 12 to 14) the BERT took 29 minutes
-# of wall time, the ResNet-18 16; at a lower load 5 and 9. Traces (1.2 GB) go to
+# The two run side by side, one thread each under nice. Measured on two cores of an AMD EPYC
+# virtual machine shared with other jobs (load 3 to 8), the two run one after the other with
+# these settings: ResNet-18 1.96 s a step (32 images forward and backward; steps 1 to 200 in
+# 390 s, from the times of its iteration files), 6 min 39 s in all; the BERT 0.18 s a step
+# (36 s for steps 1 to 200), 40 s in all. (An earlier recording on two shared cores under
+# load 12 to 14 took 13.7 s a ResNet-18 step.) Traces (1.5 GB) go to
 # results/calibration-traces/ (git-ignored); `deftsim trace calibrate` fits the generator to
-# each, scripts/calibration-validate.py compares.
+# each (the ResNet-18 one with --no-field, docs/GENERATOR.md), scripts/calibration-validate.py
+# compares.
 #
 #   bash scripts/record-calibration-traces.sh [OUT_DIR]
 set -euo pipefail
@@ -39,7 +41,7 @@ rec() {
     tail -1 "$out/$name.log"
 }
 rec resnet18 --model resnet18_cifar --dataset fashion-mnist --batch 32 --lr 0.01 \
-    --steps 51 --record 0,1,50 &
+    --steps 202 --record 0,1,200,201 &
 r1=$!
 rec bert --model bert_small --batch 32 --lr 0.02 --steps 202 --record 0,1,200,201 &
 r2=$!

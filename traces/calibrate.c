@@ -14,6 +14,7 @@ void deftsim_calib_opts_default(deftsim_calib_opts *o)
     o->signal_density = 0.001;
     o->scale_density = 0;
     o->from = -1;
+    o->no_field = 0;
 }
 
 /* ---- selection helpers -------------------------------------------------------------------- */
@@ -529,7 +530,8 @@ static deftsim_status tensor_stats(calib_ctx *c, const deftsim_calib_opts *o, co
     /* The last consecutive pair among the fit iterations. */
     size_t pa = 0, pb = 0;
     r->field_fitted = 0;
-    for (size_t f = nfit; f-- > 1;)
+    r->field_off = o->no_field;
+    for (size_t f = o->no_field ? 0 : nfit; f-- > 1;)
         if (deftsim_trace_iteration_id(c->t, fit[f]) == deftsim_trace_iteration_id(c->t, fit[f - 1]) + 1) {
             pa = fit[f - 1];
             pb = fit[f];
@@ -931,7 +933,8 @@ static void write_params(FILE *f, const deftsim_trace *t, const deftsim_calib_re
                 (unsigned long long)r->field_a, (unsigned long long)r->field_a + 1,
                 r->temporal_real, r->temporal_gen, p->field);
     else
-        fprintf(f, "# field: not fitted (no two consecutive fit iterations); none.\n");
+        fprintf(f, "# field: not fitted (%s); none.\n",
+                r->field_off ? "--no-field" : "no two consecutive fit iterations");
     for (int k = 0; k < DEFTSIM_GEN_NKINDS; k++) {
         if (!r->kind_own[k]) continue;
         const char *name = deftsim_gen_kind_name((deftsim_gen_kind)k);
@@ -959,8 +962,9 @@ static void write_params(FILE *f, const deftsim_trace *t, const deftsim_calib_re
                 p->drift);
     else if (r->drift_a < r->drift_b)
         fprintf(f, "# drift: not fitted (the fit's iterations lie less than %u apart); the "
-                   "default stays.\n# From iteration %llu to %llu (training's first stage) the "
-                   "tensors' ln RMS changed by\n# %.4f on average.\ndrift = %.4g\n",
+                   "default stays.\n# From iteration %llu to %llu the tensors' ln RMS changed "
+                   "by %.4f on average\n# (across training's stages: not the fit stage's "
+                   "drift).\ndrift = %.4g\n",
                 DEFTSIM_GEN_DRIFT_PERIOD, (unsigned long long)r->drift_a,
                 (unsigned long long)r->drift_b, r->drift_real, p->drift);
     else

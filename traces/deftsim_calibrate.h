@@ -32,6 +32,7 @@ typedef struct {
     double scale_density;  /* > 0: a tensor's scale from the threshold of its top fraction
                             * this size; default 0: from its RMS */
     int64_t from;          /* fit iterations with id >= from; < 0: half the last id */
+    int no_field;          /* 1: no magnitude field even with consecutive fit iterations */
 } deftsim_calib_opts;
 
 void deftsim_calib_opts_default(deftsim_calib_opts *o);
@@ -56,6 +57,7 @@ typedef struct {
     double tail_real, tail_gen;      /* top-share statistic: trace, fitted generator */
     double signal_real, signal_gen;  /* per-tensor overlap statistic: trace, fitted generator */
     int field_fitted;                /* two fit iterations are consecutive: field fitted */
+    int field_off;                   /* the options' no_field */
     uint64_t field_a;                /* their ids field_a, field_a + 1 */
     double temporal_real, temporal_gen; /* per-tensor temporal overlap: trace, generator */
     deftsim_calib_elem kind_real[DEFTSIM_GEN_NKINDS]; /* per kind (conv, linear, embedding) */

@@ -317,10 +317,17 @@ static inline float deftsim_gen_stream_value(const deftsim_gen_consts *c, uint64
     return (word & 1u) ? y : x;
 }
 
-/* The magnitude field's factor of element `index` (field_w > 0): word `word` of the call that
- * the element layout gives it, in the field stream with counter words 2 and 3 zero (the same
- * for every worker and iteration), as u = (2 (x >> 9) + 1) 2^-24, then
- * (expm1(field_w * u) + 1) * field_c: log-uniform over field_w nats, mean square 1. */
+/* The magnitude field's factor from one word x of the field stream: u = (2 (x >> 9) + 1) 2^-24,
+ * then (expm1(field_w * u) + 1) * field_c, log-uniform over field_w nats, mean square 1. */
+static inline float deftsim_gen_field_factor(const deftsim_gen_consts *c, uint32_t x)
+{
+    float u = (float)(int32_t)(((x >> 9) << 1) | 1u) * 5.96046448e-08f;
+    return (deftsim_gen_expm1(c->field_w * u) + 1.0f) * c->field_c;
+}
+
+/* The magnitude field's factor of element `index` (field_w > 0): the factor of word `word` of
+ * the call that the element layout gives it, in the field stream with counter words 2 and 3
+ * zero (the same for every worker and iteration). */
 static inline float deftsim_gen_field_value(const deftsim_gen_consts *c, uint64_t index)
 {
     uint32_t w[4];
@@ -328,8 +335,7 @@ static inline float deftsim_gen_field_value(const deftsim_gen_consts *c, uint64_
     uint32_t word = j / DEFTSIM_GEN_LANES, lane = j % DEFTSIM_GEN_LANES;
     uint64_t call = (index / DEFTSIM_GEN_GROUP) * DEFTSIM_GEN_LANES + lane;
     deftsim_gen_words(c, call, DEFTSIM_GEN_STREAM_FIELD, 0, 0, w);
-    float u = (float)(int32_t)(((w[word] >> 9) << 1) | 1u) * 5.96046448e-08f;
-    return (deftsim_gen_expm1(c->field_w * u) + 1.0f) * c->field_c;
+    return deftsim_gen_field_factor(c, w[word]);
 }
 
 /* Reference for one element: (w_signal * S + w_noise * N) * scale, in that order, with

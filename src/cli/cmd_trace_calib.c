@@ -15,7 +15,7 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: deftsim trace calibrate DIR [-o FILE] [--from ID] [--tail-density D]\n"
-            "                               [--signal-density D] [--scale-density D]\n"
+            "                               [--signal-density D] [--scale-density D] [--no-field]\n"
             "\n"
             "Fits the synthetic generator's parameters to the recorded trace DIR and writes them\n"
             "as a parameter file of [synthetic] keys (to FILE, else to stdout) that a scenario\n"
@@ -25,6 +25,8 @@ static void usage(FILE *out)
             "           over the generator's\n"
             "  tail     the top share of a weight tensor's squared norm (--tail-density, 0.01)\n"
             "  signal   two workers' top-set overlap in one tensor (--signal-density, 0.001)\n"
+            "  field    one worker's top-1%% overlap in a tensor between two consecutive fit\n"
+            "           iterations (none with --no-field)\n"
             "  drift    the change of the tensors' RMS between the first iteration after 0 and\n"
             "           the last\n"
             "The fit uses the iterations with id >= --from (default: half the last id).\n");
@@ -45,6 +47,7 @@ int deftsim_cmd_trace_calibrate(int argc, char **argv)
         {"tail-density", required_argument, NULL, 1},
         {"signal-density", required_argument, NULL, 2},
         {"scale-density", required_argument, NULL, 3},
+        {"no-field", no_argument, NULL, 4},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -70,6 +73,7 @@ int deftsim_cmd_trace_calibrate(int argc, char **argv)
                 return deftsim_cli_usage_error("trace", "--scale-density: '%s' is not a number "
                                                "in [0, 1)", optarg);
             break;
+        case 4: o.no_field = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }

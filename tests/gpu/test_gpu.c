@@ -906,6 +906,12 @@ static void test_gen_reference(tctx *t)
         c.inv_nu = c.gauss ? 0.0f : (float)(1.0 / nu);
         c.w_signal = (float)(sqrt(signal) * norm);
         c.w_noise = (float)(sqrt(1.0 - signal) * norm);
+        double field = rep % 3 == 2 ? 0.5 + 5.5 * gu_uniform(&r) : 0.0; /* decades */
+        if (field > 0) {
+            double wd = field * 2.30258509299404568402;
+            c.field_w = (float)wd;
+            c.field_c = (float)sqrt(2.0 * wd / expm1(2.0 * wd));
+        }
         size_t nl = 1 + gu_below(&r, 9);
         deftsim_kcuda_gen_layer L[10];
         uint64_t off = gu_below(&r, 1000);
@@ -935,9 +941,9 @@ static void test_gen_reference(tctx *t)
                                                    scr.p, deftsim_kcuda_gen_scratch(nl));
         CHECK(t, !st && !deftsim_kcuda_download(t->gpu, got, od.p, count * 4) &&
                      memcmp(want, got, count * 4) == 0,
-              "generator (tail %g, signal %.3f, %zu layers, [%llu, +%llu)): device bytes differ from "
-              "the element reference (%s)",
-              tail, signal, nl, (unsigned long long)lo, (unsigned long long)count,
+              "generator (tail %g, signal %.3f, field %.2f, %zu layers, [%llu, +%llu)): device bytes "
+              "differ from the element reference (%s)",
+              tail, signal, field, nl, (unsigned long long)lo, (unsigned long long)count,
               deftsim_error_message());
         CHECK(t, gu_dguard_ok(t->gpu, &od), "generator: guard band overwritten");
         gu_dfree(t->pool, &od);
@@ -948,16 +954,16 @@ static void test_gen_reference(tctx *t)
 }
 
 #ifdef GPU_HAVE_GEN
-/* The device kernel against deftsim_gen_fill for whole ResNet-18 gradients. */
-static void test_gen_fill(tctx *t)
+/* The device kernel against deftsim_gen_fill for whole ResNet-18 gradients: with the defaults,
+ * and with what calibrated sets use (scales by kind, a role's offset, a magnitude field, kinds
+ * with their own signal, tail and field, workers' factors), one call per run of layers that
+ * share their constants (deftsim_gen_layer_consts), each layer at its worker's scale. */
+static void test_gen_fill_one(tctx *t, const deftsim_gen_params *gp, const char *what)
 {
     deftsim_model *m;
     deftsim_gen *g;
-    deftsim_gen_params gp;
-    deftsim_gen_params_default(&gp);
-    gp.seed = t->seed;
-    if (deftsim_model_builtin("resnet18_cifar10", &m) || deftsim_gen_new(m, &gp, &g)) {
-        report(t, "generator: %s", deftsim_error_message());
+    if (deftsim_model_builtin("resnet18_cifar10", &m) || deftsim_gen_new(m, gp, &g)) {
+        report(t, "generator (%s): %s", what, deftsim_error_message());
         return;
     }
     size_t n = (size_t)m->numel, nl = m->nlayers;
@@ -973,16 +979,23 @@ static void test_gen_fill(tctx *t)
         for (size_t i = 0; i < nl; i++) {
             L[i].offset = m->layers[i].offset;
             L[i].numel = m->layers[i].numel;
-            L[i].scale = deftsim_gen_layer_scale(g, i, it[rep]);
+            L[i].scale = deftsim_gen_worker_scale(g, i, it[rep], wk[rep]);
         }
-        deftsim_status s1 = deftsim_gen_fill(g, it[rep], wk[rep], 0, n, want);
-        deftsim_status s2 = deftsim_kcuda_gen_fill(t->gpu, deftsim_gen_get_consts(g), L, nl, it[rep],
-                                                   wk[rep], 0, n, od.p, scr.p,
-                                                   deftsim_kcuda_gen_scratch(nl));
+        deftsim_status s1 = deftsim_gen_fill(g, it[rep], wk[rep], 0, n, want), s2 = DEFTSIM_OK;
+        for (size_t a = 0, b; a < nl && !s2; a = b) {
+            const deftsim_gen_consts *c = deftsim_gen_layer_consts(g, a);
+            for (b = a + 1; b < nl && deftsim_gen_layer_consts(g, b) == c; b++)
+                ;
+            s2 = deftsim_kcuda_gen_fill(t->gpu, c, L + a, b - a, it[rep], wk[rep], L[a].offset,
+                                        L[b - 1].offset + L[b - 1].numel - L[a].offset,
+                                        (float *)od.p + L[a].offset, scr.p,
+                                        deftsim_kcuda_gen_scratch(nl));
+        }
         CHECK(t, !s1 && !s2 && !deftsim_kcuda_download(t->gpu, got, od.p, n * 4) &&
                      memcmp(want, got, n * 4) == 0,
-              "generator: ResNet-18 gradient (iteration %u, worker %u) differs from deftsim_gen_fill",
-              it[rep], wk[rep]);
+              "generator (%s): ResNet-18 gradient (iteration %u, worker %u) differs from "
+              "deftsim_gen_fill (%s)",
+              what, it[rep], wk[rep], s1 || s2 ? deftsim_error_message() : "bytes");
     }
     gu_dfree(t->pool, &od);
     gu_dfree(t->pool, &scr);
@@ -991,6 +1004,27 @@ static void test_gen_fill(tctx *t)
     free(got);
     deftsim_gen_free(g);
     deftsim_model_free(m);
+}
+
+static void test_gen_fill(tctx *t)
+{
+    deftsim_gen_params gp;
+    deftsim_gen_params_default(&gp);
+    gp.seed = t->seed;
+    test_gen_fill_one(t, &gp, "defaults");
+    gp.kind_scales = 1;
+    gp.kind_level[DEFTSIM_GEN_KIND_CONV] = -2.4;
+    gp.kind_depth[DEFTSIM_GEN_KIND_CONV] = -0.6;
+    gp.kind_spread[DEFTSIM_GEN_KIND_CONV] = 0.2;
+    gp.role_offset[DEFTSIM_GEN_ROLE_SHORTCUT] = 0.19;
+    gp.field = 1.1;
+    gp.tail = 4.5;
+    gp.signal = 0.12;
+    gp.kind_field[DEFTSIM_GEN_KIND_LINEAR] = 0;
+    gp.kind_tail[DEFTSIM_GEN_KIND_NORM_WEIGHT] = 0;
+    gp.kind_signal[DEFTSIM_GEN_KIND_NORM_BIAS] = 0.8;
+    gp.worker_spread = 1.2;
+    test_gen_fill_one(t, &gp, "calibrated-like: kinds, roles, field, per-kind constants, workers");
 }
 #endif
 

@@ -256,6 +256,21 @@ Test(calibrate, fits_the_field)
     cr_expect(fabs(r.temporal_gen - r.temporal_real) < 0.015, "temporal %g vs %g",
               r.temporal_gen, r.temporal_real);
     cr_expect(r.params.field > 0.9 && r.params.field < 2.2, "field %g", r.params.field);
+    /* --no-field: the same trace, no field, and the file says why. */
+    o.no_field = 1;
+    cr_assert_eq(deftsim_calibrate(t, &o, &r), DEFTSIM_OK, "%s", deftsim_error_message());
+    cr_expect(!r.field_fitted && r.params.field == 0, "no_field: field %g", r.params.field);
+    char path[96];
+    snprintf(path, sizeof path, "%s/nofield.ini", dir);
+    cr_assert_eq(deftsim_calib_write(t, &r, path), DEFTSIM_OK, "%s", deftsim_error_message());
+    FILE *f = fopen(path, "r");
+    cr_assert(f);
+    char text[8192];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    cr_expect(strstr(text, "# field: not fitted (--no-field); none.") && !strstr(text, "\nfield ="),
+              "%s", text);
     deftsim_trace_close(t);
     deftsim_gen_free(g);
     deftsim_model_free(m);

@@ -7,8 +7,9 @@
  * at this iteration (deftsim_gen_layer_scale, or deftsim_gen_worker_scale for the worker when
  * worker_spread is set), as a table of consecutive layers. One set of constants serves every
  * layer: a generator whose kinds have their own signal or tail (<kind>_signal, <kind>_tail)
- * needs one call per run of layers of a kind, with deftsim_gen_layer_consts; the magnitude
- * field (field > 0) is not ported (DEFTSIM_E_UNSUPPORTED). It runs on a
+ * (or field, <kind>_field) needs one call per run of layers of a kind, with
+ * deftsim_gen_layer_consts; the magnitude field (the constants' field_w and field_c) is
+ * computed on the device as on the host. It runs on a
  * context of the kernels' "cuda" backend (deftsim_kcuda.h: device pointers, the context's
  * stream); the part of traces/ it needs (deftsim_gen.h) is declarations and inline arithmetic
  * only, so this library does not link the host generator (jansson, zlib).

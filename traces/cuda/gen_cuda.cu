@@ -46,7 +46,8 @@ extern "C" {
 
 /* One thread per (32-element group, lane): the lane's two Philox calls (signal and noise) give
  * four words each, two Bailey pairs, the values of elements 32 g + 8 w + lane for w = 0..3
- * (deftsim_gen.h's layout), so no call is evaluated twice. */
+ * (deftsim_gen.h's layout), so no call is evaluated twice; with a magnitude field a third call
+ * (the field stream) gives their four factors. */
 __global__ void __launch_bounds__(KC_THREADS)
     kc_gen_kernel(deftsim_gen_consts c, const deftsim_kcuda_gen_layer *layers, uint32_t nl,
                   uint32_t iteration, uint32_t worker, unsigned long long offset,
@@ -68,6 +69,10 @@ __global__ void __launch_bounds__(KC_THREADS)
         deftsim_gen_pair(&c, ws[2], ws[3], &s[2], &s[3]);
         deftsim_gen_pair(&c, wn[0], wn[1], &z[0], &z[1]);
         deftsim_gen_pair(&c, wn[2], wn[3], &z[2], &z[3]);
+        /* The magnitude field: the same call in the field stream, worker and iteration 0; its
+         * word w is element w's factor (deftsim_gen_field_value). */
+        uint32_t wf[4] = {0, 0, 0, 0};
+        if (c.field_w != 0.0f) deftsim_gen_words(&c, u, DEFTSIM_GEN_STREAM_FIELD, 0, 0, wf);
 #pragma unroll
         for (uint32_t w = 0; w < 4; w++) {
             unsigned long long e = g * DEFTSIM_GEN_GROUP + DEFTSIM_GEN_LANES * w + lane;
@@ -78,10 +83,13 @@ __global__ void __launch_bounds__(KC_THREADS)
                 if (layers[mid].offset <= e) lo = mid;
                 else hi = mid;
             }
-            /* (w_signal * S + w_noise * N) * scale, each operation rounded on its own: the
-             * reference's order (deftsim_gen_element). */
+            /* (w_signal * S + w_noise * N) * scale, scale = field * layer scale with a field,
+             * each operation rounded on its own: the reference's order (deftsim_gen_element). */
             float v = __fadd_rn(__fmul_rn(c.w_signal, s[w]), __fmul_rn(c.w_noise, z[w]));
-            out[e - offset] = __fmul_rn(v, layers[lo].scale);
+            float scale = c.field_w != 0.0f
+                              ? __fmul_rn(deftsim_gen_field_factor(&c, wf[w]), layers[lo].scale)
+                              : layers[lo].scale;
+            out[e - offset] = __fmul_rn(v, scale);
         }
     }
 }
@@ -102,10 +110,6 @@ extern "C" deftsim_status deftsim_kcuda_gen_fill(deftsim_kctx *ctx, const deftsi
                                  "kernels: deftsim_kcuda_gen_fill needs a context of backend cuda");
     if (!consts || (!layers && nlayers))
         return deftsim_error_set(DEFTSIM_E_USAGE, "kernels: cuda generator: NULL argument");
-    if (consts->field_w != 0.0f)
-        return deftsim_error_set(DEFTSIM_E_UNSUPPORTED,
-                                 "kernels: cuda generator: the magnitude field (synthetic.field) "
-                                 "is not ported to the device");
     if (count == 0) return DEFTSIM_OK;
     if (nlayers == 0 || nlayers > UINT32_MAX)
         return deftsim_error_set(DEFTSIM_E_INPUT, "kernels: cuda generator: %zu layers", nlayers);
