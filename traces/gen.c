@@ -56,6 +56,19 @@ struct deftsim_gen {
 #undef KVB
 #undef KSFX
 #pragma GCC pop_options
+
+/* 16 lanes: two groups per vector (gen_kernel.inc). */
+#define DEFTSIM_GEN_HAVE_AVX512 1
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512dq")
+#define KSFX avx512
+#define KVB 64
+#define GEN_KERNEL_AVX512 1
+#include "gen_kernel.inc"
+#undef GEN_KERNEL_AVX512
+#undef KVB
+#undef KSFX
+#pragma GCC pop_options
 #endif
 
 #endif
@@ -75,6 +88,9 @@ static const struct {
     const char *name;
     groups_fn fn;
 } kernels[] = {
+#ifdef DEFTSIM_GEN_HAVE_AVX512
+    {"avx512", groups_avx512},
+#endif
 #ifdef DEFTSIM_GEN_HAVE_AVX2
     {"avx2", groups_avx2},
 #endif
@@ -86,6 +102,10 @@ static const struct {
 
 static int kernel_runs_here(const char *name)
 {
+#ifdef DEFTSIM_GEN_HAVE_AVX512
+    if (strcmp(name, "avx512") == 0)
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+#endif
 #ifdef DEFTSIM_GEN_HAVE_AVX2
     if (strcmp(name, "avx2") == 0) return __builtin_cpu_supports("avx2");
 #endif
