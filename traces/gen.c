@@ -27,7 +27,8 @@ struct deftsim_gen {
  * One group (32 elements) per step: the 8 Philox calls of each stream run as vector lanes,
  * and the Bailey pairs are evaluated on all lanes at once (gen_kernel.inc, written with
  * GCC/Clang vector extensions). It is compiled with 4-lane vectors for the baseline
- * instruction set and, on x86-64 with GCC, with 8-lane vectors for AVX2, chosen at run time.
+ * instruction set and, on x86-64 with GCC, with 8-lane vectors for AVX2 and 16-lane vectors
+ * for AVX-512 (two groups per vector), chosen at run time.
  * Every copy performs, per element, the operations of deftsim_gen_element in the same order
  * (no fused multiply-add: -ffp-contract=off), so all return the reference's bits. */
 #if defined(__GNUC__)
