@@ -9,6 +9,7 @@ is not a measured time.
     python3 scripts/bench_speed.py                      # builds main into /tmp, then runs
     BASE_EXE=/path/to/old/deftsim python3 scripts/bench_speed.py --reps 3
     python3 scripts/bench_speed.py --feedback none --P 8,32 --methods topk,deft
+    python3 scripts/bench_speed.py --P 256 --methods topk --ram 4G   # few resident workers
 
 The study: ResNet-18's synthetic gradients at density 0.01, no network simulation (its time is
 its own stage), the scenario's [timing] defaults (R = 3, min, cold). CPU time is the user and
@@ -113,6 +114,9 @@ def main():
     ap.add_argument("--iterations", type=int, default=2)
     ap.add_argument("--model", default="resnet18_cifar10")
     ap.add_argument("--reps", type=int, default=1, help="turns of both builds (medians)")
+    ap.add_argument("--ram", default=None,
+                    help="both builds plan for this much RAM (deftsim run --ram): fewer resident "
+                         "accumulators, as at large P")
     ap.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "deftsim-bench-speed"))
     args = ap.parse_args()
     new_exe = os.environ.get("DEFTSIM_EXE", os.path.join(ROOT, "build", "deftsim"))
@@ -122,7 +126,8 @@ def main():
     scenario(ini, args)
     load = open("/proc/loadavg").read().split()[:3]
     print(f"bench-speed: {args.model}, methods {args.methods}, P {args.P}, error_feedback "
-          f"{args.feedback}, {args.iterations} iterations, {args.reps} turn(s); before {base_exe}, "
+          f"{args.feedback}, {args.iterations} iterations, {args.reps} turn(s)"
+          f"{', --ram ' + args.ram if args.ram else ''}; before {base_exe}, "
           f"after {new_exe}; {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}, load "
           f"{' '.join(load)}")
     res = {"before": [], "after": []}
@@ -130,7 +135,7 @@ def main():
         for name, exe in (("before", base_exe), ("after", new_exe)):
             out = os.path.join(args.work, f"{name}{rep}")
             subprocess.run(["rm", "-rf", out], check=True)
-            res[name].append(run(exe, ini, out, []))
+            res[name].append(run(exe, ini, out, ["--ram", args.ram] if args.ram else []))
     print(f"\nwhole runs: wall before {statistics.median(r[0] for r in res['before']):.1f} s, "
           f"after {statistics.median(r[0] for r in res['after']):.1f} s, ratio "
           f"{statistics.median(r[0] for r in res['after']) / statistics.median(r[0] for r in res['before']):.3f}; "

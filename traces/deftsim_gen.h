@@ -161,8 +161,8 @@ deftsim_status deftsim_gen_fill_workers(const deftsim_gen *g, uint64_t iteration
                                         uint32_t first_worker, uint32_t nworkers, uint64_t offset,
                                         uint64_t count, float *const *out);
 
-/* Fill kernels: the generator starts with the fastest one this CPU runs ("avx2", "vector",
- * "reference"); all return the same bits. deftsim_gen_use_kernel selects one by name (for
+/* Fill kernels: the generator starts with the fastest one this CPU runs ("avx512", "avx2",
+ * "vector", "reference"); all return the same bits. deftsim_gen_use_kernel selects one by name (for
  * tests and benchmarks; not thread-safe against concurrent fills of the same generator). */
 size_t deftsim_gen_kernel_count(void);
 const char *deftsim_gen_kernel_name(size_t i);

@@ -27,7 +27,8 @@ struct deftsim_gen {
  * One group (32 elements) per step: the 8 Philox calls of each stream run as vector lanes,
  * and the Bailey pairs are evaluated on all lanes at once (gen_kernel.inc, written with
  * GCC/Clang vector extensions). It is compiled with 4-lane vectors for the baseline
- * instruction set and, on x86-64 with GCC, with 8-lane vectors for AVX2, chosen at run time.
+ * instruction set and, on x86-64 with GCC, with 8-lane vectors for AVX2 and 16-lane vectors
+ * for AVX-512 (two groups per vector), chosen at run time.
  * Every copy performs, per element, the operations of deftsim_gen_element in the same order
  * (no fused multiply-add: -ffp-contract=off), so all return the reference's bits. */
 #if defined(__GNUC__)
@@ -56,6 +57,19 @@ struct deftsim_gen {
 #undef KVB
 #undef KSFX
 #pragma GCC pop_options
+
+/* 16 lanes: two groups per vector (gen_kernel.inc). */
+#define DEFTSIM_GEN_HAVE_AVX512 1
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512dq")
+#define KSFX avx512
+#define KVB 64
+#define GEN_KERNEL_AVX512 1
+#include "gen_kernel.inc"
+#undef GEN_KERNEL_AVX512
+#undef KVB
+#undef KSFX
+#pragma GCC pop_options
 #endif
 
 #endif
@@ -75,6 +89,9 @@ static const struct {
     const char *name;
     groups_fn fn;
 } kernels[] = {
+#ifdef DEFTSIM_GEN_HAVE_AVX512
+    {"avx512", groups_avx512},
+#endif
 #ifdef DEFTSIM_GEN_HAVE_AVX2
     {"avx2", groups_avx2},
 #endif
@@ -86,6 +103,10 @@ static const struct {
 
 static int kernel_runs_here(const char *name)
 {
+#ifdef DEFTSIM_GEN_HAVE_AVX512
+    if (strcmp(name, "avx512") == 0)
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+#endif
 #ifdef DEFTSIM_GEN_HAVE_AVX2
     if (strcmp(name, "avx2") == 0) return __builtin_cpu_supports("avx2");
 #endif

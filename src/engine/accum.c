@@ -37,21 +37,19 @@ static deftsim_status prepare_chunk(void *ctx, size_t c, unsigned thread)
         for (uint32_t j = 0; j < nw; j++) {
             uint32_t w = w0 + j;
             const float *gw = g[j];
+            /* The sums feed the average alone: none without quality. */
             if (w < ps->S && ps->fresh) {
                 float *r = ps->res[w] + off;
-                for (size_t i = 0; i < cnt; i++) {
-                    r[i] = gw[i];
-                    sum[i] += (double)r[i];
-                }
+                memcpy(r, gw, cnt * sizeof *r);
             } else if (w < ps->S) {
                 float *r = ps->res[w] + off;
-                for (size_t i = 0; i < cnt; i++) {
-                    r[i] += gw[i];
-                    sum[i] += (double)r[i];
-                }
-            } else {
-                if (w < ps->S + ps->C) memcpy(ps->kept[w - ps->S] + off, gw, cnt * sizeof *gw);
-                for (size_t i = 0; i < cnt; i++) sum[i] += (double)gw[i];
+                for (size_t i = 0; i < cnt; i++) r[i] += gw[i];
+            } else if (w < ps->S + ps->C) {
+                memcpy(ps->kept[w - ps->S] + off, gw, cnt * sizeof *gw);
+            }
+            if (ps->quality) {
+                const float *a = w < ps->S ? ps->res[w] + off : gw;
+                for (size_t i = 0; i < cnt; i++) sum[i] += (double)a[i];
             }
         }
     }
@@ -100,14 +98,16 @@ static deftsim_status prepare_piece(void *ctx, size_t c, unsigned thread)
                                                          &ps->part[(size_t)w * ps->npieces + c],
                                                          scr, ps->pscratch_each);
                 if (st) return st;
-                for (size_t i = 0; i < cnt; i++) sum[i] += (double)r[i];
+                if (ps->quality)
+                    for (size_t i = 0; i < cnt; i++) sum[i] += (double)r[i];
             } else if (w < ps->S + ps->C) { /* resident: acc = g, with its norms */
                 float *k = ps->kept[w - ps->S] + off;
                 deftsim_status st = deftsim_k_accumulate(kc, k, gw, cnt, DEFTSIM_KACC_COPY, &seg, 1,
                                                          &ps->part[(size_t)w * ps->npieces + c],
                                                          scr, ps->pscratch_each);
                 if (st) return st;
-                for (size_t i = 0; i < cnt; i++) sum[i] += (double)gw[i];
+                if (ps->quality)
+                    for (size_t i = 0; i < cnt; i++) sum[i] += (double)gw[i];
             } else {
                 for (size_t i = 0; i < cnt; i++) sum[i] += (double)gw[i];
             }
@@ -522,6 +522,15 @@ static float *acc_get(void *ctx, uint32_t w)
     }
     provider_fail(ps, st);
     return NULL;
+}
+
+int deftsim_acc_is_scratch(void *ctx, uint32_t w, const float *p)
+{
+    (void)w;
+    const point_state *ps = ctx;
+    for (uint32_t j = 0; j < ps->nregen; j++)
+        if (p == ps->regen[j]) return 1;
+    return 0;
 }
 
 /* The residual is already where it belongs (a tracked buffer, or dropped with the shared

@@ -32,6 +32,13 @@ void deftsim_timing_free(deftsim_timing *t);
  * default. */
 void deftsim_timing_set_threads(deftsim_timing *t, unsigned threads);
 
+/* scratch(ctx, w, p): whether p, the real provider's buffer for worker w, is scratch that the
+ * provider regenerates whenever it is asked for again after its release (a regeneration slot):
+ * a timing repetition then hands it out in place instead of copying it, and passes its release
+ * on to the provider. NULL (the default): every accumulator is copied. */
+void deftsim_timing_set_scratch(deftsim_timing *t,
+                                int (*scratch)(void *ctx, uint32_t w, const float *p), void *ctx);
+
 /* Bytes deftsim_timing_new allocates beyond its own struct (the memory plan): one buffer of n
  * floats, the repetitions' copy and the reference's bytes (whatever R). */
 uint64_t deftsim_timing_memory(int repeats, uint64_t n);

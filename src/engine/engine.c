@@ -314,6 +314,7 @@ static deftsim_status point_open(deftsim_engine *e, const point_desc *pd, deftsi
                                  pr->ps.n, &pr->tm)))
         return st;
     deftsim_timing_set_threads(pr->tm, e->prep_threads);
+    deftsim_timing_set_scratch(pr->tm, deftsim_acc_is_scratch, &pr->ps);
     if (cfg->timing.repeats > 1 && deftsim_sparsifier_keeps_state(pr->sp)) {
         pr->nshadows = (size_t)cfg->timing.repeats - 1;
         if (!(pr->shadows = calloc(pr->nshadows, sizeof *pr->shadows)))

@@ -211,6 +211,9 @@ deftsim_status deftsim_acc_fused_init(point_state *ps, const deftsim_sparsifier 
 deftsim_status deftsim_acc_prepare(point_state *ps);
 /* The accumulator provider the sparsifier reads the point's accumulators through. */
 deftsim_acc_provider deftsim_acc_provider_of(point_state *ps);
+/* Whether p, the provider's buffer for worker w, is a regeneration slot (the timing
+ * protocol's scratch test, deftsim_timing_set_scratch); ctx is the point_state. */
+int deftsim_acc_is_scratch(void *ctx, uint32_t w, const float *p);
 
 /* ---- one point: the stages of its wall time (stages.c) ------------------------------------- */
 

@@ -123,6 +123,11 @@ struct deftsim_timing {
     const float *par_src;         /* the copy in progress (par_copy) */
     float *par_dst;
     size_t par_bytes;
+    /* deftsim_timing_set_scratch: whether the real provider's buffer for a worker is scratch
+     * (handed out in place), and the worker last handed out so (UINT32_MAX: none). */
+    int (*scratch)(void *ctx, uint32_t w, const float *p);
+    void *scratch_ctx;
+    uint32_t in_place_of;
 };
 
 /* Copies and flushes are untimed: split over the preparation threads in pieces of this many
@@ -179,6 +184,13 @@ static deftsim_status flush_piece(void *ctx, size_t i, unsigned thread)
 void deftsim_timing_set_threads(deftsim_timing *t, unsigned threads)
 {
     t->threads = threads ? threads : 1;
+}
+
+void deftsim_timing_set_scratch(deftsim_timing *t,
+                                int (*scratch)(void *ctx, uint32_t w, const float *p), void *ctx)
+{
+    t->scratch = scratch;
+    t->scratch_ctx = ctx;
 }
 
 uint64_t deftsim_timing_memory(int repeats, uint64_t n)
@@ -242,6 +254,7 @@ deftsim_status deftsim_timing_new(int repeats, deftsim_timing_statistic statisti
     t->cache = cache;
     t->n = n;
     t->copy_of = UINT32_MAX;
+    t->in_place_of = UINT32_MAX;
     t->threads = 1;
     t->vals = malloc((size_t)repeats * sizeof *t->vals);
     t->refs = calloc((size_t)repeats, sizeof *t->refs);
@@ -332,6 +345,14 @@ static float *copy_get(void *ctx, uint32_t w)
     const deftsim_acc_provider *a = t->real;
     float *src = a->get(a->ctx, w);
     if (!src) return NULL;
+    /* A buffer the provider regenerates at will (a worker without a residual, not resident)
+     * is its own copy: the step may write it, and its release makes the provider forget it,
+     * so that nothing written reaches a later visit. */
+    if (t->scratch && t->scratch(t->scratch_ctx, w, src)) {
+        t->in_place_of = w;
+        if (t->cache == DEFTSIM_TIMING_COLD) timed_flush(t, src);
+        return src;
+    }
     /* The sparsifier does not write an accumulator before its last visit, and it releases it
      * after: a copy not yet released still holds the accumulator. */
     if (t->copy_of != w) {
@@ -356,6 +377,10 @@ static deftsim_status copy_release(void *ctx, uint32_t w)
 {
     deftsim_timing *t = ctx;
     if (t->copy_of == w) t->copy_of = UINT32_MAX;
+    if (t->in_place_of == w) {
+        t->in_place_of = UINT32_MAX;
+        if (t->real->release) return t->real->release(t->real->ctx, w);
+    }
     return DEFTSIM_OK;
 }
 
@@ -508,6 +533,7 @@ deftsim_status deftsim_timing_step(deftsim_timing *t, deftsim_sparsifier *sp, ui
     for (int rep = 0; rep + 1 < t->repeats; rep++) {
         reference(t, rep);
         t->copy_of = UINT32_MAX;
+        t->in_place_of = UINT32_MAX;
         if ((st = deftsim_sparsifier_step(t->shadows ? t->shadows[rep] : sp, it, &copy, &r)))
             return st;
         if ((st = record(t, r, rep, &nsteps0))) return st;

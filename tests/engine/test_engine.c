@@ -946,6 +946,33 @@ Test(engine, regeneration_slots_change_nothing)
     }
 }
 
+/* A timing repetition hands a regeneration slot out in place (deftsim_timing_set_scratch):
+ * whatever the step writes there must not reach a later repetition. P = 9 with one tracked
+ * worker and no resident accumulator: the 8 slots hold every other worker all iteration, so a
+ * slot the repetitions wrote and did not forget would be read again. With repeats = 3 the
+ * rows and dumps are those of repeats = 1, for every method. */
+Test(engine, timing_repetitions_leave_the_slots_unwritten)
+{
+    const char *ov1[] = {"workers.counts=9", "sparsify.error_feedback=sampled",
+                         "sparsify.sampled_workers=1", "timing.repeats=1"};
+    const char *ov3[] = {"workers.counts=9", "sparsify.error_feedback=sampled",
+                         "sparsify.sampled_workers=1", "timing.repeats=3"};
+    no_resident = 1;
+    run_ok_ram("inplace_r1", "dump_inplace_r1", ov1, 4, 1ull << 40);
+    run_ok_ram("inplace_r3", "dump_inplace_r3", ov3, 4, 1ull << 40);
+    no_resident = 0;
+    char *p1 = in_tmp("inplace_r1/rows.csv"), *p3 = in_tmp("inplace_r3/rows.csv");
+    table *a = load_csv(p1), *b = load_csv(p3);
+    cr_assert_eq(a->nrows, b->nrows);
+    cr_assert_gt(a->nrows, 9 * 9);
+    for (size_t r = 0; r < a->nrows; r++) rows_equal(a, r, b, r, NULL, 0);
+    table_free(a);
+    table_free(b);
+    free(p1);
+    free(p3);
+    dumps_equal("dump_inplace_r1", "dump_inplace_r3", 100);
+}
+
 Test(engine, cuda_is_refused_with_the_reason)
 {
     const char *ov[] = {"device.kind=cuda"};

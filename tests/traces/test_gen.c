@@ -810,3 +810,39 @@ Test(gen, roles_from_names_and_offsets)
     cr_expect(strstr(deftsim_error_message(), "synthetic.role_qk"), "%s", deftsim_error_message());
     deftsim_model_free(m);
 }
+
+/* The 16-lane kernel runs the calls of two groups per vector: where call 2^32 falls between
+ * them, the second group's calls carry into counter word 1. Every kernel, on a slice whose
+ * first whole group is the last one before the carry, against the scalar reference. */
+Test(gen, kernels_across_the_counter_carry)
+{
+    static const char csv[] = "index,name,shape,numel\n"
+                              "0,huge.weight,131072x262144,34359738368\n";
+    deftsim_model *m;
+    cr_assert_eq(deftsim_model_parse_csv(csv, strlen(csv), "huge.csv", "huge", &m), DEFTSIM_OK,
+                 "%s", deftsim_error_message());
+    deftsim_gen_params p;
+    deftsim_gen_params_default(&p);
+    deftsim_gen *g = new_gen(m, &p);
+    const deftsim_gen_consts *c = deftsim_gen_get_consts(g);
+    /* Group 2^29 - 1 holds calls 2^32 - 8 .. 2^32 - 1; the slice covers it and 4 groups more,
+     * from 3 elements before it (a ragged head). */
+    const uint64_t a = ((1ull << 29) - 1) * DEFTSIM_GEN_GROUP - 3, cnt = 5 * DEFTSIM_GEN_GROUP + 10;
+    float ref[5 * DEFTSIM_GEN_GROUP + 10], x[5 * DEFTSIM_GEN_GROUP + 10];
+    const float scale = deftsim_gen_layer_scale(g, 0, 3);
+    for (uint64_t i = 0; i < cnt; i++) ref[i] = deftsim_gen_element(c, a + i, 5, 3, scale);
+    size_t tried = 0;
+    for (size_t k = 0; k < deftsim_gen_kernel_count(); k++) {
+        const char *kn = deftsim_gen_kernel_name(k);
+        if (deftsim_gen_use_kernel(g, kn) != DEFTSIM_OK) continue;
+        tried++;
+        memset(x, 0xff, sizeof x);
+        cr_assert_eq(deftsim_gen_fill(g, 3, 5, a, cnt, x), DEFTSIM_OK);
+        for (uint64_t i = 0; i < cnt; i++)
+            cr_assert_eq(memcmp(&x[i], &ref[i], 4), 0, "kernel %s element %" PRIu64 ": %.9g vs "
+                         "reference %.9g", kn, a + i, x[i], ref[i]);
+    }
+    cr_assert_geq(tried, 2);
+    deftsim_gen_free(g);
+    deftsim_model_free(m);
+}
