@@ -170,6 +170,9 @@ typedef struct {
  * configured channels, no costs, factors 1. With tuned: NCCL's choice and its costs. */
 void sim_nccl_plan_call(const deftsim_sim_params *p, sim_nccl_coll coll, uint64_t bytes,
                         sim_nccl_call *out);
+/* The bytes of a chunk of NCCL's tree allreduce for a call of `bytes` planned as k: NCCL's
+ * step size, halved as its enqueue.cc does for a medium call (sim_nccl.c). */
+uint64_t sim_nccl_tree_chunk(const deftsim_sim_params *p, const sim_nccl_call *k, uint64_t bytes);
 
 /* Approximate mode: ring steps simulated before the rest is scaled from the last of them. */
 #define SIM_APPROX_RING_STEPS 6u

@@ -509,12 +509,13 @@ static uint64_t tree_chunk_bytes(const tree_ch *t, uint64_t csz, uint64_t k)
 }
 
 /* T trees of one shape reduce and broadcast this rank's `bytes`, split over them, in chunks of
- * NCCL's step size (at most max_chunks a tree: larger chunks beyond). */
+ * `chunk` bytes (0: NCCL's step size; at most max_chunks a tree: larger chunks beyond). */
 static void tree_run(sim_worker *w, const deftsim_sim_params *p, const sim_nccl_call *k,
-                     const tree_shape *ts, uint32_t T, uint64_t bytes, uint64_t max_chunks)
+                     const tree_shape *ts, uint32_t T, uint64_t bytes, uint64_t max_chunks,
+                     uint64_t chunk)
 {
     uint32_t r = sim_rank(w);
-    uint64_t e = elem_of(p, bytes), csz = step_size(p) / e * e;
+    uint64_t e = elem_of(p, bytes), csz = (chunk ? chunk : step_size(p)) / e * e;
     if (!csz) csz = e;
     uint64_t part[2 * MAXC];
     split(bytes / e, T, part);
@@ -571,12 +572,38 @@ static void tree_run(sim_worker *w, const deftsim_sim_params *p, const sim_nccl_
     free(t);
 }
 
+/* The tree's chunk, as NCCL's enqueue.cc sizes it so that a medium call still pipelines: from
+ * the step size, halved while the call would give each channel too few chunks for the tree's
+ * depth. With LL128 (every release): while bytes / (channels x chunk) < n x 64 / ppn down to
+ * 128 KiB, then < n x 16 / ppn down to 32 KiB, n = 1 + log2 N + ppn / 10. With Simple, NCCL
+ * 2.8.4 only: < depth x 8 down to 128 KiB, x 4 down to 64 KiB, x 1 down to 32 KiB, depth =
+ * ppn - 1 + log2 N (connect.cc). */
+uint64_t sim_nccl_tree_chunk(const deftsim_sim_params *p, const sim_nccl_call *k, uint64_t bytes)
+{
+    uint64_t c = step_size(p), C = k->channels ? k->channels : 1;
+    uint32_t G = gpn(p), N = (p->P + G - 1) / G, lg = 0;
+    while ((N >> (lg + 1)) > 0) lg++;
+    double ppn = (double)p->P / N;
+    if (k->proto == DEFTSIM_NCCL_PROTO_LL128) {
+        double n = 1 + lg + 0.1 * ppn;
+        while ((double)(bytes / (C * c)) < n * 64 / ppn && c > 131072) c /= 2;
+        while ((double)(bytes / (C * c)) < n * 16 / ppn && c > 32768) c /= 2;
+    } else if (k->proto == DEFTSIM_NCCL_PROTO_SIMPLE && p->nccl_model == DEFTSIM_NCCL_MODEL_TUNED &&
+               p->nccl_tuning == DEFTSIM_NCCL_TUNING_2_8) {
+        double depth = ppn - 1 + lg;
+        while ((double)(bytes / (C * c)) < depth * 8 && c > 131072) c /= 2;
+        while ((double)(bytes / (C * c)) < depth * 4 && c > 65536) c /= 2;
+        while ((double)(bytes / (C * c)) < depth && c > 32768) c /= 2;
+    }
+    return c;
+}
+
 static void tree_allreduce(sim_worker *w, const deftsim_sim_params *p, const sim_nccl_call *k,
                            uint64_t bytes)
 {
     uint32_t C = k->channels < MAXC ? k->channels : MAXC;
     tree_shape ts = {p->P, gpn(p), C, 0};
-    tree_run(w, p, k, &ts, 2 * C, bytes, UINT64_MAX);
+    tree_run(w, p, k, &ts, 2 * C, bytes, UINT64_MAX, sim_nccl_tree_chunk(p, k, bytes));
 }
 
 /* ---- entry points ------------------------------------------------------------------------------- */
@@ -625,7 +652,7 @@ static void nvls_tree_allreduce(sim_worker *w, const deftsim_sim_params *p, cons
     uint64_t wire = (uint64_t)ceil((double)vol / k->eff_intra);
     node[1] = sim_isend_sync_wire(w, n * G + (g + 1) % G, vol, wire);
     tree_shape ts = {P, G, 1, 1};
-    tree_run(w, p, k, &ts, 2, share[g] * e, NVLS_TREE_MAX_CHUNKS);
+    tree_run(w, p, k, &ts, 2, share[g] * e, NVLS_TREE_MAX_CHUNKS, 0);
     sim_wait_all(w, node, 2);
     w->recv += sim_payload(slot);
 }

@@ -59,8 +59,8 @@ static const deftsim_config_preset_key a100[] = {
     NCCL_VALIDATED,
     {"nccl_arch", "ampere", "A100: NCCL's Ampere constants"},
     {"nccl_channels", "16", "two channels a NIC"},
-    NCCL_FITTED("4.672us", "1.125us", "0.7655", "0.6056", "1.5", "0.3076", "0.7416",
-                "fitted (deftsim validate nccl --fit, 10 rounds) to the 8 A100 tables of "
+    NCCL_FITTED("4.312us", "1.195us", "0.7655", "0.5299", "1.4941", "0.3244", "0.7416",
+                "fitted (deftsim validate nccl --fit, 8 rounds) to the 8 A100 tables of "
                 "sim/validation/nccl with status ok, all rows, each with its NCCL release's "
                 "tuning figures"),
 };
@@ -77,8 +77,8 @@ static const deftsim_config_preset_key v100[] = {
     NCCL_VALIDATED,
     {"nccl_arch", "volta", "V100: NCCL's Volta constants"},
     {"nccl_channels", "8", "two channels a NIC"},
-    NCCL_FITTED("0.002us", "1us", "0.75", "0.75", "1.6875", "0.25", "1",
-                "fitted (deftsim validate nccl --fit, 10 rounds, NCCL 2.8's tuning figures) to "
+    NCCL_FITTED("0.026us", "1us", "0.75", "0.75", "1.6875", "0.25", "1",
+                "fitted (deftsim validate nccl --fit, 8 rounds, NCCL 2.8's tuning figures) to "
                 "the 3 V100 tables of "
                 "sim/validation/nccl with status ok (4-GPU ABCI nodes with their platform keys, "
                 "not DGX-1; every run one GPU a thread, so nccl_launch_gpu keeps its start)"),

@@ -966,3 +966,24 @@ Test(sim_nccl, protocol_efficiency_slows_its_transfers_only)
     p.nccl_ll_efficiency = 1;
     cr_expect_eq(s2, run1(&p, DEFTSIM_STEP_ALLREDUCE, 1u << 20, 0, 0, NULL), "Simple unchanged");
 }
+
+/* The tree's chunk as NCCL sizes it: with LL128 on 16 nodes of 8 and 16 channels a 4 MiB call
+ * runs 32 KiB chunks (n = 5.8: 4 MiB / (16 x 512 KiB) = 0 < 46.4, halved to 128 KiB; 2 < 11.6,
+ * halved to 32 KiB), a 1 GiB call NCCL's 512 KiB step (128 >= 46.4); Simple keeps the step
+ * under 2.30's figures and shrinks by the tree's depth (11) under 2.8's. */
+Test(sim_nccl, tree_chunks_as_nccl_sizes_them)
+{
+    deftsim_sim_params p;
+    sim_nccl_call k;
+    hopper_nodes(&p, 128);
+    memset(&k, 0, sizeof k);
+    k.channels = 16;
+    k.proto = DEFTSIM_NCCL_PROTO_LL128;
+    cr_expect_eq(sim_nccl_tree_chunk(&p, &k, 4u << 20), 32768u);
+    cr_expect_eq(sim_nccl_tree_chunk(&p, &k, 1ull << 30), 524288u);
+    k.proto = DEFTSIM_NCCL_PROTO_SIMPLE;
+    cr_expect_eq(sim_nccl_tree_chunk(&p, &k, 4u << 20), 524288u, "2.30: Simple keeps the step");
+    p.nccl_tuning = DEFTSIM_NCCL_TUNING_2_8;
+    cr_expect_eq(sim_nccl_tree_chunk(&p, &k, 4u << 20), 32768u, "2.8: 4 MiB / (16 x 32 KiB) = 8 < 11");
+    cr_expect_eq(sim_nccl_tree_chunk(&p, &k, 64u << 20), 65536u, "2.8, 64 MiB: 128 KiB (8 < 88), then 32 < 44 at 128 KiB: 64 KiB");
+}
