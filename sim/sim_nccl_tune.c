@@ -169,6 +169,16 @@ static void shape_of(const deftsim_sim_params *p, shape_t *s)
     s->nvls_tree_ok = s->N > 1 && nvls_node && s->P % s->G == 0 && s->G <= 64;
 }
 
+/* The ring's steps of a collective (NCCL's nsteps) and those that cross nodes (nInterSteps):
+ * 2 (P - 1) and 2 (N - 1) for the allreduce, P - 1 and N - 1 for the allgather; the broadcast
+ * P steps. */
+static double ring_steps(const shape_t *s, sim_nccl_coll coll, double *inter)
+{
+    int ar = coll == SIM_NCCL_ALLREDUCE;
+    *inter = s->N == 1 ? 0 : ar ? 2.0 * (s->N - 1) : s->N - 1.0;
+    return ar ? 2.0 * (s->P - 1) : coll == SIM_NCCL_BCAST ? s->P : s->P - 1.0;
+}
+
 /* NCCL's per-step latencies of a pair, microseconds: over the node's links and over the
  * network (with one GPU a node, the tree's network figure); `proxy`: across nodes a ring step
  * costs at least the network proxy's overhead. */
@@ -240,7 +250,7 @@ static double predict(const deftsim_sim_params *p, const shape_t *s, sim_nccl_co
         bus = dmin(dmin(s->intra * NVLS_EFFICIENCY * (s->C - 1.0) / s->C * 2.0,
                         net * (s->N <= 2 ? 2.0 : 1.0)),
                    s->C * per_ch_nvls_tree[i2]);
-    double nsteps = ar ? 2.0 * (s->P - 1) : coll == SIM_NCCL_BCAST ? s->P : s->P - 1.0;
+    double ninter, nsteps = ring_steps(s, coll, &ninter);
     double bw = a == A_TREE ? bus * 0.5 : bus * s->P / nsteps;
     double intra, inter;
     step_latencies(s, a, pi, a == A_RING && coll != SIM_NCCL_BCAST, &intra, &inter);
@@ -249,7 +259,6 @@ static double predict(const deftsim_sim_params *p, const shape_t *s, sim_nccl_co
         if (coll == SIM_NCCL_BCAST) {
             lat += nsteps * (s->N > 1 ? inter : intra);
         } else {
-            double ninter = s->N == 1 ? 0 : ar ? 2.0 * (s->N - 1) : s->N - 1.0;
             lat += (nsteps - ninter) * intra + ninter * inter;
         }
     } else if (a == A_TREE) {
@@ -273,13 +282,12 @@ static double predict_28(const deftsim_sim_params *p, const shape_t *s, sim_nccl
     bus = bus_28(p, s, coll, a, pi, bus);
     if (bus <= 0) return -1;
     int ar = coll == SIM_NCCL_ALLREDUCE;
-    double nsteps = ar ? 2.0 * (s->P - 1) : coll == SIM_NCCL_BCAST ? s->P : s->P - 1.0;
+    double ninter, nsteps = ring_steps(s, coll, &ninter);
     double bw = a == A_TREE ? bus * 0.5 : bus * s->P / nsteps;
     double intra, inter;
     step_latencies(s, a, pi, 0, &intra, &inter);
     double lat = base_lat_28[a][pi];
     if (a == A_RING) {
-        double ninter = s->N == 1 ? 0 : ar ? 2.0 * (s->N - 1) : coll == SIM_NCCL_BCAST ? s->N : s->N - 1.0;
         if (coll == SIM_NCCL_BCAST) lat += nsteps * (s->N > 1 ? inter : intra);
         else lat += (nsteps - ninter) * intra + ninter * inter;
     } else {
@@ -383,8 +391,8 @@ void sim_nccl_plan_call(const deftsim_sim_params *p, sim_nccl_coll coll, uint64_
      * (with one channel, at every step): every rank pays the call's share instead. */
     if (best_a == A_RING && out->algo == DEFTSIM_NCCL_RING && s.N > 1 &&
         (coll == SIM_NCCL_ALLREDUCE || coll == SIM_NCCL_ALLGATHER)) {
-        int ar = coll == SIM_NCCL_ALLREDUCE;
-        out->net_share = (ar ? 2.0 * (s.N - 1) : s.N - 1.0) / (ar ? 2.0 * (s.P - 1) : s.P - 1.0);
+        double ninter, nsteps = ring_steps(&s, coll, &ninter);
+        out->net_share = ninter / nsteps;
     }
     out->wire = wire_factor[best_p];
     int nvls = best_a == A_NVLS || best_a == A_NVLS_TREE;
