@@ -16,6 +16,9 @@
 /* Per algorithm (tree, ring, NVLS, NVLS-tree) and protocol (LL, LL128, Simple), microseconds. */
 enum { A_TREE, A_RING, A_NVLS, A_NVLS_TREE, NA };
 enum { P_LL, P_LL128, P_SIMPLE, NP };
+
+/* NCCL's P2P_LL_THRESHOLD: a p2p send of at most this many bytes a channel runs LL (enqueue.cc) */
+#define P2P_LL_THRESHOLD 16384u
 static const double base_lat[NA][NP] = {{6.8, 14.0, 8.4}, {6.6, 14.0, 8.4}, {0, 0, 0}, {0, 0, 0}};
 static const double hw_lat_nvl[NA][NP] = {{0.6, 1.25, 4.0}, {0.6, 1.9, 3.4}, {0, 0, 25}, {0, 0, 25}};
 static const double hw_lat_pci[NA][NP] = {{1.0, 1.9, 4.0}, {1.0, 2.5, 5.7}, {0, 0, 0}, {0, 0, 0}};
@@ -352,7 +355,17 @@ void sim_nccl_plan_call(const deftsim_sim_params *p, sim_nccl_coll coll, uint64_
     /* NCCL's choice: the fastest predicted (algorithm, protocol) among those allowed. */
     int best_a = A_RING, best_p = P_SIMPLE;
     double best = -1;
-    for (int a = 0; a < NA; a++) {
+    /* Point-to-point groups (alltoall, allgatherv as p2p) do not go through the tuning model:
+     * NCCL sends each peer's bytes with Simple, or with LL where they fit in LL's threshold
+     * (enqueue.cc's P2P_LL_THRESHOLD, 16 KiB, since NCCL 2.14; 2.8 sends Simple only). The
+     * ring's figures for that protocol stand for its latencies. */
+    if (coll == SIM_NCCL_P2P) {
+        int ll_ok = !s.v28 && p->nccl_proto != DEFTSIM_NCCL_PROTO_SIMPLE &&
+                    p->nccl_proto != DEFTSIM_NCCL_PROTO_LL128;
+        best_p = ll_ok && bytes <= P2P_LL_THRESHOLD ? P_LL : P_SIMPLE;
+        best = predict(p, &s, coll, A_RING, best_p, bytes);
+    }
+    for (int a = 0; a < NA && coll != SIM_NCCL_P2P; a++) {
         if (coll == SIM_NCCL_ALLREDUCE && forced != DEFTSIM_NCCL_AUTO &&
             forced != DEFTSIM_NCCL_HIERARCHICAL && algo_index(forced) != a)
             continue;

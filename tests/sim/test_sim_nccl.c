@@ -987,3 +987,25 @@ Test(sim_nccl, tree_chunks_as_nccl_sizes_them)
     cr_expect_eq(sim_nccl_tree_chunk(&p, &k, 4u << 20), 32768u, "2.8: 4 MiB / (16 x 32 KiB) = 8 < 11");
     cr_expect_eq(sim_nccl_tree_chunk(&p, &k, 64u << 20), 65536u, "2.8, 64 MiB: 128 KiB (8 < 88), then 32 < 44 at 128 KiB: 64 KiB");
 }
+
+/* A p2p group (alltoall) does not go through the tuning model: each peer's send runs LL up to
+ * NCCL's P2P_LL_THRESHOLD (16 KiB) and Simple above it, never LL128, on one node and across
+ * nodes; NCCL 2.8 runs Simple only. Before, the tuner picked LL128 for a 1 MiB send. */
+Test(sim_nccl, p2p_protocol_as_nccl_sends)
+{
+    deftsim_sim_params p;
+    sim_nccl_call k;
+    for (uint32_t nodes = 1; nodes <= 10; nodes += 9) {
+        hopper_nodes(&p, 8 * nodes);
+        sim_nccl_plan_call(&p, SIM_NCCL_P2P, 16384, &k);
+        cr_expect_eq(k.proto, DEFTSIM_NCCL_PROTO_LL, "%u nodes: 16 KiB a peer runs LL", nodes);
+        for (uint64_t b = 16385; b <= (1ull << 30); b <<= 2) {
+            sim_nccl_plan_call(&p, SIM_NCCL_P2P, b, &k);
+            cr_expect_eq(k.proto, DEFTSIM_NCCL_PROTO_SIMPLE, "%u nodes: %llu B a peer runs Simple",
+                         nodes, (unsigned long long)b);
+        }
+        p.nccl_tuning = DEFTSIM_NCCL_TUNING_2_8;
+        sim_nccl_plan_call(&p, SIM_NCCL_P2P, 64, &k);
+        cr_expect_eq(k.proto, DEFTSIM_NCCL_PROTO_SIMPLE, "%u nodes: NCCL 2.8 sends Simple", nodes);
+    }
+}
