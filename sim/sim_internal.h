@@ -158,6 +158,9 @@ typedef struct {
     uint32_t channels;        /* the channels this call uses */
     double base;              /* seconds before the first step: the call's launch and NCCL's base
                                  latency of the pair */
+    double floor;             /* the shortest the call takes: a thread that launches it on several
+                                 GPUs is busy that long a call (calls back to back overlap the
+                                 launches with the previous call's run); 0 with one GPU a thread */
     double lat_intra, lat_net; /* seconds a step costs whose sends stay in the node / cross it */
     double net_share;         /* the ring's allreduce and allgather: the share of its steps NCCL
                                  charges at lat_net, the same for every rank and round; -1: a

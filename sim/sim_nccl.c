@@ -657,13 +657,31 @@ static void nvls_tree_allreduce(sim_worker *w, const deftsim_sim_params *p, cons
     w->recv += sim_payload(slot);
 }
 
+/* The end of a call that began at t0: a rank waits out the call's floor (sim_nccl_call). */
+static void call_end(const sim_nccl_call *k, double t0)
+{
+    double left = t0 + k->floor - sim_now();
+    if (left > 0) sim_sleep(left);
+}
+
+static void allreduce_run(sim_worker *w, const deftsim_sim_params *p, const sim_nccl_call *k,
+                          uint64_t bytes);
+
 void sim_nccl_allreduce(sim_worker *w, const deftsim_sim_params *p, uint64_t bytes)
 {
     if (sim_size(w) < 2 || bytes == 0) return;
     sim_nccl_call k;
     sim_nccl_plan_call(p, SIM_NCCL_ALLREDUCE, bytes, &k);
+    double t0 = sim_now();
     sim_sleep(k.base);
-    deftsim_nccl_algo a = k.algo;
+    allreduce_run(w, p, &k, bytes);
+    call_end(&k, t0);
+}
+
+static void allreduce_run(sim_worker *w, const deftsim_sim_params *p, const sim_nccl_call *k,
+                          uint64_t bytes)
+{
+    deftsim_nccl_algo a = k->algo;
     /* Hierarchical needs whole nodes; with a partial last node it is NCCL's ring. NVLS needs
      * one node on NVSwitch (the tuned model picks it only there). */
     if (a == DEFTSIM_NCCL_HIERARCHICAL && p->P % gpn(p)) a = DEFTSIM_NCCL_RING;
@@ -671,11 +689,11 @@ void sim_nccl_allreduce(sim_worker *w, const deftsim_sim_params *p, uint64_t byt
     if (a == DEFTSIM_NCCL_NVLS_TREE && (p->P <= gpn(p) || p->P % gpn(p) || gpn(p) < 2 || gpn(p) > 64))
         a = DEFTSIM_NCCL_RING;
     switch (a) {
-    case DEFTSIM_NCCL_TREE: tree_allreduce(w, p, &k, bytes); return;
-    case DEFTSIM_NCCL_HIERARCHICAL: hierarchical(w, p, &k, bytes); return;
-    case DEFTSIM_NCCL_NVLS: nvls_allreduce(w, p, &k, bytes); return;
-    case DEFTSIM_NCCL_NVLS_TREE: nvls_tree_allreduce(w, p, &k, bytes); return;
-    default: ring_allreduce(w, p, &k, bytes); return;
+    case DEFTSIM_NCCL_TREE: tree_allreduce(w, p, k, bytes); return;
+    case DEFTSIM_NCCL_HIERARCHICAL: hierarchical(w, p, k, bytes); return;
+    case DEFTSIM_NCCL_NVLS: nvls_allreduce(w, p, k, bytes); return;
+    case DEFTSIM_NCCL_NVLS_TREE: nvls_tree_allreduce(w, p, k, bytes); return;
+    default: ring_allreduce(w, p, k, bytes); return;
     }
 }
 
@@ -722,8 +740,10 @@ void sim_nccl_bcast(sim_worker *w, const deftsim_sim_params *p, uint32_t root, u
     if (p->P < 2 || bytes == 0) return;
     sim_nccl_call k;
     sim_nccl_plan_call(p, SIM_NCCL_BCAST, bytes, &k);
+    double t0 = sim_now();
     sim_sleep(k.base);
     bcast_run(w, p, &k, root, bytes);
+    call_end(&k, t0);
 }
 
 /* ---- grouped point to point -------------------------------------------------------------------- */
@@ -858,8 +878,10 @@ void sim_nccl_alltoall(sim_worker *w, const deftsim_sim_params *p, uint64_t byte
     if (sim_size(w) < 2) return;
     sim_nccl_call k;
     sim_nccl_plan_call(p, SIM_NCCL_P2P, bytes, &k);
+    double t0 = sim_now();
     sim_sleep(k.base);
     group_p2p(w, p, &k, NULL, bytes, equal);
+    call_end(&k, t0);
 }
 
 void sim_nccl_allgather(sim_worker *w, const deftsim_sim_params *p, const uint64_t *bytes,
@@ -878,13 +900,15 @@ void sim_nccl_allgather(sim_worker *w, const deftsim_sim_params *p, const uint64
     sim_nccl_plan_call(p, how == DEFTSIM_NCCL_AGV_PAD ? SIM_NCCL_ALLGATHER
                           : how == DEFTSIM_NCCL_AGV_BCAST ? SIM_NCCL_BCAST : SIM_NCCL_P2P,
                        how == DEFTSIM_NCCL_AGV_PAD ? mx * P : mx, &k);
+    double t0 = sim_now();
     sim_sleep(k.base);
     switch (how) {
     case DEFTSIM_NCCL_AGV_BCAST:
         for (uint32_t root = 0; root < P; root++)
             if (bytes[root]) bcast_run(w, p, &k, root, bytes[root]);
-        return;
-    case DEFTSIM_NCCL_AGV_P2P: group_p2p(w, p, &k, bytes, 0, 0); return;
-    default: ring_allgather(w, p, &k, mx); return;
+        break;
+    case DEFTSIM_NCCL_AGV_P2P: group_p2p(w, p, &k, bytes, 0, 0); break;
+    default: ring_allgather(w, p, &k, mx); break;
     }
+    call_end(&k, t0);
 }

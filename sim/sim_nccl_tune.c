@@ -337,7 +337,7 @@ void sim_nccl_plan_call(const deftsim_sim_params *p, sim_nccl_coll coll, uint64_
     shape_of(p, &s);
     deftsim_nccl_algo forced = p->nccl_algorithm;
     out->channels = s.C;
-    out->base = 0;
+    out->base = out->floor = 0;
     out->lat_intra = out->lat_net = 0;
     out->net_share = -1;
     out->wire = 1;
@@ -393,8 +393,12 @@ void sim_nccl_plan_call(const deftsim_sim_params *p, sim_nccl_coll coll, uint64_
     step_latencies(&s, best_a, best_p, best_a == A_RING, &intra, &inter);
     if (s.G == 1) intra = inter; /* one GPU a host: every step crosses the network */
     uint32_t gpt = p->nccl_gpus_per_thread ? p->nccl_gpus_per_thread : 1;
-    out->base = p->nccl_launch + (gpt - 1) * p->nccl_launch_gpu +
-                (s.v28 ? base_lat_28 : base_lat)[best_a][best_p] * 1e-6;
+    out->base = p->nccl_launch + (s.v28 ? base_lat_28 : base_lat)[best_a][best_p] * 1e-6;
+    /* A thread that launches the call on gpt GPUs spends nccl_launch_gpu more on each beyond the
+     * first. The launches are asynchronous: issued back to back (nccl-tests' loop, a training
+     * step's calls), they overlap the previous call's run, so they bound the call's time from
+     * below instead of adding to it. */
+    out->floor = gpt > 1 ? p->nccl_launch + (gpt - 1) * p->nccl_launch_gpu : 0;
     out->lat_intra = intra * 1e-6 * p->nccl_step_scale;
     out->lat_net = inter * 1e-6 * p->nccl_step_scale;
     /* The ring's latency is NCCL's sum over its steps, (steps - inter) x intra + inter x net: a

@@ -25,9 +25,9 @@ const char *const deftsim_cfg_preset_names[] = {"none", "dgx-h100", "dgx-a100", 
     {"intra_latency", "1ns", "as latency"},                                                        \
     {"nccl_model", "tuned", "NCCL as it runs, validated against sim/validation/nccl"},            \
     {"nccl_algorithm", "auto", "NCCL's own choice of algorithm (its tuning model)"}
-#define NCCL_FITTED(launch, launch_gpu, nvl, net, step, ll, ll128, why)                            \
+#define NCCL_FITTED(launch, launch_gpu, gpu_why, nvl, net, step, ll, ll128, why)                   \
     {"nccl_launch", launch, why},                                                                  \
-    {"nccl_launch_gpu", launch_gpu, "fitted with nccl_launch (same tables)"},                      \
+    {"nccl_launch_gpu", launch_gpu, gpu_why},                                                      \
     {"nccl_nvl_efficiency", nvl, "fitted with nccl_launch (same tables)"},                         \
     {"nccl_net_efficiency", net, "fitted with nccl_launch (same tables)"},                         \
     {"nccl_step_scale", step, "fitted with nccl_launch (same tables)"},                            \
@@ -44,7 +44,11 @@ static const deftsim_config_preset_key h100[] = {
     NCCL_VALIDATED,
     {"nccl_arch", "hopper", "H100: NCCL's Hopper constants (LL's and LL128's caps, NVLS)"},
     {"nccl_channels", "16", "two channels a NIC (NCCL finds 12 to 24 on a DGX H100)"},
-    NCCL_FITTED("2.298us", "3.2us", "0.8", "0.7847", "0.8475", "1", "0.8716",
+    NCCL_FITTED("2.298us", "4.75us",
+                "fitted alone on the same tables (2026-12-06, a scan of its mean |log ratio|, "
+                "0.1355) after a multi-GPU thread's launches became the call's floor; the "
+                "Together AI tables are its -g 8 runs",
+                "0.8", "0.7847", "0.8475", "1", "0.8716",
                 "fitted (deftsim validate nccl --fit, 8 rounds) to the 14 H100 tables of "
                 "sim/validation/nccl with status ok, all rows, the GCP Ethernet one left out"),
 };
@@ -59,7 +63,11 @@ static const deftsim_config_preset_key a100[] = {
     NCCL_VALIDATED,
     {"nccl_arch", "ampere", "A100: NCCL's Ampere constants"},
     {"nccl_channels", "16", "two channels a NIC"},
-    NCCL_FITTED("4.312us", "1.195us", "0.7655", "0.5299", "1.4941", "0.3244", "0.7416",
+    NCCL_FITTED("4.312us", "4us",
+                "fitted alone on the same tables (2026-12-06, a scan of its mean |log ratio|, "
+                "0.1398) after a multi-GPU thread's launches became the call's floor; the OCI "
+                "tables are -g 8 runs",
+                "0.7655", "0.5299", "1.4941", "0.3244", "0.7416",
                 "fitted (deftsim validate nccl --fit, 8 rounds) to the 8 A100 tables of "
                 "sim/validation/nccl with status ok, all rows, each with its NCCL release's "
                 "tuning figures"),
@@ -77,7 +85,7 @@ static const deftsim_config_preset_key v100[] = {
     NCCL_VALIDATED,
     {"nccl_arch", "volta", "V100: NCCL's Volta constants"},
     {"nccl_channels", "8", "two channels a NIC"},
-    NCCL_FITTED("0.026us", "1us", "0.75", "0.75", "1.6875", "0.25", "1",
+    NCCL_FITTED("0.026us", "1us", "fitted with nccl_launch (same tables)", "0.75", "0.75", "1.6875", "0.25", "1",
                 "fitted (deftsim validate nccl --fit, 8 rounds, NCCL 2.8's tuning figures) to "
                 "the 3 V100 tables of "
                 "sim/validation/nccl with status ok (4-GPU ABCI nodes with their platform keys, "

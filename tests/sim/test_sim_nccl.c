@@ -871,18 +871,26 @@ Test(sim_nccl, nvls_tree_across_nvswitch_nodes)
     cr_expect_eq(forced, run1(&p, DEFTSIM_STEP_ALLREDUCE, 1u << 20, 0, 0, NULL));
 }
 
-/* A thread that launches a call on G GPUs pays nccl_launch_gpu for each beyond the first
- * (nccl-tests' -g), and nothing else changes. */
-Test(sim_nccl, launch_cost_of_each_further_gpu_of_a_thread)
+/* A thread that launches a call on G GPUs is busy nccl_launch + (G - 1) nccl_launch_gpu a call
+ * (nccl-tests' -g): calls back to back overlap those launches with the previous call's run, so
+ * they are the call's floor. A small call takes the floor; a large one, whose run is longer,
+ * takes what it takes with one GPU a thread. (Until 2026-12-06 the launches were added to
+ * every call: the large one took 7 nccl_launch_gpu longer.) */
+Test(sim_nccl, launches_of_a_thread_are_the_calls_floor)
 {
     deftsim_sim_params p;
     hopper_nodes(&p, 8);
     p.nccl_launch = 10e-6;
-    p.nccl_launch_gpu = 2.5e-6;
-    double one = run1(&p, DEFTSIM_STEP_ALLREDUCE, 1024, 0, 0, NULL);
+    p.nccl_launch_gpu = 20e-6;
+    double small1 = run1(&p, DEFTSIM_STEP_ALLREDUCE, 1024, 0, 0, NULL);
+    double large1 = run1(&p, DEFTSIM_STEP_ALLREDUCE, 1u << 30, 0, 0, NULL);
     p.nccl_gpus_per_thread = 8;
-    double eight = run1(&p, DEFTSIM_STEP_ALLREDUCE, 1024, 0, 0, NULL);
-    cr_expect(fabs(eight - one - 7 * 2.5e-6) < 1e-9, "8 GPUs a thread %.9f s, 1: %.9f s", eight, one);
+    double small8 = run1(&p, DEFTSIM_STEP_ALLREDUCE, 1024, 0, 0, NULL);
+    double large8 = run1(&p, DEFTSIM_STEP_ALLREDUCE, 1u << 30, 0, 0, NULL);
+    cr_expect(small1 < 10e-6 + 7 * 20e-6, "one GPU a thread, 1 KiB: %.9f s", small1);
+    cr_expect(fabs(small8 - (10e-6 + 7 * 20e-6)) < 1e-9, "8 GPUs a thread, 1 KiB: %.9f s", small8);
+    cr_expect(large1 > 10e-6 + 7 * 20e-6, "1 GiB runs longer than the floor: %.9f s", large1);
+    cr_expect(fabs(large8 - large1) < 1e-9, "1 GiB: 8 GPUs a thread %.9f s, 1: %.9f s", large8, large1);
 }
 
 /* The ring's latency is NCCL's sum over its steps: with one channel across 2 nodes of 4, a
