@@ -56,7 +56,7 @@ if [ "$what" = comm ] || [ "$what" = all ]; then
 fi
 
 if [ "$what" = iter ] || [ "$what" = all ]; then
-  sweep=(scenarios/dgx_h100_study.ini --set gradients.model=resnet18_cifar10
+  sweep=(scenarios/dgx_h100_study.ini --set gradients.model=resnet18_cifar10 --set gradients.params=none
          --set workers.counts=8,16,32,64 --set scenario.iterations=2)
   for kind in cpu best torch best_ring; do
     extra=(--set network.nccl_algorithm=auto)

@@ -18,7 +18,8 @@ cd "$(dirname "$0")/.."
 out=${1:-results/timing-repeatability}
 iters=${2:-4}
 exe=${DEFTSIM_EXE:-./build/deftsim}
-common=(--set sparsify.methods=topk,deft --set workers.counts=2,8,32 --set network.simulate=0
+# The plain defaults, which docs/TIMING.md's figures of this script were measured with.
+common=(--set gradients.params=none --set sparsify.methods=topk,deft --set workers.counts=2,8,32 --set network.simulate=0
         --set scenario.iterations="$iters" --progress lines)
 # shellcheck disable=SC2206
 extra=(${DEFTSIM_SETS:-})

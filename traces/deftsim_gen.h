@@ -125,6 +125,18 @@ size_t deftsim_gen_builtin_params_count(void);
 const char *deftsim_gen_builtin_params_name(size_t i);
 const char *deftsim_gen_builtin_params(const char *name);
 
+/* The built-in model tables' own sets (docs/GENERATOR.md, "Default sets"): a scenario with
+ * [gradients] source = synthetic and params unset runs the built-in table `table` with the set
+ * this names. NULL: the table has none (and any name that is not a built-in table, such as a
+ * CSV path), so the plain defaults apply. *fitted (if not NULL): 1 when the set was fitted on a
+ * trace of this table's network, 0 when it is extrapolated to it; *note (if not NULL): one
+ * line on what the set was fitted on and what differs. The _at form walks the table (i below
+ * deftsim_gen_table_params_count()), returning the table's name and its set in *set. */
+const char *deftsim_gen_table_params(const char *table, int *fitted, const char **note);
+size_t deftsim_gen_table_params_count(void);
+const char *deftsim_gen_table_params_at(size_t i, const char **set, int *fitted,
+                                        const char **note);
+
 /* DEFTSIM_E_INPUT naming the offending field ("synthetic.tail: ...") if a value is out of range
  * or not finite. */
 deftsim_status deftsim_gen_params_check(const deftsim_gen_params *p);

@@ -157,6 +157,63 @@ const char *deftsim_gen_builtin_params(const char *name)
     return NULL;
 }
 
+/* Which built-in table takes which built-in set by default, decided by the table's tensors:
+ * convolutions, batch norms and a classifier take the ResNet-18 set; embeddings, attention,
+ * layer norms and feed-forward layers the BERT set; tables of other kinds (recurrent layers,
+ * recommendation embeddings) none. Each line says what differs from the recorded network. */
+static const struct {
+    const char *table, *set;
+    int fitted;
+    const char *note;
+} table_params[] = {
+    {"resnet18_cifar10", "resnet18_fmnist_p8", 1,
+     "fitted on this network (ResNet-18, CIFAR stem) trained on Fashion-MNIST, P = 8"},
+    {"resnet18_imagenet", "resnet18_fmnist_p8", 0,
+     "extrapolated: the same kinds (conv, batch norm, one classifier), ImageNet stem and "
+     "1000 classes; downsample convolutions take the shortcut offset"},
+    {"resnet50_imagenet", "resnet18_fmnist_p8", 0,
+     "extrapolated: the same kinds, bottleneck blocks and 53 convolutions against 20; "
+     "downsample convolutions take the shortcut offset"},
+    {"vgg16_cifar10", "resnet18_fmnist_p8", 0,
+     "extrapolated: convolutions and linear layers, no batch norm; conv biases take the level "
+     "of the one recorded classifier bias, and the three linear layers the classifier's"},
+    {"vgg16_imagenet", "resnet18_fmnist_p8", 0,
+     "extrapolated: as vgg16_cifar10, with 124 million of the 138 million elements in linear "
+     "layers placed at the recorded classifier's level (likely too high)"},
+    {"bert_base_uncased", "bert_small_pydoc_p8", 0,
+     "extrapolated: the recorded BERT's tensor names and kinds, 12 layers against 4, hidden "
+     "768 against 128, 30,522 words against 2,000"},
+    {"gpt2_small", "bert_small_pydoc_p8", 0,
+     "extrapolated: embeddings, attention, layer norms and feed-forward as in BERT; the fused "
+     "query-key-value tensor (attn.c_attn) takes no role offset"},
+};
+#define NTABLE_PARAMS (sizeof table_params / sizeof table_params[0])
+
+size_t deftsim_gen_table_params_count(void) { return NTABLE_PARAMS; }
+
+const char *deftsim_gen_table_params_at(size_t i, const char **set, int *fitted,
+                                        const char **note)
+{
+    if (i >= NTABLE_PARAMS) return NULL;
+    if (set) *set = table_params[i].set;
+    if (fitted) *fitted = table_params[i].fitted;
+    if (note) *note = table_params[i].note;
+    return table_params[i].table;
+}
+
+const char *deftsim_gen_table_params(const char *table, int *fitted, const char **note)
+{
+    for (size_t i = 0; table && i < NTABLE_PARAMS; i++)
+        if (!strcmp(table_params[i].table, table)) {
+            const char *set;
+            deftsim_gen_table_params_at(i, &set, fitted, note);
+            return set;
+        }
+    if (fitted) *fitted = 0;
+    if (note) *note = NULL;
+    return NULL;
+}
+
 static const char *const kind_names[DEFTSIM_GEN_NKINDS] = {"conv", "linear", "embedding",
                                                             "bias", "norm", "norm_bias"};
 

@@ -18,9 +18,9 @@ static void usage(FILE *out)
             "       deftsim config --preset NAME\n"
             "\n"
             "Reads a scenario file, applies the overrides, checks everything and prints every key\n"
-            "with defaults filled in, as INI that reads back to the same configuration; two\n"
-            "comment lines first name the network (preset, library, algorithm, model) and where\n"
-            "the compute phases are timed.\n"
+            "with defaults filled in, as INI that reads back to the same configuration; three\n"
+            "comment lines first name the network (preset, library, algorithm, model), where\n"
+            "the compute phases are timed, and the generator's parameter set and why it applies.\n"
             "  -s, --set S.K=V  override key K of section S (repeatable; a later one wins)\n"
             "  -j, --json       print JSON instead, as written into result manifests\n"
             "  -k, --keys       list every key: type, default, meaning\n"
@@ -188,6 +188,11 @@ int deftsim_cmd_config(int argc, char **argv)
         deftsim_conditions cd;
         if (!(st = deftsim_conditions_of_config(cfg, NULL, &cd))) {
             printf("# %s\n# %s\n", cd.network, cd.compute);
+            deftsim_params_choice ch;
+            deftsim_config_params_choice(cfg, &ch);
+            printf("# generator parameters: %s (%s%s)\n", ch.set ? ch.set : "plain defaults",
+                   deftsim_params_why_name(ch.why),
+                   ch.why != DEFTSIM_PARAMS_TABLE ? "" : ch.fitted ? ", fitted" : ", extrapolated");
             st = deftsim_config_to_ini(cfg, stdout);
         }
     }

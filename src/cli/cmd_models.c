@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "deftsim_gen.h"
 #include "deftsim_model.h"
 
 static void usage(FILE *out)
@@ -11,7 +12,8 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: deftsim models [--layers NAME] [--csv]\n"
             "\n"
-            "Lists the built-in model tables with their tensor counts and parameter totals.\n"
+            "Lists the built-in model tables with their tensor counts, parameter totals and the\n"
+            "generator parameter set each takes by default ([gradients] params unset).\n"
             "  --layers NAME  print NAME's tensors in parameter order (name, shape, numel, offset)\n"
             "                 NAME may also be the path of a CSV table (index,name,shape,numel)\n"
             "  --csv          machine-readable output\n"
@@ -63,11 +65,20 @@ int deftsim_cmd_models(int argc, char **argv)
         return 0;
     }
     if (deftsim_cli_parse_only) return 0;
-    printf(csv ? "model,tensors,parameters\n" : "%-20s %8s %14s\n", "model", "tensors", "parameters");
+    printf(csv ? "model,tensors,parameters,params_default,params_fit\n" : "%-20s %8s %14s  %s\n",
+           "model", "tensors", "parameters", "generator parameters (docs/GENERATOR.md)");
     for (size_t i = 0; i < deftsim_model_builtin_count(); i++) {
         if ((st = deftsim_model_builtin(deftsim_model_builtin_name(i), &m))) return deftsim_cli_fail(st);
-        printf(csv ? "%s,%zu,%llu\n" : "%-20s %8zu %14llu\n", m->name, m->nlayers,
-               (unsigned long long)m->numel);
+        int fitted;
+        const char *set = deftsim_gen_table_params(m->name, &fitted, NULL);
+        const char *fit = !set ? "" : fitted ? "fitted" : "extrapolated";
+        if (csv)
+            printf("%s,%zu,%llu,%s,%s\n", m->name, m->nlayers, (unsigned long long)m->numel,
+                   set ? set : "", fit);
+        else
+            printf("%-20s %8zu %14llu  %s%s%s%s\n", m->name, m->nlayers,
+                   (unsigned long long)m->numel, set ? set : "plain defaults", set ? " (" : "",
+                   fit, set ? ")" : "");
         deftsim_model_free(m);
     }
     return 0;

@@ -316,7 +316,11 @@ deftsim_status deftsim_config_apply_override(deftsim_config *cfg, const char *as
          (size_t)k == deftsim_cfg_kidx("network", "preset_file")) &&
         (st = apply_preset(cfg)))
         goto done;
-    if ((size_t)k == deftsim_cfg_kidx("gradients", "params") && (st = deftsim_cfg_apply_params(cfg)))
+    /* The set follows the model and the source too (a sweep's variant of one model). */
+    if (((size_t)k == deftsim_cfg_kidx("gradients", "params") ||
+         (size_t)k == deftsim_cfg_kidx("gradients", "model") ||
+         (size_t)k == deftsim_cfg_kidx("gradients", "source")) &&
+        (st = deftsim_cfg_apply_params(cfg)))
         goto done;
     st = derive(cfg);
 done:

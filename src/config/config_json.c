@@ -74,6 +74,19 @@ json_t *deftsim_config_to_json(const deftsim_config *cfg)
             if (!j || json_object_set_new(sec, k->info.key, j)) goto nomem;
         }
     }
+    /* Which parameter set filled the [synthetic] keys and why (the keys above hold its values). */
+    {
+        deftsim_params_choice ch;
+        deftsim_config_params_choice(cfg, &ch);
+        json_t *pu = json_pack("{s:o, s:s}", "set", ch.set ? json_string(ch.set) : json_null(),
+                               "why", deftsim_params_why_name(ch.why));
+        if (pu && ch.why == DEFTSIM_PARAMS_TABLE) {
+            json_object_set_new(pu, "fit", json_string(ch.fitted ? "fitted" : "extrapolated"));
+            if (ch.note) json_object_set_new(pu, "note", json_string(ch.note));
+        }
+        if (!pu || json_object_set_new(json_object_get(root, "gradients"), "params_used", pu))
+            goto nomem;
+    }
     /* A user's platform file gives every link its own figures and its own shape: the keys
      * that only shape a generated platform do not apply, and a record of the run must not
      * quote their defaults as if they had been simulated (docs/OUTPUT.md). */

@@ -133,8 +133,9 @@ static const keydef base_keys[] = {
     {KEY("gradients", "trace", "path, or a list of paths", "",
          "the trace directory (source = trace only); a list: deftsim sweep"),
      .type = T_OPTPATH, .off = F(gradients.trace)},
-    {KEY("gradients", "params", "built-in parameter set or INI path", "",
-         "[synthetic] keys from a file (deftsim trace calibrate writes one); the scenario's win"),
+    {KEY("gradients", "params", "built-in parameter set, INI path, or none", "",
+         "[synthetic] keys from a file (deftsim trace calibrate writes one); the scenario's win; "
+         "unset: the model table's own set (deftsim models), none: the plain defaults"),
      .type = T_OPTPATH, .off = F(gradients.params)},
 
     {KEY("synthetic", "scale_decades", "number in [0, 24]", "3",
@@ -586,8 +587,14 @@ void deftsim_cfg_where(const deftsim_config *cfg, size_t k, char *buf, size_t ca
         return;
     }
     if (line == DEFTSIM_CFG_ORIGIN_PARAMS) {
-        snprintf(buf, cap, "%s: [%s] %s (from [gradients] params)", cfg->gradients.params,
-                 kd->info.section, kd->info.key);
+        deftsim_params_choice ch;
+        deftsim_config_params_choice(cfg, &ch);
+        if (ch.why == DEFTSIM_PARAMS_TABLE)
+            snprintf(buf, cap, "%s: [%s] %s (the default set of [gradients] model %s)", ch.set,
+                     kd->info.section, kd->info.key, cfg->gradients.model);
+        else
+            snprintf(buf, cap, "%s: [%s] %s (from [gradients] params)", ch.set ? ch.set : "?",
+                     kd->info.section, kd->info.key);
         return;
     }
     if (line == DEFTSIM_CFG_ORIGIN_PRESET_FILE) {

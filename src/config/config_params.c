@@ -1,6 +1,10 @@
 /* config_params.c - [gradients] params: a parameter file (or a built-in set, the generator's
  * traces/params/) of [synthetic] keys that fill what the scenario and --set leave unset
- * (docs/GENERATOR.md, "Calibration"). */
+ * (docs/GENERATOR.md, "Calibration"); unset, the model table's own set (deftsim_gen_table_params),
+ * and `none` for the plain defaults. Resolved here once: the engine, the CUDA generator (its
+ * constants come from the host generator built from these keys) and the manifests read the
+ * keys and deftsim_config_params_choice, never the table. */
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,6 +62,72 @@ static deftsim_status read_params(deftsim_config *cfg, const char *name, char *t
     return DEFTSIM_OK;
 }
 
+/* One name of a model list, trimmed, into buf ("" when it does not fit: no table's name). */
+static const char *list_item(const char *p, size_t len, char *buf, size_t cap)
+{
+    while (len && isspace((unsigned char)*p)) p++, len--;
+    while (len && isspace((unsigned char)p[len - 1])) len--;
+    if (len >= cap) len = 0;
+    memcpy(buf, p, len);
+    buf[len] = '\0';
+    return buf;
+}
+
+void deftsim_config_params_choice(const deftsim_config *cfg, deftsim_params_choice *out)
+{
+    memset(out, 0, sizeof *out);
+    const char *named = cfg->gradients.params;
+    if (named && !strcmp(named, DEFTSIM_PARAMS_NONE)) {
+        out->why = DEFTSIM_PARAMS_OFF;
+        return;
+    }
+    if (named) {
+        out->set = named;
+        out->why = DEFTSIM_PARAMS_NAMED;
+        return;
+    }
+    if (cfg->gradients.source != DEFTSIM_SOURCE_SYNTHETIC) {
+        out->why = DEFTSIM_PARAMS_TRACE;
+        return;
+    }
+    out->why = DEFTSIM_PARAMS_NO_DEFAULT;
+    const char *set = NULL, *note = NULL;
+    int fitted = 1, n = 0;
+    for (const char *p = cfg->gradients.model; p; n++) {
+        size_t len = strcspn(p, ",");
+        char name[256];
+        int fit;
+        const char *one_note, *one = deftsim_gen_table_params(list_item(p, len, name, sizeof name),
+                                                              &fit, &one_note);
+        if (n && (!set != !one || (set && strcmp(set, one)))) {
+            out->why = DEFTSIM_PARAMS_PER_MODEL;
+            return;
+        }
+        set = one;
+        note = one_note;
+        fitted &= fit;
+        p = p[len] ? p + len + 1 : NULL;
+    }
+    if (!set) return;
+    out->set = set;
+    out->why = DEFTSIM_PARAMS_TABLE;
+    out->fitted = fitted;
+    out->note = n == 1 ? note : NULL;
+}
+
+const char *deftsim_params_why_name(deftsim_params_why why)
+{
+    switch (why) {
+    case DEFTSIM_PARAMS_NAMED: return "named";
+    case DEFTSIM_PARAMS_TABLE: return "table default";
+    case DEFTSIM_PARAMS_OFF: return "none: params = none";
+    case DEFTSIM_PARAMS_NO_DEFAULT: return "none: no default set for the table";
+    case DEFTSIM_PARAMS_PER_MODEL: return "per model";
+    case DEFTSIM_PARAMS_TRACE: return "none: source = trace";
+    }
+    return "?";
+}
+
 deftsim_status deftsim_cfg_apply_params(deftsim_config *cfg)
 {
     const keydef *kd;
@@ -69,9 +139,14 @@ deftsim_status deftsim_cfg_apply_params(deftsim_config *cfg)
             return deftsim_error_wrap(DEFTSIM_E_INTERNAL, "default of [%s] %s", kd->info.section,
                                       kd->info.key);
     }
-    const char *name = cfg->gradients.params;
+    deftsim_params_choice ch;
+    deftsim_config_params_choice(cfg, &ch);
+    const char *name = ch.set;
     if (!name) return DEFTSIM_OK;
     const char *builtin = deftsim_gen_builtin_params(name);
+    if (!builtin && ch.why == DEFTSIM_PARAMS_TABLE)
+        return deftsim_error_set(DEFTSIM_E_INTERNAL, "the model table's default set %s is not "
+                                 "built in", name);
     char *text = builtin ? strdup(builtin) : NULL;
     deftsim_status st = DEFTSIM_OK;
     if (builtin && !text) return deftsim_error_nomem("config: parameter file");

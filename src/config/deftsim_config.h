@@ -319,6 +319,36 @@ size_t deftsim_config_preset_count(void);
 const deftsim_config_preset *deftsim_config_preset_get(size_t i); /* NULL past the end */
 const deftsim_config_preset *deftsim_config_preset_find(const char *name); /* NULL if none */
 
+/* Which parameter set fills the [synthetic] keys the scenario and --set leave unset, and why
+ * (docs/GENERATOR.md, "Default sets"): [gradients] params names one (a built-in set or a
+ * file); params = none opts out; unset, with source = synthetic, a built-in model table's own
+ * set (deftsim_gen_table_params) applies. A list of models whose tables have different sets
+ * resolves to none here: deftsim sweep gives each model's variant its own table's set. */
+typedef enum {
+    DEFTSIM_PARAMS_NAMED,      /* [gradients] params names the set */
+    DEFTSIM_PARAMS_TABLE,      /* the model table's default set */
+    DEFTSIM_PARAMS_OFF,        /* params = none: the plain defaults */
+    DEFTSIM_PARAMS_NO_DEFAULT, /* the table (or a CSV path) has no default set */
+    DEFTSIM_PARAMS_PER_MODEL,  /* a list of tables with different sets: one per variant */
+    DEFTSIM_PARAMS_TRACE       /* source = trace: no generator */
+} deftsim_params_why;
+
+typedef struct {
+    const char *set;         /* the set's name or the file's path; NULL: none */
+    deftsim_params_why why;
+    int fitted;              /* DEFTSIM_PARAMS_TABLE: 1 fitted on the table's network (every
+                              * table of a list), 0 extrapolated to it */
+    const char *note;        /* DEFTSIM_PARAMS_TABLE with one table: the table's line */
+} deftsim_params_choice;
+
+/* The value of [gradients] params that opts out of the tables' default sets. */
+#define DEFTSIM_PARAMS_NONE "none"
+
+void deftsim_config_params_choice(const deftsim_config *cfg, deftsim_params_choice *out);
+/* "named", "table default", "none: params = none", "none: no default set for the table",
+ * "per model", "none: source = trace". */
+const char *deftsim_params_why_name(deftsim_params_why why);
+
 /* Deep copy. */
 deftsim_status deftsim_config_clone(const deftsim_config *cfg, deftsim_config **out);
 

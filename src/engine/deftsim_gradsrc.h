@@ -56,7 +56,10 @@ deftsim_status deftsim_gradsrc_open(const deftsim_config *cfg, deftsim_gradsrc *
 deftsim_status deftsim_gradsrc_open_table(const deftsim_config *cfg, deftsim_gradsrc **out);
 void deftsim_gradsrc_close(deftsim_gradsrc *g);
 
-/* The generator's parameters a scenario's [synthetic] keys and [scenario] seed give. */
+/* The generator's parameters a scenario's [synthetic] keys and [scenario] seed give: the keys
+ * already hold [gradients] params' set or the model table's own (the configuration resolved
+ * it), so every backend built from these (the host generator; the CUDA one takes its
+ * constants) runs the same set. */
 void deftsim_gradsrc_gen_params(const deftsim_config *cfg, deftsim_gen_params *gp);
 
 /* Whether [gradients] names a table at all (a trace, or a model for the synthetic source);

@@ -143,6 +143,9 @@ static json_t *identity_as_now(json_t *id, json_t *now)
         json_decref(out);
         return NULL;
     }
+    json_t *fgr = json_object_get(cfg, "gradients");
+    json_t *ngr = json_object_get(json_object_get(now, "config"), "gradients");
+    int before_sets = json_is_object(fgr) && !json_object_get(fgr, "params_used");
     const char *sec;
     json_t *dsec;
     json_object_foreach(dj, sec, dsec) {
@@ -156,6 +159,17 @@ static json_t *identity_as_now(json_t *id, json_t *now)
                 json_object_set(fsec, key, dv);
     }
     json_decref(dj);
+    /* A folder written before the model tables' default sets (docs/GENERATOR.md) ran an unset
+     * [gradients] params as the plain defaults, which params = none asks for now; its
+     * [synthetic] values, compared as they are, still tell whether the same parameters ran. */
+    if (before_sets && json_is_object(ngr)) {
+        json_t *np = json_object_get(ngr, "params");
+        if (json_is_null(json_object_get(fgr, "params")) && json_is_string(np) &&
+            !strcmp(json_string_value(np), DEFTSIM_PARAMS_NONE))
+            json_object_set(fgr, "params", np);
+        json_t *nu = json_object_get(ngr, "params_used");
+        if (nu) json_object_set(fgr, "params_used", nu);
+    }
     return out;
 }
 

@@ -160,6 +160,9 @@ size_t deftsim_sweep_variant_count(const deftsim_sweep *s);
 const char *deftsim_sweep_output(const deftsim_sweep *s);
 /* The scenario as given (its lists: methods, densities, counts). */
 const deftsim_config *deftsim_sweep_config(const deftsim_sweep *s);
+/* Variant v's configuration (v < deftsim_sweep_variant_count; NULL past the end): the scenario
+ * with the variant's axis values set, each model with its own table's parameter set. */
+const deftsim_config *deftsim_sweep_variant_config(const deftsim_sweep *s, size_t v);
 /* The options' shard_index and shard_count (0, 0 without shards). */
 void deftsim_sweep_shard(const deftsim_sweep *s, unsigned *index, unsigned *count);
 

@@ -32,6 +32,10 @@ size_t deftsim_sweep_point_count(const deftsim_sweep *s) { return s->npoints; }
 size_t deftsim_sweep_variant_count(const deftsim_sweep *s) { return s->nvariants; }
 const char *deftsim_sweep_output(const deftsim_sweep *s) { return s->base->scenario.output; }
 const deftsim_config *deftsim_sweep_config(const deftsim_sweep *s) { return s->base; }
+const deftsim_config *deftsim_sweep_variant_config(const deftsim_sweep *s, size_t v)
+{
+    return v < s->nvariants ? s->variants[v].cfg : NULL;
+}
 
 void deftsim_sweep_shard(const deftsim_sweep *s, unsigned *index, unsigned *count)
 {

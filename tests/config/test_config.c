@@ -1111,8 +1111,9 @@ Test(config_good, params_file_fills_unset_synthetic_keys)
     c = load_ok("params.ini", ov, 1);
     cr_expect_eq(c->synthetic.tail, 5);
     cr_expect_eq(c->synthetic.scales, 1);
-    /* Unsetting params returns the file's keys to their defaults. */
-    cr_assert_eq(deftsim_config_apply_override(c, "gradients.params="), DEFTSIM_OK);
+    /* params = none returns the file's keys to the plain defaults (unset, the model table's
+     * own set would fill them: config_good::table_default_set_applies_and_none_opts_out). */
+    cr_assert_eq(deftsim_config_apply_override(c, "gradients.params=none"), DEFTSIM_OK);
     cr_expect_eq(c->synthetic.scales, 0);
     cr_expect_eq(c->synthetic.kind_level[DEFTSIM_GEN_KIND_CONV], -3.5);
     cr_expect_eq(c->synthetic.tail, 5);
@@ -1134,4 +1135,164 @@ Test(config_good, builtin_params_sets_parse)
         cr_expect_eq(c->synthetic.scales, 1, "%s", set);
         deftsim_config_free(c);
     }
+}
+
+/* ---- the model tables' default sets (docs/GENERATOR.md, "Default sets") ---------------------- */
+
+/* The [synthetic] section of a scenario of `model` with `params` (NULL: unset) and `extra`
+ * lines. */
+static deftsim_config *synth(const char *model, const char *params, const char *extra)
+{
+    char text[1024];
+    snprintf(text, sizeof text, "[gradients]\nmodel = %s\n%s%s%s\n%s", model,
+             params ? "params = " : "", params ? params : "", params ? "\n" : "",
+             extra ? extra : "");
+    return parse_ok(text, "defaults.ini");
+}
+
+static int same_synthetic(const deftsim_config *a, const deftsim_config *b)
+{
+    return !memcmp(&a->synthetic, &b->synthetic, sizeof a->synthetic);
+}
+
+/* Unset, params is the table's own set: the same keys as naming it, recorded as the table's
+ * default, fitted or extrapolated; none keeps the plain defaults; a table without a set too. */
+Test(config_good, table_default_set_applies_and_none_opts_out)
+{
+    deftsim_config *plain, *named, *dflt, *none;
+    cr_assert_eq(deftsim_config_default("p", &plain), DEFTSIM_OK);
+    struct { const char *model, *set; int fitted; } cases[] = {
+        {"resnet18_cifar10", "resnet18_fmnist_p8", 1},
+        {"resnet50_imagenet", "resnet18_fmnist_p8", 0},
+        {"bert_base_uncased", "bert_small_pydoc_p8", 0},
+        {"gpt2_small", "bert_small_pydoc_p8", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        named = synth(cases[i].model, cases[i].set, NULL);
+        dflt = synth(cases[i].model, NULL, NULL);
+        none = synth(cases[i].model, "none", NULL);
+        cr_expect(same_synthetic(named, dflt), "%s: the default differs from naming %s",
+                  cases[i].model, cases[i].set);
+        cr_expect_eq(dflt->synthetic.scales, 1, "%s", cases[i].model);
+        cr_expect(!same_synthetic(dflt, plain), "%s: the plain defaults ran", cases[i].model);
+        cr_expect(same_synthetic(none, plain), "%s: params = none is not the plain defaults",
+                  cases[i].model);
+        deftsim_params_choice ch;
+        deftsim_config_params_choice(dflt, &ch);
+        cr_expect_eq(ch.why, DEFTSIM_PARAMS_TABLE, "%s", cases[i].model);
+        cr_expect_str_eq(ch.set, cases[i].set);
+        cr_expect_eq(ch.fitted, cases[i].fitted, "%s", cases[i].model);
+        cr_expect(ch.note && *ch.note, "%s: no note", cases[i].model);
+        deftsim_config_params_choice(named, &ch);
+        cr_expect_eq(ch.why, DEFTSIM_PARAMS_NAMED);
+        deftsim_config_params_choice(none, &ch);
+        cr_expect_eq(ch.why, DEFTSIM_PARAMS_OFF);
+        cr_expect_null(ch.set);
+        deftsim_config_free(named);
+        deftsim_config_free(dflt);
+        deftsim_config_free(none);
+    }
+    /* Tables of other kinds keep the plain defaults. */
+    dflt = synth("lstm3_wikitext2", NULL, NULL);
+    cr_expect(same_synthetic(dflt, plain));
+    deftsim_params_choice ch;
+    deftsim_config_params_choice(dflt, &ch);
+    cr_expect_eq(ch.why, DEFTSIM_PARAMS_NO_DEFAULT);
+    deftsim_config_free(dflt);
+    /* The scenario's own key wins over the set; a key from the set says where it came from. */
+    dflt = synth("resnet18_cifar10", NULL, "[synthetic]\ntail = 7\n");
+    cr_expect_eq(dflt->synthetic.tail, 7);
+    cr_expect_eq(dflt->synthetic.scales, 1);
+    char w[600];
+    deftsim_config_where(dflt, "synthetic", "signal", w, sizeof w);
+    cr_expect_str_eq(w, "resnet18_fmnist_p8: [synthetic] signal (the default set of [gradients] "
+                        "model resnet18_cifar10)");
+    deftsim_config_free(dflt);
+    deftsim_config_free(plain);
+}
+
+/* A list of models whose tables have different sets resolves to none in the scenario; setting
+ * one model (a sweep's variant) gives it its own set and drops the other's keys. */
+Test(config_good, model_list_sets_per_model)
+{
+    deftsim_config *plain, *bert = synth("bert_base_uncased", NULL, NULL);
+    cr_assert_eq(deftsim_config_default("p", &plain), DEFTSIM_OK);
+    deftsim_config *res = synth("resnet18_cifar10", NULL, NULL);
+    deftsim_config *c = synth("resnet18_cifar10, bert_base_uncased", NULL, "[synthetic]\ndrift = 0.02\n");
+    deftsim_params_choice ch;
+    deftsim_config_params_choice(c, &ch);
+    cr_expect_eq(ch.why, DEFTSIM_PARAMS_PER_MODEL);
+    cr_expect_null(ch.set);
+    cr_expect_eq(c->synthetic.scales, 0);
+    cr_assert_eq(deftsim_config_apply_override(c, "gradients.model=bert_base_uncased"), DEFTSIM_OK);
+    cr_expect_eq(c->synthetic.drift, 0.02, "the scenario's own key was lost");
+    c->synthetic.drift = bert->synthetic.drift;
+    cr_expect(same_synthetic(c, bert), "the BERT variant without BERT's set");
+    c->synthetic.drift = 0.02;
+    cr_assert_eq(deftsim_config_apply_override(c, "gradients.model=resnet18_cifar10"), DEFTSIM_OK);
+    cr_expect_eq(c->synthetic.drift, 0.02, "the scenario's own key was lost");
+    c->synthetic.drift = res->synthetic.drift;
+    cr_expect(same_synthetic(c, res), "the ResNet variant keeps BERT's keys");
+    deftsim_config_free(c);
+    /* One set for every table of the list: the set, extrapolated once any table is. */
+    c = synth("resnet18_cifar10, resnet50_imagenet", NULL, NULL);
+    deftsim_config_params_choice(c, &ch);
+    cr_expect_eq(ch.why, DEFTSIM_PARAMS_TABLE);
+    cr_expect_str_eq(ch.set, "resnet18_fmnist_p8");
+    cr_expect_eq(ch.fitted, 0);
+    cr_expect_null(ch.note);
+    deftsim_config_free(c);
+    /* Unsetting params = none goes back to the table's set. */
+    c = synth("resnet18_cifar10", "none", NULL);
+    cr_assert_eq(deftsim_config_apply_override(c, "gradients.params="), DEFTSIM_OK);
+    cr_expect(same_synthetic(c, res));
+    deftsim_config_free(c);
+    deftsim_config_free(res);
+    deftsim_config_free(bert);
+    deftsim_config_free(plain);
+}
+
+/* Every manifest embeds the scenario's JSON, which says which set ran and why. */
+Test(config_good, json_names_the_set)
+{
+    struct { const char *model, *params, *set, *why, *fit; } cases[] = {
+        {"resnet18_cifar10", NULL, "resnet18_fmnist_p8", "table default", "fitted"},
+        {"bert_base_uncased", NULL, "bert_small_pydoc_p8", "table default", "extrapolated"},
+        {"resnet18_cifar10", "bert_small_pydoc_p8", "bert_small_pydoc_p8", "named", NULL},
+        {"resnet18_cifar10", "none", NULL, "none: params = none", NULL},
+        {"ncf_neumf_ml20m", NULL, NULL, "none: no default set for the table", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        deftsim_config *c = synth(cases[i].model, cases[i].params, NULL);
+        json_t *j = deftsim_config_to_json(c);
+        cr_assert(j);
+        json_t *pu = json_object_get(json_object_get(j, "gradients"), "params_used");
+        cr_assert(json_is_object(pu), "%s: no params_used", cases[i].model);
+        const char *set = json_string_value(json_object_get(pu, "set"));
+        if (cases[i].set) cr_expect_str_eq(set, cases[i].set);
+        else cr_expect(json_is_null(json_object_get(pu, "set")), "%s: set %s", cases[i].model, set);
+        cr_expect_str_eq(json_string_value(json_object_get(pu, "why")), cases[i].why);
+        const char *fit = json_string_value(json_object_get(pu, "fit"));
+        if (cases[i].fit) cr_expect_str_eq(fit, cases[i].fit);
+        else cr_expect_null(fit);
+        json_decref(j);
+        deftsim_config_free(c);
+    }
+}
+
+/* The table of default sets names built-in tables and built-in sets only. */
+Test(config_good, table_default_sets_exist)
+{
+    cr_assert_geq(deftsim_gen_table_params_count(), 2);
+    for (size_t i = 0; i < deftsim_gen_table_params_count(); i++) {
+        const char *set, *note;
+        int fitted;
+        const char *table = deftsim_gen_table_params_at(i, &set, &fitted, &note);
+        deftsim_model *m = NULL;
+        cr_expect_eq(deftsim_model_builtin(table, &m), DEFTSIM_OK, "%s: not a built-in table", table);
+        if (m) deftsim_model_free(m);
+        cr_expect(deftsim_gen_builtin_params(set), "%s: set %s is not built in", table, set);
+        cr_expect(note && *note);
+    }
+    cr_expect_null(deftsim_gen_table_params("traces/models/resnet18_cifar10.csv", NULL, NULL));
 }

@@ -545,6 +545,11 @@ Test(engine, every_method_end_to_end)
     cr_assert_eq(json_integer_value(json_object_get(man, "seed")), 7);
     json_t *c = json_object_get(man, "config");
     cr_assert_eq(json_integer_value(json_object_get(json_object_get(c, "scenario"), "seed")), 7);
+    /* Which generator parameter set ran and why: a CSV table has no set of its own. */
+    json_t *pu = json_object_get(json_object_get(c, "gradients"), "params_used");
+    cr_assert(json_is_null(json_object_get(pu, "set")));
+    cr_assert_str_eq(json_string_value(json_object_get(pu, "why")),
+                     "none: no default set for the table");
     cr_assert_str_eq(json_string_value(json_object_get(json_object_get(man, "deftsim"), "version")),
                      DEFTSIM_VERSION);
     cr_assert(json_string_value(json_object_get(json_object_get(man, "deftsim"), "git_commit")));

@@ -392,6 +392,66 @@ Test(sweep, network_compute_is_in_the_identity_and_old_folders_resume)
     deftsim_sweep_free(s);
 }
 
+/* A folder written before the model tables' default sets (its identity has no params_used)
+ * ran an unset params as the plain defaults: it resumes with params = none, which asks for
+ * them now. */
+Test(sweep, folders_from_before_default_sets_resume_with_params_none)
+{
+    deftsim_sweep *s = new_sweep("old", NULL, 0, NULL, 0);
+    run_sweep(s, DEFTSIM_OK);
+    deftsim_sweep_free(s);
+    json_t *m = manifest("old");
+    json_t *gr = json_object_get(json_object_get(json_object_get(m, "identity"), "config"), "gradients");
+    cr_assert(json_is_null(json_object_get(gr, "params")));
+    cr_assert_eq(json_object_del(gr, "params_used"), 0);
+    char *mp = in_tmp("old/manifest.json");
+    cr_assert_eq(json_dump_file(m, mp, JSON_INDENT(2)), 0);
+    free(mp);
+    json_decref(m);
+    const char *none[] = {"gradients.params=none"};
+    s = new_sweep("old", none, 1, NULL, 0);
+    deftsim_sweep_summary sum = run_sweep(s, DEFTSIM_OK);
+    deftsim_sweep_free(s);
+    cr_assert_eq(sum.ran, 0);
+    cr_assert_eq(sum.skipped, 6);
+    /* Rewritten with params_used, the folder is one of params = none. */
+    m = manifest("old");
+    gr = json_object_get(json_object_get(json_object_get(m, "identity"), "config"), "gradients");
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(gr, "params_used"), "why")),
+                     "none: params = none");
+    json_decref(m);
+}
+
+/* A list of built-in tables with different default sets: each model's variant takes its own
+ * table's set (the scenario's own keys still win), and its configuration says so. */
+Test(sweep, model_list_takes_each_tables_set)
+{
+    const char *ov[] = {"gradients.model=resnet18_cifar10, bert_base_uncased", "synthetic.drift=0.02"};
+    deftsim_config *cfg = scenario("sets", ov, 2);
+    deftsim_sweep_options o;
+    memset(&o, 0, sizeof o);
+    deftsim_sweep *s;
+    cr_assert_eq(deftsim_sweep_new(cfg, &o, &s), DEFTSIM_OK, "%s", deftsim_error_message());
+    deftsim_config_free(cfg);
+    cr_assert_eq(deftsim_sweep_variant_count(s), 2);
+    const char *want[] = {"resnet18_fmnist_p8", "bert_small_pydoc_p8"};
+    for (size_t v = 0; v < 2; v++) {
+        const deftsim_config *c = deftsim_sweep_variant_config(s, v);
+        deftsim_params_choice ch;
+        deftsim_config_params_choice(c, &ch);
+        cr_expect_eq(ch.why, DEFTSIM_PARAMS_TABLE, "variant %zu", v);
+        cr_expect_str_eq(ch.set, want[v]);
+        cr_expect_eq(c->synthetic.scales, 1, "variant %zu: the plain defaults", v);
+        cr_expect_eq(c->synthetic.drift, 0.02);
+    }
+    cr_expect_neq(deftsim_sweep_variant_config(s, 0)->synthetic.kind_level[DEFTSIM_GEN_KIND_CONV],
+                  deftsim_sweep_variant_config(s, 1)->synthetic.kind_level[DEFTSIM_GEN_KIND_CONV]);
+    deftsim_params_choice ch;
+    deftsim_config_params_choice(deftsim_sweep_config(s), &ch);
+    cr_expect_eq(ch.why, DEFTSIM_PARAMS_PER_MODEL);
+    deftsim_sweep_free(s);
+}
+
 Test(sweep, axes_from_a_model_list_and_vary)
 {
     char models[600];

@@ -14,6 +14,11 @@
  * stream); the part of traces/ it needs (deftsim_gen.h) is declarations and inline arithmetic
  * only, so this library does not link the host generator (jansson, zlib).
  *
+ * Nothing here chooses parameters: the constants come from a host generator built from
+ * resolved ones (a scenario's [synthetic] keys, with [gradients] params or the model table's
+ * own set already applied once in src/config/config_params.c; docs/GENERATOR.md, "Default
+ * sets"), so the device runs exactly what the host would.
+ *
  * Built only when meson finds nvcc (traces/cuda/meson.build). */
 #ifndef DEFTSIM_GEN_CUDA_H
 #define DEFTSIM_GEN_CUDA_H
