@@ -72,8 +72,8 @@ if [ "$what" = iter ] || [ "$what" = all ]; then
 fi
 
 if [ "$what" = big ]; then
-  sweep=(scenarios/dgx_h100_study.ini --set gradients.model=resnet18_cifar10 --set scenario.iterations=2
-         --set device.kind=profile --set device.profile=profiles/h100-sxm5-best.csv
+  sweep=(scenarios/dgx_h100_study.ini --set gradients.model=resnet18_cifar10 --set gradients.params=none
+         --set scenario.iterations=2 --set device.kind=profile --set device.profile=profiles/h100-sxm5-best.csv
          --set timing.repeats=1 --set engine.memory_budget=0.5)
   for algo in auto ring; do
     dir=$out/big_best; [ "$algo" = ring ] && dir=$out/big_best_ring
