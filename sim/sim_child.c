@@ -446,6 +446,7 @@ static void ctx_free(sim_ctx *c)
             if (c->workers[r].async_done) sg_sem_destroy(c->workers[r].async_done);
         }
     free(c->workers);
+    sim_nccl_ctx_free(c);
     if (c->barrier) sg_barrier_destroy(c->barrier);
     if (c->approx_bar) sg_barrier_destroy(c->approx_bar);
 }
