@@ -9,7 +9,9 @@
  * in sparsifiers/ (deftsim_method_closed_form). Where a count depends on the gradient,
  * the bench assumes uniformly spread selections: topk's union of P independent k-subsets
  * holds n (1 - (1 - k/n)^P) indices, DEFT's workers each hold k/P and its union k.
- * Each (P, method) is one simulation in its own process, as `deftsim run` simulates a point. */
+ * Each (P, method) is one simulation in its own process, as `deftsim run` simulates a point;
+ * the processes of one P are forked from one that loaded the platform once for all of them
+ * (deftsim_sim_run_batch), so the first method's wall time includes the load. */
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
@@ -66,7 +68,8 @@ static void usage(FILE *out)
             "model's gradient at one density, at each worker count, each in its own process, and\n"
             "prints the wall time, peak memory, messages and simulated time, the total per P,\n"
             "and how wall time grows with P. Schedules follow docs/SPARSIFIERS.md with byte\n"
-            "counts from its formulas (uniformly spread selections).\n"
+            "counts from its formulas (uniformly spread selections). The platform is loaded\n"
+            "once a P: the first method's wall time includes its load.\n"
             "  --P LIST          worker counts (default 64,256,1024,4096)\n"
             "  --methods LIST    sparsifiers (default %s)\n"
             "  --model NAME      model table (default resnet18_cifar10)\n"
