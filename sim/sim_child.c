@@ -744,7 +744,9 @@ void sim_child_batch_main(pid_t parent, int status_fd, const int *out_fds, const
         }
         close(out_fds[i]);
         close(err_fds[i]);
-        sim_batch_status bs = {-1, 0};
+        sim_batch_status bs;
+        memset(&bs, 0, sizeof bs); /* the padding too: the whole struct goes down the pipe */
+        bs.status = -1;
         struct rusage ru;
         memset(&ru, 0, sizeof ru);
         if (pid > 0)
