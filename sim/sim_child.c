@@ -704,7 +704,6 @@ static _Noreturn void child_body(int out_fd, int err_fd, const deftsim_sim_param
     _exit(bad ? 3 : 0);
 }
 
-
 void sim_child_main(pid_t parent, int out_fd, int err_fd, const deftsim_sim_params *p,
                     const char *platform_path, const deftsim_schedule *const *scheds,
                     size_t nsched, const size_t *offs)
