@@ -19,8 +19,7 @@
 typedef struct sim_ctx sim_ctx;
 typedef struct sim_nccl_heights sim_nccl_heights; /* sim_nccl.c */
 
-#define MBOX_CACHE_BITS 6 /* 2-way, by a hash of the peer rank (sim_p2p.c, cached_mailbox) */
-#define MBOX_CACHE (1u << MBOX_CACHE_BITS)
+#define MBOX_CACHE 64u /* direct-mapped, by peer rank */
 
 struct sim_worker {
     uint32_t rank, P;

@@ -82,32 +82,24 @@ static sg_mailbox_t mailbox(uint32_t dst, uint32_t src)
     return sg_mailbox_by_name(name);
 }
 
-/* The worker's cache of mailboxes (peer[], mb[]): 2-way, a set of two slots chosen by a
- * multiplicative hash of the peer's rank, the most recently added in the set's first slot.
- * Peers that differ in high bits only (r ^ 64, r ^ 128, ...: recursive doubling, Rabenseifner,
- * the binomial trees at P > 64) shared one slot of the direct map by rank mod 64 that this
- * replaced, and every message to them built a mailbox name and looked it up again. */
-static sg_mailbox_t cached_mailbox(uint32_t *peer, sg_mailbox_t *mb, uint32_t key, uint32_t dst,
-                                   uint32_t src)
-{
-    uint32_t set = (uint32_t)(key * 2654435761u) >> (32 - MBOX_CACHE_BITS) & ~1u;
-    if (mb[set] && peer[set] == key) return mb[set];
-    if (mb[set + 1] && peer[set + 1] == key) return mb[set + 1];
-    mb[set + 1] = mb[set];
-    peer[set + 1] = peer[set];
-    mb[set] = mailbox(dst, src);
-    peer[set] = key;
-    return mb[set];
-}
-
 static sg_mailbox_t out_mailbox(sim_worker *w, uint32_t dst)
 {
-    return cached_mailbox(w->out_peer, w->out_mb, dst, dst, w->rank);
+    uint32_t slot = dst % MBOX_CACHE;
+    if (!w->out_mb[slot] || w->out_peer[slot] != dst) {
+        w->out_mb[slot] = mailbox(dst, w->rank);
+        w->out_peer[slot] = dst;
+    }
+    return w->out_mb[slot];
 }
 
 static sg_mailbox_t in_mailbox(sim_worker *w, uint32_t src)
 {
-    return cached_mailbox(w->in_peer, w->in_mb, src, w->rank, src);
+    uint32_t slot = src % MBOX_CACHE;
+    if (!w->in_mb[slot] || w->in_peer[slot] != src) {
+        w->in_mb[slot] = mailbox(w->rank, src);
+        w->in_peer[slot] = src;
+    }
+    return w->in_mb[slot];
 }
 
 /* Starts a send; NULL when it is eager (detached: it completes without the sender). The
