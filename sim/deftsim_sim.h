@@ -304,6 +304,21 @@ typedef struct {
 deftsim_status deftsim_sim_run(const deftsim_sim_params *p, const deftsim_schedule *const *scheds,
                                size_t nsched, deftsim_sim_result *out);
 
+/* Several independent simulations on one platform (`deftsim bench sim`: every method at one
+ * P): job i's schedules simulated as deftsim_sim_run() simulates them, its results in out[i]
+ * (the same to the last digit). The platform is loaded once in a forked child, which forks a
+ * process for each job in turn (up to 32 jobs a load); wall_seconds of job i is the time
+ * from the end of job i - 1 (the first job's includes the platform's load), peak_rss_bytes
+ * the job's process's peak (the loaded platform included, as when it loads its own). In
+ * analytic mode, and under AddressSanitizer, each job runs on its own as deftsim_sim_run()
+ * does. On failure every out[i] is freed and *failed (may be NULL) names the job. */
+typedef struct {
+    const deftsim_schedule *const *scheds;
+    size_t nsched;
+} deftsim_sim_job;
+deftsim_status deftsim_sim_run_batch(const deftsim_sim_params *p, const deftsim_sim_job *jobs,
+                                     size_t njobs, deftsim_sim_result *out, size_t *failed);
+
 void deftsim_sim_result_free(deftsim_sim_result *r);
 
 /* Where worker w's step s of schedule i starts and ends (seconds from the schedule's start). */

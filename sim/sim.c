@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -530,5 +531,157 @@ deftsim_status deftsim_sim_run(const deftsim_sim_params *p, const deftsim_schedu
 fail:
     sim_platform_close(&pf);
     deftsim_sim_result_free(out);
+    return st;
+}
+
+/* ---- batches: one platform load for several simulations ----------------------------------------- */
+
+/* Jobs one batch child runs (each job holds two pipes open in it). */
+#define BATCH_MAX 32
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SIM_BATCH_SEPARATE 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SIM_BATCH_SEPARATE 1
+#endif
+#endif
+
+static void close_fds(int *fds, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (fds[i] >= 0) close(fds[i]), fds[i] = -1;
+}
+
+/* Jobs [0, n) of one batch child; out[i] allocated by the caller. *failed: the job whose
+ * failure the status returned names. */
+static deftsim_status run_batch_child(const deftsim_sim_params *p, const sim_platform_file *pf,
+                                      const deftsim_sim_job *jobs, size_t n,
+                                      deftsim_sim_result *out, size_t *failed)
+{
+    sim_batch_job bj[BATCH_MAX];
+    int fds[4 * BATCH_MAX], st_p[2] = {-1, -1};
+    int *out_r = fds, *out_w = fds + BATCH_MAX, *err_r = fds + 2 * BATCH_MAX, *err_w = fds + 3 * BATCH_MAX;
+    for (size_t i = 0; i < 4 * BATCH_MAX; i++) fds[i] = -1;
+    deftsim_status st = DEFTSIM_OK;
+    *failed = 0;
+    int ok = pipe(st_p) == 0;
+    for (size_t i = 0; i < n && ok; i++) {
+        int a[2], b[2];
+        if (pipe(a) != 0) ok = 0;
+        else if (pipe(b) != 0) ok = 0, close(a[0]), close(a[1]);
+        else out_r[i] = a[0], out_w[i] = a[1], err_r[i] = b[0], err_w[i] = b[1];
+        bj[i] = (sim_batch_job){jobs[i].scheds, jobs[i].nsched, out[i].step_offset};
+    }
+    if (!ok) {
+        st = deftsim_error_set(DEFTSIM_E_RUNTIME, "network simulation: pipe: %s", strerror(errno));
+        goto done;
+    }
+    double t0 = deftsim_now();
+    pid_t parent = getpid();
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        st = deftsim_error_set(DEFTSIM_E_RUNTIME, "network simulation: fork: %s", strerror(errno));
+        goto done;
+    }
+    if (pid == 0) {
+        close(st_p[0]);
+        close_fds(out_r, n);
+        close_fds(err_r, n);
+        sim_child_batch_main(parent, st_p[1], out_w, err_w, p, pf->path, bj, n);
+    }
+    close(st_p[1]);
+    st_p[1] = -1;
+    close_fds(out_w, n);
+    close_fds(err_w, n);
+    for (size_t i = 0; i < n && !st; i++) {
+        *failed = i;
+        size_t cells = out[i].step_offset[jobs[i].nsched] * p->P;
+        size_t want = sizeof(sim_child_header) + SIM_MSG_MAX + cells * 2 * (sizeof(double) + sizeof(uint64_t));
+        char *buf = malloc(want);
+        size_t have = 0;
+        char tail[ERR_TAIL + 1];
+        size_t tail_len = 0;
+        int read_failed = read_child(out_r[i], err_r[i], buf, want, &have, tail, &tail_len) || !buf;
+        out_r[i] = err_r[i] = -1;
+        sim_batch_status bs = {-1, 0};
+        size_t got = 0;
+        while (got < sizeof bs) {
+            ssize_t r = read(st_p[0], (char *)&bs + got, sizeof bs - got);
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) break;
+            got += (size_t)r;
+        }
+        int status = bs.status;
+        if (got < sizeof bs) { /* the batch's child died: its own status says how */
+            while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+            }
+            pid = -1;
+        }
+        double t1 = deftsim_now();
+        out[i].wall_seconds = t1 - t0;
+        t0 = t1;
+        out[i].peak_rss_bytes = (uint64_t)bs.maxrss_kib * 1024u;
+        tail_one_line(tail, &tail_len);
+        st = take_results(buf, have, read_failed, status, pf->is_fd ? "generated" : pf->path, tail,
+                          tail_len, &out[i]);
+        free(buf);
+        if (!st) out[i].mode = p->mode;
+    }
+    if (pid > 0) {
+        if (st) kill(pid, SIGKILL);
+        int status;
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+        }
+    }
+done:
+    close_fds(fds, 4 * BATCH_MAX);
+    close_fds(st_p, 2);
+    return st;
+}
+
+deftsim_status deftsim_sim_run_batch(const deftsim_sim_params *p, const deftsim_sim_job *jobs,
+                                     size_t njobs, deftsim_sim_result *out, size_t *failed)
+{
+    size_t f = 0;
+    deftsim_status st = DEFTSIM_OK;
+    for (size_t i = 0; i < njobs; i++) memset(&out[i], 0, sizeof out[i]);
+    int separate = p->mode == DEFTSIM_SIM_ANALYTIC || njobs < 2;
+#ifdef SIM_BATCH_SEPARATE
+    separate = 1; /* actors are threads under ASan: no fork after the engine ran */
+#endif
+    if (separate) {
+        for (f = 0; f < njobs && !st; f++) st = deftsim_sim_run(p, jobs[f].scheds, jobs[f].nsched, &out[f]);
+        if (st) f--;
+        goto end;
+    }
+    char tp[128];
+    uint64_t hosts;
+    sim_platform_file pf;
+    pf.fd = -1;
+    pf.tmp[0] = '\0';
+    if ((st = deftsim_sim_platform_shape(p, tp, sizeof tp, &hosts))) goto end;
+    for (f = 0; f < njobs && !st; f++)
+        if (!(st = check_schedules(p, jobs[f].scheds, jobs[f].nsched)))
+            st = result_alloc(p, jobs[f].scheds, jobs[f].nsched, &out[f]);
+    if (st) {
+        f--;
+        goto end;
+    }
+    f = 0;
+    if ((st = sim_platform_open(p, &pf))) goto end;
+    for (size_t first = 0; first < njobs && !st; first += BATCH_MAX) {
+        size_t n = njobs - first < BATCH_MAX ? njobs - first : BATCH_MAX;
+        st = run_batch_child(p, &pf, jobs + first, n, out + first, &f);
+        f += first;
+    }
+    sim_platform_close(&pf);
+    if (!st)
+        for (size_t i = 0; i < njobs; i++) schedule_totals(jobs[i].scheds, &out[i]);
+end:
+    if (st)
+        for (size_t i = 0; i < njobs; i++) deftsim_sim_result_free(&out[i]);
+    if (failed) *failed = f;
     return st;
 }

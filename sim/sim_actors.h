@@ -17,6 +17,7 @@
 #include "sim_internal.h"
 
 typedef struct sim_ctx sim_ctx;
+typedef struct sim_nccl_heights sim_nccl_heights; /* sim_nccl.c */
 
 #define MBOX_CACHE 64u /* direct-mapped, by peer rank */
 
@@ -67,7 +68,13 @@ struct sim_ctx {
     sg_bar_t approx_bar;
     double approx_end[2], approx_step[2];
     uint32_t approx_read[2];
+    /* NCCL's trees met so far: every rank's height in each (sim_nccl.c, tree_heights). */
+    sim_nccl_heights *heights;
+    size_t nheights;
 };
+
+/* Frees what sim_nccl.c keeps in c (the trees' heights). */
+void sim_nccl_ctx_free(sim_ctx *c);
 
 /* Analytic mode (sim_analytic.c): runs the schedules of c on c->workers with the flow times
  * of fm, each collective step recorded through run_step (the child's step runner) and

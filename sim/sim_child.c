@@ -5,6 +5,8 @@
  *
  * Call order in sim/: docs/ARCHITECTURE.md, the sim/ row of its folder table. */
 #include <inttypes.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +14,8 @@
 #ifdef __linux__
 #include <sys/prctl.h>
 #endif
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <simgrid/actor.h>
@@ -446,28 +450,15 @@ static void ctx_free(sim_ctx *c)
             if (c->workers[r].async_done) sg_sem_destroy(c->workers[r].async_done);
         }
     free(c->workers);
+    sim_nccl_ctx_free(c);
     if (c->barrier) sg_barrier_destroy(c->barrier);
     if (c->approx_bar) sg_barrier_destroy(c->approx_bar);
 }
 
-/* Runs the simulation: platform_path is the XML to load. Returns 0, or -1 with msg filled. A
- * SimGrid failure aborts the process, which the parent reports. */
-static int sim_child_run(const deftsim_sim_params *p, const char *platform_path,
-                         const deftsim_schedule *const *scheds, size_t nsched,
-                         const size_t *step_offset, sim_child_out *out, char *msg, size_t msgcap)
+/* SimGrid's engine with the run's configuration (network model, crosstraffic, stacks) and
+ * the platform at platform_path loaded. */
+static void engine_load(const deftsim_sim_params *p, const char *platform_path)
 {
-    uint32_t P = p->P;
-    sim_ctx c;
-    memset(&c, 0, sizeof c);
-    c.p = p;
-    c.scheds = scheds;
-    c.nsched = nsched;
-    c.step_offset = step_offset;
-    c.out = out;
-    sg_host_t *hosts = NULL;
-    int rc = -1;
-    if (precompute(&c, msg, msgcap)) goto done;
-
     char model[64], cross[64], stack[64];
     snprintf(model, sizeof model, "--cfg=network/model:%s", deftsim_net_model_name(p->model));
     snprintf(cross, sizeof cross, "--cfg=network/crosstraffic:%d", p->crosstraffic ? 1 : 0);
@@ -485,6 +476,28 @@ static int sim_child_run(const deftsim_sim_params *p, const char *platform_path,
     int argc = (int)(sizeof argv / sizeof argv[0]) - 1;
     simgrid_init(&argc, argv);
     simgrid_load_platform(platform_path);
+}
+
+/* Runs the simulation: platform_path is the XML to load, or the one engine_load() already
+ * loaded (loaded = 1). Returns 0, or -1 with msg filled. A SimGrid failure aborts the process,
+ * which the parent reports. */
+static int sim_child_run(const deftsim_sim_params *p, const char *platform_path, int loaded,
+                         const deftsim_schedule *const *scheds, size_t nsched,
+                         const size_t *step_offset, sim_child_out *out, char *msg, size_t msgcap)
+{
+    uint32_t P = p->P;
+    sim_ctx c;
+    memset(&c, 0, sizeof c);
+    c.p = p;
+    c.scheds = scheds;
+    c.nsched = nsched;
+    c.step_offset = step_offset;
+    c.out = out;
+    sg_host_t *hosts = NULL;
+    int rc = -1;
+    if (precompute(&c, msg, msgcap)) goto done;
+
+    if (!loaded) engine_load(p, platform_path);
 
     hosts = calloc(P, sizeof *hosts);
     c.workers = calloc(P, sizeof *c.workers);
@@ -654,11 +667,13 @@ static void die_with_parent(pid_t parent)
 #endif
 }
 
-void sim_child_main(pid_t parent, int out_fd, int err_fd, const deftsim_sim_params *p,
-                    const char *platform_path, const deftsim_schedule *const *scheds,
-                    size_t nsched, const size_t *offs)
+/* The simulation of a child (or of a batch's grandchild: loaded = 1, the platform already in
+ * the engine), its results written to out_fd, its messages to err_fd; never returns. */
+static _Noreturn void child_body(int out_fd, int err_fd, const deftsim_sim_params *p,
+                                 const char *platform_path, int loaded,
+                                 const deftsim_schedule *const *scheds, size_t nsched,
+                                 const size_t *offs)
 {
-    die_with_parent(parent);
     /* SimGrid writes its messages to stderr (and nothing should reach the caller's stdout):
      * both go to the parent, which shows them only if the simulation fails. */
     dup2(err_fd, 2);
@@ -676,7 +691,7 @@ void sim_child_main(pid_t parent, int out_fd, int err_fd, const deftsim_sim_para
         deftsim_nomem_format(msg, sizeof msg, "%zu result cells", cells);
         rc = -1;
     } else {
-        rc = sim_child_run(p, platform_path, scheds, nsched, offs, &o, msg, sizeof msg);
+        rc = sim_child_run(p, platform_path, loaded, scheds, nsched, offs, &o, msg, sizeof msg);
     }
     sim_child_header h = {SIM_MAGIC, rc, (uint32_t)strlen(msg), 0, o.messages};
     int bad = deftsim_write_all(out_fd, &h, sizeof h) || deftsim_write_all(out_fd, msg, h.msglen);
@@ -687,6 +702,59 @@ void sim_child_main(pid_t parent, int out_fd, int err_fd, const deftsim_sim_para
               deftsim_write_all(out_fd, o.recv, cells * sizeof(uint64_t));
     /* _exit: no atexit handlers, no stdio flush of the parent's buffers, no SimGrid teardown. */
     _exit(bad ? 3 : 0);
+}
+
+void sim_child_main(pid_t parent, int out_fd, int err_fd, const deftsim_sim_params *p,
+                    const char *platform_path, const deftsim_schedule *const *scheds,
+                    size_t nsched, const size_t *offs)
+{
+    die_with_parent(parent);
+    child_body(out_fd, err_fd, p, platform_path, 0, scheds, nsched, offs);
+}
+
+void sim_child_batch_main(pid_t parent, int status_fd, const int *out_fds, const int *err_fds,
+                          const deftsim_sim_params *p, const char *platform_path,
+                          const sim_batch_job *jobs, size_t njobs)
+{
+    die_with_parent(parent);
+    /* What SimGrid says while loading goes with the first job's messages. */
+    dup2(err_fds[0], 2);
+    dup2(err_fds[0], 1);
+    engine_load(p, platform_path);
+    /* A run with no actor seals the platform (Floyd computes its routes then), once for all. */
+    simgrid_run();
+    pid_t self = getpid();
+    for (size_t i = 0; i < njobs; i++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            die_with_parent(self);
+            child_body(out_fds[i], err_fds[i], p, platform_path, 1, jobs[i].scheds,
+                       jobs[i].nsched, jobs[i].offs);
+        }
+        /* The job's pipes close with its process (the first job's also here: the batch's own
+         * stdout and stderr go nowhere from now on). */
+        if (i == 0) {
+            int null = open("/dev/null", O_WRONLY);
+            if (null >= 0) {
+                dup2(null, 1);
+                dup2(null, 2);
+                close(null);
+            }
+        }
+        close(out_fds[i]);
+        close(err_fds[i]);
+        sim_batch_status bs;
+        memset(&bs, 0, sizeof bs); /* the padding too: the whole struct goes down the pipe */
+        bs.status = -1;
+        struct rusage ru;
+        memset(&ru, 0, sizeof ru);
+        if (pid > 0)
+            while (wait4(pid, &bs.status, 0, &ru) < 0 && errno == EINTR) {
+            }
+        bs.maxrss_kib = ru.ru_maxrss;
+        if (deftsim_write_all(status_fd, &bs, sizeof bs) || pid < 0) _exit(3);
+    }
+    _exit(0);
 }
 
 void sim_child_check_main(pid_t parent, int out_fd, int err_fd, const char *platform_path,

@@ -272,6 +272,24 @@ _Noreturn void sim_child_main(pid_t parent, int out_fd, int err_fd, const deftsi
                               const char *platform_path, const deftsim_schedule *const *scheds,
                               size_t nsched, const size_t *step_offset);
 
+/* A batch (deftsim_sim_run_batch): its first child loads the platform once, then forks a
+ * grandchild for each job in turn, which simulates the job's schedules on the loaded platform
+ * and writes as sim_child_main does to the job's out and err pipes; after each the batch's
+ * child writes the grandchild's wait status and peak resident set to status_fd. */
+typedef struct {
+    const deftsim_schedule *const *scheds;
+    size_t nsched;
+    const size_t *offs; /* the result's step_offset */
+} sim_batch_job;
+typedef struct {
+    int32_t status;     /* as waitpid() gives it; -1 when the fork failed */
+    int64_t maxrss_kib; /* the grandchild's peak resident set */
+} sim_batch_status;
+_Noreturn void sim_child_batch_main(pid_t parent, int status_fd, const int *out_fds,
+                                    const int *err_fds, const deftsim_sim_params *p,
+                                    const char *platform_path, const sim_batch_job *jobs,
+                                    size_t njobs);
+
 /* The check of a user's platform file for P workers, in the current (forked) process: at least
  * P hosts, and a route from the first worker's host to every other worker's host and back
  * (hosts in worker order, as the simulation takes them). A file SimGrid cannot parse aborts

@@ -159,17 +159,54 @@ static void tree_links(const tree_shape *ts, uint32_t tc, uint32_t rank, sim_ncc
         if (d[i] >= 0) out->down[out->ndown++] = (int32_t)((uint32_t)d[i] * ts->G + g);
 }
 
-/* The height of a rank in tree tc: the longest path down to a leaf. */
-static uint32_t tree_height(const tree_shape *ts, uint32_t tc, uint32_t rank)
+/* The height of a rank in tree tc: the longest path down to a leaf; h holds the heights known
+ * so far (UINT32_MAX: not yet). */
+static uint32_t tree_height(const tree_shape *ts, uint32_t tc, uint32_t rank, uint32_t *h)
 {
+    if (h[rank] != UINT32_MAX) return h[rank];
     sim_nccl_links l;
     tree_links(ts, tc, rank, &l);
-    uint32_t h = 0;
+    uint32_t best = 0;
     for (uint32_t k = 0; k < l.ndown; k++) {
-        uint32_t hc = tree_height(ts, tc, (uint32_t)l.down[k]) + 1;
-        if (hc > h) h = hc;
+        uint32_t hc = tree_height(ts, tc, (uint32_t)l.down[k], h) + 1;
+        if (hc > best) best = hc;
     }
+    return h[rank] = best;
+}
+
+/* Every rank's height in trees 0 .. T - 1 of a shape (T x P, tree by tree), computed once a
+ * simulation and kept in its context: every rank of every tree call reads its own, its
+ * children's and its root's, which computed afresh walked the whole tree for each rank (P^2
+ * links a call). The actors take turns, so the first one to need a shape fills it alone. */
+struct sim_nccl_heights {
+    uint32_t C, T;
+    int rails;
+    uint32_t *h;
+};
+
+static const uint32_t *tree_heights(sim_ctx *c, const tree_shape *ts, uint32_t T)
+{
+    for (size_t i = 0; i < c->nheights; i++)
+        if (c->heights[i].C == ts->C && c->heights[i].rails == ts->rails && c->heights[i].T == T)
+            return c->heights[i].h;
+    size_t n = (size_t)T * ts->P;
+    uint32_t *h = malloc(n * sizeof *h);
+    sim_nccl_heights *grown = realloc(c->heights, (c->nheights + 1) * sizeof *grown);
+    if (!h || !grown) abort(); /* the child's memory: it reports the signal */
+    c->heights = grown;
+    for (size_t i = 0; i < n; i++) h[i] = UINT32_MAX;
+    for (uint32_t tc = 0; tc < T; tc++)
+        for (uint32_t r = 0; r < ts->P; r++) tree_height(ts, tc, r, h + (size_t)tc * ts->P);
+    c->heights[c->nheights++] = (sim_nccl_heights){ts->C, T, ts->rails, h};
     return h;
+}
+
+void sim_nccl_ctx_free(sim_ctx *c)
+{
+    for (size_t i = 0; i < c->nheights; i++) free(c->heights[i].h);
+    free(c->heights);
+    c->heights = NULL;
+    c->nheights = 0;
 }
 
 static uint32_t tree_depth(const tree_shape *ts, uint32_t tc, uint32_t rank)
@@ -523,13 +560,14 @@ static void tree_run(sim_worker *w, const deftsim_sim_params *p, const sim_nccl_
         if (divup(part[c] * e, csz) > max_chunks) csz = divup(part[c], max_chunks) * e;
     tree_ch *t = malloc(T * sizeof *t);
     if (!t) abort();
+    const uint32_t *heights = tree_heights(w->ctx, ts, T);
     uint64_t rounds = 0;
     for (uint32_t c = 0; c < T; c++) {
+        const uint32_t *H = heights + (size_t)c * ts->P;
         tree_links(ts, c, r, &t[c].l);
-        t[c].h = tree_height(ts, c, r);
+        t[c].h = H[r];
         t[c].d = tree_depth(ts, c, r);
-        for (uint32_t k = 0; k < t[c].l.ndown; k++)
-            t[c].hc[k] = tree_height(ts, c, (uint32_t)t[c].l.down[k]);
+        for (uint32_t k = 0; k < t[c].l.ndown; k++) t[c].hc[k] = H[t[c].l.down[k]];
         /* the root's height: the broadcast of chunk k leaves the root as soon as it reduced it */
         uint32_t root = r;
         sim_nccl_links l = t[c].l;
@@ -537,7 +575,7 @@ static void tree_run(sim_worker *w, const deftsim_sim_params *p, const sim_nccl_
             root = (uint32_t)l.up;
             tree_links(ts, c, root, &l);
         }
-        t[c].hr = tree_height(ts, c, root);
+        t[c].hr = H[root];
         t[c].bytes = part[c] * e;
         t[c].chunks = divup(t[c].bytes, csz);
         uint64_t last = t[c].chunks ? t[c].hr + t[c].d + t[c].chunks : 0;

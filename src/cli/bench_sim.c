@@ -9,7 +9,9 @@
  * in sparsifiers/ (deftsim_method_closed_form). Where a count depends on the gradient,
  * the bench assumes uniformly spread selections: topk's union of P independent k-subsets
  * holds n (1 - (1 - k/n)^P) indices, DEFT's workers each hold k/P and its union k.
- * Each (P, method) is one simulation in its own process, as `deftsim run` simulates a point. */
+ * Each (P, method) is one simulation in its own process, as `deftsim run` simulates a point;
+ * the processes of one P are forked from one that loaded the platform once for all of them
+ * (deftsim_sim_run_batch), so the first method's wall time includes the load. */
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
@@ -66,7 +68,8 @@ static void usage(FILE *out)
             "model's gradient at one density, at each worker count, each in its own process, and\n"
             "prints the wall time, peak memory, messages and simulated time, the total per P,\n"
             "and how wall time grows with P. Schedules follow docs/SPARSIFIERS.md with byte\n"
-            "counts from its formulas (uniformly spread selections).\n"
+            "counts from its formulas (uniformly spread selections). The platform is loaded\n"
+            "once a P: the first method's wall time includes its load.\n"
             "  --P LIST          worker counts (default 64,256,1024,4096)\n"
             "  --methods LIST    sparsifiers (default %s)\n"
             "  --model NAME      model table (default resnet18_cifar10)\n"
@@ -116,54 +119,82 @@ static int method_option(const char *set)
     return deftsim_method_option_find(key, &m, &pos) == 0;
 }
 
-/* One (P, method): its closed-form schedule simulated reps times; prints its row and adds its
- * median wall time and peak memory to the P's totals. */
-static deftsim_status run_one(deftsim_sim_params *sp, deftsim_method method,
-                              const deftsim_closed_form_in *wl, uint32_t P, unsigned reps, int csv,
-                              double *total_wall, uint64_t *peak)
+/* One method's row at one P: its median wall time over the reps, and its peak memory, added to
+ * the P's totals. */
+static void print_row(const deftsim_sim_params *sp, deftsim_method method, uint32_t P,
+                      const deftsim_schedule *s, const deftsim_sim_result *r, unsigned reps,
+                      int csv, double *total_wall, uint64_t *peak)
 {
-    deftsim_status st;
-    deftsim_schedule s;
-    if ((st = deftsim_method_closed_form(method, wl, P, &s))) {
-        deftsim_schedule_free(&s);
-        if (st == DEFTSIM_E_NOMEM) deftsim_error_nomem("bench sim");
-        return st;
-    }
-    sp->P = P;
-    const deftsim_schedule *sched = &s;
     double walls[100];
-    deftsim_sim_result r;
-    memset(&r, 0, sizeof r);
     uint64_t rss = 0;
     for (unsigned rep = 0; rep < reps; rep++) {
-        deftsim_sim_result_free(&r);
-        if ((st = deftsim_sim_run(sp, &sched, 1, &r))) {
-            deftsim_schedule_free(&s);
-            return deftsim_error_wrap(st, "%s P=%u", deftsim_method_name(method), P);
-        }
-        walls[rep] = r.wall_seconds;
-        if (r.peak_rss_bytes > rss) rss = r.peak_rss_bytes;
+        walls[rep] = r[rep].wall_seconds;
+        if (r[rep].peak_rss_bytes > rss) rss = r[rep].peak_rss_bytes;
     }
     qsort(walls, reps, sizeof walls[0], cmp_double);
     double med = reps % 2 ? walls[reps / 2] : 0.5 * (walls[reps / 2 - 1] + walls[reps / 2]);
     *total_wall += med;
     if (rss > *peak) *peak = rss;
+    const deftsim_sim_result *last = &r[reps - 1];
     if (csv)
         printf("%u,%s,%zu,%" PRIu64 ",%.9g,%.6g,%.6g,%" PRIu64 ",%s\n", P,
-               deftsim_method_name(method), s.nsteps, r.messages, r.iteration_seconds[0], med,
-               walls[0], rss, deftsim_sim_mode_name(r.mode));
+               deftsim_method_name(method), s->nsteps, last->messages, last->iteration_seconds[0],
+               med, walls[0], rss, deftsim_sim_mode_name(last->mode));
     else
         printf("%7u  %-8s %6zu %12" PRIu64 " %15.6e %10.3f %10.1f  %s\n", P,
-               deftsim_method_name(method), s.nsteps, r.messages, r.iteration_seconds[0], med,
-               (double)rss / 1048576.0, deftsim_sim_mode_name(r.mode));
+               deftsim_method_name(method), s->nsteps, last->messages, last->iteration_seconds[0],
+               med, (double)rss / 1048576.0, deftsim_sim_mode_name(last->mode));
     /* Analytic mode that fell back to the full simulation: why. */
-    if (sp->mode == DEFTSIM_SIM_ANALYTIC && r.mode != DEFTSIM_SIM_ANALYTIC)
+    if (sp->mode == DEFTSIM_SIM_ANALYTIC && last->mode != DEFTSIM_SIM_ANALYTIC)
         fprintf(csv ? stderr : stdout, "         %s P=%u ran exact: %s\n",
-                deftsim_method_name(method), P, r.mode_note);
+                deftsim_method_name(method), P, last->mode_note);
     fflush(stdout);
-    deftsim_sim_result_free(&r);
-    deftsim_schedule_free(&s);
-    return DEFTSIM_OK;
+}
+
+/* Every method at one P: their closed-form schedules, each simulated reps times in one batch
+ * (deftsim_sim_run_batch: the platform loaded once for all; each method's first run, its
+ * wall time from the end of the one before, the first one's with the load), then their rows. */
+static deftsim_status run_P(deftsim_sim_params *sp, const deftsim_config *cfg,
+                            const deftsim_method *methods, size_t nm, deftsim_closed_form_in *wl,
+                            uint32_t P, unsigned reps, int csv, double *total_wall, uint64_t *peak)
+{
+    deftsim_status st = DEFTSIM_OK;
+    size_t njobs = nm * reps, made = 0, failed = 0;
+    deftsim_schedule *s = calloc(nm ? nm : 1, sizeof *s);
+    const deftsim_schedule **ptr = calloc(nm ? nm : 1, sizeof *ptr);
+    deftsim_sim_job *jobs = calloc(njobs ? njobs : 1, sizeof *jobs);
+    deftsim_sim_result *r = calloc(njobs ? njobs : 1, sizeof *r);
+    if (!s || !ptr || !jobs || !r) {
+        st = deftsim_error_nomem("bench sim");
+        goto done;
+    }
+    for (; made < nm; made++) {
+        wl->opts = deftsim_config_method_opts(cfg, methods[made]);
+        if ((st = deftsim_method_closed_form(methods[made], wl, P, &s[made]))) {
+            deftsim_schedule_free(&s[made]);
+            if (st == DEFTSIM_E_NOMEM) deftsim_error_nomem("bench sim");
+            goto done;
+        }
+        ptr[made] = &s[made];
+    }
+    /* Method by method, each one's reps in a row. */
+    for (size_t m = 0; m < nm; m++)
+        for (unsigned rep = 0; rep < reps; rep++) jobs[m * reps + rep] = (deftsim_sim_job){&ptr[m], 1};
+    sp->P = P;
+    if ((st = deftsim_sim_run_batch(sp, jobs, njobs, r, &failed))) {
+        st = deftsim_error_wrap(st, "%s P=%u", deftsim_method_name(methods[failed / reps]), P);
+        goto done;
+    }
+    for (size_t m = 0; m < nm; m++)
+        print_row(sp, methods[m], P, &s[m], &r[m * reps], reps, csv, total_wall, peak);
+    for (size_t i = 0; i < njobs; i++) deftsim_sim_result_free(&r[i]);
+done:
+    for (size_t m = 0; m < made; m++) deftsim_schedule_free(&s[m]);
+    free(s);
+    free(ptr);
+    free(jobs);
+    free(r);
+    return st;
 }
 
 /* The totals per P against the targets, and how the wall time grows with P. */
@@ -322,12 +353,9 @@ int deftsim_bench_sim(int argc, char **argv)
     double total_wall[MAX_P] = {0};
     uint64_t peak[MAX_P] = {0};
     for (size_t pi = 0; pi < nP; pi++)
-        for (size_t mi = 0; mi < nm; mi++) {
-            wl.opts = deftsim_config_method_opts(cfg, methods[mi]);
-            if ((st = run_one(&sp, methods[mi], &wl, (uint32_t)Ps[pi], reps, csv, &total_wall[pi],
-                              &peak[pi])))
-                goto fail;
-        }
+        if ((st = run_P(&sp, cfg, methods, nm, &wl, (uint32_t)Ps[pi], reps, csv, &total_wall[pi],
+                        &peak[pi])))
+            goto fail;
     print_totals(csv ? stderr : stdout, Ps, nP, total_wall, peak, &sp);
     rc = 0;
 fail:
