@@ -40,6 +40,8 @@ static const double per_ch_nvls_tree[3] = {0.0, 57.7, 45.5};
 #define NVLS_EFFICIENCY 0.85
 /* The channels NVLS uses at most ("NVLS should not need more than 16 channels"). */
 #define NVLS_CHANNELS 16u
+/* NVLS's largest chunk a channel and head (NCCL_NVLS_CHUNKSIZE's default, 128 KiB). */
+#define NVLS_CHUNK_MAX 131072u
 /* Tree's bandwidth correction by log2(bytes / 64), per protocol. */
 static const double tree_corr[NP][24] = {
     {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0, 1.0},
@@ -330,6 +332,20 @@ static uint32_t call_channels(const shape_t *s, int a, int pi, uint64_t bytes)
     return nc;
 }
 
+/* The chunk steps of a one-node NVLS allreduce: each of its channels x heads (every GPU of the
+ * node is a head) moves its share of the bytes in chunks that NCCL halves, from 128 KiB down to
+ * 16 KiB, as the call has fewer bytes for the concurrent operations (enqueue.cc,
+ * calcCollChunking's NVLS case, the same since NCCL 2.18): below 64 chunks of 128 KiB an
+ * operation it takes 64 KiB, below 8 of those 32 KiB, below 2 of those 16 KiB. */
+static double nvls_steps(uint32_t channels, uint32_t heads, uint64_t bytes)
+{
+    double ops = (double)channels * heads, chunk = NVLS_CHUNK_MAX;
+    if (bytes < 64 * ops * chunk) chunk = 65536;
+    if (bytes < 8 * ops * chunk) chunk = 32768;
+    if (bytes < 2 * ops * chunk) chunk = 16384;
+    return ceil((double)bytes / (ops * chunk));
+}
+
 void sim_nccl_plan_call(const deftsim_sim_params *p, sim_nccl_coll coll, uint64_t bytes,
                         sim_nccl_call *out)
 {
@@ -424,6 +440,9 @@ void sim_nccl_plan_call(const deftsim_sim_params *p, sim_nccl_coll coll, uint64_
     /* NVLS and NVLS-tree: NCCL's latency of the whole call (the switch's, and the trees' depth
      * across nodes), once; their rounds pipeline behind it */
     if (best_a == A_NVLS) out->lat_intra = out->lat_net = 0, out->base += intra * 1e-6 * p->nccl_step_scale;
+    /* NVLS's chunk steps each cost nccl_nvls_step (fitted): small chunks below 1 GiB make a
+     * mid-sized call slower than its bandwidth says, as nccl-tests measures */
+    if (best_a == A_NVLS) out->base += nvls_steps(out->channels, s.G, bytes) * p->nccl_nvls_step;
     if (best_a == A_NVLS_TREE)
         out->lat_intra = out->lat_net = 0,
         out->base += (intra + 2 * log2_floor(s.N) * inter) * 1e-6 * p->nccl_step_scale;

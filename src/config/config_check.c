@@ -55,6 +55,7 @@ void deftsim_config_sim_params(const deftsim_config *cfg, uint32_t P, uint32_t e
     out->nccl_step_scale = cfg->network.nccl_step_scale;
     out->nccl_ll_efficiency = cfg->network.nccl_ll_efficiency;
     out->nccl_ll128_efficiency = cfg->network.nccl_ll128_efficiency;
+    out->nccl_nvls_step = cfg->network.nccl_nvls_step;
 }
 
 /* [network]: the platform must hold the largest worker count. The simulation's messages start

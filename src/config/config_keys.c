@@ -356,6 +356,9 @@ static const keydef base_keys[] = {
     {KEY("network", "nccl_ll128_efficiency", "number in (0, 1]", "1",
          "nccl_model = tuned: the further fraction of the link an LL128 transfer achieves"),
      .type = T_DOUBLE, .off = F(network.nccl_ll128_efficiency), .lo = 0, .hi = 1, .flags = LO_OPEN},
+    {KEY("network", "nccl_nvls_step", "duration in [0, 1] s, or with a unit", "0",
+         "nccl_model = tuned: what each chunk step of an NVLS allreduce adds (NCCL's chunk rule)"),
+     .type = T_DURATION, .off = F(network.nccl_nvls_step), .lo = 0, .hi = 1},
 
     /* [train]: deftsim train and deftsim trace record (docs/TRAINING.md). */
     {KEY("train", "model", NULL, "mlp",

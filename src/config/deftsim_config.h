@@ -188,6 +188,7 @@ typedef struct deftsim_config {
         double nccl_step_scale;           /* tuned: factor on NCCL's per-step latencies */
         double nccl_ll_efficiency;        /* tuned: LL's further achieved fraction */
         double nccl_ll128_efficiency;     /* tuned: LL128's further achieved fraction */
+        double nccl_nvls_step;            /* tuned: seconds an NVLS chunk step adds */
     } network;                            /* docs/NETWORK.md */
     struct {
         deftsim_train_model model;

@@ -1017,3 +1017,38 @@ Test(sim_nccl, p2p_protocol_as_nccl_sends)
         cr_expect_eq(k.proto, DEFTSIM_NCCL_PROTO_SIMPLE, "%u nodes: NCCL 2.8 sends Simple", nodes);
     }
 }
+
+/* NVLS's chunk steps: on one node of 8 with 16 channels (128 concurrent operations, every GPU
+ * a head), NCCL's chunk is 16 KiB at 4 MiB (2 steps), 32 KiB at 16 MiB (4 steps), 64 KiB at
+ * 512 MiB (64 steps) and 128 KiB at 1 GiB (64 steps); each step adds nccl_nvls_step to the
+ * call, and nothing else moves (the choice, the ring). */
+Test(sim_nccl, nvls_chunk_steps_as_nccl_sizes_them)
+{
+    static const struct {
+        uint64_t bytes;
+        double steps;
+    } cases[] = {{4u << 20, 2}, {16u << 20, 4}, {512u << 20, 64}, {1ull << 30, 64}, {(1ull << 30) - 4, 128}};
+    deftsim_sim_params p;
+    sim_nccl_call a, b;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        hopper_nodes(&p, 8);
+        p.nccl_algorithm = DEFTSIM_NCCL_NVLS;
+        sim_nccl_plan_call(&p, SIM_NCCL_ALLREDUCE, cases[i].bytes, &a);
+        p.nccl_nvls_step = 10e-6;
+        sim_nccl_plan_call(&p, SIM_NCCL_ALLREDUCE, cases[i].bytes, &b);
+        cr_assert_eq(b.algo, DEFTSIM_NCCL_NVLS);
+        cr_expect(fabs(b.base - a.base - cases[i].steps * 10e-6) < 1e-12, "%llu B: %.3f us more, want %g steps",
+                  (unsigned long long)cases[i].bytes, (b.base - a.base) * 1e6, cases[i].steps);
+        cr_expect(b.predict_us == a.predict_us && b.channels == a.channels, "the choice stands");
+    }
+    hopper_nodes(&p, 8);
+    p.nccl_algorithm = DEFTSIM_NCCL_NVLS;
+    double t0 = run1(&p, DEFTSIM_STEP_ALLREDUCE, 16u << 20, 0, 0, NULL);
+    p.nccl_nvls_step = 10e-6;
+    double t1 = run1(&p, DEFTSIM_STEP_ALLREDUCE, 16u << 20, 0, 0, NULL);
+    cr_expect(fabs(t1 - t0 - 40e-6) < 0.5e-6, "16 MiB: %.3f us, without the steps %.3f us", t1 * 1e6, t0 * 1e6);
+    p.nccl_algorithm = DEFTSIM_NCCL_RING;
+    double r1 = run1(&p, DEFTSIM_STEP_ALLREDUCE, 16u << 20, 0, 0, NULL);
+    p.nccl_nvls_step = 0;
+    cr_expect_eq(r1, run1(&p, DEFTSIM_STEP_ALLREDUCE, 16u << 20, 0, 0, NULL), "the ring unchanged");
+}
