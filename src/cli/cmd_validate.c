@@ -85,11 +85,16 @@ static err_stats stats_of(double *abs_err, size_t n)
     return s;
 }
 
+/* The targets a table is held to (docs/NETWORK.md): median |error| and 90th percentile. */
+#define TARGET_MEDIAN 0.10
+#define TARGET_P90 0.25
+
 /* Simulates every table; fills the signed relative errors of all rows (all_err, *nall) and
- * prints per table (and per row with --rows) when `print`. */
+ * prints per table (and per row with --rows) when `print`; counts in *met (when not NULL)
+ * the tables within both targets. */
 static deftsim_status run_tables(const vopts *o, const deftsim_nt_table *t, size_t nt,
                                  const char *const *extra, size_t nextra, int print,
-                                 double *all_err, size_t *nall)
+                                 double *all_err, size_t *nall, size_t *met)
 {
     const char *sets[MAX_SETS + 16];
     size_t ns = 0;
@@ -125,6 +130,7 @@ static deftsim_status run_tables(const vopts *o, const deftsim_nt_table *t, size
                        row->time_us, sim[r], 100 * e);
         }
         err_stats s = stats_of(err, ne);
+        if (met && ne && s.med <= TARGET_MEDIAN && s.p90 <= TARGET_P90) (*met)++;
         if (print)
             printf("%-48s %-13s %3u x %u %4zu rows  median %6.1f%%  p90 %6.1f%%  worst %7.1f%%\n",
                    t[k].id, deftsim_nt_coll_names[t[k].coll], t[k].nodes, t[k].gpus_per_node, ne,
@@ -216,7 +222,7 @@ static deftsim_status fit(const vopts *o, const deftsim_nt_table *t, size_t nt, 
                     snprintf(buf[j], sizeof buf[j], "network.%s=%.9g", FIGURES[j].key, y[j]);
                     extra[j] = buf[j];
                 }
-                deftsim_status st = run_tables(o, t, nt, extra, NF, 0, all, &nall);
+                deftsim_status st = run_tables(o, t, nt, extra, NF, 0, all, &nall, NULL);
                 if (st) return st;
                 double cost = mean_log_error(all, nall);
                 if (cost < best - 1e-12) {
@@ -408,16 +414,18 @@ int deftsim_cmd_validate(int argc, char **argv)
     double *all = st ? NULL : malloc((total_rows(t, nt) + 1) * sizeof *all);
     if (!st && !all) st = deftsim_error_nomem("validate");
     if (!st && o.fit) st = fit(&o, t, nt, all);
-    size_t nall = 0;
+    size_t nall = 0, met = 0;
     if (!st && !o.fit) {
         printf("%-48s %-13s %-7s %9s\n", "table", "collective", "nodes x G", "errors");
-        st = run_tables(&o, t, nt, NULL, 0, 1, all, &nall);
+        st = run_tables(&o, t, nt, NULL, 0, 1, all, &nall, &met);
     }
     if (!st && !o.fit) {
         for (size_t i = 0; i < nall; i++) all[i] = fabs(all[i]);
         err_stats s = stats_of(all, nall);
         printf("\nall %zu tables, %zu rows: median |error| %.1f%%, 90th percentile %.1f%%, worst %.1f%%\n",
                nt, s.n, 100 * s.med, 100 * s.p90, 100 * s.worst);
+        printf("%zu of %zu tables within both targets (median |error| <= %.0f%%, 90th percentile <= %.0f%%)\n",
+               met, nt, 100 * TARGET_MEDIAN, 100 * TARGET_P90);
     }
     free(all);
     if (t) deftsim_nt_tables_free(t, all_n);

@@ -71,6 +71,16 @@ def corpus(quick):
         check(tid in got, f"table {tid} simulated and summarised")
     check(re.search(r"^all \d+ tables, \d+ rows: median", r.stdout, re.M) is not None,
           "the summary over all tables")
+    # The count of tables within both targets agrees with the per-table lines (printed to 0.1:
+    # a table exactly at a printed bound is left out of the comparison).
+    m = re.search(r"^(\d+) of (\d+) tables within both targets", r.stdout, re.M)
+    check(m is not None, "the count of tables within both targets")
+    if m:
+        vals = list(got.values())
+        sure = sum(1 for _, med, p90, _ in vals if med < 10.0 and p90 < 25.0)
+        edge = sum(1 for _, med, p90, _ in vals if (med == 10.0 and p90 <= 25.0) or (p90 == 25.0 and med <= 10.0))
+        check(int(m.group(2)) == len(vals) and sure <= int(m.group(1)) <= sure + edge,
+              f"{m.group(0)}: the table lines give {sure} (+{edge} at a bound) of {len(vals)}")
     if os.environ.get("DEFTSIM_WRITE_BASELINE") == "1" and not quick:
         with open(BASELINE, "w", newline="") as f:
             w = csv.writer(f)
