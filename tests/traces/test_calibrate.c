@@ -91,6 +91,47 @@ Test(gen_kinds, scale_line)
     deftsim_model_free(m);
 }
 
+/* The size term: log10 c_L gains size * (log10 n_L - 5), n_L the tensor's element count, for
+ * its kind's tensors only; log10 of the count is the same as libm's to rounding. */
+Test(gen_kinds, scale_size_term)
+{
+    static const uint64_t ns[] = {1, 2, 10, 1000, 1728, 100000, 2359296, 1ull << 40, 123456789012ull};
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
+        cr_expect(fabs(deftsim_gen_log10_exact(ns[i]) - log10((double)ns[i])) < 1e-14,
+                  "log10 %llu: %.17g against %.17g", (unsigned long long)ns[i],
+                  deftsim_gen_log10_exact(ns[i]), log10((double)ns[i]));
+    deftsim_model *m = builtin("resnet18_cifar10");
+    deftsim_gen_params p;
+    deftsim_gen_params_default(&p);
+    p.kind_scales = 1;
+    p.drift = 0;
+    for (int k = 0; k < DEFTSIM_GEN_NKINDS; k++) {
+        p.kind_level[k] = -3.0;
+        p.kind_depth[k] = -0.5;
+        p.kind_spread[k] = 0;
+    }
+    p.kind_size[DEFTSIM_GEN_KIND_CONV] = -0.4;
+    p.role_offset[DEFTSIM_GEN_ROLE_SHORTCUT] = 0.3;
+    deftsim_gen *g;
+    cr_assert_eq(deftsim_gen_new(m, &p, &g), DEFTSIM_OK, "%s", deftsim_error_message());
+    int seen = 0;
+    for (size_t L = 0; L < m->nlayers; L++) {
+        deftsim_gen_kind k = deftsim_gen_layer_kind(m, L);
+        double want = -3.0 - 0.5 * (deftsim_gen_layer_depth(m, L) - 0.5);
+        if (k == DEFTSIM_GEN_KIND_CONV) {
+            want += -0.4 * (log10((double)m->layers[L].numel) - 5);
+            seen += m->layers[L].numel != 100000;
+        }
+        if (deftsim_gen_layer_role(m, L) == DEFTSIM_GEN_ROLE_SHORTCUT) want += 0.3;
+        double got = log10(deftsim_gen_layer_scale(g, L, 3));
+        cr_expect(fabs(got - want) < 1e-6, "%s: log10 scale %.8f, want %.8f", m->layers[L].name,
+                  got, want);
+    }
+    cr_expect_geq(seen, 20);
+    deftsim_gen_free(g);
+    deftsim_model_free(m);
+}
+
 Test(gen_kinds, bad_values_name_the_key)
 {
     deftsim_gen_params p;
@@ -102,6 +143,10 @@ Test(gen_kinds, bad_values_name_the_key)
     p.kind_level[DEFTSIM_GEN_KIND_EMBEDDING] = NAN;
     cr_expect_eq(deftsim_gen_params_check(&p), DEFTSIM_E_INPUT);
     cr_expect_str_eq(deftsim_error_message(), "synthetic.embedding_scale: nan is outside [-20, 2]");
+    deftsim_gen_params_default(&p);
+    p.kind_size[DEFTSIM_GEN_KIND_LINEAR] = 1.25;
+    cr_expect_eq(deftsim_gen_params_check(&p), DEFTSIM_E_INPUT);
+    cr_expect_str_eq(deftsim_error_message(), "synthetic.linear_size: 1.25 is outside [-1, 1]");
 }
 
 /* A synthetic trace of known parameters: calibrate recovers the kinds' lines, the spread (0),
