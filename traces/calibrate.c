@@ -1,5 +1,5 @@
 /* calibrate.c - the generator's parameters fitted to a recorded trace (deftsim_calibrate.h). */
-#include "deftsim_calibrate.h"
+#include "calibrate_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -15,6 +15,7 @@ void deftsim_calib_opts_default(deftsim_calib_opts *o)
     o->scale_density = 0;
     o->from = -1;
     o->no_field = 0;
+    o->no_size = 0;
 }
 
 /* ---- selection helpers -------------------------------------------------------------------- */
@@ -319,12 +320,6 @@ static deftsim_status drift_per_unit(uint64_t gap, double *per_unit)
 
 /* ---- the trace's side --------------------------------------------------------------------- */
 
-/* The kind a missing kind's line comes from: the nearest present one in this order. */
-static const int kind_fallback[DEFTSIM_GEN_NKINDS][DEFTSIM_GEN_NKINDS - 1] = {
-    {1, 2, 4, 5, 3}, {0, 2, 4, 5, 3}, {1, 0, 4, 5, 3},
-    {5, 4, 1, 0, 2}, {5, 3, 1, 0, 2}, {3, 4, 1, 0, 2},
-};
-
 static int weight_kind(deftsim_gen_kind k)
 {
     return k == DEFTSIM_GEN_KIND_CONV || k == DEFTSIM_GEN_KIND_LINEAR;
@@ -340,118 +335,6 @@ static double drift_log10_var(double drift)
     double sd = drift * 0.43429448190325182765;
     double K = DEFTSIM_GEN_DRIFT_PERIOD;
     return sd * sd * K * K / 12.0 * (2.0 / 3.0);
-}
-
-/* Per kind: the least-squares line of y (log10 RMS) against x (depth), its slope only when
- * the kind spans at least a fifth of the depth with 3 tensors or more; with roles in the
- * model, jointly with one offset per role (the mean residual of its tensors from their kinds'
- * lines), by alternating the two fits. The spread is the residuals' after both. */
-static void fit_kinds(const deftsim_model *m, const double *y, const int *ok, double vd,
-                      deftsim_calib_result *r)
-{
-    deftsim_gen_params *p = &r->params;
-    size_t NL = m->nlayers;
-    double *tmp = malloc((NL ? NL : 1) * sizeof *tmp), *yr = malloc((NL ? NL : 1) * sizeof *yr);
-    int *use = calloc(NL ? NL : 1, sizeof *use);
-    double floor_k[DEFTSIM_GEN_NKINDS], level[DEFTSIM_GEN_NKINDS] = {0},
-           slope[DEFTSIM_GEN_NKINDS] = {0}, off[DEFTSIM_GEN_NROLES] = {0};
-    if (!tmp || !yr || !use) {
-        free(tmp);
-        free(yr);
-        free(use);
-        return;
-    }
-    /* Tensors more than 3 decades below their kind's median are left out: gradients that are
-     * zero but for rounding by construction (attention's key biases). */
-    for (int k = 0; k < DEFTSIM_GEN_NKINDS; k++) {
-        size_t nk = 0;
-        for (size_t L = 0; L < NL; L++)
-            if (ok[L] && (int)deftsim_gen_layer_kind(m, L) == k) tmp[nk++] = y[L];
-        floor_k[k] = nk ? median(tmp, nk) - 3 : -INFINITY;
-        r->kind_dropped[k] = 0;
-        r->kind_tensors[k] = 0;
-    }
-    int nroles = 0;
-    for (int q = 0; q < DEFTSIM_GEN_NROLES; q++) r->role_tensors[q] = 0;
-    for (size_t L = 0; L < NL; L++) {
-        int k = (int)deftsim_gen_layer_kind(m, L);
-        if (!ok[L]) continue;
-        if (y[L] < floor_k[k]) {
-            r->kind_dropped[k]++;
-            continue;
-        }
-        use[L] = 1;
-        r->kind_tensors[k]++;
-        deftsim_gen_role q = deftsim_gen_layer_role(m, L);
-        if (q != DEFTSIM_GEN_ROLE_NONE) nroles += r->role_tensors[q]++ == 0;
-    }
-    for (int iter = 0; iter < (nroles ? 200 : 1); iter++) {
-        for (size_t L = 0; L < NL; L++) {
-            deftsim_gen_role q = deftsim_gen_layer_role(m, L);
-            yr[L] = y[L] - (q != DEFTSIM_GEN_ROLE_NONE ? off[q] : 0);
-        }
-        for (int k = 0; k < DEFTSIM_GEN_NKINDS; k++) {
-            double sx = 0, sy = 0, sxx = 0, sxy = 0, xmin = 1, xmax = -1;
-            int n = 0;
-            for (size_t L = 0; L < NL; L++) {
-                if (!use[L] || (int)deftsim_gen_layer_kind(m, L) != k) continue;
-                double x = deftsim_gen_layer_depth(m, L) - 0.5;
-                sx += x, sy += yr[L], sxx += x * x, sxy += x * yr[L], n++;
-                xmin = x < xmin ? x : xmin;
-                xmax = x > xmax ? x : xmax;
-            }
-            if (!n) continue;
-            double mx = sx / n, my = sy / n, vx = sxx / n - mx * mx;
-            slope[k] = n >= 3 && xmax - xmin >= 0.2 && vx > 0 ? (sxy / n - mx * my) / vx : 0;
-            level[k] = my - slope[k] * mx;
-        }
-        if (!nroles) break;
-        double sum[DEFTSIM_GEN_NROLES] = {0};
-        for (size_t L = 0; L < NL; L++) {
-            deftsim_gen_role q = deftsim_gen_layer_role(m, L);
-            if (!use[L] || q == DEFTSIM_GEN_ROLE_NONE) continue;
-            int k = (int)deftsim_gen_layer_kind(m, L);
-            sum[q] += y[L] - level[k] - slope[k] * (deftsim_gen_layer_depth(m, L) - 0.5);
-        }
-        for (int q = 0; q < DEFTSIM_GEN_NROLES; q++)
-            off[q] = r->role_tensors[q] ? sum[q] / r->role_tensors[q] : 0;
-    }
-    for (int q = 0; q < DEFTSIM_GEN_NROLES; q++) p->role_offset[q] = clampd(off[q], -6, 6);
-    for (int k = 0; k < DEFTSIM_GEN_NKINDS; k++) {
-        r->kind_from[k] = -1;
-        int n = r->kind_tensors[k];
-        if (!n) continue;
-        double ss = 0;
-        for (size_t L = 0; L < NL; L++) {
-            if (!use[L] || (int)deftsim_gen_layer_kind(m, L) != k) continue;
-            deftsim_gen_role q = deftsim_gen_layer_role(m, L);
-            double e = y[L] - (q != DEFTSIM_GEN_ROLE_NONE ? p->role_offset[q] : 0) - level[k] -
-                       slope[k] * (deftsim_gen_layer_depth(m, L) - 0.5);
-            ss += e * e;
-        }
-        r->kind_rmse[k] = sqrt(ss / n);
-        p->kind_level[k] = clampd(level[k], -20, 2);
-        p->kind_depth[k] = clampd(slope[k], -10, 10);
-        /* The drift scatters the layers at any one iteration too (variance vd): the spread
-         * takes what it leaves of the residuals' variance. */
-        double v = r->kind_rmse[k] * r->kind_rmse[k] - vd;
-        p->kind_spread[k] = clampd(sqrt(12.0 * (v > 0 ? v : 0)), 0, 12);
-    }
-    free(tmp);
-    free(yr);
-    free(use);
-    for (int k = 0; k < DEFTSIM_GEN_NKINDS; k++) {
-        if (r->kind_tensors[k]) continue;
-        for (int j = 0; j < DEFTSIM_GEN_NKINDS - 1; j++) {
-            int f = kind_fallback[k][j];
-            if (!r->kind_tensors[f]) continue;
-            r->kind_from[k] = f;
-            p->kind_level[k] = p->kind_level[f];
-            p->kind_depth[k] = p->kind_depth[f];
-            p->kind_spread[k] = p->kind_spread[f];
-            break;
-        }
-    }
 }
 
 typedef struct {
@@ -811,7 +694,7 @@ static deftsim_status calibrate_ctx(calib_ctx *c, const deftsim_calib_opts *o, s
         st = deftsim_error_set(DEFTSIM_E_INPUT, "%s: every tensor's gradient is zero",
                                deftsim_trace_dir(c->t));
     if (!st) {
-        fit_kinds(m, y, ok, drift_log10_var(r->params.drift), r);
+        deftsim_calib_fit_kinds(m, y, ok, drift_log10_var(r->params.drift), o->no_size, r);
         r->weight_decades = wmax >= wmin ? wmax - wmin : 0;
     }
     free(y);
@@ -907,8 +790,12 @@ static void write_params(FILE *f, const deftsim_trace *t, const deftsim_calib_re
         else if (r->kind_from[k] >= 0)
             fprintf(f, "# %s: not in the trace; extrapolated: copied from %s\n", name,
                     deftsim_gen_kind_name((deftsim_gen_kind)r->kind_from[k]));
-        fprintf(f, "%s_scale = %.4f\n%s_depth = %.4f\n%s_spread = %.4f\n", name,
-                p->kind_level[k], name, p->kind_depth[k], name, p->kind_spread[k]);
+        if (r->kind_tensors[k] && r->kind_size_fitted[k])
+            fprintf(f, "# (its size slope fitted with the depth: tensors without a role span a "
+                       "decade of sizes)\n");
+        fprintf(f, "%s_scale = %.4f\n%s_depth = %.4f\n%s_spread = %.4f\n%s_size = %.4f\n",
+                name, p->kind_level[k], name, p->kind_depth[k], name, p->kind_spread[k], name,
+                p->kind_size[k]);
     }
     int roles = 0;
     for (int q = 0; q < DEFTSIM_GEN_NROLES; q++) roles += r->role_tensors[q] > 0;

@@ -2,8 +2,10 @@
  * (deftsim trace calibrate; docs/GENERATOR.md, "Calibration").
  *
  * What each parameter is fitted to, on the trace's late iterations:
- *   <kind>_scale, _depth, _spread  per tensor kind, a least-squares line against the tensor's
- *                                  depth in the table of log10 of its RMS (median over the
+ *   <kind>_scale, _depth, _spread, _size  per tensor kind, a least-squares line against the
+ *                                  tensor's depth in the table (and, where 3 tensors or more
+ *                                  without a role span a decade of sizes, against log10 of its
+ *                                  element count) of log10 of its RMS (median over the
  *                                  workers; or, with scale_density, of the threshold of its top
  *                                  fraction over the fitted generator's at unit scale), and the
  *                                  uniform width with the residuals' variance (tensors 3
@@ -33,6 +35,7 @@ typedef struct {
                             * this size; default 0: from its RMS */
     int64_t from;          /* fit iterations with id >= from; < 0: half the last id */
     int no_field;          /* 1: no magnitude field even with consecutive fit iterations */
+    int no_size;           /* 1: no size slope (<kind>_size = 0) for any kind */
 } deftsim_calib_opts;
 
 void deftsim_calib_opts_default(deftsim_calib_opts *o);
@@ -50,6 +53,7 @@ typedef struct {
     int kind_from[DEFTSIM_GEN_NKINDS];     /* the kind a missing kind's line is copied from, or -1 */
     int kind_dropped[DEFTSIM_GEN_NKINDS];  /* tensors > 3 decades below the kind's median */
     double kind_rmse[DEFTSIM_GEN_NKINDS];  /* residual standard deviation, decades */
+    int kind_size_fitted[DEFTSIM_GEN_NKINDS]; /* 1: the kind's line has a size slope */
     size_t nfit;                     /* fit iterations */
     uint64_t fit_first, fit_last;    /* their ids */
     double weight_decades;           /* max - min log10 RMS over the weight tensors */

@@ -70,6 +70,10 @@ deftsim_gen_role deftsim_gen_layer_role(const deftsim_model *m, size_t layer);
 /* Layer L's depth: its position in the table, 0 for the first tensor and 1 for the last. */
 double deftsim_gen_layer_depth(const deftsim_model *m, size_t layer);
 
+/* log10 n in binary64 with + - * / and frexp only, the same bits everywhere (the size term of
+ * the layer scales, docs/GENERATOR.md "Exact specification"). n >= 1. */
+double deftsim_gen_log10_exact(uint64_t n);
+
 /* Generator parameters. deftsim_gen_params_default() fills the documented defaults; scenario
  * files set them in a [synthetic] section under the same names. */
 typedef struct {
@@ -82,13 +86,17 @@ typedef struct {
     double bias_shift;    /* log10 offset of 1-D tensors' scales (biases, norms), in [-6, 6];
                            * default 1 */
     /* Layer scales by kind (kind_scales = 1; 0, the default, draws them from scale_decades and
-     * bias_shift): log10 c_L = level + depth * (x_L - 1/2) - spread * (U_L - 1/2), x_L the
-     * layer's depth, U_L its uniform draw. The defaults reproduce the seed's spread (level
-     * -3.5 for weights, -2.5 for 1-D tensors, depth 0, spread 3). */
+     * bias_shift): log10 c_L = level + depth * (x_L - 1/2) - spread * (U_L - 1/2)
+     * + size * (log10 n_L - 5), x_L the layer's depth, U_L its uniform draw, n_L its element
+     * count. The defaults reproduce the seed's spread (level -3.5 for weights, -2.5 for 1-D
+     * tensors, depth 0, spread 3, size 0). */
     int kind_scales;
     double kind_level[DEFTSIM_GEN_NKINDS];  /* in [-20, 2] */
     double kind_depth[DEFTSIM_GEN_NKINDS];  /* in [-10, 10] */
     double kind_spread[DEFTSIM_GEN_NKINDS]; /* in [0, 12] */
+    /* log10 change of the scale per decade of the tensor's element count, from a tensor of
+     * 10^5 elements; 0 (the default) leaves the size out. */
+    double kind_size[DEFTSIM_GEN_NKINDS];   /* in [-1, 1] */
     /* With kinds: log10 offset of each role's tensors from their kind's line; default 0. */
     double role_offset[DEFTSIM_GEN_NROLES]; /* in [-6, 6] */
     /* Per-kind element statistics (any scales): a kind's own signal, tail and field, or -1

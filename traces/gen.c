@@ -306,6 +306,7 @@ void deftsim_gen_params_default(deftsim_gen_params *p)
                            (one_d ? DEFTSIM_GEN_DEFAULT_BIAS_SHIFT : 0);
         p->kind_depth[k] = 0;
         p->kind_spread[k] = DEFTSIM_GEN_DEFAULT_SCALE_DECADES;
+        p->kind_size[k] = 0;
         p->kind_signal[k] = -1;
         p->kind_tail[k] = -1;
         p->kind_field[k] = -1;
@@ -366,14 +367,18 @@ deftsim_status deftsim_gen_params_check(const deftsim_gen_params *p)
         return deftsim_error_set(DEFTSIM_E_INPUT, "synthetic.scales: %d is neither 0 (seed) nor "
                                  "1 (kinds)", p->kind_scales);
     for (int k = 0; k < DEFTSIM_GEN_NKINDS; k++) {
-        /* Together at most 2 + 5 + 6 = 13 decades above 10^0 or 20 + 11 below 10^-20: inside
-         * the bounds above. */
-        const struct { const char *what; double v, lo, hi; } f[3] = {
+        /* Together with a role's 6 and the size term's at most 15 (a tensor of 2^64 elements
+         * lies 14.3 decades above 10^5, one element 5 below), at most 2 + 5 + 6 + 6 + 15 = 34
+         * decades above 10^0 or 20 + 11 + 6 + 15 = 52 below 10^-20: inside float range for a
+         * scale, but not for values far out in a heavy tail at the extremes; tensors of real
+         * models lie within 10^0 and 10^12 elements (7 decades). */
+        const struct { const char *what; double v, lo, hi; } f[4] = {
             {"scale", p->kind_level[k], -20, 2},
             {"depth", p->kind_depth[k], -10, 10},
             {"spread", p->kind_spread[k], 0, 12},
+            {"size", p->kind_size[k], -1, 1},
         };
-        for (int j = 0; j < 3; j++)
+        for (int j = 0; j < 4; j++)
             if (!isfinite(f[j].v) || f[j].v < f[j].lo || f[j].v > f[j].hi)
                 return deftsim_error_set(DEFTSIM_E_INPUT, "synthetic.%s_%s: %g is outside [%g, %g]",
                                          kind_names[k], f[j].what, f[j].v, f[j].lo, f[j].hi);
@@ -393,6 +398,25 @@ static double exp2_exact(double x)
         sum += term;
     }
     return ldexp(sum, (int)k);
+}
+
+/* log10 of a positive integer in double with nothing but IEEE arithmetic (frexp is exact):
+ * n = f 2^e with f in [1/sqrt 2, sqrt 2), ln f = 2 atanh s, s = (f - 1) / (f + 1), |s| < 0.172,
+ * summed to 14 terms (the next is below 1e-22). */
+double deftsim_gen_log10_exact(uint64_t n)
+{
+    int e;
+    double f = frexp((double)n, &e);
+    if (f < 0.70710678118654752440) {
+        f *= 2;
+        e--;
+    }
+    double s = (f - 1) / (f + 1), s2 = s * s, term = s, sum = 0;
+    for (int j = 0; j < 14; j++) {
+        sum += term / (2 * j + 1);
+        term *= s2;
+    }
+    return ((double)e * 0.69314718055994530942 + 2 * sum) * 0.43429448190325182765;
 }
 
 static double layer_uniform(const deftsim_gen_consts *c, uint32_t stream, uint64_t layer,
@@ -467,6 +491,8 @@ deftsim_status deftsim_gen_new(const deftsim_model *m, const deftsim_gen_params 
             deftsim_gen_kind k = deftsim_gen_layer_kind(m, L);
             log10s = p->kind_level[k] + p->kind_depth[k] * (deftsim_gen_layer_depth(m, L) - 0.5) -
                      p->kind_spread[k] * (u - 0.5);
+            if (p->kind_size[k] != 0)
+                log10s = log10s + p->kind_size[k] * (deftsim_gen_log10_exact(m->layers[L].numel) - 5.0);
             deftsim_gen_role r = deftsim_gen_layer_role(m, L);
             if (r != DEFTSIM_GEN_ROLE_NONE && p->role_offset[r] != 0)
                 log10s = log10s + p->role_offset[r];
@@ -649,11 +675,14 @@ deftsim_status deftsim_gen_write_trace(const deftsim_gen *g, const char *dir, ui
     if (p->kind_scales) { /* the kinds' lines replace scale_decades and bias_shift */
         json_t *syn = json_object_get(prov, "synthetic"), *kinds = json_object();
         int bad = !kinds || json_object_set_new(syn, "kinds", kinds);
-        for (int k = 0; k < DEFTSIM_GEN_NKINDS && !bad; k++)
-            bad = json_object_set_new(kinds, kind_names[k],
-                                      json_pack("{s:f, s:f, s:f}", "scale", p->kind_level[k],
-                                                "depth", p->kind_depth[k], "spread",
-                                                p->kind_spread[k]));
+        for (int k = 0; k < DEFTSIM_GEN_NKINDS && !bad; k++) {
+            json_t *one = json_pack("{s:f, s:f, s:f}", "scale", p->kind_level[k], "depth",
+                                    p->kind_depth[k], "spread", p->kind_spread[k]);
+            /* the size term only when set, so that files without it keep their bytes */
+            if (one && p->kind_size[k] != 0)
+                bad = json_object_set_new(one, "size", json_real(p->kind_size[k]));
+            bad |= json_object_set_new(kinds, kind_names[k], one);
+        }
         if (bad) {
             json_decref(prov);
             return deftsim_error_nomem("generator");

@@ -16,11 +16,14 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: deftsim trace calibrate DIR [-o FILE] [--from ID] [--tail-density D]\n"
             "                               [--signal-density D] [--scale-density D] [--no-field]\n"
+            "                               [--no-size]\n"
             "\n"
             "Fits the synthetic generator's parameters to the recorded trace DIR and writes them\n"
             "as a parameter file of [synthetic] keys (to FILE, else to stdout) that a scenario\n"
             "names with [gradients] params = FILE (docs/GENERATOR.md, \"Calibration\"):\n"
-            "  <kind>_scale/_depth/_spread  each tensor kind's line of log10 scale over depth;\n"
+            "  <kind>_scale/_depth/_spread/_size  each tensor kind's line of log10 scale over\n"
+            "           depth and (where 3 tensors without a role span a decade of sizes;\n"
+            "           none with --no-size) over log10 of the element count;\n"
             "           a tensor's scale: its RMS, or with --scale-density D its top-D threshold\n"
             "           over the generator's\n"
             "  tail     the top share of a weight tensor's squared norm (--tail-density, 0.01)\n"
@@ -48,6 +51,7 @@ int deftsim_cmd_trace_calibrate(int argc, char **argv)
         {"signal-density", required_argument, NULL, 2},
         {"scale-density", required_argument, NULL, 3},
         {"no-field", no_argument, NULL, 4},
+        {"no-size", no_argument, NULL, 5},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -74,6 +78,7 @@ int deftsim_cmd_trace_calibrate(int argc, char **argv)
                                                "in [0, 1)", optarg);
             break;
         case 4: o.no_field = 1; break;
+        case 5: o.no_size = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }

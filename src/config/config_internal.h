@@ -118,7 +118,7 @@ struct deftsim_config_origin *deftsim_cfg_origin_new(const struct deftsim_config
 int *deftsim_cfg_key_line(const deftsim_config *cfg, size_t k);
 int *deftsim_cfg_section_line(const deftsim_config *cfg, size_t si);
 
-/* [synthetic] scales = kinds: three keys per tensor kind (deftsim_gen_kind's order), rows of
+/* [synthetic] scales = kinds: four keys per tensor kind (deftsim_gen_kind's order), rows of
  * config.c's table (F and KEY are its macros). */
 #define KIND_KEYS(stem, i, level)                                                                  \
     {KEY("synthetic", stem "_scale", "number in [-20, 2]", level,                                  \
@@ -129,7 +129,10 @@ int *deftsim_cfg_section_line(const deftsim_config *cfg, size_t si);
      .type = T_DOUBLE, .off = F(synthetic.kind_depth[i]), .lo = -10, .hi = 10},                    \
     {KEY("synthetic", stem "_spread", "number in [0, 12]", "3",                                    \
          "scales = kinds: width in decades of the uniform scatter around that line"),              \
-     .type = T_DOUBLE, .off = F(synthetic.kind_spread[i]), .lo = 0, .hi = 12}
+     .type = T_DOUBLE, .off = F(synthetic.kind_spread[i]), .lo = 0, .hi = 12},                     \
+    {KEY("synthetic", stem "_size", "number in [-1, 1]", "0",                                      \
+         "scales = kinds: log10 change of the scale per decade of a tensor's element count"),      \
+     .type = T_DOUBLE, .off = F(synthetic.kind_size[i]), .lo = -1, .hi = 1}
 
 /* Per-kind element statistics (any scales), -1 for the global key's value; the checks are
  * config_keys.c's. */

@@ -101,6 +101,7 @@ typedef struct deftsim_config {
         double kind_level[DEFTSIM_GEN_NKINDS];   /* <kind>_scale */
         double kind_depth[DEFTSIM_GEN_NKINDS];   /* <kind>_depth */
         double kind_spread[DEFTSIM_GEN_NKINDS];  /* <kind>_spread */
+        double kind_size[DEFTSIM_GEN_NKINDS];    /* <kind>_size */
         double field, worker_spread;             /* 0: none */
         double role_offset[DEFTSIM_GEN_NROLES];  /* role_<name> */
         double kind_signal[DEFTSIM_GEN_NKINDS];  /* <kind>_signal, -1: signal */

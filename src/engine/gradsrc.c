@@ -143,6 +143,7 @@ void deftsim_gradsrc_gen_params(const deftsim_config *cfg, deftsim_gen_params *g
         gp->kind_level[k] = cfg->synthetic.kind_level[k];
         gp->kind_depth[k] = cfg->synthetic.kind_depth[k];
         gp->kind_spread[k] = cfg->synthetic.kind_spread[k];
+        gp->kind_size[k] = cfg->synthetic.kind_size[k];
         gp->kind_signal[k] = cfg->synthetic.kind_signal[k];
         gp->kind_tail[k] = cfg->synthetic.kind_tail[k];
         gp->kind_field[k] = cfg->synthetic.kind_field[k];

@@ -718,10 +718,10 @@ Test(config_names, schema)
     cr_expect_str_eq(deftsim_config_section_name(10), "compute");
     cr_expect_str_eq(deftsim_config_section_name(11), "execute");
     cr_expect_null(deftsim_config_section_name(12));
-    /* 96 + [gradients] params, [synthetic] scales and its 18 kind keys, field, worker_spread and
+    /* 96 + [gradients] params, [synthetic] scales and its 24 kind keys, field, worker_spread and
      * the 18 per-kind signal, tail and field keys, the 9 role keys, + PowerSGD's 7, LAGS's 4,
      * randk's 1, hardthr's 2 and sidco's 3 */
-    cr_expect_eq(deftsim_config_key_count(), 167);
+    cr_expect_eq(deftsim_config_key_count(), 173);
     cr_expect_null(deftsim_config_key(deftsim_config_key_count()));
     /* Keys come grouped by section, in section order. */
     size_t s = 0;
@@ -1100,6 +1100,8 @@ Test(config_good, params_file_fills_unset_synthetic_keys)
     cr_expect_eq(c->synthetic.kind_level[DEFTSIM_GEN_KIND_CONV], -2.75);
     cr_expect_eq(c->synthetic.kind_depth[DEFTSIM_GEN_KIND_CONV], -0.5);
     cr_expect_eq(c->synthetic.kind_spread[DEFTSIM_GEN_KIND_CONV], 0.25);
+    cr_expect_eq(c->synthetic.kind_size[DEFTSIM_GEN_KIND_CONV], -0.25);
+    cr_expect_eq(c->synthetic.kind_size[DEFTSIM_GEN_KIND_LINEAR], 0); /* default */
     cr_expect_eq(c->synthetic.kind_level[DEFTSIM_GEN_KIND_LINEAR], -3.5); /* default */
     cr_expect_eq(c->synthetic.drift, 0.01);
     char w[600];

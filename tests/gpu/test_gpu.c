@@ -1016,6 +1016,7 @@ static void test_gen_fill(tctx *t)
     gp.kind_level[DEFTSIM_GEN_KIND_CONV] = -2.4;
     gp.kind_depth[DEFTSIM_GEN_KIND_CONV] = -0.6;
     gp.kind_spread[DEFTSIM_GEN_KIND_CONV] = 0.2;
+    gp.kind_size[DEFTSIM_GEN_KIND_CONV] = -0.42;
     gp.role_offset[DEFTSIM_GEN_ROLE_SHORTCUT] = 0.19;
     gp.field = 1.1;
     gp.tail = 4.5;
@@ -1024,7 +1025,7 @@ static void test_gen_fill(tctx *t)
     gp.kind_tail[DEFTSIM_GEN_KIND_NORM_WEIGHT] = 0;
     gp.kind_signal[DEFTSIM_GEN_KIND_NORM_BIAS] = 0.8;
     gp.worker_spread = 1.2;
-    test_gen_fill_one(t, &gp, "calibrated-like: kinds, roles, field, per-kind constants, workers");
+    test_gen_fill_one(t, &gp, "calibrated-like: kinds, a size slope, roles, field, per-kind constants, workers");
 }
 #endif
 

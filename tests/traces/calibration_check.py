@@ -6,7 +6,8 @@ traces (deftsim trace gen --params SET, 8 workers, the seeds the validation aver
 stay within 10% of the recorded values:
 
   resnet18_fmnist_p8 (resnet18_cifar10, seeds 1, 2): build-up at P = 4 and 8, DEFT's k_j
-      share of the top 10% of fragments, DEFT's packing imbalance
+      share and norm share of the top 10% of fragments, DEFT's packing imbalance, the
+      fraction of tensors whose top-k density exceeds d
   bert_small_pydoc_p8 (tests/traces/bert_small.csv, the recorded model's table; seeds 1, 2, 3):
       build-up at P = 4 and 8, the workers' top-k overlap, DEFT's k_j share and packing
       imbalance, the fraction of tensors whose top-k density exceeds d
@@ -41,7 +42,8 @@ spec.loader.exec_module(cv)
 SETS = [
     ("resnet18_fmnist_p8", "resnet18_cifar10",
      os.path.join(ROOT, "traces", "models", "resnet18_cifar10.csv"), ("1", "2"),
-     ["buildup_P4", "buildup_P8", "deft_kj_top10", "deft_imbalance"]),
+     ["buildup_P4", "buildup_P8", "deft_kj_top10", "deft_norm_top10", "deft_imbalance",
+      "topk_tensors_above_d"]),
     ("bert_small_pydoc_p8", os.path.join(ROOT, "tests", "traces", "bert_small.csv"),
      os.path.join(ROOT, "tests", "traces", "bert_small.csv"), ("1", "2", "3"),
      ["buildup_P4", "buildup_P8", "overlap", "deft_kj_top10", "deft_imbalance",

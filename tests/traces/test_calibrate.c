@@ -91,6 +91,47 @@ Test(gen_kinds, scale_line)
     deftsim_model_free(m);
 }
 
+/* The size term: log10 c_L gains size * (log10 n_L - 5), n_L the tensor's element count, for
+ * its kind's tensors only; log10 of the count is the same as libm's to rounding. */
+Test(gen_kinds, scale_size_term)
+{
+    static const uint64_t ns[] = {1, 2, 10, 1000, 1728, 100000, 2359296, 1ull << 40, 123456789012ull};
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
+        cr_expect(fabs(deftsim_gen_log10_exact(ns[i]) - log10((double)ns[i])) < 1e-14,
+                  "log10 %llu: %.17g against %.17g", (unsigned long long)ns[i],
+                  deftsim_gen_log10_exact(ns[i]), log10((double)ns[i]));
+    deftsim_model *m = builtin("resnet18_cifar10");
+    deftsim_gen_params p;
+    deftsim_gen_params_default(&p);
+    p.kind_scales = 1;
+    p.drift = 0;
+    for (int k = 0; k < DEFTSIM_GEN_NKINDS; k++) {
+        p.kind_level[k] = -3.0;
+        p.kind_depth[k] = -0.5;
+        p.kind_spread[k] = 0;
+    }
+    p.kind_size[DEFTSIM_GEN_KIND_CONV] = -0.4;
+    p.role_offset[DEFTSIM_GEN_ROLE_SHORTCUT] = 0.3;
+    deftsim_gen *g;
+    cr_assert_eq(deftsim_gen_new(m, &p, &g), DEFTSIM_OK, "%s", deftsim_error_message());
+    int seen = 0;
+    for (size_t L = 0; L < m->nlayers; L++) {
+        deftsim_gen_kind k = deftsim_gen_layer_kind(m, L);
+        double want = -3.0 - 0.5 * (deftsim_gen_layer_depth(m, L) - 0.5);
+        if (k == DEFTSIM_GEN_KIND_CONV) {
+            want += -0.4 * (log10((double)m->layers[L].numel) - 5);
+            seen += m->layers[L].numel != 100000;
+        }
+        if (deftsim_gen_layer_role(m, L) == DEFTSIM_GEN_ROLE_SHORTCUT) want += 0.3;
+        double got = log10(deftsim_gen_layer_scale(g, L, 3));
+        cr_expect(fabs(got - want) < 1e-6, "%s: log10 scale %.8f, want %.8f", m->layers[L].name,
+                  got, want);
+    }
+    cr_expect_geq(seen, 20);
+    deftsim_gen_free(g);
+    deftsim_model_free(m);
+}
+
 Test(gen_kinds, bad_values_name_the_key)
 {
     deftsim_gen_params p;
@@ -102,6 +143,10 @@ Test(gen_kinds, bad_values_name_the_key)
     p.kind_level[DEFTSIM_GEN_KIND_EMBEDDING] = NAN;
     cr_expect_eq(deftsim_gen_params_check(&p), DEFTSIM_E_INPUT);
     cr_expect_str_eq(deftsim_error_message(), "synthetic.embedding_scale: nan is outside [-20, 2]");
+    deftsim_gen_params_default(&p);
+    p.kind_size[DEFTSIM_GEN_KIND_LINEAR] = 1.25;
+    cr_expect_eq(deftsim_gen_params_check(&p), DEFTSIM_E_INPUT);
+    cr_expect_str_eq(deftsim_error_message(), "synthetic.linear_size: 1.25 is outside [-1, 1]");
 }
 
 /* A synthetic trace of known parameters: calibrate recovers the kinds' lines, the spread (0),
@@ -271,6 +316,87 @@ Test(calibrate, fits_the_field)
     fclose(f);
     cr_expect(strstr(text, "# field: not fitted (--no-field); none.") && !strstr(text, "\nfield ="),
               "%s", text);
+    deftsim_trace_close(t);
+    deftsim_gen_free(g);
+    deftsim_model_free(m);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    cr_expect_eq(system(cmd), 0);
+}
+
+/* Convolutions whose sizes do not follow their depth, with a size slope: calibrate fits the
+ * slope together with the depth line and the shortcut's offset; the 1-D kinds get none; with
+ * no_size the slope stays 0 and the line misses the tensors by more. */
+Test(calibrate, fits_a_size_slope)
+{
+    const char *csv = "index,name,shape,numel\n"
+                      "0,c0.weight,64x3x3x3,1728\n"
+                      "1,c1.weight,128x128x3x3,147456\n"
+                      "2,c2.weight,32x32x3x3,9216\n"
+                      "3,c3.weight,256x128x3x3,294912\n"
+                      "4,c4.weight,64x64x3x3,36864\n"
+                      "5,c4.shortcut.weight,64x32x1x1,2048\n"
+                      "6,c5.weight,128x64x3x3,73728\n"
+                      "7,n.weight,128,128\n"
+                      "8,n.bias,128,128\n";
+    deftsim_model *m;
+    cr_assert_eq(deftsim_model_parse_csv(csv, strlen(csv), "test", "sizes", &m), DEFTSIM_OK);
+    deftsim_gen_params p;
+    deftsim_gen_params_default(&p);
+    p.kind_scales = 1;
+    p.signal = 0.3;
+    p.tail = 5;
+    p.drift = 0;
+    for (int k = 0; k < DEFTSIM_GEN_NKINDS; k++) {
+        p.kind_level[k] = k == DEFTSIM_GEN_KIND_CONV ? -2.5 : -2.6;
+        p.kind_depth[k] = k == DEFTSIM_GEN_KIND_CONV ? -0.5 : 0;
+        p.kind_spread[k] = 0;
+    }
+    p.kind_size[DEFTSIM_GEN_KIND_CONV] = -0.4;
+    p.role_offset[DEFTSIM_GEN_ROLE_SHORTCUT] = 0.3;
+    deftsim_gen *g;
+    cr_assert_eq(deftsim_gen_new(m, &p, &g), DEFTSIM_OK);
+    char dir[] = "/tmp/deftsim_calib_XXXXXX";
+    cr_assert(mkdtemp(dir));
+    char tdir[64];
+    snprintf(tdir, sizeof tdir, "%s/t", dir);
+    cr_assert_eq(deftsim_gen_write_trace(g, tdir, 4, 2), DEFTSIM_OK, "%s", deftsim_error_message());
+    deftsim_trace *t;
+    cr_assert_eq(deftsim_trace_open(tdir, &t), DEFTSIM_OK);
+    deftsim_calib_opts o;
+    deftsim_calib_opts_default(&o);
+    o.from = 0;
+    o.no_field = 1;
+    deftsim_calib_result r;
+    cr_assert_eq(deftsim_calibrate(t, &o, &r), DEFTSIM_OK, "%s", deftsim_error_message());
+    const deftsim_gen_params *q = &r.params;
+    cr_expect(r.kind_size_fitted[DEFTSIM_GEN_KIND_CONV]);
+    cr_expect(!r.kind_size_fitted[DEFTSIM_GEN_KIND_NORM_WEIGHT]);
+    cr_expect_eq(q->kind_size[DEFTSIM_GEN_KIND_NORM_WEIGHT], 0);
+    cr_expect(fabs(q->kind_size[DEFTSIM_GEN_KIND_CONV] + 0.4) < 0.03, "conv size %g",
+              q->kind_size[DEFTSIM_GEN_KIND_CONV]);
+    cr_expect(fabs(q->kind_depth[DEFTSIM_GEN_KIND_CONV] + 0.5) < 0.06, "conv depth %g",
+              q->kind_depth[DEFTSIM_GEN_KIND_CONV]);
+    cr_expect(fabs(q->kind_level[DEFTSIM_GEN_KIND_CONV] + 2.5) < 0.04, "conv level %g",
+              q->kind_level[DEFTSIM_GEN_KIND_CONV]);
+    cr_expect(fabs(q->role_offset[DEFTSIM_GEN_ROLE_SHORTCUT] - 0.3) < 0.06, "shortcut %g",
+              q->role_offset[DEFTSIM_GEN_ROLE_SHORTCUT]);
+    cr_expect(r.kind_rmse[DEFTSIM_GEN_KIND_CONV] < 0.03, "conv residual %g",
+              r.kind_rmse[DEFTSIM_GEN_KIND_CONV]);
+    char path[96];
+    snprintf(path, sizeof path, "%s/size.ini", dir);
+    cr_assert_eq(deftsim_calib_write(t, &r, path), DEFTSIM_OK, "%s", deftsim_error_message());
+    char *text;
+    cr_assert_eq(deftsim_read_file(path, &text, NULL), DEFTSIM_OK);
+    cr_expect(strstr(text, "\nconv_size = -0.") && strstr(text, "\nnorm_size = 0.0000\n"), "%s",
+              text);
+    free(text);
+    o.no_size = 1;
+    cr_assert_eq(deftsim_calibrate(t, &o, &r), DEFTSIM_OK, "%s", deftsim_error_message());
+    cr_expect(!r.kind_size_fitted[DEFTSIM_GEN_KIND_CONV] && q->kind_size[DEFTSIM_GEN_KIND_CONV] == 0,
+              "no_size: conv size %g", q->kind_size[DEFTSIM_GEN_KIND_CONV]);
+    cr_expect(r.kind_rmse[DEFTSIM_GEN_KIND_CONV] > 0.1, "no_size: conv residual %g",
+              r.kind_rmse[DEFTSIM_GEN_KIND_CONV]);
     deftsim_trace_close(t);
     deftsim_gen_free(g);
     deftsim_model_free(m);
