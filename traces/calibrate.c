@@ -84,19 +84,6 @@ static double overlap(const float *a, float ta, const float *b, float tb, size_t
     return (double)both / (double)k;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, size_t n)
-{
-    if (!n) return NAN;
-    qsort(v, n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* ---- the generator's side of the tail and signal statistics ------------------------------- */
 
 #define SIM_N (1u << 20)
@@ -371,7 +358,7 @@ static deftsim_status layer_rms(calib_ctx *c, const size_t *fit, size_t nfit,
         for (size_t L = 0; L < NL && !st; L++) {
             for (uint32_t w = 0; w < c->P; w++)
                 col[w] = norms[(size_t)w * NL + L] / sqrt((double)c->m->layers[L].numel);
-            c->rms[i * NL + L] = median(col, c->P);
+            c->rms[i * NL + L] = deftsim_calib_median(col, c->P);
         }
         int in_fit = 0;
         for (size_t f = 0; f < nfit; f++) in_fit |= fit[f] == i;
@@ -477,7 +464,7 @@ static deftsim_status tensor_stats(calib_ctx *c, const deftsim_calib_opts *o, co
             for (size_t i = 0; i < c->nvals; i++)
                 if (k < 0 ? weight_kind((deftsim_gen_kind)kinds[i]) : kinds[i] == k)
                     tmp[n++] = c->vals[i];
-            double med = n ? median(tmp, n) : NAN;
+            double med = n ? deftsim_calib_median(tmp, n) : NAN;
             elem_stats *e = k < 0 ? pooled : &r->kind_real[k];
             *(pass == 0 ? &e->share : pass == 1 ? &e->ovl : &e->temporal) = med;
             if (k >= 0 && pass == 0) r->kind_stat_tensors[k] = (int)(n / nfit);
@@ -560,7 +547,7 @@ static deftsim_status layer_top(calib_ctx *c, const deftsim_calib_opts *o, const
             for (uint32_t w = 0; w < c->P && !st; w++)
                 if (!(st = deftsim_trace_gradient(c->t, fit[f], w, &g)))
                     col[w] = top_threshold(g + ly->offset, n, k, c->buf, NULL);
-            if (!st) c->top[fit[f] * m->nlayers + L] = median(col, c->P);
+            if (!st) c->top[fit[f] * m->nlayers + L] = deftsim_calib_median(col, c->P);
         }
     free(col);
     return st;

@@ -4,6 +4,9 @@
 
 #include "deftsim_calibrate.h"
 
+/* The median of v[0..n) (sorts v in place); NAN when n is 0. */
+double deftsim_calib_median(double *v, size_t n);
+
 /* The kinds' lines of log10 RMS y (per layer; ok[L] = 0: no usable value) over depth and, where
  * the kind's tensors allow, size, jointly with the roles' offsets; each kind's spread is what
  * the residuals' variance leaves above vd (the drift's share). no_size: no size slopes. Fills

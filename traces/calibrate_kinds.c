@@ -12,7 +12,7 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static double median(double *v, size_t n)
+double deftsim_calib_median(double *v, size_t n)
 {
     if (!n) return NAN;
     qsort(v, n, sizeof *v, cmp_double);
@@ -119,7 +119,7 @@ void deftsim_calib_fit_kinds(const deftsim_model *m, const double *y, const int 
         size_t nk = 0;
         for (size_t L = 0; L < NL; L++)
             if (ok[L] && (int)deftsim_gen_layer_kind(m, L) == k) tmp[nk++] = y[L];
-        floor_k[k] = nk ? median(tmp, nk) - 3 : -INFINITY;
+        floor_k[k] = nk ? deftsim_calib_median(tmp, nk) - 3 : -INFINITY;
         r->kind_dropped[k] = 0;
         r->kind_tensors[k] = 0;
     }
