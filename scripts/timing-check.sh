@@ -6,7 +6,9 @@
 #      sweeps back to back; per point both runs' medians over the iterations of the slowest
 #      worker's selection time, their ratio, and the 95 % interval's half-width relative to the
 #      median; then the shares: points agreeing within 10 %, the largest difference, points
-#      whose half-width is under 15 %;
+#      whose half-width is under 15 %; once for the times in seconds and once for the same
+#      times as a multiple of the iteration's reference read (select_ref), which follows the
+#      machine's drift between the sweeps;
 #   2. DEFT's slowest-worker selection time against P (deft_norms = fused, the default) and its
 #      ratio to Top-k's at the largest P;
 #   3. [device] kind = profile with the shipped CPU profile: two sweeps of every method must
@@ -57,33 +59,50 @@ def load(path):
         return {(r["method"], float(r["density"]), int(r["P"])): r for r in csv.DictReader(f)}
 
 a, b = load(f"{out}/study-a/summary.csv"), load(f"{out}/study-b/summary.csv")
+
+def agreement(metric, label, scale, unit):
+    """Part 1 for one summary metric: per point both runs' medians, their ratio and the
+    intervals' half-widths; then the three shares against the goals."""
+    print(f"   {label}\n")
+    print(f"{'method':8} {'d':>6} {'P':>4} {'run a':>9} {'run b':>9} {'b/a':>6} {'hw a':>6} {'hw b':>6}")
+    ratios, widths = [], []
+    for key in sorted(a, key=lambda k: (k[0], k[1], k[2])):
+        if key not in b:
+            continue
+        ra, rb = a[key], b[key]
+        if not ra.get(f"{metric}_median") or not rb.get(f"{metric}_median"):
+            continue
+        ma, mb = float(ra[f"{metric}_median"]), float(rb[f"{metric}_median"])
+        if ma <= 0 or mb <= 0:
+            continue
+        hw = []
+        for r, m in ((ra, ma), (rb, mb)):
+            lo, hi = r[f"{metric}_lo"], r[f"{metric}_hi"]
+            hw.append((float(hi) - float(lo)) / 2 / m if lo and hi else float("nan"))
+        ratios.append(mb / ma)
+        widths += [w for w in hw if w == w]
+        print(f"{key[0]:8} {key[1]:6g} {key[2]:4d} {ma*scale:9.3f} {mb*scale:9.3f} {mb/ma:6.3f} "
+              f"{hw[0]:6.1%} {hw[1]:6.1%}")
+    n = len(ratios)
+    if not n:
+        print("   no points with this metric")
+        return
+    dev = [abs(r - 1) for r in ratios]
+    within10 = sum(d <= 0.10 for d in dev)
+    narrow = sum(w < 0.15 for w in widths)
+    print(f"\n   points agreeing within 10 %: {within10}/{n} ({within10/n:.0%}; goal >= 90 %)")
+    print(f"   largest difference: {max(dev):.1%} (goal <= 25 %)")
+    print(f"   interval half-width under 15 % of the median: {narrow}/{len(widths)} "
+          f"({narrow/len(widths):.0%}; goal >= 90 %)")
+    print(f"   run b / run a over all points: median {sorted(ratios)[n // 2]:.3f}, "
+          f"range {min(ratios):.3f} to {max(ratios):.3f}\n")
+
 print("1. The default study twice: median over iterations of the slowest worker's selection")
-print("   time (ms), run b / run a, and the 95 % interval's half-width / median of each run\n")
-print(f"{'method':8} {'d':>6} {'P':>4} {'run a':>9} {'run b':>9} {'b/a':>6} {'hw a':>6} {'hw b':>6}")
-ratios, widths = [], []
-for key in sorted(a, key=lambda k: (k[0], k[1], k[2])):
-    if key not in b:
-        continue
-    ra, rb = a[key], b[key]
-    ma, mb = float(ra["select_seconds_median"]), float(rb["select_seconds_median"])
-    if ma <= 0 or mb <= 0:
-        continue
-    hw = []
-    for r, m in ((ra, ma), (rb, mb)):
-        lo, hi = r["select_seconds_lo"], r["select_seconds_hi"]
-        hw.append((float(hi) - float(lo)) / 2 / m if lo and hi else float("nan"))
-    ratios.append(mb / ma)
-    widths += [w for w in hw if w == w]
-    print(f"{key[0]:8} {key[1]:6g} {key[2]:4d} {ma*1e3:9.3f} {mb*1e3:9.3f} {mb/ma:6.3f} "
-          f"{hw[0]:6.1%} {hw[1]:6.1%}")
-n = len(ratios)
-dev = [abs(r - 1) for r in ratios]
-within10 = sum(d <= 0.10 for d in dev)
-narrow = sum(w < 0.15 for w in widths)
-print(f"\n   points agreeing within 10 %: {within10}/{n} ({within10/n:.0%}; goal >= 90 %)")
-print(f"   largest difference: {max(dev):.1%} (goal <= 25 %)")
-print(f"   interval half-width under 15 % of the median: {narrow}/{len(widths)} "
-      f"({narrow/len(widths):.0%}; goal >= 90 %)")
+print("   time, run b / run a, and the 95 % interval's half-width / median of each run;")
+print("   (a) in seconds, (b) as a multiple of the iteration's reference read (select_ref,")
+print("   docs/TIMING.md \"Reference\"), which moves with the machine as the selections do\n")
+agreement("select_seconds", "(a) raw: slowest worker's selection time (ms)", 1e3, "ms")
+agreement("select_ref", "(b) normalised: the same as a multiple of the reference", 1, "refs")
 
 print("\n2. DEFT's slowest-worker selection time against P (run a), and against Top-k's\n")
 deft = sorted((k[2], float(r["select_seconds_median"])) for k, r in a.items() if k[0] == "deft")
