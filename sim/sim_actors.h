@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <simgrid/actor.h>
 #include <simgrid/barrier.h>
 #include <simgrid/comm.h>
 #include <simgrid/mailbox.h>
@@ -20,6 +21,16 @@ typedef struct sim_ctx sim_ctx;
 typedef struct sim_nccl_heights sim_nccl_heights; /* sim_nccl.c */
 
 #define MBOX_CACHE 64u /* direct-mapped, by peer rank */
+
+/* Eager sends an actor keeps a handle to (sim_p2p.c, "Eager sends"), and the most handles one
+ * of its waits watches at once, those it waits for included. */
+#define EAGER_KEEP 32u
+#define WAIT_ANY_MAX 64u
+
+typedef struct {
+    sg_comm_t comm[EAGER_KEEP];
+    uint32_t n;
+} sim_eager;
 
 struct sim_worker {
     uint32_t rank, P;
@@ -44,6 +55,10 @@ struct sim_worker {
     size_t *async_row;
     size_t async_cap, async_head, async_tail, async_outstanding;
     double t0;                 /* the clock when the current schedule started */
+    /* The eager sends in flight that each of the worker's two actors posted ([0]: the first,
+     * main_actor; [1]: the second); an actor reaps only its own (sim_p2p.c). */
+    sg_actor_t main_actor;
+    sim_eager eager[2];
 };
 
 struct sim_ctx {
@@ -104,5 +119,7 @@ sg_comm_t sim_isend_sync(sim_worker *w, uint32_t dst, uint64_t bytes);
 sg_comm_t sim_isend_sync_wire(sim_worker *w, uint32_t dst, uint64_t bytes, uint64_t wire);
 /* Waits for the n handles (all the worker posted since its last wait that are not eager). */
 void sim_wait_all(sim_worker *w, sg_comm_t *comms, size_t n);
+/* Releases the calling actor's eager sends still kept (sim_p2p.c): each actor's last call. */
+void sim_eager_reap(sim_worker *w);
 
 #endif

@@ -159,7 +159,10 @@ static void comm_main(int argc, char **argv)
         const deftsim_step *st = w->async_step[w->async_head];
         size_t row = w->async_row[w->async_head];
         w->async_head = (w->async_head + 1) % w->async_cap;
-        if (!st) return;
+        if (!st) {
+            sim_eager_reap(w);
+            return;
+        }
         timed_step(w, row, st);
         sg_sem_release(w->async_done);
     }
@@ -202,6 +205,7 @@ static void worker_main(int argc, char **argv)
     }
     if (c->has_async) async_post(w, 0, NULL);
     w->done = 1;
+    sim_eager_reap(w);
 }
 
 /* ---- analytic mode ----------------------------------------------------------------------------- */
@@ -544,6 +548,7 @@ static int sim_child_run(const deftsim_sim_params *p, const char *platform_path,
         snprintf(name, sizeof name, "worker-%" PRIu32, r);
         sg_actor_t a = sg_actor_init(name, hosts[r]);
         sg_actor_set_data(a, w);
+        w->main_actor = a;
         sg_actor_start(a, worker_main, 0, NULL);
         if (!c.has_async) continue;
         /* Room for every step of a schedule and the final stop. */

@@ -102,7 +102,70 @@ static sg_mailbox_t in_mailbox(sim_worker *w, uint32_t src)
     return w->in_mb[slot];
 }
 
-/* Starts a send; NULL when it is eager (detached: it completes without the sender). The
+/* ---- Eager sends ------------------------------------------------------------------------------
+ *
+ * An eager send completes without its sender: the sender goes on at once and never waits for
+ * it. SimGrid 3.32 offers that as a detached comm, but keeps every detached comm in flight in one
+ * list of the engine's (its maestro's activities) and removes each finished one by walking the
+ * whole list (CommImpl::finish, a std::list::remove): with P workers each posting s eager sends
+ * at once the walks cost O((P s)^2) a round, two thirds of an Ok-Topk simulation at P = 1024
+ * on the flat network (docs/NETWORK.md, "Approximate mode").
+ *
+ * In approximate mode each actor keeps handles to up to EAGER_KEEP of its eager sends instead,
+ * and reaps them in its own waits: a wait watches the comms it waits for and the kept sends
+ * together (sg_comm_wait_any) until every comm it waits for has finished; a kept send that
+ * finishes meanwhile, or had finished before, is released there at no simulated time (the wait
+ * of a finished comm returns at once and takes the comm off the actor's own short list). The
+ * actor still resumes when the comms it waits for finish, but it wakes more often within an
+ * instant, and SimGrid's results depend on the order in which actors act within one instant
+ * (it sets the order of the flows in its solver, and which of two nearly tied ends comes
+ * first): simulated times move by rounding, or more where many ends tie (docs/NETWORK.md gives
+ * the measured differences). So exact mode detaches, as before. Beyond EAGER_KEEP kept sends, or
+ * for a wait of more than WAIT_ANY_MAX comms in all, sends are detached and the wait is a
+ * plain sg_comm_wait_all. An actor's last kept sends are released when it ends
+ * (sim_eager_reap), after its last step's clock was read. */
+
+static sim_eager *own_eager(sim_worker *w)
+{
+    return &w->eager[sg_actor_self() != w->main_actor];
+}
+
+/* Waits until the n comms finish; reaps the calling actor's kept eager sends meanwhile. */
+static void wait_reaping(sim_worker *w, sg_comm_t *comms, size_t n)
+{
+    sim_eager *q = own_eager(w);
+    if (!q->n || n + q->n > WAIT_ANY_MAX) {
+        if (n) sg_comm_wait_all(comms, n);
+        return;
+    }
+    /* all[0, need): the comms waited for; all[need, len): the kept sends. */
+    sg_comm_t all[WAIT_ANY_MAX];
+    size_t need = n, len = n + q->n;
+    for (size_t i = 0; i < n; i++) all[i] = comms[i];
+    for (uint32_t i = 0; i < q->n; i++) all[n + i] = q->comm[i];
+    while (need) {
+        size_t i = (size_t)sg_comm_wait_any(all, len);
+        if (i < need) {
+            all[i] = all[need - 1];
+            all[need - 1] = all[len - 1];
+            need--;
+        } else {
+            all[i] = all[len - 1];
+        }
+        len--;
+    }
+    q->n = (uint32_t)len;
+    for (size_t i = 0; i < len; i++) q->comm[i] = all[i];
+}
+
+void sim_eager_reap(sim_worker *w)
+{
+    sim_eager *q = own_eager(w);
+    if (q->n) sg_comm_wait_all(q->comm, q->n);
+    q->n = 0;
+}
+
+/* Starts a send; NULL when it is eager (it completes without the sender: above). The
  * payload pointer is the payload size itself (sim_payload_of): the receiver reads it back. */
 /* Analytic mode records instead of sending (sim_analytic.c): a posted send or receive, and a
  * wait for every non-eager one posted since the last wait. The handle a recorded post returns
@@ -124,7 +187,11 @@ sg_comm_t sim_isend(sim_worker *w, uint32_t dst, uint64_t bytes)
     void *payload = sim_payload_of(bytes);
     long size = (long)(bytes + p->envelope_bytes);
     if (bytes < p->eager_threshold) {
-        sg_comm_detach(sg_mailbox_put_init(mb, payload, size), NULL);
+        sim_eager *q = own_eager(w);
+        if (p->mode == DEFTSIM_SIM_APPROXIMATE && q->n < EAGER_KEEP)
+            q->comm[q->n++] = sg_mailbox_put_async(mb, payload, size);
+        else
+            sg_comm_detach(sg_mailbox_put_init(mb, payload, size), NULL);
         return NULL;
     }
     return sg_mailbox_put_async(mb, payload, size);
@@ -169,14 +236,14 @@ void sim_wait_all(sim_worker *w, sg_comm_t *comms, size_t n)
         sim_rec_push(w->rec, SIM_OP_WAIT, 0, 0, 0);
         return;
     }
-    if (n) sg_comm_wait_all(comms, n);
+    wait_reaping(w, comms, n);
 }
 
 void sim_send(sim_worker *w, uint32_t dst, uint64_t bytes)
 {
     sg_comm_t c = sim_isend(w, dst, bytes);
     if (w->rec) sim_wait_all(w, NULL, 0);
-    else if (c) sg_comm_wait(c);
+    else if (c) wait_reaping(w, &c, 1);
 }
 
 /* In analytic mode a receive returns 0 bytes: no algorithm that reads what it received
@@ -190,7 +257,8 @@ uint64_t sim_recv(sim_worker *w, uint32_t src)
         return 0;
     }
     void *data = NULL;
-    sg_comm_wait(sg_mailbox_get_async(in_mailbox(w, src), &data));
+    sg_comm_t c = sg_mailbox_get_async(in_mailbox(w, src), &data);
+    wait_reaping(w, &c, 1);
     uint64_t got = sim_payload(data);
     w->recv += got;
     return got;
@@ -212,7 +280,7 @@ uint64_t sim_sendrecv(sim_worker *w, uint32_t dst, uint64_t sbytes, uint32_t src
     sg_comm_t s = sim_isend(w, dst, sbytes);
     if (s) c[n++] = s;
     c[n++] = sg_mailbox_get_async(in_mailbox(w, src), &data);
-    sg_comm_wait_all(c, n);
+    wait_reaping(w, c, n);
     uint64_t got = sim_payload(data);
     w->recv += got;
     return got;
