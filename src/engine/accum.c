@@ -156,34 +156,21 @@ static void regen_forget(point_state *ps)
     ps->last_get = UINT32_MAX;
 }
 
-/* The regenerated accumulators (no residual: acc = g) of workers regen_worker ..
- * + regen_nw - 1 into slots regen_slot0 onwards, formed piece by piece with the copy mode of
- * the same op; slot j's norms go to row S + j. */
-static deftsim_status regen_piece(void *ctx, size_t c, unsigned thread)
+/* Run r of the norms of the accumulator in slot regen_slot0 (regenerated: acc = g): one in-place
+ * copy with the sums of squares of the run's pieces (a value copied onto itself changes nothing),
+ * into row S + C + slot. */
+static deftsim_status norm_run(void *ctx, size_t r, unsigned thread)
 {
     point_state *ps = ctx;
-    deftsim_engine *e = ps->e;
-    uint64_t off = ps->piece_off[c];
-    size_t cnt = ps->piece_len[c];
-    float *stage = e->stage + (size_t)thread * GEN_WORKERS * CHUNK;
-    const uint32_t nw = ps->regen_nw;
-    const float *g[GEN_WORKERS];
-    float *outs[GEN_WORKERS] = {0};
-    for (uint32_t j = 0; j < nw; j++) outs[j] = stage + (size_t)j * CHUNK;
-    deftsim_status st = deftsim_gradsrc_read(e->src, ps->it, ps->regen_worker, nw, off, cnt, outs, g);
-    if (st) return st;
-    const deftsim_kseg seg = {0, cnt, 0};
-    for (uint32_t j = 0; j < nw; j++) {
-        uint32_t slot = ps->regen_slot0 + j;
-        float *dst = ps->regen[slot];
-        uint32_t row = ps->S + ps->C + slot;
-        st = deftsim_k_accumulate(ps->pctx[thread], dst + off, g[j], cnt, DEFTSIM_KACC_COPY,
-                                  &seg, 1, &ps->part[(size_t)row * ps->npieces + c],
-                                  ps->pscratch + (size_t)thread * ps->pscratch_each,
-                                  ps->pscratch_each);
-        if (st) return st;
-    }
-    return DEFTSIM_OK;
+    const size_t p0 = ps->run_first[r], p1 = ps->run_first[r + 1];
+    const uint64_t off = ps->piece_off[p0];
+    const size_t cnt = (size_t)(ps->piece_off[p1 - 1] + ps->piece_len[p1 - 1] - off);
+    float *acc = ps->regen[ps->regen_slot0] + off;
+    uint32_t row = ps->S + ps->C + ps->regen_slot0;
+    return deftsim_k_accumulate(ps->pctx[thread], acc, acc, cnt, DEFTSIM_KACC_COPY,
+                                ps->piece_rel + p0, p1 - p0, &ps->part[(size_t)row * ps->npieces + p0],
+                                ps->pscratch + (size_t)thread * ps->pscratch_each,
+                                ps->pscratch_each);
 }
 
 static void fused_free(point_state *ps)
@@ -192,6 +179,8 @@ static void fused_free(point_state *ps)
     free(ps->pctx);
     free(ps->piece_off);
     free(ps->piece_len);
+    free(ps->run_first);
+    free(ps->piece_rel);
     free(ps->part);
     free(ps->wnorms);
     free(ps->pscratch);
@@ -234,13 +223,34 @@ deftsim_status deftsim_acc_fused_init(point_state *ps, const deftsim_sparsifier 
             ps->piece_off[c] = segs[j].offset + q * DEFTSIM_K_NORM_BLOCK;
             ps->piece_len[c++] = (uint32_t)(left < DEFTSIM_K_NORM_BLOCK ? left : DEFTSIM_K_NORM_BLOCK);
         }
+    /* The regeneration's runs: whole pieces, up to REGEN_CHUNK elements (a piece is at most
+     * a norm block, which is smaller). */
+    ps->run_first = malloc((np + 1) * sizeof *ps->run_first);
+    ps->piece_rel = malloc(np * sizeof *ps->piece_rel);
+    if (!ps->run_first || !ps->piece_rel) return deftsim_error_nomem("engine: the fused norms");
+    size_t nruns = 0, most = 1;
+    for (size_t q = 0; q < np; q++) {
+        if (!nruns || ps->piece_off[q] + ps->piece_len[q] - ps->piece_off[ps->run_first[nruns - 1]] >
+                          REGEN_CHUNK)
+            ps->run_first[nruns++] = q;
+        size_t first = ps->run_first[nruns - 1];
+        ps->piece_rel[q] = (deftsim_kseg){ps->piece_off[q] - ps->piece_off[first], ps->piece_len[q], 0};
+        if (q + 1 - first > most) most = q + 1 - first;
+    }
+    ps->run_first[nruns] = np;
+    ps->nruns = nruns;
     for (unsigned t = 0; t < e->prep_threads; t++) {
         if ((st = deftsim_kctx_new(&ps->pctx[t], "cpu", 1))) return st;
         ps->npctx = t + 1;
     }
-    const deftsim_kseg one = {0, DEFTSIM_K_NORM_BLOCK, 0};
+    /* Scratch for the longest run's pieces (which covers a single piece too). */
+    deftsim_kseg *most_segs = malloc(most * sizeof *most_segs);
+    if (!most_segs) return deftsim_error_nomem("engine: the fused norms");
+    for (size_t q = 0; q < most; q++) most_segs[q] = (deftsim_kseg){q * DEFTSIM_K_NORM_BLOCK, DEFTSIM_K_NORM_BLOCK, 0};
     size_t sb;
-    if ((st = deftsim_k_accumulate_scratch(ps->pctx[0], &one, 1, &sb))) return st;
+    st = deftsim_k_accumulate_scratch(ps->pctx[0], most_segs, most, &sb);
+    free(most_segs);
+    if (st) return st;
     ps->pscratch_each = (sb + 63) / 64 * 64;
     ps->pscratch = malloc(ps->pscratch_each * e->prep_threads + 1);
     if (!ps->pscratch)
@@ -251,14 +261,31 @@ deftsim_status deftsim_acc_fused_init(point_state *ps, const deftsim_sparsifier 
     return DEFTSIM_OK;
 }
 
-/* The provider's norms(): a tracked worker's, or the regenerated worker's while it is cached. */
+static void provider_fail(point_state *ps, deftsim_status st);
+
+/* The provider's norms(): a tracked worker's, or the regenerated worker's while a slot holds it
+ * (computed at the first request after its regeneration). */
 static const double *acc_norms(void *ctx, uint32_t w)
 {
     point_state *ps = ctx;
     if (!ps->nseg || w >= ps->P) return NULL;
     if (w < ps->S + ps->C) return ps->wnorms + (size_t)w * ps->nseg;
-    for (uint32_t j = 0; j < ps->nregen; j++)
-        if (ps->regen_held[j] == w) return ps->wnorms + (size_t)(ps->S + ps->C + j) * ps->nseg;
+    for (uint32_t j = 0; j < ps->nregen; j++) {
+        if (ps->regen_held[j] != w) continue;
+        double *out = ps->wnorms + (size_t)(ps->S + ps->C + j) * ps->nseg;
+        if (ps->regen_normed[j]) return out;
+        double t0 = deftsim_now();
+        ps->regen_slot0 = j;
+        deftsim_status st = deftsim_par_run(ps->e->prep_threads, ps->nruns, norm_run, ps);
+        ps->regen_seconds += deftsim_now() - t0;
+        if (st) {
+            provider_fail(ps, st);
+            return NULL;
+        }
+        fold_norms(ps, ps->S + ps->C + j);
+        ps->regen_normed[j] = 1;
+        return out;
+    }
     return NULL;
 }
 
@@ -461,10 +488,10 @@ static deftsim_status regen_into_slots(point_state *ps, uint32_t w, uint32_t nw,
     ps->regen_nw = nw;
     ps->regen_slot0 = slot0;
     deftsim_status st;
-    if (ps->nseg) {
-        st = deftsim_par_run(ps->e->prep_threads, ps->npieces, regen_piece, ps);
-        for (uint32_t j = 0; !st && j < nw; j++) fold_norms(ps, ps->S + ps->C + slot0 + j);
-    } else if (nw == 1) {
+    /* Fused norms: computed when asked for (acc_norms), since DEFT reads them on one of its
+     * two visits of a worker only. */
+    for (uint32_t j = 0; j < nw; j++) ps->regen_normed[slot0 + j] = 0;
+    if (nw == 1) {
         st = regenerate(ps, w, ps->regen[slot0]);
     } else {
         size_t nchunks = (size_t)((ps->n + REGEN_CHUNK - 1) / REGEN_CHUNK);

@@ -153,6 +153,7 @@ typedef struct {
      * the signal among them). */
     float *regen[GEN_WORKERS];
     uint32_t regen_held[GEN_WORKERS]; /* the worker each slot holds (UINT32_MAX: none) */
+    uint8_t regen_normed[GEN_WORKERS]; /* fused norms: slot j's are computed (acc_norms) */
     uint32_t nregen;
     uint32_t last_get;        /* the worker of the provider's last get() (UINT32_MAX: none) */
     float *gradbuf;           /* n floats: g_w for CLT-k's filter (synthetic source) */
@@ -170,7 +171,7 @@ typedef struct {
     int fresh;                /* first iteration of the point: residuals are zero */
     uint64_t src_iter;        /* the generator's iteration or the trace's id */
     uint32_t regen_worker;    /* the first worker being regenerated */
-    uint32_t regen_nw;        /* how many (regen_piece, regen_block_chunk) */
+    uint32_t regen_nw;        /* how many (regen_run, regen_block_chunk) */
     float *regen_out;         /* into this buffer (regenerate: one worker) */
     uint32_t regen_slot0;     /* or into slots regen_slot0 .. + regen_nw - 1 */
     deftsim_status get_status;
@@ -187,6 +188,14 @@ typedef struct {
     uint64_t *piece_off;
     uint32_t *piece_len;
     double *part;             /* (S + C + nregen) x npieces: each piece's sum of squares */
+    /* A regenerated accumulator's norms are computed when the sparsifier asks for them, in
+     * runs of whole pieces of up to REGEN_CHUNK elements: run r is pieces run_first[r] ..
+     * run_first[r + 1] - 1, and piece_rel holds every piece as a fragment relative to its
+     * run's start (one deftsim_k_accumulate call a run gives each piece's sum with the bits of
+     * a call on the piece alone). */
+    size_t nruns;
+    size_t *run_first;        /* nruns + 1 */
+    deftsim_kseg *piece_rel;  /* npieces */
     double *wnorms;           /* (S + C + nregen) x nseg; row S + C + j: the worker in slot j */
     deftsim_kctx **pctx;      /* one single-thread cpu context per preparation thread */
     unsigned npctx;
