@@ -59,11 +59,11 @@ shard_all() {
     local pids=() i
     for i in $(seq 0 $((SHARDS - 1))); do
         "${gtime[@]}" "$EXE" sweep scenarios/resnet18_cifar10.ini -o "$out/shards" -q "${sets[@]}" \
-            --prep-threads "$th" --shard "$i/$SHARDS" 2> "$out/shard$i.err" &
+            --prep-threads "$th" --shard "$i/$SHARDS" 2> "$out/shard-$i.log" &
         pids+=($!)
     done
     for i in "${pids[@]}"; do wait "$i"; done
-    cat "$out"/shard*.err >&2
+    cat "$out"/shard-*.log >&2
 }
 timed shards shard_all
 
@@ -78,7 +78,7 @@ def rss(name):
 
 def points(folder):
     m = json.load(open(f"{out}/{folder}/manifest.json"))
-    return {p["id"]: p["seconds"] for p in m["points"]}
+    return {f"{p['method']} d={p['density']:g}": p["seconds"] for p in m["points"]}
 
 def rows(folder):
     r = list(csv.reader(open(f"{out}/{folder}/rows.csv")))
