@@ -13,7 +13,11 @@
 # tracked workers, the rest regenerated), ITER iterations (default 1), one timing run per
 # worker (timing.repeats = 1, as the P = 1024 study of docs/examples/resnet18_cifar10) and the
 # network simulated in MODE (default approximate). Each run gets the machine's cores: one
-# process all of them for preparation, each of R ranks or N shards cores / R (or / N).
+# process all of them for preparation, each of R ranks or N shards cores / R (or / N). The N
+# shards share the machine's memory, so each plans for 1 / N of it (`--ram`); without that each
+# plans for the whole budget, as if alone (deftsim sweep --shard is meant for N machines).
+# RUNS (default "one spread shards") picks the runs; the first in it that is run is the
+# reference of the row check, which needs "one".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-results/large-p}
@@ -31,8 +35,10 @@ export OMPI_MCA_mpi_yield_when_idle=${OMPI_MCA_mpi_yield_when_idle:-1}
 command -v mpirun >/dev/null || { echo "large-p: no mpirun on PATH" >&2; exit 2; }
 [ -x /usr/bin/time ] || { echo "large-p: needs GNU time (/usr/bin/time; Debian: apt-get install time)" >&2; exit 2; }
 cores=$(nproc)
-rm -rf "$out"
+RUNS=${RUNS:-one spread shards}
+ram_kib=$(awk '/^MemTotal:/ {print $2}' /proc/meminfo)
 mkdir -p "$out"
+for r in $RUNS; do rm -rf "${out:?}/$r" "$out/$r".* "$out"/shard-*.log; done
 sets=(--set scenario.iterations="$ITER" --set workers.counts="$P" --set sparsify.methods="$METHODS"
       --set sparsify.densities=0.01 --set timing.repeats=1 --set network.mode="$MODE")
 echo "large-p: resnet18_cifar10, P = $P, methods $METHODS, $ITER iteration(s), network $MODE," \
@@ -49,26 +55,28 @@ timed() {
 }
 gtime=(/usr/bin/time -f "peak_rss_kib %M")
 
-timed one "${gtime[@]}" "$EXE" run scenarios/resnet18_cifar10.ini -o "$out/one" -q "${sets[@]}" \
+want() { case " $RUNS " in *" $1 "*) return 0 ;; esac; return 1; }
+want one && timed one "${gtime[@]}" "$EXE" run scenarios/resnet18_cifar10.ini -o "$out/one" -q "${sets[@]}" \
     --prep-threads "$cores"
 th=$(( cores / RANKS )); [ "$th" -ge 1 ] || th=1
-timed spread mpirun --oversubscribe -n "$RANKS" "${gtime[@]}" "$EXE" run scenarios/resnet18_cifar10.ini \
+want spread && timed spread mpirun --oversubscribe -n "$RANKS" "${gtime[@]}" "$EXE" run scenarios/resnet18_cifar10.ini \
     -o "$out/spread" -q "${sets[@]}" --prep-threads "$th"
 th=$(( cores / SHARDS )); [ "$th" -ge 1 ] || th=1
 shard_all() {
     local pids=() i
     for i in $(seq 0 $((SHARDS - 1))); do
         "${gtime[@]}" "$EXE" sweep scenarios/resnet18_cifar10.ini -o "$out/shards" -q "${sets[@]}" \
-            --prep-threads "$th" --shard "$i/$SHARDS" 2> "$out/shard-$i.log" &
+            --prep-threads "$th" --ram "$(( ram_kib / SHARDS ))K" --shard "$i/$SHARDS" \
+            2> "$out/shard-$i.log" &
         pids+=($!)
     done
     for i in "${pids[@]}"; do wait "$i"; done
     cat "$out"/shard-*.log >&2
 }
-timed shards shard_all
+want shards && timed shards shard_all
 
 python3 - "$out" <<'PY'
-import csv, json, re, sys
+import csv, json, os, re, sys
 sys.path.insert(0, "tests/reliability")
 from rowcmp import compare
 out = sys.argv[1]
@@ -88,6 +96,8 @@ rhead, rrows = rows("one")
 print(f"{'run':<16} {'wall (s)':>9}  {'peak GiB per process':<22} rows against one process; points' own seconds")
 failed = False
 for name, label in (("one", "one process"), ("spread", "spread"), ("shards", "shards at once")):
+    if not os.path.exists(f"{out}/{name}.wall"):
+        continue
     wall = float(open(f"{out}/{name}.wall").read())
     if name == "one":
         verdict = "reference"
