@@ -133,8 +133,9 @@ static sim_eager *own_eager(sim_worker *w)
 /* Waits until the n comms finish; reaps the calling actor's kept eager sends meanwhile. */
 static void wait_reaping(sim_worker *w, sg_comm_t *comms, size_t n)
 {
-    sim_eager *q = own_eager(w);
-    if (!q->n || n + q->n > WAIT_ANY_MAX) {
+    /* Exact mode keeps no eager send: no actor lookup on its waits. */
+    sim_eager *q = w->ctx->p->mode == DEFTSIM_SIM_APPROXIMATE ? own_eager(w) : NULL;
+    if (!q || !q->n || n + q->n > WAIT_ANY_MAX) {
         if (n) sg_comm_wait_all(comms, n);
         return;
     }

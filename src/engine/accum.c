@@ -223,8 +223,8 @@ deftsim_status deftsim_acc_fused_init(point_state *ps, const deftsim_sparsifier 
             ps->piece_off[c] = segs[j].offset + q * DEFTSIM_K_NORM_BLOCK;
             ps->piece_len[c++] = (uint32_t)(left < DEFTSIM_K_NORM_BLOCK ? left : DEFTSIM_K_NORM_BLOCK);
         }
-    /* The regeneration's runs: whole pieces, up to REGEN_CHUNK elements (a piece is at most
-     * a norm block, which is smaller). */
+    /* The runs of a regenerated accumulator's norms (norm_run): whole pieces, up to
+     * REGEN_CHUNK elements (a piece is at most a norm block, which is smaller). */
     ps->run_first = malloc((np + 1) * sizeof *ps->run_first);
     ps->piece_rel = malloc(np * sizeof *ps->piece_rel);
     if (!ps->run_first || !ps->piece_rel) return deftsim_error_nomem("engine: the fused norms");

@@ -171,7 +171,7 @@ typedef struct {
     int fresh;                /* first iteration of the point: residuals are zero */
     uint64_t src_iter;        /* the generator's iteration or the trace's id */
     uint32_t regen_worker;    /* the first worker being regenerated */
-    uint32_t regen_nw;        /* how many (regen_run, regen_block_chunk) */
+    uint32_t regen_nw;        /* how many (regen_block_chunk) */
     float *regen_out;         /* into this buffer (regenerate: one worker) */
     uint32_t regen_slot0;     /* or into slots regen_slot0 .. + regen_nw - 1 */
     deftsim_status get_status;
