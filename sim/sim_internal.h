@@ -184,6 +184,9 @@ uint64_t sim_nccl_tree_chunk(const deftsim_sim_params *p, const sim_nccl_call *k
  * rounds inside a node come first) and those at n / 4, n / 2 and 3 n / 4 (the far peers of a
  * fat-tree). */
 #define SIM_APPROX_SEQ_MIN 8u
+/* Approximate mode: at most about this many rounds of a wave of an NCCL group of equal blocks
+ * run, each with the bytes of the rounds it stands for (sim_nccl.c, group_p2p). */
+#define SIM_APPROX_WAVE_ROUNDS 16u
 static inline int sim_approx_seq_sampled(uint32_t i, uint32_t n)
 {
     return i < 3 || i == n / 4 || i == n / 2 || i == 3 * (uint64_t)n / 4;

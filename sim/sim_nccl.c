@@ -269,6 +269,24 @@ static void round_send(round_t *rd, uint32_t dst, uint64_t bytes)
     rd->comms[rd->n++] = sim_isend_sync_wire(rd->w, dst, bytes, wire);
 }
 
+/* Approximate mode: one send that stands for m like sends of `each` bytes between the same
+ * ranks (folded trees, sampled waves): their payload, and on the wire their bytes, each as the
+ * protocol moves it, and their envelopes. */
+static void round_send_as(round_t *rd, uint32_t dst, double each, double m)
+{
+    const sim_nccl_call *k = rd->call;
+    const deftsim_sim_params *p = rd->w->ctx->p;
+    uint32_t G = p->gpus_per_node ? p->gpus_per_node : 1;
+    int cross = dst / G != sim_rank(rd->w) / G;
+    double eff = cross ? k->eff_net : k->eff_intra;
+    double wire1 = k->wire != 1 || eff != 1 ? ceil(each * k->wire / eff) : each;
+    double env = (double)p->envelope_bytes;
+    rd->nsend++;
+    rd->ncross += (uint32_t)cross;
+    rd->comms[rd->n++] = sim_isend_sync_wire(rd->w, dst, (uint64_t)llround(m * each),
+                                             (uint64_t)llround(m * (wire1 + env) - env));
+}
+
 /* The receives must all be posted before the first send: slots are indexed by receive. */
 /* Then the step's latency: the protocol's per-step cost, the network's share of it as this
  * rank's sends of the round cross nodes (a rank that only receives pays the node's). */
@@ -545,6 +563,28 @@ static uint64_t tree_chunk_bytes(const tree_ch *t, uint64_t csz, uint64_t k)
     return left < csz ? left : csz;
 }
 
+/* Approximate mode's fold of NCCL's trees: tree tc of a call of C channels runs its chain
+ * inside each node from GPU (tc mod C) mod G, under the nodes' tree tc / C, so on nodes of G
+ * GPUs each the trees of channels c and c + G have the same links. Folded, each set of like
+ * trees runs as one that carries their bytes in chunks as many times as large: in the network's
+ * fluid model f like flows on one path, started together, end when one flow of f times the bytes
+ * does, while every flow of the call on a link is folded alike (docs/NETWORK.md, "Approximate
+ * mode"). Returns f (1: nothing folds). */
+static uint32_t tree_fold(const deftsim_sim_params *p, const tree_shape *ts, uint32_t T)
+{
+    if (p->mode != DEFTSIM_SIM_APPROXIMATE || ts->rails || ts->P % ts->G || T != 2 * ts->C ||
+        ts->C <= ts->G || ts->C % ts->G)
+        return 1;
+    return ts->C / ts->G;
+}
+
+/* A chunk of `bytes` of a tree that stands for f folded ones (tree_fold). */
+static void tree_send(round_t *rd, uint32_t dst, uint64_t bytes, uint32_t f)
+{
+    if (f == 1) round_send(rd, dst, bytes);
+    else round_send_as(rd, dst, (double)bytes / f, f);
+}
+
 /* T trees of one shape reduce and broadcast this rank's `bytes`, split over them, in chunks of
  * `chunk` bytes (0: NCCL's step size; at most max_chunks a tree: larger chunks beyond). */
 static void tree_run(sim_worker *w, const deftsim_sim_params *p, const sim_nccl_call *k,
@@ -558,25 +598,31 @@ static void tree_run(sim_worker *w, const deftsim_sim_params *p, const sim_nccl_
     split(bytes / e, T, part);
     for (uint32_t c = 0; c < T; c++)
         if (divup(part[c] * e, csz) > max_chunks) csz = divup(part[c], max_chunks) * e;
-    tree_ch *t = malloc(T * sizeof *t);
+    /* Folded (tree_fold): tree j of the Tf run stands for trees tc = (j / G) C + j mod G + i G,
+     * i < f, and carries their parts. */
+    uint32_t f = tree_fold(p, ts, T), Tf = T / f;
+    csz *= f;
+    tree_ch *t = malloc(Tf * sizeof *t);
     if (!t) abort();
     const uint32_t *heights = tree_heights(w->ctx, ts, T);
     uint64_t rounds = 0;
-    for (uint32_t c = 0; c < T; c++) {
-        const uint32_t *H = heights + (size_t)c * ts->P;
-        tree_links(ts, c, r, &t[c].l);
+    for (uint32_t c = 0; c < Tf; c++) {
+        uint32_t tc = f > 1 ? (c / ts->G) * ts->C + c % ts->G : c;
+        const uint32_t *H = heights + (size_t)tc * ts->P;
+        tree_links(ts, tc, r, &t[c].l);
         t[c].h = H[r];
-        t[c].d = tree_depth(ts, c, r);
+        t[c].d = tree_depth(ts, tc, r);
         for (uint32_t k = 0; k < t[c].l.ndown; k++) t[c].hc[k] = H[t[c].l.down[k]];
         /* the root's height: the broadcast of chunk k leaves the root as soon as it reduced it */
         uint32_t root = r;
         sim_nccl_links l = t[c].l;
         while (l.up >= 0) {
             root = (uint32_t)l.up;
-            tree_links(ts, c, root, &l);
+            tree_links(ts, tc, root, &l);
         }
         t[c].hr = H[root];
-        t[c].bytes = part[c] * e;
+        t[c].bytes = 0;
+        for (uint32_t i = 0; i < f; i++) t[c].bytes += part[tc + i * ts->G] * e;
         t[c].chunks = divup(t[c].bytes, csz);
         uint64_t last = t[c].chunks ? t[c].hr + t[c].d + t[c].chunks : 0;
         if (last > rounds) rounds = last;
@@ -588,21 +634,21 @@ static void tree_run(sim_worker *w, const deftsim_sim_params *p, const sim_nccl_
      * (height H) reduces chunk k in round k + H - 1 and sends it down in round k + H; a rank at
      * depth d receives chunk u - H - d + 1 from its parent and sends chunk u - H - d down. */
     for (uint64_t u = 0; u < rounds; u++) {
-        for (uint32_t c = 0; c < T; c++)
+        for (uint32_t c = 0; c < Tf; c++)
             for (uint32_t k = 0; k < t[c].l.ndown; k++)
                 if (u >= t[c].hc[k] && u - t[c].hc[k] < t[c].chunks) round_recv(&rd, (uint32_t)t[c].l.down[k]);
-        for (uint32_t c = 0; c < T; c++) {
+        for (uint32_t c = 0; c < Tf; c++) {
             uint64_t off = (uint64_t)t[c].hr + t[c].d; /* down: chunk u - off sent, u - off + 1 received */
             if (t[c].l.up >= 0 && u + 1 >= off && u + 1 - off < t[c].chunks) round_recv(&rd, (uint32_t)t[c].l.up);
         }
-        for (uint32_t c = 0; c < T; c++)
+        for (uint32_t c = 0; c < Tf; c++)
             if (t[c].l.up >= 0 && u >= t[c].h && u - t[c].h < t[c].chunks)
-                round_send(&rd, (uint32_t)t[c].l.up, tree_chunk_bytes(&t[c], csz, u - t[c].h));
-        for (uint32_t c = 0; c < T; c++) {
+                tree_send(&rd, (uint32_t)t[c].l.up, tree_chunk_bytes(&t[c], csz, u - t[c].h), f);
+        for (uint32_t c = 0; c < Tf; c++) {
             uint64_t off = (uint64_t)t[c].hr + t[c].d;
             if (u >= off && u - off < t[c].chunks)
                 for (uint32_t k = 0; k < t[c].l.ndown; k++)
-                    round_send(&rd, (uint32_t)t[c].l.down[k], tree_chunk_bytes(&t[c], csz, u - off));
+                    tree_send(&rd, (uint32_t)t[c].l.down[k], tree_chunk_bytes(&t[c], csz, u - off), f);
         }
         round_wait(&rd);
     }
@@ -877,7 +923,8 @@ uint32_t sim_nccl_p2p_schedule(uint32_t P, uint32_t G, uint32_t Cp, uint32_t ran
  * mode, when every rank sends the same (`equal`) and there are more than SIM_APPROX_SEQ_MIN
  * waves: after a start from the latest rank's, the sampled waves run; after each, every rank
  * takes the latest end, and the waves up to the next sample pass at the pace of the longest
- * sampled wave so far, of any rank. */
+ * sampled wave so far, of any rank; and in every wave of more than SIM_APPROX_WAVE_ROUNDS
+ * rounds only some rounds run, with the bytes of those they stand for. */
 static void group_p2p(sim_worker *w, const deftsim_sim_params *p, const sim_nccl_call *k,
                       const uint64_t *bytes, uint64_t one, int equal)
 {
@@ -894,16 +941,39 @@ static void group_p2p(sim_worker *w, const deftsim_sim_params *p, const sim_nccl
     for (uint32_t i = 1; i < P; i++) order[first[wave[i]]++] = i;
     for (uint32_t v = nwaves; v > 0; v--) first[v] = first[v - 1];
     first[0] = 0;
-    int approx = p->mode == DEFTSIM_SIM_APPROXIMATE && equal && nwaves > SIM_APPROX_SEQ_MIN;
+    int sample = p->mode == DEFTSIM_SIM_APPROXIMATE && equal;
+    int approx = sample && nwaves > SIM_APPROX_SEQ_MIN;
     round_t rd;
     round_init(&rd, w, k, 2 * (size_t)P);
     sim_approx_seq q;
     if (approx) sim_approx_seq_start(w, &q);
     for (uint32_t v = 0; v < nwaves; v++) {
         if (approx && !sim_approx_seq_round(w, &q, v, nwaves)) continue;
-        for (uint32_t j = first[v]; j < first[v + 1]; j++) round_recv(&rd, recv[order[j]]);
-        for (uint32_t j = first[v]; j < first[v + 1]; j++)
-            round_send(&rd, send[order[j]], bytes ? bytes[r] : one);
+        /* Approximate mode, equal blocks: every s-th round of the wave (the same rounds on
+         * every rank, so each sampled send meets its receive); the sampled sends that leave
+         * the node carry the bytes of all the wave's sends that do, and likewise those inside
+         * it, so every NIC and port moves what it moved in the whole wave. */
+        uint32_t len = first[v + 1] - first[v], s = 1, all[2] = {0, 0}, kept[2] = {0, 0};
+        uint64_t b = bytes ? bytes[r] : one;
+        if (sample && len > SIM_APPROX_WAVE_ROUNDS) {
+            s = (len + SIM_APPROX_WAVE_ROUNDS - 1) / SIM_APPROX_WAVE_ROUNDS;
+            for (uint32_t j = first[v]; j < first[v + 1]; j++) {
+                int x = send[order[j]] / gpn(p) != r / gpn(p); /* 0 inside the node, 1 across */
+                all[x]++;
+                kept[x] += (j - first[v]) % s == 0;
+            }
+            if ((all[0] && !kept[0]) || (all[1] && !kept[1])) s = 1;
+        }
+        for (uint32_t j = first[v]; j < first[v + 1]; j += s) round_recv(&rd, recv[order[j]]);
+        for (uint32_t j = first[v]; j < first[v + 1]; j += s) {
+            int x = send[order[j]] / gpn(p) != r / gpn(p);
+            if (s == 1) round_send(&rd, send[order[j]], b);
+            else round_send_as(&rd, send[order[j]], (double)b, (double)all[x] / kept[x]);
+        }
+        if (s > 1) { /* the step latency's share of the network, as of the whole wave */
+            rd.nsend = all[0] + all[1];
+            rd.ncross = all[1];
+        }
         round_wait(&rd);
         if (approx) sim_approx_seq_done(w, &q);
     }
