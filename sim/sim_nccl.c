@@ -316,6 +316,8 @@ typedef struct {
     ring_kind kind;
     uint32_t s0, s1;      /* RING_VECTOR: steps [s0, s1) of the 2 (n - 1) of an allreduce */
     int approx_ok;        /* every rank of the collective runs as many loops of this ring */
+    int foldable;         /* a ring over all P ranks in NCCL's order (ring_fold) */
+    uint32_t fold;        /* channels c, c + C / fold, ... run as one (ring_run sets it) */
     const sim_nccl_call *call;
 } ring_plan;
 
@@ -364,19 +366,48 @@ static uint64_t step_bytes(const ring_plan *rp, uint32_t c, uint64_t l, uint32_t
     return vec_chunk(rp, c, l, sim_nccl_ring_chunk(n, q, s)) * rp->e;
 }
 
-/* One step of every channel still in loop l. */
+/* One step of every channel still in loop l; folded (rp->fold > 1), channel c < C / fold
+ * carries its own and its like channels' bytes, with their envelopes. */
 static void ring_step(round_t *rd, const ring_plan *rp, uint64_t l, uint32_t s)
 {
-    for (uint32_t c = 0; c < rp->C; c++)
+    uint32_t f = rp->fold, Cf = rp->C / f;
+    for (uint32_t c = 0; c < Cf; c++)
         if (l < ring_loops(rp, c)) round_recv(rd, rp->prev[c]);
-    for (uint32_t c = 0; c < rp->C; c++)
-        if (l < ring_loops(rp, c)) round_send(rd, rp->next[c], step_bytes(rp, c, l, s));
+    for (uint32_t c = 0; c < Cf; c++) {
+        if (l >= ring_loops(rp, c)) continue;
+        if (f == 1) {
+            round_send(rd, rp->next[c], step_bytes(rp, c, l, s));
+            continue;
+        }
+        uint64_t b = 0;
+        for (uint32_t i = 0; i < f; i++) b += step_bytes(rp, c + i * Cf, l, s);
+        round_send_as(rd, rp->next[c], (double)b / f, f);
+    }
     round_wait(rd);
+}
+
+/* Approximate mode's fold of NCCL's rings: channel c's ring orders each node's GPUs from GPU
+ * (c + 1) mod G, so on full nodes the rings of channels c and c + G have the same links (with
+ * one GPU a node every channel's ring is the same). Like channels that run as many loops run
+ * as one, exact in the fluid model as the folded trees are (tree_fold). Decided from the
+ * call's sizes alone, so every rank folds alike. */
+static uint32_t ring_fold(const deftsim_sim_params *p, const ring_plan *rp)
+{
+    uint32_t G = gpn(p);
+    if (!rp->foldable || p->mode != DEFTSIM_SIM_APPROXIMATE || p->P % G || rp->C <= G || rp->C % G)
+        return 1;
+    uint32_t f = rp->C / G;
+    for (uint32_t c = G; c < rp->C; c++)
+        if (ring_loops(rp, c) != ring_loops(rp, c % G)) return 1;
+    return f;
 }
 
 static void ring_run(sim_worker *w, const deftsim_sim_params *p, const ring_plan *rp)
 {
     if (rp->n < 2) return;
+    ring_plan folded = *rp;
+    folded.fold = ring_fold(p, rp);
+    rp = &folded;
     uint32_t s0 = rp->kind == RING_BLOCKS ? 0 : rp->s0;
     uint32_t s1 = rp->kind == RING_BLOCKS ? rp->n - 1 : rp->s1;
     uint64_t loops = 0;
@@ -455,6 +486,7 @@ static void plan_global(ring_plan *rp, const deftsim_sim_params *p, const sim_nc
     uint32_t P = p->P, G = gpn(p);
     rp->n = P;
     rp->approx_ok = 1;
+    rp->foldable = 1;
     rp->call = k;
     rp->C = k->channels < MAXC ? k->channels : MAXC;
     rp->e = e;
@@ -503,6 +535,7 @@ static void hierarchical(sim_worker *w, const deftsim_sim_params *p, const sim_n
     ring_plan in;
     in.n = G;
     in.approx_ok = 1;
+    in.foldable = 0;
     in.call = k;
     in.C = k->channels < MAXC ? k->channels : MAXC;
     in.e = e;
