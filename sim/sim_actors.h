@@ -18,7 +18,7 @@
 #include "sim_internal.h"
 
 typedef struct sim_ctx sim_ctx;
-typedef struct sim_nccl_heights sim_nccl_heights; /* sim_nccl.c */
+typedef struct sim_nccl_heights sim_nccl_heights; /* sim_nccl_shape.c */
 
 #define MBOX_CACHE 64u /* direct-mapped, by peer rank */
 
@@ -83,12 +83,15 @@ struct sim_ctx {
     sg_bar_t approx_bar;
     double approx_end[2], approx_step[2];
     uint32_t approx_read[2];
-    /* NCCL's trees met so far: every rank's height in each (sim_nccl.c, tree_heights). */
+    /* NCCL's trees met so far: every rank's height in each (sim_nccl_tree_heights). */
     sim_nccl_heights *heights;
     size_t nheights;
 };
 
-/* Frees what sim_nccl.c keeps in c (the trees' heights). */
+/* Every rank's height in trees 0 .. T - 1 of a shape (T x P, tree by tree; the longest path
+ * down to a leaf), computed at the first call for the shape and kept in c (sim_nccl_shape.c). */
+const uint32_t *sim_nccl_tree_heights(sim_ctx *c, const sim_nccl_tree_shape *ts, uint32_t T);
+/* Frees what sim_nccl_shape.c keeps in c (the trees' heights). */
 void sim_nccl_ctx_free(sim_ctx *c);
 
 /* Analytic mode (sim_analytic.c): runs the schedules of c on c->workers with the flow times

@@ -143,6 +143,16 @@ typedef struct {
 } sim_nccl_links;
 void sim_nccl_tree(uint32_t P, uint32_t G, uint32_t C, uint32_t tc, uint32_t rank,
                    sim_nccl_links *out);
+/* The shape of a set of trees: NCCL's trees (a chain in each node under a double binary tree
+ * of the nodes' chain heads, sim_nccl_tree) or NVLS-tree's (every GPU in a double binary tree
+ * of the GPUs of its local rank, one a node). */
+typedef struct {
+    uint32_t P, G, C;
+    int rails; /* 1: NVLS-tree's trees of local ranks */
+} sim_nccl_tree_shape;
+/* A rank's links in tree tc of a shape, and its depth (hops up to the root). */
+void sim_nccl_tree_links(const sim_nccl_tree_shape *ts, uint32_t tc, uint32_t rank, sim_nccl_links *out);
+uint32_t sim_nccl_tree_depth(const sim_nccl_tree_shape *ts, uint32_t tc, uint32_t rank);
 
 /* auto: NCCL's predicted time (microseconds) of an allreduce of `bytes` with ring or tree
  * (Simple protocol), and the one NCCL picks (the shorter). */
