@@ -270,7 +270,9 @@ static const keydef base_keys[] = {
          "bytes: a smaller send returns at once, a larger one waits for its receiver"),
      .type = T_INT, .off = F(network.eager_threshold), .imin = 0, .imax = INT32_MAX},
     {KEY("network", "mode", NULL, "exact",
-         "approximate: equal-block rings simulate 6 steps and scale (named in every row)"),
+         "approximate: like ring steps, rounds and waves sampled, NCCL's channels of "
+         "like links run as one (docs/NETWORK.md); analytic: lone-flow times on a flat network; "
+         "named in every row"),
      .type = T_ENUM, .off = F(network.mode), .names = deftsim_sim_mode_names},
     {KEY("network", "compute", NULL, "measured",
          "compute phases in simulated time: as measured, or none (times from the bytes alone)"),
