@@ -120,6 +120,16 @@ static int fold_is_exact(const deftsim_sim_params *p)
     return route <= 0 || 4194304.0 / (2 * route) >= bw;
 }
 
+/* Approximate mode's fold of C channels on full nodes of G GPUs: channels c, c + G, ... have
+ * the same links in NCCL's rings and trees (ring_fold, tree_fold), so they may run as one, C / G
+ * to a set, where that is exact (fold_is_exact). 1: no fold. */
+static uint32_t like_channels(const deftsim_sim_params *p, uint32_t C)
+{
+    uint32_t G = gpn(p);
+    if (p->mode != DEFTSIM_SIM_APPROXIMATE || p->P % G || C <= G || C % G || !fold_is_exact(p)) return 1;
+    return C / G;
+}
+
 /* Approximate mode: one send that stands for m like sends of `each` bytes between the same
  * ranks (folded trees, sampled waves): their payload, and on the wire their bytes, each as the
  * protocol moves it, and their envelopes. */
@@ -244,11 +254,7 @@ static void ring_step(round_t *rd, const ring_plan *rp, uint64_t l, uint32_t s)
  * call's sizes alone, so every rank folds alike. */
 static uint32_t ring_fold(const deftsim_sim_params *p, const ring_plan *rp)
 {
-    uint32_t G = gpn(p);
-    if (!rp->foldable || p->mode != DEFTSIM_SIM_APPROXIMATE || p->P % G || rp->C <= G || rp->C % G ||
-        !fold_is_exact(p))
-        return 1;
-    uint32_t f = rp->C / G;
+    uint32_t f = rp->foldable ? like_channels(p, rp->C) : 1, G = rp->C / f;
     for (uint32_t c = G; c < rp->C; c++)
         if (ring_loops(rp, c) != ring_loops(rp, c % G)) return 1;
     return f;
@@ -451,10 +457,7 @@ static uint64_t tree_chunk_bytes(const tree_ch *t, uint64_t csz, uint64_t k)
  * mode"). Returns f (1: nothing folds). */
 static uint32_t tree_fold(const deftsim_sim_params *p, const sim_nccl_tree_shape *ts, uint32_t T)
 {
-    if (p->mode != DEFTSIM_SIM_APPROXIMATE || ts->rails || ts->P % ts->G || T != 2 * ts->C ||
-        ts->C <= ts->G || ts->C % ts->G || !fold_is_exact(p))
-        return 1;
-    return ts->C / ts->G;
+    return ts->rails || T != 2 * ts->C ? 1 : like_channels(p, ts->C);
 }
 
 /* A chunk of `bytes` of a tree that stands for f folded ones (tree_fold). */
