@@ -13,6 +13,67 @@
 #include "deftsim_util.h"
 
 
+/* ---- the average's sums ---------------------------------------------------------------------- */
+
+/* sum[i] += a[0][i], then a[1][i], ... a[m - 1][i], each addition in double in that order: the
+ * same bits as adding the rows one pass at a time, but sum is read and written once for the m
+ * rows. Blocks of SUM_BLOCK elements keep their partial sums in registers. */
+#define SUM_BLOCK 32
+
+static void sum_rows_generic(double *sum, const float *const *a, uint32_t m, size_t cnt)
+{
+    size_t i = 0;
+    for (; i + SUM_BLOCK <= cnt; i += SUM_BLOCK) {
+        double s[SUM_BLOCK];
+        memcpy(s, sum + i, sizeof s);
+        for (uint32_t j = 0; j < m; j++)
+            for (size_t q = 0; q < SUM_BLOCK; q++) s[q] += (double)a[j][i + q];
+        memcpy(sum + i, s, sizeof s);
+    }
+    for (; i < cnt; i++) {
+        double s = sum[i];
+        for (uint32_t j = 0; j < m; j++) s += (double)a[j][i];
+        sum[i] = s;
+    }
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+
+/* The same with AVX2: eight independent vectors of four doubles, so the additions of one row
+ * overlap instead of waiting on each other. */
+__attribute__((target("avx2"))) static void sum_rows_avx2(double *sum, const float *const *a,
+                                                          uint32_t m, size_t cnt)
+{
+    size_t i = 0;
+    for (; i + SUM_BLOCK <= cnt; i += SUM_BLOCK) {
+        __m256d s[SUM_BLOCK / 4];
+        for (int q = 0; q < SUM_BLOCK / 4; q++) s[q] = _mm256_loadu_pd(sum + i + 4 * q);
+        for (uint32_t j = 0; j < m; j++) {
+            const float *x = a[j] + i;
+            for (int q = 0; q < SUM_BLOCK / 4; q++)
+                s[q] = _mm256_add_pd(s[q], _mm256_cvtps_pd(_mm_loadu_ps(x + 4 * q)));
+        }
+        for (int q = 0; q < SUM_BLOCK / 4; q++) _mm256_storeu_pd(sum + i + 4 * q, s[q]);
+    }
+    for (; i < cnt; i++) {
+        double s1 = sum[i];
+        for (uint32_t j = 0; j < m; j++) s1 += (double)a[j][i];
+        sum[i] = s1;
+    }
+}
+
+static void sum_rows(double *sum, const float *const *a, uint32_t m, size_t cnt)
+{
+    if (__builtin_cpu_supports("avx2"))
+        sum_rows_avx2(sum, a, m, cnt);
+    else
+        sum_rows_generic(sum, a, m, cnt);
+}
+#else
+#define sum_rows sum_rows_generic
+#endif
+
 /* Chunk c of the preparation pass: acc_w = residual_w + g_w for tracked workers, and the
  * average of every worker's accumulator, summed in worker order in double. */
 static deftsim_status prepare_chunk(void *ctx, size_t c, unsigned thread)
@@ -29,7 +90,7 @@ static deftsim_status prepare_chunk(void *ctx, size_t c, unsigned thread)
     const uint32_t upto = ps->quality ? ps->P : ps->S + ps->C;
     for (uint32_t w0 = 0; w0 < upto; w0 += GEN_WORKERS) {
         uint32_t nw = upto - w0 < GEN_WORKERS ? upto - w0 : GEN_WORKERS;
-        const float *g[GEN_WORKERS];
+        const float *g[GEN_WORKERS], *rows[GEN_WORKERS];
         float *outs[GEN_WORKERS];
         for (uint32_t j = 0; j < nw; j++) outs[j] = stage + (size_t)j * CHUNK;
         deftsim_status st = deftsim_gradsrc_read(e->src, ps->it, w0, nw, off, cnt, outs, g);
@@ -47,11 +108,9 @@ static deftsim_status prepare_chunk(void *ctx, size_t c, unsigned thread)
             } else if (w < ps->S + ps->C) {
                 memcpy(ps->kept[w - ps->S] + off, gw, cnt * sizeof *gw);
             }
-            if (ps->quality) {
-                const float *a = w < ps->S ? ps->res[w] + off : gw;
-                for (size_t i = 0; i < cnt; i++) sum[i] += (double)a[i];
-            }
+            rows[j] = w < ps->S ? ps->res[w] + off : gw;
         }
+        if (ps->quality) sum_rows(sum, rows, nw, cnt);
     }
     if (!ps->quality) return DEFTSIM_OK;
     float *a = ps->avg + off;
@@ -84,7 +143,7 @@ static deftsim_status prepare_piece(void *ctx, size_t c, unsigned thread)
     memset(sum, 0, cnt * sizeof *sum);
     for (uint32_t w0 = 0; w0 < upto; w0 += GEN_WORKERS) {
         uint32_t nw = upto - w0 < GEN_WORKERS ? upto - w0 : GEN_WORKERS;
-        const float *g[GEN_WORKERS];
+        const float *g[GEN_WORKERS], *rows[GEN_WORKERS];
         float *outs[GEN_WORKERS];
         for (uint32_t j = 0; j < nw; j++) outs[j] = stage + (size_t)j * CHUNK;
         deftsim_status st = deftsim_gradsrc_read(e->src, ps->it, w0, nw, off, cnt, outs, g);
@@ -98,20 +157,19 @@ static deftsim_status prepare_piece(void *ctx, size_t c, unsigned thread)
                                                          &ps->part[(size_t)w * ps->npieces + c],
                                                          scr, ps->pscratch_each);
                 if (st) return st;
-                if (ps->quality)
-                    for (size_t i = 0; i < cnt; i++) sum[i] += (double)r[i];
+                rows[j] = r;
             } else if (w < ps->S + ps->C) { /* resident: acc = g, with its norms */
                 float *k = ps->kept[w - ps->S] + off;
                 deftsim_status st = deftsim_k_accumulate(kc, k, gw, cnt, DEFTSIM_KACC_COPY, &seg, 1,
                                                          &ps->part[(size_t)w * ps->npieces + c],
                                                          scr, ps->pscratch_each);
                 if (st) return st;
-                if (ps->quality)
-                    for (size_t i = 0; i < cnt; i++) sum[i] += (double)gw[i];
+                rows[j] = gw;
             } else {
-                for (size_t i = 0; i < cnt; i++) sum[i] += (double)gw[i];
+                rows[j] = gw;
             }
         }
+        if (ps->quality) sum_rows(sum, rows, nw, cnt);
     }
     if (!ps->quality) return DEFTSIM_OK;
     float *a = ps->avg + off;
@@ -334,9 +392,12 @@ static deftsim_status spread_sum_chunk(void *ctx, size_t c, unsigned thread)
     size_t cnt = (size_t)(ps->n - off < CHUNK ? ps->n - off : CHUNK);
     float *stage = e->stage + (size_t)thread * GEN_WORKERS * CHUNK;
     double *sum = ps->dsum + off;
-    for (uint32_t w = ps->lo; w < ps->hi && w < ps->S; w++) {
-        const float *r = ps->res[w] + off;
-        for (size_t i = 0; i < cnt; i++) sum[i] += (double)r[i];
+    for (uint32_t w0 = ps->lo; w0 < ps->hi && w0 < ps->S; w0 += GEN_WORKERS) {
+        const uint32_t end = ps->hi < ps->S ? ps->hi : ps->S;
+        uint32_t nw = end - w0 < GEN_WORKERS ? end - w0 : GEN_WORKERS;
+        const float *rows[GEN_WORKERS];
+        for (uint32_t j = 0; j < nw; j++) rows[j] = ps->res[w0 + j] + off;
+        sum_rows(sum, rows, nw, cnt);
     }
     uint32_t from = ps->lo > ps->S ? ps->lo : ps->S;
     for (uint32_t w0 = from; w0 < ps->hi; w0 += GEN_WORKERS) {
@@ -346,8 +407,7 @@ static deftsim_status spread_sum_chunk(void *ctx, size_t c, unsigned thread)
         for (uint32_t j = 0; j < nw; j++) outs[j] = stage + (size_t)j * CHUNK;
         deftsim_status st = deftsim_gradsrc_read(e->src, ps->it, w0, nw, off, cnt, outs, g);
         if (st) return st;
-        for (uint32_t j = 0; j < nw; j++)
-            for (size_t i = 0; i < cnt; i++) sum[i] += (double)g[j][i];
+        sum_rows(sum, g, nw, cnt);
     }
     if (ps->team->rank + 1 < ps->team->size) return DEFTSIM_OK;
     float *a = ps->avg + off;
