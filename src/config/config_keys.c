@@ -220,7 +220,8 @@ static const keydef base_keys[] = {
 
     /* [timing]: the measurement protocol of the compute phases (docs/TIMING.md). */
     {KEY("timing", "repeats", "integer in [1, 100]", "3",
-         "timed runs of every worker's compute phases on the same input"),
+         "timed runs of every worker's compute phases on the same input (one under "
+         "[device] kind = profile, which times nothing)"),
      .type = T_INT, .off = F(timing.repeats), .imin = 1, .imax = 100},
     {KEY("timing", "statistic", NULL, "min",
          "the per-worker estimate of the repeated runs"),

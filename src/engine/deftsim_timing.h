@@ -22,6 +22,11 @@
 
 typedef struct deftsim_timing deftsim_timing;
 
+/* The repetitions a step runs under cfg: [timing] repeats, but one under [device] kind =
+ * profile, where the profile charges every compute phase and a repetition would measure
+ * nothing the rows use (each would still regenerate the untracked workers' gradients). */
+int deftsim_timing_repeats_of(const deftsim_config *cfg);
+
 /* A timing context for steps over n-element accumulators; allocates the repetition copy (n
  * floats) when repeats > 1. */
 deftsim_status deftsim_timing_new(int repeats, deftsim_timing_statistic statistic,
@@ -96,7 +101,8 @@ const char *deftsim_timing_flush_method(void);
 /* Flushes bytes from p out of every cache level (the method above). */
 void deftsim_timing_flush(const void *p, size_t bytes);
 
-/* The protocol as a manifest names it: {"repeats", "statistic", "cache", "flush", "order"}. */
+/* The protocol as a manifest names it: {"repeats" (those that ran), "repeats_configured",
+ * "statistic", "cache", "flush", "order"}. */
 struct json_t;
 struct json_t *deftsim_timing_json(const deftsim_config *cfg);
 

@@ -310,13 +310,14 @@ static deftsim_status point_open(deftsim_engine *e, const point_desc *pd, deftsi
     if ((st = deftsim_acc_init(&pr->ps, e, pd->P, deftsim_engine_data_free(cfg, e->dump_dir, method))))
         return st;
     if ((st = deftsim_acc_fused_init(&pr->ps, pr->sp))) return st;
-    if ((st = deftsim_timing_new(cfg->timing.repeats, cfg->timing.statistic, cfg->timing.cache,
-                                 pr->ps.n, &pr->tm)))
+    const int repeats = deftsim_timing_repeats_of(cfg);
+    if ((st = deftsim_timing_new(repeats, cfg->timing.statistic, cfg->timing.cache, pr->ps.n,
+                                 &pr->tm)))
         return st;
     deftsim_timing_set_threads(pr->tm, e->prep_threads);
     deftsim_timing_set_scratch(pr->tm, deftsim_acc_is_scratch, &pr->ps);
-    if (cfg->timing.repeats > 1 && deftsim_sparsifier_keeps_state(pr->sp)) {
-        pr->nshadows = (size_t)cfg->timing.repeats - 1;
+    if (repeats > 1 && deftsim_sparsifier_keeps_state(pr->sp)) {
+        pr->nshadows = (size_t)repeats - 1;
         if (!(pr->shadows = calloc(pr->nshadows, sizeof *pr->shadows)))
             return deftsim_error_nomem("%s", pd->method);
         for (size_t i = 0; i < pr->nshadows; i++)

@@ -120,7 +120,7 @@ static deftsim_status memory_for(const deftsim_engine *e, uint32_t P, deftsim_me
                         (uint64_t)e->prep_threads * (GEN_WORKERS * CHUNK * sizeof(float) +
                                                      CHUNK * sizeof(double)) +
                         (n / CHUNK + 1) * sizeof(double) +
-                        deftsim_timing_memory(cfg->timing.repeats, n);
+                        deftsim_timing_memory(deftsim_timing_repeats_of(cfg), n);
     row->bytes = row->residual_bytes + row->sparsifier_bytes + row->engine_bytes;
     row->fits = row->bytes <= e->plan.budget_bytes;
     /* A generated source regenerates the accumulators of workers without a residual

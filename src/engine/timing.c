@@ -557,9 +557,15 @@ deftsim_status deftsim_timing_step(deftsim_timing *t, deftsim_sparsifier *sp, ui
 
 /* ---- the manifest -------------------------------------------------------------------------- */
 
+int deftsim_timing_repeats_of(const deftsim_config *cfg)
+{
+    return cfg->device.kind == DEFTSIM_DEVICE_PROFILE ? 1 : cfg->timing.repeats;
+}
+
 json_t *deftsim_timing_json(const deftsim_config *cfg)
 {
-    return json_pack("{s:i, s:s, s:s, s:s, s:s}", "repeats", cfg->timing.repeats, "statistic",
+    return json_pack("{s:i, s:i, s:s, s:s, s:s, s:s}", "repeats", deftsim_timing_repeats_of(cfg),
+                     "repeats_configured", cfg->timing.repeats, "statistic",
                      deftsim_timing_statistic_name(cfg->timing.statistic), "cache",
                      deftsim_timing_cache_name(cfg->timing.cache), "flush",
                      cfg->timing.cache == DEFTSIM_TIMING_COLD ? deftsim_timing_flush_method()

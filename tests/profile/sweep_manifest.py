@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A sweep timed by a device profile names it in its manifest: every profile variant holds
 "profile" {file, device, backend, threads, created, conditions, source}, the same record a
-run's manifest keeps as kernels.profile, read from each variant's own profile file. Run by meson test (suite fast); DEFTSIM_EXE names the program and
+run's manifest keeps as kernels.profile, read from each variant's own profile file; and it
+runs one timing repetition (the manifest's timing.repeats), a cpu sweep the configured three. Run by meson test (suite fast); DEFTSIM_EXE names the program and
 DEFTSIM_SOURCE_ROOT the source tree (the shipped profiles)."""
 import csv
 import json
@@ -86,6 +87,12 @@ profile = {prof}
             continue
         m = json.load(open(os.path.join(out, "manifest.json")))
         check(len(m["variants"]) == 1, "one variant: %d" % len(m["variants"]))
+        # The profile charges every compute phase: one repetition runs, whatever [timing] says.
+        tm = m.get("timing", {})
+        check(tm.get("repeats") == 1 and tm.get("repeats_configured") == 3,
+              "a profile runs one timing repetition of the configured 3: %r" % tm)
+        reps = [pt.get("stages", {}).get("repeats") for pt in m.get("points", [])]
+        check(reps and all(r == 1 for r in reps), "the points' stages ran 1 repetition: %r" % reps)
         rec, h = m["variants"][0].get("profile"), header(path)
         check(isinstance(rec, dict), "%s: the variant names its profile: %r" % (path, rec))
         if not isinstance(rec, dict):
@@ -106,6 +113,9 @@ profile = {prof}
     if p.returncode == 0:
         m = json.load(open(os.path.join(out, "manifest.json")))
         check("profile" not in m["variants"][0], "a cpu sweep names no profile")
+        tm = m.get("timing", {})
+        check(tm.get("repeats") == 3 and tm.get("repeats_configured") == 3,
+              "a cpu sweep runs the configured 3 repetitions: %r" % tm)
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
 
