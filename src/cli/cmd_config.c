@@ -70,6 +70,24 @@ static void print_presets(void)
 }
 
 /* A preset as the [network] lines it stands for: reads back as a scenario fragment. */
+
+/* text as comment lines of at most 96 characters, broken between words, so that the printed
+ * preset reads back as a scenario (whose lines are at most 198 characters). */
+static void print_comment(const char *text)
+{
+    while (*text) {
+        size_t n = strlen(text);
+        if (n > 94) {
+            n = 94;
+            while (n > 0 && text[n] != ' ') n--;
+            if (!n) n = strcspn(text, " ");
+        }
+        printf("# %.*s\n", (int)n, text);
+        text += n;
+        while (*text == ' ') text++;
+    }
+}
+
 static int print_preset(const char *name)
 {
     const deftsim_config_preset *pr = deftsim_config_preset_find(name);
@@ -92,8 +110,10 @@ static int print_preset(const char *name)
         while (*src == ';' || *src == ' ') src++;
     }
     printf("# A key set in the scenario or by --set wins over the preset's.\n[network]\n");
-    for (size_t k = 0; k < pr->nkeys; k++)
-        printf("# %s\n%s = %s\n", pr->keys[k].note, pr->keys[k].key, pr->keys[k].value);
+    for (size_t k = 0; k < pr->nkeys; k++) {
+        print_comment(pr->keys[k].note);
+        printf("%s = %s\n", pr->keys[k].key, pr->keys[k].value);
+    }
     return 0;
 }
 

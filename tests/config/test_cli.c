@@ -140,7 +140,7 @@ Test(cli_config, presets_listed_printed_and_resolved)
     cr_expect(strstr(r.out, "\n[network]\n") && strstr(r.out, "\nnics_per_node = 8\n") &&
                   strstr(r.out, "\nintra_bandwidth = 300GBps\n") && strstr(r.out, "# source: "),
               "%s", r.out);
-    char text[4096];
+    char text[16384];
     snprintf(text, sizeof text, "[gradients]\nmodel = resnet18_cifar10\n%s", r.out);
     deftsim_config *c;
     cr_assert_eq(deftsim_config_parse(text, "preset.ini", NULL, 0, &c), DEFTSIM_OK, "%s",
@@ -149,6 +149,20 @@ Test(cli_config, presets_listed_printed_and_resolved)
     cr_expect_eq(c->network.nic_bandwidth, 25e9);
     deftsim_config_free(c);
     done(&r);
+    /* Every preset's printout reads back (its notes wrapped within a scenario's line length). */
+    for (size_t i = 0; i < deftsim_config_preset_count(); i++) {
+        const char *name = deftsim_config_preset_get(i)->name;
+        r = RUN(".", "config", "--preset", name);
+        cr_assert_eq(r.rc, 0, "stderr: %s", r.err);
+        cr_assert_lt(strlen(r.out) + 64, sizeof text, "%s: %zu bytes", name, strlen(r.out));
+        snprintf(text, sizeof text, "[gradients]\nmodel = resnet18_cifar10\n%s", r.out);
+        c = NULL;
+        cr_expect_eq(deftsim_config_parse(text, "preset.ini", NULL, 0, &c), DEFTSIM_OK, "%s: %s",
+                     name, deftsim_error_message());
+        if (c) deftsim_config_free(c);
+        c = NULL;
+        done(&r);
+    }
     r = RUN(".", "config", "scenarios/deft_testbed.ini");
     cr_assert_eq(r.rc, 0, "stderr: %s", r.err);
     cr_expect(strstr(r.out, "\ngpus_per_node = 8\n") && strstr(r.out, "\npreset = dgx1-v100\n"),
