@@ -69,8 +69,6 @@ static void print_presets(void)
     }
 }
 
-/* A preset as the [network] lines it stands for: reads back as a scenario fragment. */
-
 /* text as comment lines of at most 96 characters, broken between words, so that the printed
  * preset reads back as a scenario (whose lines are at most 198 characters). */
 static void print_comment(const char *text)
@@ -88,6 +86,7 @@ static void print_comment(const char *text)
     }
 }
 
+/* A preset as the [network] lines it stands for: reads back as a scenario fragment. */
 static int print_preset(const char *name)
 {
     const deftsim_config_preset *pr = deftsim_config_preset_find(name);
