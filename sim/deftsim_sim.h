@@ -235,6 +235,8 @@ typedef struct {
     double nccl_ll128_efficiency;    /* tuned: the same for LL128 beyond its 120/128 */
     double nccl_step_scale;          /* tuned: multiplies NCCL's per-step latencies (1: as in
                                         NCCL's tuning tables) */
+    double nccl_net_step_scale;      /* tuned: the same for the steps between nodes; < 0:
+                                        nccl_step_scale */
     double nccl_nvls_step;           /* tuned: seconds each of an NVLS call's chunk steps adds
                                         (NCCL's chunk rule sets their number) */
 } deftsim_sim_params;

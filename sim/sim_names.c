@@ -126,5 +126,6 @@ void deftsim_sim_params_default(deftsim_sim_params *p)
     p->nccl_ll_efficiency = 1;
     p->nccl_ll128_efficiency = 1;
     p->nccl_step_scale = 1;
+    p->nccl_net_step_scale = -1;
     p->nccl_nvls_step = 0;
 }

@@ -55,13 +55,14 @@ typedef struct {
     void **slots;
     size_t n, nrecv, cap;
     uint32_t nsend, ncross; /* this round's sends, and those that leave the node */
+    uint32_t rcross;        /* this round's receives from another node */
 } round_t;
 
 static void round_init(round_t *rd, sim_worker *w, const sim_nccl_call *call, size_t cap)
 {
     rd->w = w;
     rd->call = call;
-    rd->nsend = rd->ncross = 0;
+    rd->nsend = rd->ncross = rd->rcross = 0;
     rd->cap = cap ? cap : 1;
     rd->n = rd->nrecv = 0;
     rd->comms = malloc(rd->cap * sizeof *rd->comms);
@@ -81,6 +82,8 @@ static void round_recv(round_t *rd, uint32_t src)
     rd->slots[rd->nrecv] = NULL;
     rd->comms[rd->n++] = sim_irecv(rd->w, src, &rd->slots[rd->nrecv]);
     rd->nrecv++;
+    uint32_t G = rd->w->ctx->p->gpus_per_node ? rd->w->ctx->p->gpus_per_node : 1;
+    rd->rcross += src / G != sim_rank(rd->w) / G;
 }
 
 /* A send of `bytes` of data: on the wire as the call's protocol moves them, at the achieved
@@ -150,18 +153,23 @@ static void round_send_as(round_t *rd, uint32_t dst, double each, double m)
 
 /* The receives must all be posted before the first send: slots are indexed by receive. */
 /* Then the step's latency: the protocol's per-step cost, the network's share of it as this
- * rank's sends of the round cross nodes (a rank that only receives pays the node's). */
+ * rank's sends of the round cross nodes. A rank that only receives pays the network's figure
+ * if a receive crossed nodes, else the node's: a hop's latency lies on the chunk's path, so
+ * a one-chunk call climbing a tree pays each level's (docs/NETWORK.md). */
 static void round_wait(round_t *rd)
 {
     sim_wait_all(rd->w, rd->comms, rd->n);
     for (size_t i = 0; i < rd->nrecv; i++) rd->w->recv += sim_payload(rd->slots[i]);
     const sim_nccl_call *k = rd->call;
     if (rd->n && (k->lat_intra > 0 || k->lat_net > 0)) {
-        double f = k->net_share >= 0 ? k->net_share : rd->nsend ? (double)rd->ncross / rd->nsend : 0;
+        double f = k->net_share >= 0 ? k->net_share
+                   : rd->nsend       ? (double)rd->ncross / rd->nsend
+                   : rd->rcross      ? 1
+                                     : 0;
         sim_sleep(k->lat_intra + (k->lat_net - k->lat_intra) * f);
     }
     rd->n = rd->nrecv = 0;
-    rd->nsend = rd->ncross = 0;
+    rd->nsend = rd->ncross = rd->rcross = 0;
 }
 
 /* ---- rings ------------------------------------------------------------------------------------- */

@@ -415,8 +415,9 @@ void sim_nccl_plan_call(const deftsim_sim_params *p, sim_nccl_coll coll, uint64_
      * step's calls), they overlap the previous call's run, so they bound the call's time from
      * below instead of adding to it. */
     out->floor = gpt > 1 ? p->nccl_launch + (gpt - 1) * p->nccl_launch_gpu : 0;
+    const double net_scale = p->nccl_net_step_scale >= 0 ? p->nccl_net_step_scale : p->nccl_step_scale;
     out->lat_intra = intra * 1e-6 * p->nccl_step_scale;
-    out->lat_net = inter * 1e-6 * p->nccl_step_scale;
+    out->lat_net = inter * 1e-6 * net_scale;
     /* The ring's latency is NCCL's sum over its steps, (steps - inter) x intra + inter x net: a
      * step's cost is what a chunk pays on its hop, and a chunk passes every hop in turn. The
      * simulated ring runs in lockstep, each round at the pace of its slowest rank, so a rank
@@ -445,5 +446,5 @@ void sim_nccl_plan_call(const deftsim_sim_params *p, sim_nccl_coll coll, uint64_
     if (best_a == A_NVLS) out->base += nvls_steps(out->channels, s.G, bytes) * p->nccl_nvls_step;
     if (best_a == A_NVLS_TREE)
         out->lat_intra = out->lat_net = 0,
-        out->base += (intra + 2 * log2_floor(s.N) * inter) * 1e-6 * p->nccl_step_scale;
+        out->base += (intra * p->nccl_step_scale + 2 * log2_floor(s.N) * inter * net_scale) * 1e-6;
 }

@@ -45,7 +45,8 @@ static void usage(FILE *out)
             "  --set KEY=VALUE   a scenario key applied after the table's own (repeatable)\n"
             "  --rows            every row, not only the summaries\n"
             "  --fit             fit nccl_launch, nccl_launch_gpu, nccl_nvl_efficiency,\n"
-            "                    nccl_net_efficiency, nccl_step_scale, nccl_ll_efficiency,\n"
+            "                    nccl_net_efficiency, nccl_step_scale, nccl_net_step_scale,\n"
+            "                    nccl_ll_efficiency,\n"
             "                    nccl_ll128_efficiency and nccl_nvls_step to the tables; -o FILE\n"
             "                    writes them as [network] keys\n"
             "  --fit-rounds N    rounds of the fit's coordinate search (default 10)\n"
@@ -172,6 +173,7 @@ static const fit_figure FIGURES[] = {
     {"nccl_nvl_efficiency", 0.8, 0.05, 1, NETF(nccl_nvl_efficiency), 0},
     {"nccl_net_efficiency", 0.85, 0.05, 1, NETF(nccl_net_efficiency), 0},
     {"nccl_step_scale", 1.0, 0.05, 20, NETF(nccl_step_scale), 0},
+    {"nccl_net_step_scale", 1.0, 0.05, 20, NETF(nccl_net_step_scale), 0},
     {"nccl_ll_efficiency", 1.0, 0.05, 1, NETF(nccl_ll_efficiency), 0},
     {"nccl_ll128_efficiency", 1.0, 0.05, 1, NETF(nccl_ll128_efficiency), 0},
     {"nccl_nvls_step", 2e-6, 1e-9, 50e-6, NETF(nccl_nvls_step), 1},
@@ -194,6 +196,8 @@ static void fit_start(const deftsim_nt_table *t, size_t nt, double *x)
     for (int i = 0; i < NF; i++) {
         double v = *(const double *)((const char *)cfg + FIGURES[i].off);
         if (v > 0) x[i] = v;
+        /* the network's step scale unset (-1): it starts where the node's is */
+        if (v < 0 && i > 0 && !strcmp(FIGURES[i].key, "nccl_net_step_scale")) x[i] = x[i - 1];
     }
     deftsim_config_free(cfg);
 }
@@ -233,9 +237,10 @@ static deftsim_status fit(const vopts *o, const deftsim_nt_table *t, size_t nt, 
             }
         if (!moved) step /= 2;
         fprintf(stderr, "validate: fit round %d: mean |log ratio| %.4f (launch %.2f us + %.2f us a "
-                        "further GPU of a thread, nvl %.3f, net %.3f, step x %.3f, LL %.3f, "
-                        "LL128 %.3f, NVLS step %.2f us)\n",
-                round + 1, best, x[0] * 1e6, x[1] * 1e6, x[2], x[3], x[4], x[5], x[6], x[7] * 1e6);
+                        "further GPU of a thread, nvl %.3f, net %.3f, step x %.3f, network step x %.3f, "
+                        "LL %.3f, LL128 %.3f, NVLS step %.2f us)\n",
+                round + 1, best, x[0] * 1e6, x[1] * 1e6, x[2], x[3], x[4], x[5], x[6], x[7],
+                x[8] * 1e6);
     }
     /* One preset under every table: the file names it, so that a scenario naming the file
      * (preset_file) gets the node keys with the fitted figures. */

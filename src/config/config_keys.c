@@ -353,6 +353,10 @@ static const keydef base_keys[] = {
     {KEY("network", "nccl_step_scale", "number in [0, 100]", "1",
          "nccl_model = tuned: multiplies NCCL's per-step latencies"),
      .type = T_DOUBLE, .off = F(network.nccl_step_scale), .lo = 0, .hi = 100},
+    {KEY("network", "nccl_net_step_scale", "number in [0, 100], or -1", "-1",
+         "nccl_model = tuned: multiplies NCCL's per-step latencies between nodes (-1: "
+         "nccl_step_scale does)"),
+     .type = T_DOUBLE, .off = F(network.nccl_net_step_scale), .lo = -1, .hi = 100},
     {KEY("network", "nccl_ll_efficiency", "number in (0, 1]", "1",
          "nccl_model = tuned: the further fraction of the link an LL transfer achieves"),
      .type = T_DOUBLE, .off = F(network.nccl_ll_efficiency), .lo = 0, .hi = 1, .flags = LO_OPEN},

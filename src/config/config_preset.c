@@ -54,6 +54,9 @@ static const deftsim_config_preset_key h100[] = {
                 "status ok, all rows, the GCP Ethernet one left out"),
     {"nccl_nvls_step", "3.797us", "fitted with nccl_launch (same tables; the NVLS allreduce rows "
                                   "of the one-node tables constrain it)"},
+    {"nccl_net_step_scale", "-1",
+     "as nccl_step_scale: no H100 table has a call under 32 MiB across nodes (fitted, it "
+     "went to 8.0 for the 10-node 32 MiB rows; docs/NETWORK.md)"},
 };
 
 static const deftsim_config_preset_key a100[] = {
@@ -66,14 +69,13 @@ static const deftsim_config_preset_key a100[] = {
     NCCL_VALIDATED,
     {"nccl_arch", "ampere", "A100: NCCL's Ampere constants"},
     {"nccl_channels", "16", "two channels a NIC"},
-    NCCL_FITTED("4.312us", "4us",
-                "fitted alone on the same tables (2026-12-06, a scan of its mean |log ratio|, "
-                "0.1398) after a multi-GPU thread's launches became the call's floor; the OCI "
-                "tables are -g 8 runs",
-                "0.7655", "0.5299", "1.4941", "0.3244", "0.7416",
-                "fitted (deftsim validate nccl --fit, 8 rounds) to the 8 A100 tables of "
-                "sim/validation/nccl with status ok, all rows, each with its NCCL release's "
-                "tuning figures"),
+    NCCL_FITTED("3.999us", "4us",
+                "fitted with the rest (same tables)",
+                "0.7655", "0.5299", "1.6809", "0.2839", "0.7416",
+                "fitted (validate nccl --fit, 10 rounds, mean |log ratio| 0.1242) to the 8 A100 "
+                "tables of sim/validation/nccl with status ok, each with its NCCL's figures"),
+    {"nccl_net_step_scale", "0.747", "fitted with nccl_launch (same tables; the 2- to 16-node "
+                                     "ABCI rows below 1 MiB constrain it)"},
 };
 
 static const deftsim_config_preset_key v100[] = {
@@ -88,11 +90,12 @@ static const deftsim_config_preset_key v100[] = {
     NCCL_VALIDATED,
     {"nccl_arch", "volta", "V100: NCCL's Volta constants"},
     {"nccl_channels", "8", "two channels a NIC"},
-    NCCL_FITTED("0.026us", "1us", "fitted with nccl_launch (same tables)", "0.75", "0.75", "1.6875", "0.25", "1",
-                "fitted (deftsim validate nccl --fit, 8 rounds, NCCL 2.8's tuning figures) to "
-                "the 3 V100 tables of "
-                "sim/validation/nccl with status ok (4-GPU ABCI nodes with their platform keys, "
-                "not DGX-1; every run one GPU a thread, so nccl_launch_gpu keeps its start)"),
+    NCCL_FITTED("0.065us", "1us", "fitted with nccl_launch (same tables)", "0.6562", "0.8438", "1.4766",
+                "0.3125", "0.6562",
+                "fitted (validate nccl --fit, 10 rounds, NCCL 2.8's figures, mean |log ratio| "
+                "0.1869) to the 3 V100 tables with status ok (4-GPU ABCI nodes, not DGX-1)"),
+    {"nccl_net_step_scale", "1.055", "fitted with nccl_launch (same tables; the 2- and 32-node "
+                                     "rows below 1 MiB constrain it)"},
 };
 
 #define KEYS(a) a, sizeof a / sizeof a[0]

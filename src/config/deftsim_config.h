@@ -187,6 +187,8 @@ typedef struct deftsim_config {
         double nccl_nvl_efficiency;       /* tuned: achieved fraction of intra-node links */
         double nccl_net_efficiency;       /* tuned: achieved fraction between nodes */
         double nccl_step_scale;           /* tuned: factor on NCCL's per-step latencies */
+        double nccl_net_step_scale;       /* tuned: that factor for steps between nodes; -1: as
+                                             nccl_step_scale */
         double nccl_ll_efficiency;        /* tuned: LL's further achieved fraction */
         double nccl_ll128_efficiency;     /* tuned: LL128's further achieved fraction */
         double nccl_nvls_step;            /* tuned: seconds an NVLS chunk step adds */

@@ -985,6 +985,47 @@ Test(sim_nccl, ring_latency_is_nccls_sum_over_steps)
     cr_expect(t < k.base + 14 * k.lat_net * 0.5, "%.3f us: not 14 network steps", t * 1e6);
 }
 
+/* A hop's step latency lies on the chunk's path: a one-chunk tree allreduce climbs and
+ * descends the nodes' tree one level a round, and a round whose receive crossed nodes costs
+ * the network's step latency even where the rank sends nothing in it. From 2 to 32 nodes the
+ * tree is 4 levels deeper each way, so the call grows by about 8 network steps (NCCL's own
+ * latency model: 2 log2(N) of them); before, the receiving rank paid the node's figure and the
+ * call grew by about 1 network step. The network's step scale (nccl_net_step_scale) scales
+ * that growth alone. */
+Test(sim_nccl, tree_latency_lies_on_the_path)
+{
+    double t[2], lat_net = 0, lat_net2 = 0;
+    const uint32_t nodes[2] = {2, 32};
+    for (int i = 0; i < 2; i++) {
+        deftsim_sim_params p;
+        hopper_nodes(&p, 4 * nodes[i]);
+        p.gpus_per_node = 4;
+        p.nics_per_node = 4;
+        p.nccl_channels = 1;
+        p.nccl_algorithm = DEFTSIM_NCCL_TREE;
+        p.nccl_proto = DEFTSIM_NCCL_PROTO_LL;
+        sim_nccl_call k;
+        sim_nccl_plan_call(&p, SIM_NCCL_ALLREDUCE, 4, &k);
+        lat_net = k.lat_net;
+        t[i] = run1(&p, DEFTSIM_STEP_ALLREDUCE, 4, 0, 0, NULL);
+        if (i == 1) {
+            p.nccl_net_step_scale = 2; /* the node's steps keep nccl_step_scale = 1 */
+            sim_nccl_plan_call(&p, SIM_NCCL_ALLREDUCE, 4, &k);
+            lat_net2 = k.lat_net;
+            cr_expect(fabs(lat_net2 - 2 * lat_net) < 1e-15, "net step %.3f us, want %.3f us",
+                      lat_net2 * 1e6, 2 * lat_net * 1e6);
+            double t2 = run1(&p, DEFTSIM_STEP_ALLREDUCE, 4, 0, 0, NULL);
+            cr_expect(rel(t2 - t[1], 8 * lat_net) < 0.25,
+                      "doubling the network's steps added %.3f us, 8 of them %.3f us",
+                      (t2 - t[1]) * 1e6, 8 * lat_net * 1e6);
+        }
+    }
+    cr_expect(rel(t[1] - t[0], 8 * lat_net) < 0.25,
+              "4 B tree allreduce: %.3f us on 2 nodes, %.3f us on 32; grew %.3f us, 8 network "
+              "steps %.3f us",
+              t[0] * 1e6, t[1] * 1e6, (t[1] - t[0]) * 1e6, 8 * lat_net * 1e6);
+}
+
 /* nccl_tuning = 2.8: NCCL 2.8.4's figures. On one Ampere node LL runs at a quarter of the bus
  * (2.30: half), so its predicted time at 1 MiB is longer; NVLS does not exist; LL128 is off on
  * Hopper; the LL base latency is 3.6 us (2.30: 6.6 us). */
