@@ -203,7 +203,7 @@ def interrupted(what, kind, args, sig, when, group, ref):
         check(f"resumed: {len(done)} points kept" in r.stderr, f"{what}: the run resumes: {r.stderr}")
     for f, d in kept.items():
         check(digest(os.path.join(out, f)) == d, f"{what}: {f} is kept, not run again")
-    check(not leftovers(out), f"{what}: no temporary file after the resume")
+    check(not leftovers(out), f"{what}: no temporary file after the resume: {leftovers(out)}")
     compare_folder(what, out, ref)
 
 
@@ -268,7 +268,10 @@ compute = none
         check("second signal" in err or "stopped by SIGINT" in err, f"two SIGINTs: {err}")
         r = subprocess.run([EXE, "run", scen, "-o", o, "-q"], capture_output=True, text=True)
         check(r.returncode == 0, f"two SIGINTs: the same command resumes: {r.stderr}")
-        check(not leftovers(o), "two SIGINTs: no temporary file after the resume")
+        left = leftovers(o)
+        check(not left, f"two SIGINTs: no temporary file after the resume: {left}; the first "
+                        f"process: exit {p.returncode}, stderr: {err!r}; the resume's stderr: "
+                        f"{r.stderr!r}")
         compare_folder("two SIGINTs", o, refr)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
