@@ -76,14 +76,20 @@ static void round_free(round_t *rd)
     free(rd->slots);
 }
 
+/* Whether peer sits on another node than this rank (ranks fill the nodes in order). */
+static int crosses_nodes(const round_t *rd, uint32_t peer)
+{
+    uint32_t G = gpn(rd->w->ctx->p);
+    return peer / G != sim_rank(rd->w) / G;
+}
+
 /* Receives are posted before sends, in the order both sides agree on (channel, then child). */
 static void round_recv(round_t *rd, uint32_t src)
 {
     rd->slots[rd->nrecv] = NULL;
     rd->comms[rd->n++] = sim_irecv(rd->w, src, &rd->slots[rd->nrecv]);
     rd->nrecv++;
-    uint32_t G = rd->w->ctx->p->gpus_per_node ? rd->w->ctx->p->gpus_per_node : 1;
-    rd->rcross += src / G != sim_rank(rd->w) / G;
+    rd->rcross += crosses_nodes(rd, src);
 }
 
 /* A send of `bytes` of data: on the wire as the call's protocol moves them, at the achieved
@@ -91,8 +97,7 @@ static void round_recv(round_t *rd, uint32_t src)
 static void round_send(round_t *rd, uint32_t dst, uint64_t bytes)
 {
     const sim_nccl_call *k = rd->call;
-    uint32_t G = rd->w->ctx->p->gpus_per_node ? rd->w->ctx->p->gpus_per_node : 1;
-    int cross = dst / G != sim_rank(rd->w) / G;
+    int cross = crosses_nodes(rd, dst);
     double eff = cross ? k->eff_net : k->eff_intra;
     uint64_t wire = bytes;
     if (k->wire != 1 || eff != 1) wire = (uint64_t)ceil((double)bytes * k->wire / eff);
@@ -140,8 +145,7 @@ static void round_send_as(round_t *rd, uint32_t dst, double each, double m)
 {
     const sim_nccl_call *k = rd->call;
     const deftsim_sim_params *p = rd->w->ctx->p;
-    uint32_t G = p->gpus_per_node ? p->gpus_per_node : 1;
-    int cross = dst / G != sim_rank(rd->w) / G;
+    int cross = crosses_nodes(rd, dst);
     double eff = cross ? k->eff_net : k->eff_intra;
     double wire1 = k->wire != 1 || eff != 1 ? ceil(each * k->wire / eff) : each;
     double env = (double)p->envelope_bytes;
