@@ -96,6 +96,12 @@ static const char *check_kind_field(double v)
     return v == -1 || (v >= 0 && v <= 6) ? NULL : "is neither -1 (the key field) nor in [0, 6]";
 }
 
+static const char *check_net_step_scale(double v)
+{
+    return v == -1 || (v >= 0 && v <= 100) ? NULL
+                                           : "is neither -1 (as nccl_step_scale) nor in [0, 100]";
+}
+
 static const int index_byte_choices[] = {4, 8, 0};
 static const int value_byte_choices[] = {4, 2, 0};
 
@@ -356,7 +362,8 @@ static const keydef base_keys[] = {
     {KEY("network", "nccl_net_step_scale", "number in [0, 100], or -1", "-1",
          "nccl_model = tuned: multiplies NCCL's per-step latencies between nodes (-1: "
          "nccl_step_scale does)"),
-     .type = T_DOUBLE, .off = F(network.nccl_net_step_scale), .lo = -1, .hi = 100},
+     .type = T_DOUBLE, .off = F(network.nccl_net_step_scale), .lo = -1, .hi = 100,
+     .check = check_net_step_scale},
     {KEY("network", "nccl_ll_efficiency", "number in (0, 1]", "1",
          "nccl_model = tuned: the further fraction of the link an LL transfer achieves"),
      .type = T_DOUBLE, .off = F(network.nccl_ll_efficiency), .lo = 0, .hi = 1, .flags = LO_OPEN},
