@@ -285,4 +285,21 @@ void deftsim_kctx_set_log(deftsim_kctx *ctx, deftsim_kcall *buf, size_t cap);
 /* Calls logged since deftsim_kctx_set_log (may exceed its cap). */
 size_t deftsim_kctx_log_count(const deftsim_kctx *ctx);
 
+/* ---- Bytes touched ----------------------------------------------------------------------
+ * The least bytes a context's operations had to touch, summed since the context was created:
+ * each successful operation's inputs read once and its outputs written once, by its sizes
+ * (top-k of n: 4 n read and 4 k written; segmented operations: their fragments' elements;
+ * gather of m: the m indices read, the m values read by index and written; zero_at: the
+ * indices read and the values written by index; scatter_add: indices and values read, the
+ * destination read and written by index; union: the lists read and the union written;
+ * merge_topk: both sets read, the result written; accumulate: acc and g read and acc written,
+ * or g read and acc written). An element reached by index counts the cache line (64 bytes) it
+ * lies in: m indices spread evenly over n elements touch L (1 - (1 - 1/L)^m) of the array's L
+ * lines. Not counted: what an implementation moves beyond that (extra passes), plus what
+ * callers added with deftsim_kctx_touch for their own loops beside the operations. The engine
+ * turns it into the sparsify stage's floor (docs/TIMING.md). */
+uint64_t deftsim_kctx_bytes(const deftsim_kctx *ctx);
+/* Adds the bytes a caller's own loop touched (read and written, each once) to the count. */
+void deftsim_kctx_touch(deftsim_kctx *ctx, uint64_t bytes);
+
 #endif

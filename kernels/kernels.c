@@ -169,13 +169,22 @@ void deftsim_kctx_set_log(deftsim_kctx *ctx, deftsim_kcall *buf, size_t cap)
 
 size_t deftsim_kctx_log_count(const deftsim_kctx *ctx) { return ctx->log_n; }
 
+uint64_t deftsim_kctx_bytes(const deftsim_kctx *ctx) { return ctx ? ctx->bytes : 0; }
+void deftsim_kctx_touch(deftsim_kctx *ctx, uint64_t bytes)
+{
+    if (ctx) ctx->bytes += bytes;
+}
+
 static int accounting(const deftsim_kctx *ctx) { return ctx->cost_fn || ctx->log; }
 
-/* After a call: on success, charges it to the modelled clock and logs it. Returns st. */
+/* After a call: on success, adds the bytes it had to touch to the context's count, charges it
+ * to the modelled clock and logs it. Returns st. */
 static deftsim_status account(deftsim_kctx *ctx, deftsim_status st, deftsim_kop op, size_t n,
-                              size_t k, size_t segs)
+                              size_t k, size_t segs, uint64_t bytes)
 {
-    if (st || !accounting(ctx)) return st;
+    if (st) return st;
+    ctx->bytes += bytes;
+    if (!accounting(ctx)) return st;
     deftsim_kcall c = {op, n, k, segs};
     if (ctx->cost_fn) ctx->cost_seconds += ctx->cost_fn(ctx->cost_user, &c);
     if (ctx->log) {
@@ -183,6 +192,18 @@ static deftsim_status account(deftsim_kctx *ctx, deftsim_status st, deftsim_kop 
         ctx->log_n++;
     }
     return st;
+}
+
+/* Bytes of the cache lines that m elements of `elem` bytes reached by index touch in an array
+ * of n: spread evenly, L (1 - (1 - 1/L)^m) of its L lines of 64 bytes; at least the m elements
+ * themselves. */
+static uint64_t scattered(size_t m, size_t n, size_t elem)
+{
+    if (!m || !n) return 0;
+    double L = ceil((double)n * (double)elem / 64.0);
+    double lines = L * -expm1((double)m * log1p(-1.0 / L));
+    uint64_t b = (uint64_t)(lines * 64.0), least = (uint64_t)m * elem;
+    return b > least ? b : least;
 }
 
 static size_t seg_elems(const deftsim_kseg *segs, size_t nseg)
@@ -284,7 +305,7 @@ deftsim_status deftsim_k_absmax(deftsim_kctx *ctx, const float *x, size_t n, flo
     if ((st = begin(ctx, op)) || (st = check_n(op, n)) || (st = check_ptr(op, x, n > 0, "x")) ||
         (st = check_ptr(op, out, 1, "output")))
         return st;
-    return account(ctx, ctx->be->absmax(ctx, x, n, out), op, n, 0, 0);
+    return account(ctx, ctx->be->absmax(ctx, x, n, out), op, n, 0, 0, (uint64_t)n * sizeof *x);
 }
 
 deftsim_status deftsim_k_topk_scratch(const deftsim_kctx *ctx, size_t n, size_t k, size_t *bytes)
@@ -308,7 +329,8 @@ deftsim_status deftsim_k_topk(deftsim_kctx *ctx, const float *x, size_t n, size_
         (st = check_ptr(op, x, n > 0, "x")) || (st = check_ptr(op, idx_out, k > 0, "output")) ||
         (st = check_scratch(op, need, scratch, scratch_bytes)))
         return st;
-    return account(ctx, ctx->be->topk(ctx, x, n, k, idx_out, scratch, scratch_bytes), op, n, k, 0);
+    return account(ctx, ctx->be->topk(ctx, x, n, k, idx_out, scratch, scratch_bytes), op, n, k, 0,
+                   (uint64_t)n * sizeof *x + (uint64_t)k * sizeof *idx_out);
 }
 
 deftsim_status deftsim_k_segtopk_scratch(const deftsim_kctx *ctx, const deftsim_kseg *segs,
@@ -336,7 +358,9 @@ deftsim_status deftsim_k_segtopk(deftsim_kctx *ctx, const float *x, size_t n,
         (st = check_scratch(op, need, scratch, scratch_bytes)))
         return st;
     st = ctx->be->segtopk(ctx, x, n, segs, nseg, idx_out, scratch, scratch_bytes);
-    return account(ctx, st, op, accounting(ctx) ? seg_elems(segs, nseg) : 0, ksum, nseg);
+    size_t elems = seg_elems(segs, nseg);
+    return account(ctx, st, op, elems, ksum, nseg,
+                   (uint64_t)elems * sizeof *x + (uint64_t)ksum * sizeof *idx_out);
 }
 
 deftsim_status deftsim_k_seg_norms_scratch(const deftsim_kctx *ctx, const deftsim_kseg *segs,
@@ -364,7 +388,9 @@ deftsim_status deftsim_k_seg_norms(deftsim_kctx *ctx, const float *x, size_t n,
         (st = check_scratch(op, need, scratch, scratch_bytes)))
         return st;
     st = ctx->be->seg_norms(ctx, x, n, segs, nseg, norms_out, scratch, scratch_bytes);
-    return account(ctx, st, op, accounting(ctx) ? seg_elems(segs, nseg) : 0, 0, nseg);
+    size_t elems = seg_elems(segs, nseg);
+    return account(ctx, st, op, elems, 0, nseg,
+                   (uint64_t)elems * sizeof *x + (uint64_t)nseg * sizeof *norms_out);
 }
 
 /* Fragments ascending and disjoint (the accumulate pass touches every element once). */
@@ -408,8 +434,12 @@ deftsim_status deftsim_k_accumulate(deftsim_kctx *ctx, float *acc, const float *
         (st = check_ptr(op, sumsq_out, nseg > 0, "output")) ||
         (st = check_scratch(op, need, scratch, scratch_bytes)))
         return st;
-    return ctx->be->accumulate(ctx, acc, g, n, mode, segs, nseg, sumsq_out, scratch,
-                               scratch_bytes);
+    st = ctx->be->accumulate(ctx, acc, g, n, mode, segs, nseg, sumsq_out, scratch, scratch_bytes);
+    /* Not a cost-model operation (the engine's preparation runs it): only its bytes count. */
+    if (!st)
+        ctx->bytes += (uint64_t)n * sizeof *acc * (mode == DEFTSIM_KACC_ADD ? 3 : 2) +
+                      (uint64_t)nseg * sizeof *sumsq_out;
+    return st;
 }
 
 static deftsim_status check_threshold(deftsim_kop op, float t)
@@ -430,7 +460,9 @@ deftsim_status deftsim_k_filter_ge(deftsim_kctx *ctx, const float *x, size_t n, 
         (st = check_ptr(op, count, 1, "count")))
         return st;
     st = ctx->be->filter_ge(ctx, x, n, t, idx_out, cap, count);
-    return account(ctx, st, op, n, st ? 0 : (*count < cap ? *count : cap), 0);
+    size_t written = st ? 0 : (*count < cap ? *count : cap);
+    return account(ctx, st, op, n, written, 0,
+                   (uint64_t)n * sizeof *x + (uint64_t)written * sizeof *idx_out);
 }
 
 deftsim_status deftsim_k_count_ge(deftsim_kctx *ctx, const float *x, size_t n, float t,
@@ -441,7 +473,8 @@ deftsim_status deftsim_k_count_ge(deftsim_kctx *ctx, const float *x, size_t n, f
     if ((st = begin(ctx, op)) || (st = check_n(op, n)) || (st = check_threshold(op, t)) ||
         (st = check_ptr(op, x, n > 0, "x")) || (st = check_ptr(op, count, 1, "count")))
         return st;
-    return account(ctx, ctx->be->count_ge(ctx, x, n, t, count), op, n, 0, 0);
+    return account(ctx, ctx->be->count_ge(ctx, x, n, t, count), op, n, 0, 0,
+                   (uint64_t)n * sizeof *x);
 }
 
 deftsim_status deftsim_k_sample_strided(deftsim_kctx *ctx, const float *x, size_t n,
@@ -466,7 +499,7 @@ deftsim_status deftsim_k_sample_strided(deftsim_kctx *ctx, const float *x, size_
                                      count, start, stride, n);
     }
     st = ctx->be->sample_strided(ctx, x, n, start, stride, count, out_abs);
-    return account(ctx, st, op, 0, count, 0);
+    return account(ctx, st, op, 0, count, 0, (uint64_t)count * 2 * sizeof *x);
 }
 
 deftsim_status deftsim_k_sample_random(deftsim_kctx *ctx, const float *x, size_t n,
@@ -481,7 +514,7 @@ deftsim_status deftsim_k_sample_random(deftsim_kctx *ctx, const float *x, size_t
     if (count > 0 && n == 0)
         return deftsim_error_set(DEFTSIM_E_INPUT, "kernels: sample_random: samples from n = 0");
     st = ctx->be->sample_random(ctx, x, n, count, seed, out_abs);
-    return account(ctx, st, op, 0, count, 0);
+    return account(ctx, st, op, 0, count, 0, (uint64_t)count * 2 * sizeof *x);
 }
 
 deftsim_status deftsim_k_gather(deftsim_kctx *ctx, const float *x, size_t n,
@@ -493,7 +526,8 @@ deftsim_status deftsim_k_gather(deftsim_kctx *ctx, const float *x, size_t n,
         (st = check_ptr(op, idx, m > 0, "indices")) ||
         (st = check_ptr(op, vals_out, m > 0, "output")))
         return st;
-    return account(ctx, ctx->be->gather(ctx, x, n, idx, m, vals_out), op, 0, m, 0);
+    return account(ctx, ctx->be->gather(ctx, x, n, idx, m, vals_out), op, 0, m, 0,
+                   (uint64_t)m * (sizeof *idx + sizeof *x) + scattered(m, n, sizeof *x));
 }
 
 deftsim_status deftsim_k_zero_at(deftsim_kctx *ctx, float *x, size_t n, const deftsim_kidx *idx,
@@ -504,7 +538,8 @@ deftsim_status deftsim_k_zero_at(deftsim_kctx *ctx, float *x, size_t n, const de
     if ((st = begin(ctx, op)) || (st = check_n(op, n)) || (st = check_ptr(op, x, m > 0, "x")) ||
         (st = check_ptr(op, idx, m > 0, "indices")))
         return st;
-    return account(ctx, ctx->be->zero_at(ctx, x, n, idx, m), op, 0, m, 0);
+    return account(ctx, ctx->be->zero_at(ctx, x, n, idx, m), op, 0, m, 0,
+                   (uint64_t)m * sizeof *idx + scattered(m, n, sizeof *x));
 }
 
 deftsim_status deftsim_k_scatter_add(deftsim_kctx *ctx, float *dst, size_t n,
@@ -516,7 +551,8 @@ deftsim_status deftsim_k_scatter_add(deftsim_kctx *ctx, float *dst, size_t n,
         (st = check_ptr(op, dst, m > 0, "destination")) ||
         (st = check_ptr(op, idx, m > 0, "indices")) || (st = check_ptr(op, vals, m > 0, "values")))
         return st;
-    return account(ctx, ctx->be->scatter_add(ctx, dst, n, idx, vals, m), op, 0, m, 0);
+    return account(ctx, ctx->be->scatter_add(ctx, dst, n, idx, vals, m), op, 0, m, 0,
+                   (uint64_t)m * (sizeof *idx + sizeof *vals) + 2 * scattered(m, n, sizeof *dst));
 }
 
 deftsim_status deftsim_k_union_scratch(const deftsim_kctx *ctx, size_t n, size_t *bytes)
@@ -546,8 +582,9 @@ deftsim_status deftsim_k_union(deftsim_kctx *ctx, size_t n, const deftsim_kidx *
             return deftsim_error_set(DEFTSIM_E_USAGE, "kernels: union: list %zu is NULL", j);
     st = ctx->be->union_(ctx, n, lists, lens, nlists, out, cap, count, scratch, scratch_bytes);
     size_t total = 0;
-    for (size_t j = 0; j < nlists && accounting(ctx); j++) total += lens[j];
-    return account(ctx, st, op, n, total, nlists);
+    for (size_t j = 0; j < nlists; j++) total += lens[j];
+    return account(ctx, st, op, n, total, nlists,
+                   (uint64_t)(total + (st ? 0 : *count)) * sizeof *out);
 }
 
 deftsim_status deftsim_k_merge_topk_scratch(const deftsim_kctx *ctx, size_t na, size_t nb,
@@ -582,5 +619,6 @@ deftsim_status deftsim_k_merge_topk(deftsim_kctx *ctx, const deftsim_kidx *ia, c
         return st;
     st = ctx->be->merge_topk(ctx, ia, va, na, ib, vb, nb, k, out_idx, out_val, out_n, scratch,
                              scratch_bytes);
-    return account(ctx, st, op, na + nb, k, 0);
+    return account(ctx, st, op, na + nb, k, 0,
+                   (uint64_t)(na + nb + (st ? 0 : *out_n)) * (sizeof *ia + sizeof *va));
 }

@@ -27,6 +27,7 @@ struct deftsim_kctx {
     double cost_seconds;
     deftsim_kcall *log;
     size_t log_cap, log_n;
+    uint64_t bytes; /* deftsim_kctx_bytes */
 };
 
 struct deftsim_kbackend {

@@ -52,6 +52,7 @@ static void low_pass(const deftsim_sparsifier *s, float *acc, const float *g,
     const float beta = (float)sp_opt_double(&s->p, OPT_BETA), keep = 1.0f - beta;
     for (size_t i = 0; i < n; i++) acc[i] -= keep * g[i];
     for (size_t j = 0; j < k; j++) acc[idx[j]] -= beta * v[j];
+    deftsim_kctx_touch(s->kc, n * sizeof *acc * 3 + k * (sizeof *idx + sizeof *v));
 }
 
 /* The mass the filter removes from one worker (signed and absolute), outside the timing. */
@@ -73,6 +74,7 @@ static void low_pass_loss(const deftsim_sparsifier *s, const float *g, const def
     }
     *lost += keep * sg;
     *lost_abs += keep * sa;
+    deftsim_kctx_touch(s->kc, n * sizeof *g + k * (sizeof *idx + sizeof *v));
 }
 
 static deftsim_status cltk_step(deftsim_sparsifier *s, uint64_t t, const deftsim_acc_provider *a)

@@ -39,7 +39,7 @@ static deftsim_status dense_step(deftsim_sparsifier *s, uint64_t t, const deftsi
     for (uint32_t w = s->lo; w < s->hi; w++) {
         if ((st = sp_get(a, w, &acc))) return st;
         sp_agg_add(s, acc, s->n, w);
-        memset(acc, 0, (size_t)s->n * sizeof *acc);
+        sp_zero_acc(s, acc);
         if ((st = sp_release(a, w))) return st;
     }
     if ((st = sp_chain_out(s, s->agg_val, bytes)) || (st = sp_chain_bcast(s, s->agg_val, bytes)))

@@ -172,6 +172,9 @@ static deftsim_status merge_into(deftsim_sparsifier *s, gtopk_state *d, uint32_t
     memcpy(ia, d->tmp_idx, on * sizeof *ia);
     memcpy(va, d->tmp_val, on * sizeof *va);
     d->cur_n[q] = on;
+    /* the table's pass: both sets read into it, the kept ones copied back */
+    deftsim_kctx_touch(s->kc, (na + nb) * (sizeof *ia + sizeof *va + sizeof tb->slot[0]) +
+                                  2 * on * (sizeof *ia + sizeof *va));
     return DEFTSIM_OK;
 }
 

@@ -218,6 +218,8 @@ const double *sp_norms(const deftsim_acc_provider *a, uint32_t w);
 
 /* agg_val[i] = (w == 0 ? v[i] : agg_val[i] + v[i]) for i < m: the emulated allreduce sum. */
 void sp_agg_add(deftsim_sparsifier *s, const float *v, uint64_t m, uint32_t w);
+/* A worker's whole accumulator zeroed (its residual after a dense step). */
+void sp_zero_acc(deftsim_sparsifier *s, float *acc);
 /* agg_val[0..nnz) /= P and the derived metrics (nnz, build-up, density). */
 void sp_agg_finish(deftsim_sparsifier *s, uint64_t nnz);
 /* The derived metrics alone (sp_agg_finish's, for a step that computes no values). */

@@ -318,7 +318,7 @@ static deftsim_status ok_dense(deftsim_sparsifier *s, const deftsim_acc_provider
     for (uint32_t w = s->lo; w < s->hi; w++) {
         if ((st = sp_get(a, w, &acc))) return st;
         sp_agg_add(s, acc, s->n, w);
-        memset(acc, 0, (size_t)s->n * sizeof *acc);
+        sp_zero_acc(s, acc);
         s->res.local_count[w] = 0;
         if ((st = sp_release(a, w))) return st;
     }

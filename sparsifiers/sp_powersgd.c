@@ -230,7 +230,7 @@ static deftsim_status warmup_step(deftsim_sparsifier *s, const deftsim_acc_provi
         if ((st = sp_get(a, w, &acc))) return st;
         for (uint64_t i = 0; i < s->n; i++) acc[i] /= (float)s->P;
         sp_agg_add(s, acc, s->n, w);
-        memset(acc, 0, (size_t)s->n * sizeof *acc);
+        sp_zero_acc(s, acc);
         if ((st = sp_release(a, w))) return st;
     }
     if ((st = sp_chain_out(s, s->agg_val, bytes)) || (st = sp_chain_bcast(s, s->agg_val, bytes)))
@@ -344,7 +344,7 @@ static deftsim_status pass_residual(deftsim_sparsifier *s, psgd_state *d,
         if (ef)
             for (uint64_t i = 0; i < s->n; i++) acc[i] -= s->agg_val[i];
         else
-            memset(acc, 0, (size_t)s->n * sizeof *acc);
+            sp_zero_acc(s, acc);
         sp_charge(s, c_res, d->ph_residual, w, sp_now(s) - t0);
         if ((st = sp_release(a, w))) return st;
     }

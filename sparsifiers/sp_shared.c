@@ -234,6 +234,14 @@ void sp_agg_add(deftsim_sparsifier *s, const float *v, uint64_t m, uint32_t w)
         memcpy(a, v, m * sizeof *a);
     else
         for (uint64_t i = 0; i < m; i++) a[i] += v[i];
+    /* v read, the aggregate written (and read before, after the first worker) */
+    deftsim_kctx_touch(s->kc, m * sizeof *a * (w == 0 ? 2 : 3));
+}
+
+void sp_zero_acc(deftsim_sparsifier *s, float *acc)
+{
+    memset(acc, 0, (size_t)s->n * sizeof *acc);
+    deftsim_kctx_touch(s->kc, s->n * sizeof *acc);
 }
 
 void sp_agg_finish(deftsim_sparsifier *s, uint64_t nnz)

@@ -74,6 +74,54 @@ static void sum_rows(double *sum, const float *const *a, uint32_t m, size_t cnt)
 #define sum_rows sum_rows_generic
 #endif
 
+/* The probe of the average's additions (deftsim_acc_sum_rate): each task adds GEN_WORKERS rows
+ * of CHUNK elements into one chunk's sums SUM_PROBE_REPS times, the preparation pass's inner
+ * step on data it holds in cache. */
+#define SUM_PROBE_REPS 8u
+
+typedef struct {
+    float *rows;  /* per thread: GEN_WORKERS x CHUNK */
+    double *sums; /* per thread: CHUNK */
+    size_t cnt;   /* CHUNK */
+} sum_probe;
+
+static deftsim_status sum_probe_task(void *ctx, size_t i, unsigned thread)
+{
+    (void)i;
+    sum_probe *p = ctx;
+    const float *rows[GEN_WORKERS];
+    float *base = p->rows + (size_t)thread * GEN_WORKERS * CHUNK;
+    for (uint32_t j = 0; j < GEN_WORKERS; j++) rows[j] = base + (size_t)j * CHUNK;
+    for (unsigned r = 0; r < SUM_PROBE_REPS; r++)
+        sum_rows(p->sums + (size_t)thread * CHUNK, rows, GEN_WORKERS, p->cnt);
+    return DEFTSIM_OK;
+}
+
+deftsim_status deftsim_acc_sum_rate(unsigned threads, double *rate)
+{
+    *rate = NAN;
+    if (threads < 1) threads = 1;
+    sum_probe p = {malloc((size_t)threads * GEN_WORKERS * CHUNK * sizeof(float)),
+                   calloc((size_t)threads * CHUNK, sizeof(double)), CHUNK};
+    deftsim_status st = DEFTSIM_OK;
+    if (!p.rows || !p.sums) st = deftsim_error_nomem("the average's addition probe");
+    for (size_t i = 0; !st && i < (size_t)threads * GEN_WORKERS * CHUNK; i++)
+        p.rows[i] = 1.0f / (float)(1 + i % 1021);
+    const size_t tasks = 4 * (size_t)threads;
+    const double adds = (double)tasks * SUM_PROBE_REPS * GEN_WORKERS * CHUNK;
+    /* Once to warm the caches and the code, then timed three times: the best. */
+    if (!st) st = deftsim_par_run(threads, threads, sum_probe_task, &p);
+    for (int k = 0; k < 3 && !st; k++) {
+        double t0 = deftsim_now();
+        st = deftsim_par_run(threads, tasks, sum_probe_task, &p);
+        double dt = deftsim_now() - t0;
+        if (!st && dt > 0 && !(adds / dt <= *rate)) *rate = adds / dt;
+    }
+    free(p.rows);
+    free(p.sums);
+    return st;
+}
+
 /* Chunk c of the preparation pass: acc_w = residual_w + g_w for tracked workers, and the
  * average of every worker's accumulator, summed in worker order in double. */
 static deftsim_status prepare_chunk(void *ctx, size_t c, unsigned thread)
@@ -661,8 +709,9 @@ void deftsim_acc_free(point_state *ps)
     memset(ps, 0, sizeof *ps);
 }
 
-/* Buffer i of the pool, mapped on first use. */
-static float *pool_get(deftsim_engine *e, size_t i)
+/* Buffer i of the pool, mapped on first use; a new mapping's bytes are added to *mapped (the
+ * pages the kernel zeroes at their first write), when mapped is not NULL. */
+static float *pool_get(deftsim_engine *e, size_t i, uint64_t *mapped)
 {
     if (i >= e->npool) {
         float **p = realloc(e->pool, (i + 1) * sizeof *p);
@@ -670,7 +719,11 @@ static float *pool_get(deftsim_engine *e, size_t i)
         e->pool = p;
         while (e->npool <= i) e->pool[e->npool++] = NULL;
     }
-    if (!e->pool[i]) e->pool[i] = deftsim_big_alloc((size_t)e->model->numel * sizeof(float));
+    if (!e->pool[i]) {
+        size_t bytes = (size_t)e->model->numel * sizeof(float);
+        e->pool[i] = deftsim_big_alloc(bytes);
+        if (e->pool[i] && mapped) *mapped += bytes;
+    }
     return e->pool[i];
 }
 
@@ -695,19 +748,19 @@ deftsim_status deftsim_acc_init(point_state *ps, deftsim_engine *e, uint32_t P, 
     if (!ps->res || !ps->chunk_norm2) goto nomem;
     if (data_free) return DEFTSIM_OK; /* no accumulator is ever formed */
     size_t next = 0;
-    if (ps->quality && !(ps->avg = pool_get(e, next++))) goto nomem;
+    if (ps->quality && !(ps->avg = pool_get(e, next++, &ps->mapped_bytes))) goto nomem;
     if (ps->team && ps->quality && !(ps->dsum = malloc(n * sizeof *ps->dsum)))
         goto nomem;
     /* Only this process's block keeps residuals here (all of them without spread mode). */
     for (uint32_t w = ps->lo; w < ps->S && w < ps->hi; w++)
-        if (!(ps->res[w] = pool_get(e, next++))) goto nomem;
+        if (!(ps->res[w] = pool_get(e, next++, &ps->mapped_bytes))) goto nomem;
     /* The resident accumulators (one process only: its block is every worker). */
     if (!ps->team && ps->S < P) {
         uint32_t C = deftsim_engine_resident(e, P);
         ps->C = C < P - ps->S ? C : P - ps->S;
         if (ps->C && !(ps->kept = calloc(ps->C, sizeof *ps->kept))) goto nomem;
         for (uint32_t j = 0; j < ps->C; j++)
-            if (!(ps->kept[j] = pool_get(e, next++))) goto nomem;
+            if (!(ps->kept[j] = pool_get(e, next++, &ps->mapped_bytes))) goto nomem;
     }
     /* The slots, when this process holds a worker without a residual or a resident one. */
     if (ps->S + ps->C < ps->hi) {
@@ -715,10 +768,10 @@ deftsim_status deftsim_acc_init(point_state *ps, deftsim_engine *e, uint32_t P, 
         uint32_t slots = deftsim_engine_regen_slots(e, P);
         ps->nregen = slots < untracked ? slots : untracked;
         for (uint32_t j = 0; j < ps->nregen; j++)
-            if (!(ps->regen[j] = pool_get(e, next++))) goto nomem;
+            if (!(ps->regen[j] = pool_get(e, next++, NULL))) goto nomem;
     }
     if (!deftsim_gradsrc_maps(e->src) && deftsim_engine_needs_grad(e->cfg) &&
-        !(ps->gradbuf = pool_get(e, next++))) goto nomem;
+        !(ps->gradbuf = pool_get(e, next++, NULL))) goto nomem;
     return DEFTSIM_OK;
 nomem:;
     uint32_t S = ps->S;

@@ -31,6 +31,7 @@ typedef struct {
     uint64_t gen_elements;  /* generated or read */
     uint64_t need_elements; /* the least: each worker's gradient once per iteration */
     uint64_t accum_bytes, copy_bytes, flush_bytes, select_bytes, metrics_bytes, write_bytes;
+    uint64_t sum_adds; /* the average's additions (each worker's accumulator into the sums) */
     int trace;         /* the gradients come from a trace: reads, not generation */
     int profile;       /* [device] kind = profile: the phases hold modelled times */
     int repeats;
@@ -41,10 +42,12 @@ typedef struct {
     double phase_seconds[DEFTSIM_STAGES_MAX_PHASES];
     /* The probes, taken at the point's start. */
     unsigned threads;  /* preparation threads */
+    unsigned kthreads; /* the kernel context's threads (the sparsifier's operations) */
     double read_bw1;   /* bytes per second of one cold read on one thread (the best of the
                           point's references) */
     double read_bwn;   /* the same on `threads` threads at once */
     double gen_rate;   /* generator elements per second on `threads` threads; NaN: a trace */
+    double sum_rate;   /* the average's additions per second on `threads` threads, in cache */
     /* The engine's running marks between iterations. */
     double mark_regen, mark_copy, mark_flush;
     uint64_t mark_copies, mark_flushes;

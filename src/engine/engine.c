@@ -350,8 +350,10 @@ static deftsim_status point_iterations(deftsim_engine *e, const point_desc *pd, 
         deftsim_step_result *r = NULL;
         /* Calls outside the phases (the quality metrics' reference top-k) time nothing. */
         if (e->profile) e->profile->missing = 0;
+        uint64_t kb0 = deftsim_kctx_bytes(e->kctx);
         st = deftsim_timing_step(pr->tm, pr->sp, it, ps->data_free ? NULL : &prov, &r);
         double t2 = deftsim_now();
+        uint64_t kbytes = deftsim_kctx_bytes(e->kctx) - kb0;
         if (!st && ps->get_status) st = deftsim_error_set(ps->get_status, "%s", ps->get_msg);
         if (!st && e->profile && /* a phase called an operation the profile has no row for */
             (st = deftsim_profile_check(e->profile, e->cfg->device.profile, pd->method))) {
@@ -367,7 +369,7 @@ static deftsim_status point_iterations(deftsim_engine *e, const point_desc *pd, 
                                      pd->method, r->P, r->k, r->n, pd->P, pd->k, ps->n);
         rec->prepare_seconds += t1 - t0;
         rec->step_seconds += t2 - t1;
-        deftsim_stages_stepped(&rec->stages, ps, pr->tm, r, t2 - t1);
+        deftsim_stages_stepped(&rec->stages, ps, pr->tm, r, t2 - t1, kbytes);
         /* Spread mode: every rank holds the step's result; rank 0 writes it. */
         if (!writes(e)) continue;
         /* [compute]: the rows and the simulation see the whole iteration's schedule. */
@@ -382,8 +384,10 @@ static deftsim_status point_iterations(deftsim_engine *e, const point_desc *pd, 
             r = &whole;
         }
         double t3 = deftsim_now();
+        uint64_t mb0 = deftsim_kctx_bytes(e->kctx);
         if ((st = deftsim_rows_metrics(ps, pd, r, &pr->m))) return st;
         double t4 = deftsim_now();
+        rec->stages.metrics_bytes += deftsim_kctx_bytes(e->kctx) - mb0;
         rec->rows += deftsim_rows_write(&pr->rb, ps, pd, r, &pr->m, t1 - t0, t2 - t1, pr->tm);
         if (pr->rb.werr) /* stop at once: the point cannot be written */
             return deftsim_row_buffer_error(&pr->rb, pr->rb.werr);

@@ -169,6 +169,8 @@ typedef struct {
     double norm2;
     size_t it;                /* iteration index */
     int fresh;                /* first iteration of the point: residuals are zero */
+    uint64_t mapped_bytes;    /* the average, residuals and resident accumulators newly mapped
+                                 for this point: their first write zeroes them (stages.c) */
     uint64_t src_iter;        /* the generator's iteration or the trace's id */
     uint32_t regen_worker;    /* the first worker being regenerated */
     uint32_t regen_nw;        /* how many (regen_block_chunk) */
@@ -218,6 +220,9 @@ deftsim_status deftsim_acc_fused_init(point_state *ps, const deftsim_sparsifier 
  * its squared norm are computed (quality = 1; otherwise norm2 is NaN and the untracked
  * workers' gradients are not generated here). */
 deftsim_status deftsim_acc_prepare(point_state *ps);
+/* The preparation pass's additions into the average's double sums, per second on `threads`
+ * threads at once, on rows held in cache (the accumulate stage's compute floor). */
+deftsim_status deftsim_acc_sum_rate(unsigned threads, double *rate);
 /* The accumulator provider the sparsifier reads the point's accumulators through. */
 deftsim_acc_provider deftsim_acc_provider_of(point_state *ps);
 /* Whether p, the provider's buffer for worker w, is a regeneration slot (the timing
@@ -231,11 +236,13 @@ int deftsim_acc_is_scratch(void *ctx, uint32_t w, const float *p);
 deftsim_status deftsim_stages_begin(deftsim_stages *s, deftsim_engine *e, const point_state *ps,
                                     const deftsim_timing *tm);
 /* After an iteration's preparation of `wall` seconds; busy0: the source's busy seconds before
- * it (deftsim_gradsrc_busy_seconds). */
-void deftsim_stages_prepared(deftsim_stages *s, const point_state *ps, double wall, double busy0);
-/* After an iteration's timed step of `wall` seconds with result r. */
+ * it (deftsim_gradsrc_busy_seconds). Takes the point's newly mapped bytes (ps->mapped_bytes,
+ * zeroed by the kernel at their first write) into the accumulate floor and clears them. */
+void deftsim_stages_prepared(deftsim_stages *s, point_state *ps, double wall, double busy0);
+/* After an iteration's timed step of `wall` seconds with result r; kernel_bytes: what the
+ * step's kernel operations and the sparsifier's loops had to touch (deftsim_kctx_bytes). */
 void deftsim_stages_stepped(deftsim_stages *s, const point_state *ps, const deftsim_timing *tm,
-                            const deftsim_step_result *r, double wall);
+                            const deftsim_step_result *r, double wall, uint64_t kernel_bytes);
 
 /* ---- one point: rows (rows.c) --------------------------------------------------------------- */
 
@@ -261,7 +268,8 @@ typedef struct {
     size_t ncoll, cap_coll;
     double imbalance_seconds, imbalance_cost;
     double captured, topk, ratio;
-    deftsim_kidx *ref_idx;    /* the exact top-k of the average accumulator */
+    deftsim_kidx *ref_idx;    /* the exact top-k of the average accumulator, then the same k
+                                 in index order */
     void *ref_scratch;
     size_t ref_scratch_bytes;
 } step_metrics;

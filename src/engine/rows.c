@@ -85,12 +85,6 @@ static double max_over_mean(const double *v, size_t n)
     return mx / (s / (double)n);
 }
 
-static int cmp_kidx(const void *a, const void *b)
-{
-    deftsim_kidx x = *(const deftsim_kidx *)a, y = *(const deftsim_kidx *)b;
-    return (x > y) - (x < y);
-}
-
 deftsim_status deftsim_rows_metrics(point_state *ps, const point_desc *pd,
                                     const deftsim_step_result *r, step_metrics *m)
 {
@@ -157,9 +151,10 @@ deftsim_status deftsim_rows_metrics(point_state *ps, const point_desc *pd,
         double v = a[r->agg_index[i]];
         cap += v * v;
     }
-    size_t need = 0;
+    size_t need = 0, need_union = 0;
     deftsim_status st = deftsim_k_topk_scratch(e->kctx, (size_t)ps->n, (size_t)pd->k, &need);
-    if (st) return st;
+    if (st || (st = deftsim_k_union_scratch(e->kctx, (size_t)ps->n, &need_union))) return st;
+    if (need_union > need) need = need_union;
     if (need > m->ref_scratch_bytes) {
         free(m->ref_scratch);
         if (!(m->ref_scratch = malloc(need))) {
@@ -168,19 +163,28 @@ deftsim_status deftsim_rows_metrics(point_state *ps, const point_desc *pd,
         }
         m->ref_scratch_bytes = need;
     }
-    if (!m->ref_idx && !(m->ref_idx = malloc((size_t)pd->k * sizeof(deftsim_kidx))))
+    if (!m->ref_idx && !(m->ref_idx = malloc(2 * (size_t)pd->k * sizeof(deftsim_kidx))))
         return deftsim_error_nomem("engine");
+    deftsim_kidx *sorted = m->ref_idx + pd->k;
+    const deftsim_kidx *lists[1] = {m->ref_idx};
+    size_t lens[1] = {(size_t)pd->k}, nsorted = 0;
     if ((st = deftsim_k_topk(e->kctx, a, (size_t)ps->n, (size_t)pd->k, m->ref_idx, m->ref_scratch,
                              m->ref_scratch_bytes)))
         return deftsim_error_wrap(st, "reference top-k of the average accumulator");
     /* Summed in index order, as the aggregate's (sorted) indices are: when both sets are equal
-     * the two fractions are equal to the last bit. */
-    qsort(m->ref_idx, (size_t)pd->k, sizeof *m->ref_idx, cmp_kidx);
+     * the two fractions are equal to the last bit. The union of the one list is its indices
+     * in order. */
+    if (pd->k && (st = deftsim_k_union(e->kctx, (size_t)ps->n, lists, lens, 1, sorted,
+                                       (size_t)pd->k, &nsorted, m->ref_scratch,
+                                       m->ref_scratch_bytes)))
+        return deftsim_error_wrap(st, "reference top-k of the average accumulator, in order");
     double top = 0;
-    for (uint64_t i = 0; i < pd->k; i++) {
-        double v = a[m->ref_idx[i]];
+    for (size_t i = 0; i < nsorted; i++) {
+        double v = a[sorted[i]];
         top += v * v;
     }
+    /* The two sums' reads, beside the operations' own bytes (deftsim_kctx_bytes). */
+    deftsim_kctx_touch(e->kctx, (r->nnz + nsorted) * (sizeof *sorted + sizeof *a));
     if (ps->norm2 > 0) {
         m->captured = cap / ps->norm2;
         m->topk = top / ps->norm2;

@@ -87,22 +87,31 @@ json_t *deftsim_stages_json(const deftsim_stages *s)
     if (!s->need_elements) gen_floor = 0;
     json_t *o = json_object();
     json_object_set_new(o, "probe",
-                        json_pack("{s:i, s:o, s:o, s:o}", "threads", (int)s->threads,
+                        json_pack("{s:i, s:o, s:o, s:o, s:o}", "threads", (int)s->threads,
                                   "read_bytes_per_second", num(bw1),
                                   "read_bytes_per_second_threads", num(s->read_bwn),
-                                  "generator_elements_per_second", num(s->gen_rate)));
+                                  "generator_elements_per_second", num(s->gen_rate),
+                                  "additions_per_second", num(s->sum_rate)));
     json_object_set_new(o, "generate", stage(s->generate, gen_floor, "elements", s->gen_elements));
     json_object_set_new(json_object_get(o, "generate"), "needed_elements",
                         json_integer((json_int_t)s->need_elements));
-    json_object_set_new(o, "accumulate",
-                        stage(s->accumulate, (double)s->accum_bytes / bwn, "bytes", s->accum_bytes));
+    /* The preparation's memory traffic, or its additions into the average's sums at the
+     * probe's rate, whichever is longer: a floor of either part is a floor of the whole. */
+    double acc_floor = (double)s->accum_bytes / bwn;
+    if (s->sum_adds && s->sum_rate > 0 && (double)s->sum_adds / s->sum_rate > acc_floor)
+        acc_floor = (double)s->sum_adds / s->sum_rate;
+    json_object_set_new(o, "accumulate", stage(s->accumulate, acc_floor, "bytes", s->accum_bytes));
+    json_object_set_new(json_object_get(o, "accumulate"), "additions",
+                        json_integer((json_int_t)s->sum_adds));
     json_object_set_new(o, "copy", stage(s->copy, (double)s->copy_bytes / bw1, "bytes", s->copy_bytes));
     json_object_set_new(o, "flush",
                         stage(s->flush, (double)s->flush_bytes / bw1, "bytes", s->flush_bytes));
+    /* The sparsifier's operations run on its kernel context's threads. */
+    double bws = s->kthreads > 1 ? bwn : bw1;
     json_object_set_new(o, "sparsify",
-                        stage(s->sparsify, (double)s->select_bytes / bw1, "bytes", s->select_bytes));
+                        stage(s->sparsify, (double)s->select_bytes / bws, "bytes", s->select_bytes));
     json_object_set_new(o, "metrics",
-                        stage(s->metrics, (double)s->metrics_bytes / bw1, "bytes", s->metrics_bytes));
+                        stage(s->metrics, (double)s->metrics_bytes / bws, "bytes", s->metrics_bytes));
     json_object_set_new(o, "simulate", stage(s->simulate, NAN, NULL, 0));
     json_object_set_new(o, "write", stage(s->write, NAN, "bytes", s->write_bytes));
     json_t *ph = json_object();
@@ -131,11 +140,14 @@ deftsim_status deftsim_stages_begin(deftsim_stages *s, deftsim_engine *e, const 
     deftsim_timing_overheads(tm, &s->mark_copy, &s->mark_flush, &s->mark_copies, &s->mark_flushes);
     deftsim_stages_probe_parallel(s, deftsim_timing_buffer(tm), (size_t)ps->n * sizeof(float),
                                   e->prep_threads);
+    s->sum_rate = NAN;
+    s->kthreads = e->kctx ? deftsim_kctx_threads(e->kctx) : 1;
     if (ps->data_free) return DEFTSIM_OK;
-    return deftsim_gradsrc_rate(e->src, e->prep_threads, &s->gen_rate);
+    deftsim_status st = deftsim_acc_sum_rate(e->prep_threads, &s->sum_rate);
+    return st ? st : deftsim_gradsrc_rate(e->src, e->prep_threads, &s->gen_rate);
 }
 
-void deftsim_stages_prepared(deftsim_stages *s, const point_state *ps, double wall, double busy0)
+void deftsim_stages_prepared(deftsim_stages *s, point_state *ps, double wall, double busy0)
 {
     const deftsim_engine *e = ps->e;
     if (ps->data_free) {
@@ -153,11 +165,19 @@ void deftsim_stages_prepared(deftsim_stages *s, const point_state *ps, double wa
     s->accumulate += wall - gen;
     uint64_t acc = (uint64_t)(ps->hi < ps->S ? ps->hi : ps->S) - (ps->lo < ps->S ? ps->lo : ps->S);
     uint64_t nb = ps->n * sizeof(float);
-    s->accum_bytes += acc * nb * (ps->fresh ? 1 : 2) + (uint64_t)ps->C * nb + (ps->quality ? nb : 0);
+    /* Residuals read and written (written only in a point's first iteration), the resident
+     * accumulators and the average written, and the pages mapped for them zeroed by the
+     * kernel before their first write. */
+    s->accum_bytes += acc * nb * (ps->fresh ? 1 : 2) + (uint64_t)ps->C * nb + (ps->quality ? nb : 0) +
+                      ps->mapped_bytes;
+    ps->mapped_bytes = 0;
+    /* The average: every worker's accumulator added into the double sums (this rank's own in
+     * spread mode). */
+    if (ps->quality) s->sum_adds += (uint64_t)(ps->team ? ps->hi - ps->lo : ps->P) * ps->n;
 }
 
 void deftsim_stages_stepped(deftsim_stages *s, const point_state *ps, const deftsim_timing *tm,
-                            const deftsim_step_result *r, double wall)
+                            const deftsim_step_result *r, double wall, uint64_t kernel_bytes)
 {
     double copy, flush;
     uint64_t copies, flushes;
@@ -186,10 +206,10 @@ void deftsim_stages_stepped(deftsim_stages *s, const point_state *ps, const deft
     double own = wall - regen - copy - flush;
     s->sparsify += own > 0 ? own : 0;
     if (!ps->data_free) {
-        /* Every repetition reads each of this process's workers' accumulators at least once. */
-        s->select_bytes += (uint64_t)R * (ps->hi - ps->lo) * nb;
+        /* What the step's kernel operations, every repetition, and the sparsifier's own
+         * loops had to touch (deftsim_kctx_bytes). */
+        s->select_bytes += kernel_bytes;
         s->need_elements += (uint64_t)(ps->quality && !ps->team ? ps->P : ps->hi - ps->lo) * ps->n;
-        if (ps->quality) s->metrics_bytes += nb;
     }
     double ref = deftsim_timing_reference(tm);
     if (ref > 0 && (double)nb / ref > s->read_bw1) s->read_bw1 = (double)nb / ref;

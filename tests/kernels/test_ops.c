@@ -663,3 +663,55 @@ Test(ops, merge_topk)
         free(vb);
     }
 }
+
+/* deftsim_kctx_bytes: each operation's inputs read once and outputs written once, by its
+ * sizes; an element reached by index counts the cache line it lies in, spread evenly; a
+ * failed call counts nothing; deftsim_kctx_touch adds a caller's own. */
+Test(ops, bytes_touched)
+{
+    const size_t n = 1 << 16, k = 100;
+    float *x = malloc(n * sizeof *x), *v = malloc(n * sizeof *v);
+    deftsim_kidx *idx = malloc(n * sizeof *idx);
+    cr_assert(x && v && idx);
+    for (size_t i = 0; i < n; i++) x[i] = (float)((i * 2654435761u) % 1000003) - 500000.0f;
+    deftsim_kctx *ctx = NULL;
+    cr_assert_eq(deftsim_kctx_new(&ctx, "cpu", 1), DEFTSIM_OK);
+    cr_assert_eq(deftsim_kctx_bytes(ctx), 0);
+    size_t sb = 0;
+    cr_assert_eq(deftsim_k_topk_scratch(ctx, n, k, &sb), DEFTSIM_OK);
+    void *scr = malloc(sb ? sb : 1);
+    cr_assert(scr);
+    cr_assert_eq(deftsim_k_topk(ctx, x, n, k, idx, scr, sb), DEFTSIM_OK);
+    uint64_t want = 4 * n + 4 * k;
+    cr_expect_eq(deftsim_kctx_bytes(ctx), want, "top-k: %llu bytes, want %llu",
+                 (unsigned long long)deftsim_kctx_bytes(ctx), (unsigned long long)want);
+    /* Of the array's L = 4096 lines, m indices count L (1 - (1 - 1/L)^m): for m = 16 nearly
+     * 16 lines, for m = n / 4 98.2 % of them. */
+    for (size_t i = 0; i < 16; i++) idx[i] = (deftsim_kidx)(i * 16);
+    uint64_t b0 = deftsim_kctx_bytes(ctx);
+    cr_assert_eq(deftsim_k_gather(ctx, x, n, idx, 16, v), DEFTSIM_OK);
+    uint64_t lines = (uint64_t)(4096.0 * -expm1(16.0 * log1p(-1.0 / 4096)) * 64.0);
+    cr_expect_eq(deftsim_kctx_bytes(ctx) - b0, 16 * 8 + lines, "gather of 16: %llu",
+                 (unsigned long long)(deftsim_kctx_bytes(ctx) - b0));
+    for (size_t i = 0; i < n / 4; i++) idx[i] = (deftsim_kidx)(i * 4);
+    b0 = deftsim_kctx_bytes(ctx);
+    cr_assert_eq(deftsim_k_zero_at(ctx, v, n, idx, n / 4), DEFTSIM_OK);
+    uint64_t got = deftsim_kctx_bytes(ctx) - b0;
+    uint64_t lines_q = (uint64_t)(4096.0 * -expm1(16384.0 * log1p(-1.0 / 4096)) * 64.0);
+    cr_expect_eq(got, 4 * (n / 4) + lines_q, "zero_at of n / 4: %llu", (unsigned long long)got);
+    cr_expect(lines_q > 0.98 * 4 * n && lines_q <= 4 * n, "%llu of %zu bytes",
+              (unsigned long long)lines_q, 4 * n);
+    /* A refused call touches nothing; a caller's own loop adds what it says. */
+    b0 = deftsim_kctx_bytes(ctx);
+    cr_assert_neq(deftsim_k_topk(ctx, x, n, n + 1, idx, scr, sb), DEFTSIM_OK);
+    cr_expect_eq(deftsim_kctx_bytes(ctx), b0);
+    deftsim_kctx_touch(ctx, 12345);
+    cr_expect_eq(deftsim_kctx_bytes(ctx), b0 + 12345);
+    deftsim_kctx_touch(NULL, 1);
+    cr_expect_eq(deftsim_kctx_bytes(NULL), 0);
+    deftsim_kctx_free(ctx);
+    free(scr);
+    free(x);
+    free(v);
+    free(idx);
+}

@@ -116,6 +116,20 @@ profile = {prof}
         tm = m.get("timing", {})
         check(tm.get("repeats") == 3 and tm.get("repeats_configured") == 3,
               "a cpu sweep runs the configured 3 repetitions: %r" % tm)
+        # The floors' counts (docs/TIMING.md): n = 864, P = 2, k = 44 at d = 0.05, one iteration.
+        # Every repetition's top-k reads each worker's 4 n bytes and writes 4 k; the average
+        # takes P n additions; the metrics' reference top-k reads the average.
+        n, P, R = 864, 2, 3
+        k = m["points"][0].get("k", 44) if m.get("points") else 44
+        st = m["points"][0].get("stages", {}) if m.get("points") else {}
+        sp = st.get("sparsify", {}).get("bytes", 0)
+        check(sp >= R * P * (4 * n + 4 * k), "sparsify bytes %r, at least %d" % (sp, R * P * (4 * n + 4 * k)))
+        adds = st.get("accumulate", {}).get("additions")
+        check(adds == P * n, "the average's additions %r, want %d" % (adds, P * n))
+        mb = st.get("metrics", {}).get("bytes", 0)
+        check(mb >= 4 * n + 4 * k, "metrics bytes %r, at least %d" % (mb, 4 * n + 4 * k))
+        rate = st.get("probe", {}).get("additions_per_second")
+        check(isinstance(rate, float) and rate > 0, "the additions probe: %r" % rate)
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
 
