@@ -54,13 +54,80 @@ static int cmp_desc_key_then_id(const void *a, const void *b)
     return (x->id > y->id) - (x->id < y->id);
 }
 
-static keyed *sorted_desc(const double *keys, size_t n)
+/* A double's bits made to order as the double does (negatives: all bits flipped; others: the
+ * sign bit set), then flipped so that an ascending sort of them is descending in the double.
+ * Exact for every double but NaN and -0 (which compares equal to +0). */
+static uint64_t desc_bits(double x)
 {
-    keyed *t = malloc((n ? n : 1) * sizeof *t);
-    if (!t) return NULL;
-    for (size_t i = 0; i < n; i++) t[i] = (keyed){keys[i], i};
-    qsort(t, n, sizeof *t, cmp_desc_key_then_id);
-    return t;
+    uint64_t u;
+    memcpy(&u, &x, sizeof u);
+    u = (u >> 63) ? ~u : u | (1ULL << 63);
+    return ~u;
+}
+
+#define RADIX_BITS 11
+
+/* ids[0 .. n) receives 0 .. n-1 in descending order of keys, ties in ascending id: the order
+ * cmp_desc_key_then_id gives. A stable least-significant-digit radix sort of desc_bits, 11
+ * bits a pass, skipping the passes in which every key has the same digit: a few passes over
+ * the keys instead of qsort's n log2 n calls of a comparison (DEFT's allocation sorts its
+ * fragments, up to P per tensor, on every worker at every step). With a NaN or a -0 among the
+ * keys, where bits and comparisons disagree, qsort sorts them. Returns -1 when out of memory
+ * (ids then unspecified). */
+static int order_desc(const double *keys, size_t n, size_t *ids)
+{
+    int plain = 1;
+    for (size_t i = 0; i < n && plain; i++)
+        plain = !isnan(keys[i]) && !(keys[i] == 0 && signbit(keys[i]));
+    if (!plain) {
+        keyed *t = malloc((n ? n : 1) * sizeof *t);
+        if (!t) return -1;
+        for (size_t i = 0; i < n; i++) t[i] = (keyed){keys[i], i};
+        qsort(t, n, sizeof *t, cmp_desc_key_then_id);
+        for (size_t i = 0; i < n; i++) ids[i] = t[i].id;
+        free(t);
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) ids[i] = i;
+    if (n < 2) return 0;
+    uint64_t *kbuf = malloc(2 * n * sizeof *kbuf);
+    size_t *ibuf = malloc(n * sizeof *ibuf);
+    if (!kbuf || !ibuf) {
+        free(kbuf);
+        free(ibuf);
+        return -1;
+    }
+    uint64_t *k0 = kbuf, *k1 = kbuf + n;
+    size_t *i0 = ids, *i1 = ibuf;
+    for (size_t i = 0; i < n; i++) k0[i] = desc_bits(keys[i]);
+    uint32_t hist[1u << RADIX_BITS];
+    const uint64_t mask = (1u << RADIX_BITS) - 1;
+    for (unsigned sh = 0; sh < 64; sh += RADIX_BITS) {
+        memset(hist, 0, sizeof hist);
+        for (size_t i = 0; i < n; i++) hist[(k0[i] >> sh) & mask]++;
+        if (hist[(k0[0] >> sh) & mask] == n) continue; /* one digit for all: already in order */
+        uint32_t sum = 0;
+        for (size_t d = 0; d <= mask; d++) {
+            uint32_t h = hist[d];
+            hist[d] = sum;
+            sum += h;
+        }
+        for (size_t i = 0; i < n; i++) {
+            uint32_t o = hist[(k0[i] >> sh) & mask]++;
+            k1[o] = k0[i];
+            i1[o] = i0[i];
+        }
+        uint64_t *tk = k0;
+        k0 = k1;
+        k1 = tk;
+        size_t *ti = i0;
+        i0 = i1;
+        i1 = ti;
+    }
+    if (i0 != ids) memcpy(ids, i0, n * sizeof *ids);
+    free(kbuf);
+    free(ibuf);
+    return 0;
 }
 
 /* Step 2 with either expression for tau: deftsim's floor(remain_k * norm / remain_norm), or the
@@ -68,11 +135,7 @@ static keyed *sorted_desc(const double *keys, size_t n)
 static uint64_t allocate_k(const deftsim_fragment *frags, size_t nfrag, const double *norms,
                            uint64_t k, uint64_t *kj, size_t *order, int authors)
 {
-    keyed *t = sorted_desc(norms, nfrag);
-    if (t) {
-        for (size_t i = 0; i < nfrag; i++) order[i] = t[i].id;
-        free(t);
-    } else {
+    if (order_desc(norms, nfrag, order)) {
         /* Out of memory for the sort keys: an insertion sort in place keeps the result exact. */
         for (size_t i = 0; i < nfrag; i++) {
             size_t v = order[i] = i, p = i;
@@ -239,18 +302,18 @@ deftsim_status deftsim_deft_pack(const deftsim_fragment *frags, size_t nfrag, co
     out->bin_cost = calloc(P, sizeof *out->bin_cost);
     out->bin_k = calloc(P, sizeof *out->bin_k);
     out->common_ids = malloc(nf * sizeof *out->common_ids);
-    keyed *t = NULL;
-    if (!cost || !bin_of || !heap || !out->bin_start || !out->frag_ids || !out->bin_cost ||
+    size_t *t = malloc(nf * sizeof *t);
+    if (!t || !cost || !bin_of || !heap || !out->bin_start || !out->frag_ids || !out->bin_cost ||
         !out->bin_k || !out->common_ids)
         goto nomem;
     /* Common fragments are not packed; their cost key is -1 so they sort last. */
     for (size_t j = 0; j < nfrag; j++)
         cost[j] = kj[j] >= frags[j].size ? -1.0 : deftsim_deft_cost(frags[j].size, kj[j]);
-    if (!(t = sorted_desc(cost, nfrag))) goto nomem;
+    if (order_desc(cost, nfrag, t)) goto nomem;
     for (uint32_t b = 0; b < P; b++) heap[b] = b; /* all loads 0: index order is a valid heap */
     size_t npacked = 0;
     for (size_t i = 0; i < nfrag; i++) {
-        size_t j = t[i].id;
+        size_t j = t[i];
         if (cost[j] < 0) {
             bin_of[j] = UINT32_MAX;
             continue;
@@ -268,7 +331,7 @@ deftsim_status deftsim_deft_pack(const deftsim_fragment *frags, size_t nfrag, co
     uint32_t *fill = heap; /* reuse as per-bin cursor */
     for (uint32_t b = 0; b < P; b++) fill[b] = out->bin_start[b];
     for (size_t i = 0; i < nfrag; i++) {
-        size_t j = t[i].id;
+        size_t j = t[i];
         if (bin_of[j] != UINT32_MAX) out->frag_ids[fill[bin_of[j]]++] = (uint32_t)j;
     }
     for (size_t j = 0; j < nfrag; j++)

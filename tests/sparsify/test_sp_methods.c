@@ -85,6 +85,57 @@ Test(sp_methods, deft_allocation_rules)
     cr_assert_eq(total, 21);
 }
 
+/* The reference order of the allocation: descending norm, ties to the lower index. */
+typedef struct {
+    double key;
+    size_t id;
+} ref_keyed;
+
+static int ref_desc(const void *a, const void *b)
+{
+    const ref_keyed *x = a, *y = b;
+    if (x->key > y->key) return -1;
+    if (x->key < y->key) return 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+Test(sp_methods, deft_allocation_order_matches_comparison_sort)
+{
+    /* The allocation sorts the norms by their bits; the order must be the comparison sort's
+     * for many ties, values spanning exponents, zeros, negatives, and (qsort's path) a NaN. */
+    enum { N = 5000 };
+    double *norms = malloc(N * sizeof *norms);
+    deftsim_fragment *f = malloc(N * sizeof *f);
+    uint64_t *kj = malloc(N * sizeof *kj);
+    size_t *order = malloc(N * sizeof *order);
+    ref_keyed *ref = malloc(N * sizeof *ref);
+    cr_assert(norms && f && kj && order && ref);
+    uint64_t x = 12345;
+    for (int kase = 0; kase < 4; kase++) {
+        for (size_t i = 0; i < N; i++) {
+            x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+            uint32_t r = (uint32_t)(x >> 33);
+            double v = (r % 7 == 0) ? 0.0 : ldexp((double)(r % 97), (int)(r % 61) - 30);
+            if (kase == 1 && r % 5 == 0) v = -v;
+            if (kase == 2 && i == 777) v = NAN;
+            if (kase == 3) v = (double)(r % 3); /* three values: ties everywhere */
+            norms[i] = v;
+            f[i] = (deftsim_fragment){i * 10, 10, (uint32_t)i};
+            ref[i] = (ref_keyed){v, i};
+        }
+        qsort(ref, N, sizeof *ref, ref_desc);
+        (void)deftsim_deft_allocate_k(f, N, norms, 1000, kj, order);
+        for (size_t i = 0; i < N; i++)
+            cr_assert_eq(order[i], ref[i].id, "case %d, position %zu: %zu, want %zu", kase, i,
+                         order[i], ref[i].id);
+    }
+    free(norms);
+    free(f);
+    free(kj);
+    free(order);
+    free(ref);
+}
+
 Test(sp_methods, deft_packing_tie_rules)
 {
     /* k_j = 8 gives cost 3 * size; fragment 3 has k_j = 4 (cost 16); fragment 5 has
