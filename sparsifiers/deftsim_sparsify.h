@@ -245,6 +245,13 @@ void deftsim_sparsifier_free(deftsim_sparsifier *s);
  * (docs/TIMING.md). */
 int deftsim_sparsifier_keeps_state(const deftsim_sparsifier *s);
 
+/* Sets skip_quality (deftsim_sparsifier_params) for the steps that follow and returns the
+ * previous setting. The timing repetitions whose results are dropped (all but the last,
+ * docs/TIMING.md) run with it set: the quality bookkeeping is untimed, so their times and the
+ * kept repetition's result are the same, without the work (gTop-k's table of dropped entries,
+ * CLT-k's filter loss). */
+int deftsim_sparsifier_set_skip_quality(deftsim_sparsifier *s, int skip);
+
 /* Runs iteration t (t counts from 0; DEFT's and CLT-k's leader is t mod P). After a failed
  * step the accumulators and the sparsifier's state are undefined: free it. */
 deftsim_status deftsim_sparsifier_step(deftsim_sparsifier *s, uint64_t t,

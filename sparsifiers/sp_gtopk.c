@@ -38,9 +38,20 @@ typedef struct {
 
 #define SP_EMPTY ((deftsim_kidx)UINT32_MAX) /* never an index: n <= UINT32_MAX */
 
+static size_t tab_home(const sum_table *t, deftsim_kidx i)
+{
+    return (size_t)(((uint64_t)i * 0x9e3779b97f4a7c15ULL) >> t->shift);
+}
+
+/* The table of a large k spans megabytes and its probes land at random: each loop over a list
+ * asks for the slot of the entry TAB_AHEAD places further on before it probes the current one,
+ * so the misses overlap instead of following one another. */
+#define TAB_AHEAD 16
+#define TAB_PREFETCH(t, h) __builtin_prefetch(&(t)->slot[(h)])
+
 static size_t tab_slot(const sum_table *t, deftsim_kidx i)
 {
-    size_t h = (size_t)(((uint64_t)i * 0x9e3779b97f4a7c15ULL) >> t->shift);
+    size_t h = tab_home(t, i);
     while (t->slot[h].key != SP_EMPTY && t->slot[h].key != i) h = (h + 1) & t->mask;
     return h;
 }
@@ -57,6 +68,15 @@ static void tab_add(sum_table *t, deftsim_kidx i, float v)
     }
 }
 
+/* tab_add of every entry of a list, in list order. */
+static void tab_add_list(sum_table *t, const deftsim_kidx *idx, const float *val, size_t m)
+{
+    for (size_t j = 0; j < m; j++) {
+        if (j + TAB_AHEAD < m) TAB_PREFETCH(t, tab_home(t, idx[j + TAB_AHEAD]));
+        tab_add(t, idx[j], val[j]);
+    }
+}
+
 static void tab_clear(sum_table *t)
 {
     for (size_t j = 0; j < t->nused; j++) {
@@ -69,8 +89,10 @@ static void tab_clear(sum_table *t)
 
 typedef struct {
     float *pvals;                 /* P * k: every worker's values at its picks */
-    deftsim_kidx *cur_idx;        /* P * k: the set each participant holds in the tree */
+    deftsim_kidx *cur_idx;        /* P * k: a receiver's set after its merges (slot q) */
     float *cur_val;
+    const deftsim_kidx **set_idx; /* P: the set each participant holds in the tree: its own */
+    const float **set_val;        /*    picks (sel, pvals) until it first merges, then slot q */
     size_t *cur_n;                /* P */
     deftsim_kidx *tmp_idx;        /* k: a merge's output */
     float *tmp_val;
@@ -103,6 +125,8 @@ static deftsim_status gtopk_init(deftsim_sparsifier *s)
         (st = sp_alloc_n(s, &d->cur_idx, pk, sizeof *d->cur_idx, "tree sets")) ||
         (st = sp_alloc_n(s, &d->cur_val, pk, sizeof *d->cur_val, "tree sets")) ||
         (st = sp_alloc_n(s, &d->cur_n, P, sizeof *d->cur_n, "tree sets")) ||
+        (st = sp_alloc_n(s, &d->set_idx, P, sizeof *d->set_idx, "tree sets")) ||
+        (st = sp_alloc_n(s, &d->set_val, P, sizeof *d->set_val, "tree sets")) ||
         (st = sp_alloc_n(s, &d->tmp_idx, k, sizeof *d->tmp_idx, "merge output")) ||
         (st = sp_alloc_n(s, &d->tmp_val, k, sizeof *d->tmp_val, "merge output")) ||
         (st = sp_alloc_n(s, &d->drop_idx, d->drop_cap, sizeof *d->drop_idx, "dropped entries")) ||
@@ -136,45 +160,65 @@ static deftsim_status gtopk_init(deftsim_sparsifier *s)
     return DEFTSIM_OK;
 }
 
+/* The entries a merge of (ia, va) and (ib, vb) dropped, appended to the drop list: the merged
+ * sums, added in the kernel's order (a's entries, then b's), so a dropped entry's value is
+ * exactly what the receiver held for it, less the on entries the merge kept (d->tmp_idx). */
+static deftsim_status record_drops(deftsim_sparsifier *s, gtopk_state *d, const deftsim_kidx *ia,
+                                   const float *va, size_t na, const deftsim_kidx *ib,
+                                   const float *vb, size_t nb, size_t on)
+{
+    sum_table *tb = &d->tab;
+    tab_add_list(tb, ia, va, na);
+    tab_add_list(tb, ib, vb, nb);
+    for (size_t j = 0; j < on; j++) {
+        if (j + TAB_AHEAD < on) TAB_PREFETCH(tb, tab_home(tb, d->tmp_idx[j + TAB_AHEAD]));
+        BIT_SET(tb->kept, tab_slot(tb, d->tmp_idx[j]));
+    }
+    if (d->ndrop + tb->nused - on > d->drop_cap) {
+        tab_clear(tb);
+        return deftsim_error_set(DEFTSIM_E_INTERNAL, "gtopk: more drops than planned");
+    }
+    /* The entries not kept, in the order they entered the table; the same pass empties it. */
+    for (size_t j = 0; j < tb->nused; j++) {
+        if (j + TAB_AHEAD < tb->nused) TAB_PREFETCH(tb, tb->used[j + TAB_AHEAD]);
+        uint32_t h = tb->used[j];
+        if (!BIT_GET(tb->kept, h)) {
+            d->drop_idx[d->ndrop] = tb->slot[h].key;
+            d->drop_val[d->ndrop++] = tb->slot[h].val;
+        }
+        tb->slot[h].key = SP_EMPTY;
+        BIT_CLR(tb->kept, h); /* only its own bit: the word may hold a later entry's */
+    }
+    tb->nused = 0;
+    /* both sets read into the table */
+    deftsim_kctx_touch(s->kc, (na + nb) * (sizeof *ia + sizeof *va + sizeof tb->slot[0]));
+    return DEFTSIM_OK;
+}
+
 /* Receiver q merges sender r's set into its own (timed, charged to q), then records the
- * entries the merge dropped (untimed). */
+ * entries the merge dropped (untimed; not when skip_quality: only the lost mass reads them). */
 static deftsim_status merge_into(deftsim_sparsifier *s, gtopk_state *d, uint32_t q, uint32_t r,
                                  size_t c_merge)
 {
     deftsim_status st;
     const size_t k = (size_t)s->k;
-    deftsim_kidx *ia = d->cur_idx + (size_t)q * k, *ib = d->cur_idx + (size_t)r * k;
-    float *va = d->cur_val + (size_t)q * k, *vb = d->cur_val + (size_t)r * k;
+    const deftsim_kidx *ia = d->set_idx[q], *ib = d->set_idx[r];
+    const float *va = d->set_val[q], *vb = d->set_val[r];
     size_t na = d->cur_n[q], nb = d->cur_n[r], on = 0;
     if ((st = sp_scratch_merge(s, na, nb))) return st;
     SP_TIMED(s, c_merge, d->ph_merge, q,
              deftsim_k_merge_topk(s->kc, ia, va, na, ib, vb, nb, k, d->tmp_idx, d->tmp_val, &on,
                                   s->scratch, s->scratch_bytes));
     s->res.cost[q] += sp_topk_cost(na + nb, k);
-
-    /* The merged sums, added in the kernel's order (a's entries, then b's), so a dropped
-     * entry's value is exactly what the receiver held for it. */
-    sum_table *tb = &d->tab;
-    for (size_t j = 0; j < na; j++) tab_add(tb, ia[j], va[j]);
-    for (size_t j = 0; j < nb; j++) tab_add(tb, ib[j], vb[j]);
-    for (size_t j = 0; j < on; j++) BIT_SET(tb->kept, tab_slot(tb, d->tmp_idx[j]));
-    for (size_t j = 0; j < tb->nused; j++) {
-        uint32_t h = tb->used[j];
-        if (BIT_GET(tb->kept, h)) continue;
-        if (d->ndrop == d->drop_cap) {
-            tab_clear(tb);
-            return deftsim_error_set(DEFTSIM_E_INTERNAL, "gtopk: more drops than planned");
-        }
-        d->drop_idx[d->ndrop] = tb->slot[h].key;
-        d->drop_val[d->ndrop++] = tb->slot[h].val;
-    }
-    tab_clear(tb);
-    memcpy(ia, d->tmp_idx, on * sizeof *ia);
-    memcpy(va, d->tmp_val, on * sizeof *va);
+    if (!s->p.skip_quality && (st = record_drops(s, d, ia, va, na, ib, vb, nb, on))) return st;
+    deftsim_kidx *oi = d->cur_idx + (size_t)q * k;
+    float *ov = d->cur_val + (size_t)q * k;
+    memcpy(oi, d->tmp_idx, on * sizeof *oi);
+    memcpy(ov, d->tmp_val, on * sizeof *ov);
+    d->set_idx[q] = oi;
+    d->set_val[q] = ov;
     d->cur_n[q] = on;
-    /* the table's pass: both sets read into it, the kept ones copied back */
-    deftsim_kctx_touch(s->kc, (na + nb) * (sizeof *ia + sizeof *va + sizeof tb->slot[0]) +
-                                  2 * on * (sizeof *ia + sizeof *va));
+    deftsim_kctx_touch(s->kc, 2 * on * (sizeof *ia + sizeof *va)); /* the kept ones copied back */
     return DEFTSIM_OK;
 }
 
@@ -222,9 +266,11 @@ static deftsim_status gtopk_step(deftsim_sparsifier *s, uint64_t t, const deftsi
     /* Spread mode: every worker's (index, value) set from its rank; the tree then runs on
      * every rank alike. */
     if ((st = sp_share_sel(s, d->pvals, 0))) return st;
-    for (uint32_t w = 0; w < P; w++) d->cur_n[w] = k;
-    memcpy(d->cur_idx, s->sel, (size_t)P * k * sizeof *d->cur_idx);
-    memcpy(d->cur_val, d->pvals, (size_t)P * k * sizeof *d->cur_val);
+    for (uint32_t w = 0; w < P; w++) {
+        d->cur_n[w] = k;
+        d->set_idx[w] = s->sel + (size_t)w * k;
+        d->set_val[w] = d->pvals + (size_t)w * k;
+    }
     d->ndrop = 0;
 
     /* The tree: P2 is the largest power of two <= P; the P - P2 extra ranks fold first. */
@@ -248,8 +294,8 @@ static deftsim_status gtopk_step(deftsim_sparsifier *s, uint64_t t, const deftsi
         if ((st = round_(s, d, "tree", recv, send, np))) return st;
     }
 
-    const deftsim_kidx *F = d->cur_idx;
-    const float *FV = d->cur_val;
+    const deftsim_kidx *F = d->set_idx[0];
+    const float *FV = d->set_val[0];
     const size_t nF = d->cur_n[0];
     if (P > 1) {
         deftsim_step *b = sp_collective(s, DEFTSIM_STEP_BCAST, "final");
@@ -284,7 +330,7 @@ static deftsim_status gtopk_step(deftsim_sparsifier *s, uint64_t t, const deftsi
     const deftsim_kidx *lists[1] = {F};
     size_t lens[1] = {nF};
     uint64_t nnz;
-    for (size_t j = 0; j < nF; j++) tab_add(&d->tab, F[j], FV[j]);
+    tab_add_list(&d->tab, F, FV, nF);
     st = sp_union(s, lists, lens, 1, &nnz);
     for (uint64_t j = 0; !st && j < nnz; j++)
         s->agg_val[j] = d->tab.slot[tab_slot(&d->tab, s->agg_idx[j])].val;

@@ -19,6 +19,13 @@ int deftsim_sparsifier_keeps_state(const deftsim_sparsifier *s)
     return deftsim_method_has(s->p.method, DEFTSIM_METHOD_CAP_KEEPS_STATE);
 }
 
+int deftsim_sparsifier_set_skip_quality(deftsim_sparsifier *s, int skip)
+{
+    int was = s->p.skip_quality;
+    s->p.skip_quality = skip != 0;
+    return was;
+}
+
 static deftsim_status check_params(const deftsim_sparsifier_params *p)
 {
     if (!p) return deftsim_error_set(DEFTSIM_E_USAGE, "sparsifier: NULL parameters");

@@ -515,7 +515,11 @@ deftsim_status deftsim_timing_step(deftsim_timing *t, deftsim_sparsifier *sp, ui
         for (int rep = 0; rep < t->repeats; rep++) {
             reference(t, rep);
             deftsim_sparsifier *one = rep + 1 < t->repeats && t->shadows ? t->shadows[rep] : sp;
-            if ((st = deftsim_sparsifier_step_data_free(one, it, &r))) return st;
+            const int dropped = rep + 1 < t->repeats; /* its result is not kept */
+            int was = dropped ? deftsim_sparsifier_set_skip_quality(one, 1) : 0;
+            st = deftsim_sparsifier_step_data_free(one, it, &r);
+            if (dropped) (void)deftsim_sparsifier_set_skip_quality(one, was);
+            if (st) return st;
             if ((st = record(t, r, rep, &nsteps0))) return st;
         }
         if ((st = summarize(t, r))) return st;
@@ -534,8 +538,12 @@ deftsim_status deftsim_timing_step(deftsim_timing *t, deftsim_sparsifier *sp, ui
         reference(t, rep);
         t->copy_of = UINT32_MAX;
         t->in_place_of = UINT32_MAX;
-        if ((st = deftsim_sparsifier_step(t->shadows ? t->shadows[rep] : sp, it, &copy, &r)))
-            return st;
+        deftsim_sparsifier *one = t->shadows ? t->shadows[rep] : sp;
+        /* its result is not kept: no quality bookkeeping (deftsim_sparsifier_set_skip_quality) */
+        int was = deftsim_sparsifier_set_skip_quality(one, 1);
+        st = deftsim_sparsifier_step(one, it, &copy, &r);
+        (void)deftsim_sparsifier_set_skip_quality(one, was);
+        if (st) return st;
         if ((st = record(t, r, rep, &nsteps0))) return st;
     }
     t->copy_of = UINT32_MAX;
