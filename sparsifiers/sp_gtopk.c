@@ -99,8 +99,10 @@ typedef struct {
     deftsim_kidx *drop_idx;       /* entries dropped at merges (at most k per merge) */
     float *drop_val;
     uint64_t ndrop, drop_cap;
-    sum_table tab;                /* a merge's sums by index (drop tracking, the aggregate) */
-    uint64_t *mark;               /* n bits: the final set */
+    sum_table tab;                /* a merge's sender set by index (drop tracking); F's
+                                     values by index (the aggregate) */
+    uint64_t *mark;               /* n bits: the final set (during the tree: a merge's kept
+                                     set while its drops are recorded) */
     deftsim_kidx *inter;          /* k: one worker's picks that are in F */
     uint32_t *recv, *send;        /* one round's pairs: at most P / 2 + 1 */
     uint64_t entry_bytes;
@@ -138,10 +140,11 @@ static deftsim_status gtopk_init(deftsim_sparsifier *s)
         (st = sp_scratch_topk(s, (size_t)s->n, (size_t)k)) ||
         (st = sp_scratch_merge(s, (size_t)k, (size_t)k)) || (st = sp_scratch_union(s)))
         return st;
-    /* The table holds at most the 2k entries of a merge, at a load of at most one half. */
+    /* The table holds at most k entries (a merge's sender set, or F), at a load of at most
+     * one half. */
     size_t cap = 4;
     unsigned bits = 2;
-    while (cap < 4 * k) {
+    while (cap < 2 * k) {
         cap <<= 1;
         bits++;
     }
@@ -149,7 +152,7 @@ static deftsim_status gtopk_init(deftsim_sparsifier *s)
     d->tab.shift = 64 - bits;
     if ((st = sp_alloc_n(s, &d->tab.slot, cap, sizeof *d->tab.slot, "sum table")) ||
         (st = sp_alloc_n(s, &d->tab.kept, (cap + 63) / 64, sizeof *d->tab.kept, "sum table")) ||
-        (st = sp_alloc_n(s, &d->tab.used, 2 * k, sizeof *d->tab.used, "sum table")))
+        (st = sp_alloc_n(s, &d->tab.used, k, sizeof *d->tab.used, "sum table")))
         return st;
     if (!s->dry)
         for (size_t h = 0; h < cap; h++) d->tab.slot[h].key = SP_EMPTY;
@@ -160,39 +163,59 @@ static deftsim_status gtopk_init(deftsim_sparsifier *s)
     return DEFTSIM_OK;
 }
 
-/* The entries a merge of (ia, va) and (ib, vb) dropped, appended to the drop list: the merged
- * sums, added in the kernel's order (a's entries, then b's), so a dropped entry's value is
- * exactly what the receiver held for it, less the on entries the merge kept (d->tmp_idx). */
+/* The entries a merge of (ia, va) and (ib, vb) dropped, appended to the drop list in the order
+ * a's entries, then b's entries that a does not hold, each list in its own order. A dropped
+ * entry carries the merged sum as the kernel adds it (a's value, plus b's where b holds the
+ * index), exactly what the receiver held for it. The merge kept the on entries of d->tmp_idx,
+ * marked meanwhile in d->mark (clear during the tree: it holds the final set only after). The
+ * table holds b's entries; the bit of a slot in tb->kept says a matched it. */
 static deftsim_status record_drops(deftsim_sparsifier *s, gtopk_state *d, const deftsim_kidx *ia,
                                    const float *va, size_t na, const deftsim_kidx *ib,
                                    const float *vb, size_t nb, size_t on)
 {
     sum_table *tb = &d->tab;
-    tab_add_list(tb, ia, va, na);
+    deftsim_status st = DEFTSIM_OK;
     tab_add_list(tb, ib, vb, nb);
-    for (size_t j = 0; j < on; j++) {
-        if (j + TAB_AHEAD < on) TAB_PREFETCH(tb, tab_home(tb, d->tmp_idx[j + TAB_AHEAD]));
-        BIT_SET(tb->kept, tab_slot(tb, d->tmp_idx[j]));
+    for (size_t j = 0; j < on; j++) BIT_SET(d->mark, d->tmp_idx[j]);
+    for (size_t j = 0; j < na && !st; j++) {
+        if (j + TAB_AHEAD < na) TAB_PREFETCH(tb, tab_home(tb, ia[j + TAB_AHEAD]));
+        size_t h = tab_slot(tb, ia[j]);
+        float v = va[j];
+        if (tb->slot[h].key != SP_EMPTY) {
+            v = v + tb->slot[h].val;
+            BIT_SET(tb->kept, h);
+        }
+        if (BIT_GET(d->mark, ia[j])) continue;
+        if (d->ndrop == d->drop_cap) {
+            st = deftsim_error_set(DEFTSIM_E_INTERNAL, "gtopk: more drops than planned");
+            break;
+        }
+        d->drop_idx[d->ndrop] = ia[j];
+        d->drop_val[d->ndrop++] = v;
     }
-    if (d->ndrop + tb->nused - on > d->drop_cap) {
-        tab_clear(tb);
-        return deftsim_error_set(DEFTSIM_E_INTERNAL, "gtopk: more drops than planned");
-    }
-    /* The entries not kept, in the order they entered the table; the same pass empties it. */
+    /* b's entries in its order (the table's), those a did not hold and the merge did not keep;
+     * the same pass empties the table */
     for (size_t j = 0; j < tb->nused; j++) {
         if (j + TAB_AHEAD < tb->nused) TAB_PREFETCH(tb, tb->used[j + TAB_AHEAD]);
         uint32_t h = tb->used[j];
-        if (!BIT_GET(tb->kept, h)) {
-            d->drop_idx[d->ndrop] = tb->slot[h].key;
-            d->drop_val[d->ndrop++] = tb->slot[h].val;
+        if (!st && !BIT_GET(tb->kept, h) && !BIT_GET(d->mark, tb->slot[h].key)) {
+            if (d->ndrop == d->drop_cap)
+                st = deftsim_error_set(DEFTSIM_E_INTERNAL, "gtopk: more drops than planned");
+            else {
+                d->drop_idx[d->ndrop] = tb->slot[h].key;
+                d->drop_val[d->ndrop++] = tb->slot[h].val;
+            }
         }
         tb->slot[h].key = SP_EMPTY;
         BIT_CLR(tb->kept, h); /* only its own bit: the word may hold a later entry's */
     }
     tb->nused = 0;
-    /* both sets read into the table */
-    deftsim_kctx_touch(s->kc, (na + nb) * (sizeof *ia + sizeof *va + sizeof tb->slot[0]));
-    return DEFTSIM_OK;
+    for (size_t j = 0; j < on; j++) BIT_CLR(d->mark, d->tmp_idx[j]);
+    /* b read into the table, a looked up in it, the kept marked and cleared */
+    deftsim_kctx_touch(s->kc, nb * (sizeof *ib + sizeof *vb + sizeof tb->slot[0]) +
+                                  na * (sizeof *ia + sizeof *va + sizeof tb->slot[0]) +
+                                  2 * on * sizeof *d->tmp_idx);
+    return st;
 }
 
 /* Receiver q merges sender r's set into its own (timed, charged to q), then records the
