@@ -181,6 +181,22 @@ deftsim_status deftsim_gen_fill_workers(const deftsim_gen *g, uint64_t iteration
                                         uint32_t first_worker, uint32_t nworkers, uint64_t offset,
                                         uint64_t count, float *const *out);
 
+/* A run of elements [offset, offset + count) (deftsim_gen_fill_runs). */
+typedef struct {
+    uint64_t offset;
+    uint64_t count;
+} deftsim_gen_run;
+
+/* Several slices of the same workers at once, each in place: run r's elements of worker
+ * first_worker + k into out[k] + runs[r].offset (out[k] spans the whole gradient). Runs
+ * ascending and disjoint. The same bits as deftsim_gen_fill_workers of each run; a layer's
+ * scales are computed once for all the runs that lie in it, so many short runs (the entries a
+ * pass reads at a sparse index set) cost little more than their elements. */
+deftsim_status deftsim_gen_fill_runs(const deftsim_gen *g, uint64_t iteration,
+                                     uint32_t first_worker, uint32_t nworkers,
+                                     const deftsim_gen_run *runs, size_t nruns,
+                                     float *const *out);
+
 /* Fill kernels: the generator starts with the fastest one this CPU runs ("avx512", "avx2",
  * "vector", "reference"); all return the same bits. deftsim_gen_use_kernel selects one by name (for
  * tests and benchmarks; not thread-safe against concurrent fills of the same generator). */

@@ -639,6 +639,64 @@ deftsim_status deftsim_gen_fill_workers(const deftsim_gen *g, uint64_t iteration
     return DEFTSIM_OK;
 }
 
+deftsim_status deftsim_gen_fill_runs(const deftsim_gen *g, uint64_t iteration,
+                                     uint32_t first_worker, uint32_t nworkers,
+                                     const deftsim_gen_run *runs, size_t nruns,
+                                     float *const *out)
+{
+    const deftsim_model *m = g->model;
+    if (iteration > DEFTSIM_GEN_MAX_ITERATION)
+        return deftsim_error_set(DEFTSIM_E_INPUT, "generator: iteration %llu exceeds %llu",
+                                 (unsigned long long)iteration, DEFTSIM_GEN_MAX_ITERATION);
+    if (nworkers > UINT32_MAX - first_worker)
+        return deftsim_error_set(DEFTSIM_E_INPUT, "generator: workers %u + %u exceed 2^32",
+                                 first_worker, nworkers);
+    uint64_t prev_end = 0;
+    for (size_t r = 0; r < nruns; r++) {
+        if (runs[r].offset < prev_end || runs[r].offset > m->numel ||
+            runs[r].count > m->numel - runs[r].offset)
+            return deftsim_error_set(DEFTSIM_E_INPUT,
+                                     "generator: run %zu, elements [%llu, %llu + %llu), is not "
+                                     "ascending within model '%s' (%llu elements)",
+                                     r, (unsigned long long)runs[r].offset,
+                                     (unsigned long long)runs[r].offset,
+                                     (unsigned long long)runs[r].count, m->name,
+                                     (unsigned long long)m->numel);
+        prev_end = runs[r].offset + runs[r].count;
+    }
+    if (nworkers == 0) return DEFTSIM_OK;
+    size_t r = 0;
+    for (size_t L = 0; L < m->nlayers && r < nruns; L++) {
+        const deftsim_layer *ly = &m->layers[L];
+        const uint64_t lend = ly->offset + ly->numel;
+        if (runs[r].offset >= lend) continue;
+        float scale[FILL_CHUNK];
+        for (uint32_t w0 = 0; w0 < nworkers; w0 += FILL_CHUNK) {
+            uint32_t nw = nworkers - w0 < FILL_CHUNK ? nworkers - w0 : FILL_CHUNK;
+            if (g->params.worker_spread > 0) {
+                for (uint32_t w = 0; w < nw; w++)
+                    scale[w] = deftsim_gen_worker_scale(g, L, iteration, first_worker + w0 + w);
+            } else {
+                scale[0] = deftsim_gen_layer_scale(g, L, iteration);
+                for (uint32_t w = 1; w < nw; w++) scale[w] = scale[0];
+            }
+            /* Every run's part within this layer; a run that goes on past the layer is taken
+             * up again with the next one. */
+            for (size_t q = r; q < nruns && runs[q].offset < lend; q++) {
+                uint64_t a = runs[q].offset > ly->offset ? runs[q].offset : ly->offset;
+                uint64_t e = runs[q].offset + runs[q].count;
+                uint64_t b = e < lend ? e : lend;
+                if (a < b)
+                    fill_span(g->groups, &g->kc[g->kind[L]], (uint32_t)iteration,
+                              first_worker + w0, nw, a, b, scale, out + w0, 0);
+            }
+        }
+        /* The runs that end within this layer are done. */
+        while (r < nruns && runs[r].offset + runs[r].count <= lend) r++;
+    }
+    return DEFTSIM_OK;
+}
+
 deftsim_status deftsim_gen_fill(const deftsim_gen *g, uint64_t iteration, uint32_t worker,
                                 uint64_t offset, uint64_t count, float *out)
 {

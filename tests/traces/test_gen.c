@@ -570,6 +570,68 @@ Test(gen, per_kind_values_equal_to_global_change_nothing)
     deftsim_model_free(m);
 }
 
+/* Runs filled in place (the entries a pass reads at a sparse index set): the bits of a whole
+ * fill_workers inside every run, nothing written outside them, runs that cross layers, ragged
+ * and empty ones, with and without the workers' factors; runs out of order are refused. */
+Test(gen, fill_runs_equals_fill_workers)
+{
+    deftsim_model *m = small_model();
+    deftsim_gen_params p;
+    deftsim_gen_params_default(&p);
+    p.seed = 913;
+    const uint64_t n = m->numel;
+    enum { P = 3, MAXR = 64 };
+    for (int spread = 0; spread < 2; spread++) {
+        p.worker_spread = spread;
+        deftsim_gen *g = new_gen(m, &p);
+        float *ref[P], *x[P];
+        for (int w = 0; w < P; w++) cr_assert((ref[w] = malloc(n * 4)) && (x[w] = malloc(n * 4)));
+        cr_assert_eq(deftsim_gen_fill_workers(g, 6, 2, P, 0, n, ref), DEFTSIM_OK);
+        uint64_t s = 17 + (uint64_t)spread;
+        for (int round = 0; round < 30; round++) {
+            deftsim_gen_run runs[MAXR];
+            size_t nr = 0;
+            uint64_t at = rnd(&s) % 40;
+            while (nr < MAXR && at < n) {
+                uint64_t len = rnd(&s) % (round % 3 ? 70 : 900); /* 0: an empty run */
+                if (len > n - at) len = n - at;
+                runs[nr++] = (deftsim_gen_run){at, len};
+                at += len + rnd(&s) % (round % 2 ? 5 : 300);
+            }
+            for (int w = 0; w < P; w++) memset(x[w], 0xff, n * 4);
+            cr_assert_eq(deftsim_gen_fill_runs(g, 6, 2, P, runs, nr, x), DEFTSIM_OK, "%s",
+                         deftsim_error_message());
+            for (int w = 0; w < P; w++) {
+                size_t r = 0;
+                for (uint64_t i = 0; i < n; i++) {
+                    while (r < nr && runs[r].offset + runs[r].count <= i) r++;
+                    int in = r < nr && runs[r].offset <= i;
+                    uint32_t bits;
+                    memcpy(&bits, &x[w][i], 4);
+                    if (in)
+                        cr_assert_eq(memcmp(&x[w][i], &ref[w][i], 4), 0,
+                                     "spread %d round %d worker %d element %" PRIu64, spread,
+                                     round, w, i);
+                    else
+                        cr_assert_eq(bits, 0xffffffffu, "element %" PRIu64 " outside the runs "
+                                     "written", i);
+                }
+            }
+        }
+        deftsim_gen_run bad[2] = {{100, 50}, {120, 10}};
+        cr_assert_eq(deftsim_gen_fill_runs(g, 6, 2, P, bad, 2, x), DEFTSIM_E_INPUT);
+        cr_assert(strstr(deftsim_error_message(), "run 1"), "%s", deftsim_error_message());
+        deftsim_gen_run past = {n - 5, 6};
+        cr_assert_eq(deftsim_gen_fill_runs(g, 6, 2, P, &past, 1, x), DEFTSIM_E_INPUT);
+        for (int w = 0; w < P; w++) {
+            free(ref[w]);
+            free(x[w]);
+        }
+        deftsim_gen_free(g);
+    }
+    deftsim_model_free(m);
+}
+
 /* With every new feature on: each kernel, every slice and fill_workers return the scalar
  * reference's bits (the layer's constants, the worker's scale), and the same seed the same
  * bytes. */
