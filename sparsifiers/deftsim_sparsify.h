@@ -138,6 +138,13 @@ typedef struct {
     const float *(*grad)(void *ctx, uint32_t w);
     /* Optional: the fragment norms of worker w's accumulator (see the protocol above). */
     const double *(*norms)(void *ctx, uint32_t w);
+    /* Optional: from this call until the next, if idx is not NULL, the sparsifier reads and
+     * writes only the entries idx[0 .. nnz) (ascending; host memory that stays unchanged until
+     * then) of the accumulators it gets, so get() may return one that holds the accumulator
+     * there only (a provider that regenerates gradients fills just those entries); nnz = 0:
+     * it reads none (it only writes); idx = NULL ends that. The sparsifier asks for no norms
+     * in between. */
+    void (*reads_at)(void *ctx, const deftsim_kidx *idx, uint64_t nnz);
 } deftsim_acc_provider;
 
 /* What the scenario says of the iteration around the sparsifier, for a rule that adapts to it

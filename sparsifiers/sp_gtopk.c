@@ -337,8 +337,9 @@ static deftsim_status gtopk_step(deftsim_sparsifier *s, uint64_t t, const deftsi
             r->lost_entries++;
         }
 
+    sp_writes_only(a); /* the residual pass zeroes, it reads no entry */
     for (uint32_t w = s->lo; w < s->hi; w++) {
-        if ((st = sp_get(a, w, &acc))) return st;
+        if ((st = sp_get(a, w, &acc))) break;
         const deftsim_kidx *idx = s->sel + (size_t)w * k;
         double t0 = sp_now(s);
         size_t m = 0;
@@ -346,8 +347,10 @@ static deftsim_status gtopk_step(deftsim_sparsifier *s, uint64_t t, const deftsi
             if (BIT_GET(d->mark, idx[j])) d->inter[m++] = idx[j];
         st = deftsim_k_zero_at(s->kc, acc, n, d->inter, m);
         sp_charge(s, c_res, d->ph_residual, w, sp_now(s) - t0);
-        if (st || (st = sp_release(a, w))) return st;
+        if (st || (st = sp_release(a, w))) break;
     }
+    sp_reads_at(a, NULL, 0);
+    if (st) return st;
 
     /* The aggregate: F sorted, its values carried over through the table. */
     const deftsim_kidx *lists[1] = {F};

@@ -213,6 +213,11 @@ deftsim_status sp_get(const deftsim_acc_provider *a, uint32_t w, float **acc);
 deftsim_status sp_release(const deftsim_acc_provider *a, uint32_t w);
 /* The provider's fragment norms of worker w (right after sp_get), or NULL: run the pass. */
 const double *sp_norms(const deftsim_acc_provider *a, uint32_t w);
+/* The provider's reads_at, where it has one (a pass that reads the accumulators at idx only;
+ * NULL ends it). */
+void sp_reads_at(const deftsim_acc_provider *a, const deftsim_kidx *idx, uint64_t nnz);
+/* reads_at with no entry: a pass that only writes the accumulators (a residual's zeroing). */
+void sp_writes_only(const deftsim_acc_provider *a);
 
 /* ---- Aggregate helpers ---------------------------------------------------------------- */
 

@@ -782,18 +782,21 @@ static deftsim_status ok_residual(deftsim_sparsifier *s, ok_state *d, const deft
     for (uint64_t j = 0; j < nsel; j++) BIT_SET(d->mark, d->uni.idx[j]);
     size_t c_res = sp_compute(s, d->ph_residual);
     if (c_res == SIZE_MAX) return DEFTSIM_E_NOMEM;
+    sp_writes_only(a); /* the residual pass zeroes, it reads no entry */
     for (uint32_t w = s->lo; w < s->hi; w++) {
-        if ((st = sp_get(a, w, &acc))) return st;
+        if ((st = sp_get(a, w, &acc))) break;
         const deftsim_kidx *idx = d->picks + s->sel_start[w];
         uint64_t m = r->local_count[w], mi = 0;
-        if ((st = grow(&d->inter, &d->inter_cap, m, sizeof *d->inter))) return st;
+        if ((st = grow(&d->inter, &d->inter_cap, m, sizeof *d->inter))) break;
         double t0 = sp_now(s);
         for (uint64_t e = 0; e < m; e++)
             if (BIT_GET(d->mark, idx[e])) d->inter[mi++] = idx[e];
         st = deftsim_k_zero_at(s->kc, acc, (size_t)n, d->inter, (size_t)mi);
         sp_charge(s, c_res, d->ph_residual, w, sp_now(s) - t0);
-        if (st || (st = sp_release(a, w))) return st;
+        if (st || (st = sp_release(a, w))) break;
     }
+    sp_reads_at(a, NULL, 0);
+    if (st) return st;
     for (uint64_t j = 0; j < nsel; j++) BIT_CLR(d->mark, d->uni.idx[j]);
     return DEFTSIM_OK;
 }

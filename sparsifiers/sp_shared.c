@@ -217,6 +217,17 @@ const double *sp_norms(const deftsim_acc_provider *a, uint32_t w)
     return a->norms ? a->norms(a->ctx, w) : NULL;
 }
 
+void sp_reads_at(const deftsim_acc_provider *a, const deftsim_kidx *idx, uint64_t nnz)
+{
+    if (a->reads_at) a->reads_at(a->ctx, idx, nnz);
+}
+
+void sp_writes_only(const deftsim_acc_provider *a)
+{
+    static const deftsim_kidx none[1];
+    sp_reads_at(a, none, 0);
+}
+
 deftsim_status sp_release(const deftsim_acc_provider *a, uint32_t w)
 {
     if (!a->release) return DEFTSIM_OK;
@@ -298,16 +309,20 @@ deftsim_status sp_gather_residual(deftsim_sparsifier *s, const deftsim_acc_provi
     if (c_res == SIZE_MAX) return DEFTSIM_E_NOMEM;
     /* Spread mode: the running sum of the workers before this rank's block arrives first. */
     if ((st = sp_chain_in(s, s->agg_val, nnz * sizeof *s->agg_val))) return st;
+    /* The pass reads and zeroes the accumulators at U only. */
+    sp_reads_at(a, s->agg_idx, nnz);
     for (uint32_t w = s->lo; w < s->hi; w++) {
-        if ((st = sp_get(a, w, &acc))) return st;
+        if ((st = sp_get(a, w, &acc))) break;
         float *v = w == 0 ? s->agg_val : vals;
         SP_TIMED(s, c_gather, ph_gather, w,
                  deftsim_k_gather(s->kc, acc, n, s->agg_idx, (size_t)nnz, v));
         if (w) sp_agg_add(s, v, nnz, w);
         SP_TIMED(s, c_res, ph_residual, w,
                  deftsim_k_zero_at(s->kc, acc, n, s->agg_idx, (size_t)nnz));
-        if ((st = sp_release(a, w))) return st;
+        if ((st = sp_release(a, w))) break;
     }
+    sp_reads_at(a, NULL, 0);
+    if (st) return st;
     if ((st = sp_chain_out(s, s->agg_val, nnz * sizeof *s->agg_val)) ||
         (st = sp_chain_bcast(s, s->agg_val, nnz * sizeof *s->agg_val)))
         return st;

@@ -465,7 +465,7 @@ static deftsim_status validate_phases(const deftsim_profile *prof, const char *b
             goto done;
         }
     vprov pv = {acc};
-    deftsim_acc_provider prov = {vget, &pv, 1, NULL, NULL, NULL};
+    deftsim_acc_provider prov = {.get = vget, .ctx = &pv, .persistent = 1};
     printf("\nphases of a small run: resnet18_cifar10 (n = %llu), synthetic gradients, density "
            "0.01, P = %u, %u iterations after one warm-up; per phase, seconds summed over the "
            "workers, mean over the iterations\n",

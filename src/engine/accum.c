@@ -260,6 +260,7 @@ static void regen_forget(point_state *ps)
 {
     for (uint32_t j = 0; j < GEN_WORKERS; j++) ps->regen_held[j] = UINT32_MAX;
     ps->last_get = UINT32_MAX;
+    ps->at_on = 0;
 }
 
 /* Run r of the norms of the accumulator in slot regen_slot0 (regenerated: acc = g): one in-place
@@ -378,6 +379,13 @@ static const double *acc_norms(void *ctx, uint32_t w)
     if (w < ps->S + ps->C) return ps->wnorms + (size_t)w * ps->nseg;
     for (uint32_t j = 0; j < ps->nregen; j++) {
         if (ps->regen_held[j] != w) continue;
+        if (ps->regen_part[j]) {
+            provider_fail(ps, deftsim_error_set(DEFTSIM_E_INTERNAL,
+                                                "accumulator provider: norms of worker %u "
+                                                "asked for during a pass that reads it at an "
+                                                "index set only", w));
+            return NULL;
+        }
         double *out = ps->wnorms + (size_t)(ps->S + ps->C + j) * ps->nseg;
         if (ps->regen_normed[j]) return out;
         double t0 = deftsim_now();
@@ -587,7 +595,89 @@ static deftsim_status regen_block_chunk(void *ctx, size_t c, unsigned thread)
     return DEFTSIM_OK;
 }
 
-/* Workers w .. w + nw - 1 into slots slot0 onwards. */
+/* Piece p of a slot's partial regeneration: its runs for workers regen_worker .. + regen_nw - 1
+ * from one generator call. */
+static deftsim_status regen_runs_piece(void *ctx, size_t p, unsigned thread)
+{
+    (void)thread;
+    point_state *ps = ctx;
+    float *outs[GEN_WORKERS] = {0};
+    for (uint32_t j = 0; j < ps->regen_nw; j++) outs[j] = ps->regen[ps->regen_slot0 + j];
+    size_t r0 = ps->at_piece[p], r1 = ps->at_piece[p + 1];
+    return deftsim_gradsrc_fill_runs(ps->e->src, ps->it, ps->regen_worker, ps->regen_nw,
+                                     ps->at_runs + r0, r1 - r0, outs);
+}
+
+/* The runs of 32-element groups holding idx[0 .. nnz) (ascending), joined across gaps of at
+ * most AT_GAP groups (one generator call is cheaper than the few elements it skips); at_on
+ * stays 0 where they would cover more than half the gradient. nnz = 0: a pass that only
+ * writes, whose slots need no values at all. */
+#define AT_GAP 2u
+static void acc_reads_at(void *ctx, const deftsim_kidx *idx, uint64_t nnz)
+{
+    point_state *ps = ctx;
+    /* The slots filled for the pass that ends hold their workers in part only. */
+    for (uint32_t j = 0; j < ps->nregen; j++)
+        if (ps->regen_part[j]) {
+            ps->regen_part[j] = 0;
+            ps->regen_held[j] = UINT32_MAX;
+        }
+    ps->at_on = 0;
+    if (!idx) return;
+    const uint64_t G = DEFTSIM_GEN_GROUP, n = ps->n;
+    size_t nr = 0;
+    uint64_t covered = 0, cur_a = 0, cur_b = 0;
+    for (uint64_t i = 0; i < nnz; i++) {
+        uint64_t x = (uint64_t)idx[i];
+        if (x >= n || (i && x <= (uint64_t)idx[i - 1])) return; /* not ascending: whole fills */
+        uint64_t a = x / G * G, b = a + G < n ? a + G : n;
+        if (nr && a <= cur_b + AT_GAP * G) {
+            if (b > cur_b) cur_b = b;
+            continue;
+        }
+        if (nr) {
+            covered += cur_b - cur_a;
+            ps->at_runs[nr - 1] = (deftsim_gen_run){cur_a, cur_b - cur_a};
+        }
+        if (nr == ps->at_cap) {
+            size_t cap = ps->at_cap ? 2 * ps->at_cap : 4096;
+            deftsim_gen_run *r = realloc(ps->at_runs, cap * sizeof *r);
+            if (!r) return; /* whole fills */
+            ps->at_runs = r;
+            ps->at_cap = cap;
+        }
+        nr++;
+        cur_a = a;
+        cur_b = b;
+    }
+    if (nr) {
+        covered += cur_b - cur_a;
+        ps->at_runs[nr - 1] = (deftsim_gen_run){cur_a, cur_b - cur_a};
+    }
+    if (covered > n / 2) return;
+    /* Pieces of about REGEN_CHUNK elements for the preparation threads. */
+    size_t most = (size_t)(covered / REGEN_CHUNK) + 2;
+    size_t *pc = realloc(ps->at_piece, (most + 1) * sizeof *pc);
+    if (!pc) return;
+    ps->at_piece = pc;
+    size_t np = 0;
+    uint64_t acc = 0;
+    pc[np++] = 0;
+    for (size_t r = 0; r < nr; r++) {
+        acc += ps->at_runs[r].count;
+        if (acc >= REGEN_CHUNK && r + 1 < nr && np < most) {
+            pc[np++] = r + 1;
+            acc = 0;
+        }
+    }
+    pc[np] = nr;
+    ps->at_npieces = np;
+    ps->at_nruns = nr;
+    ps->at_on = 1;
+}
+
+/* Workers w .. w + nw - 1 into slots slot0 onwards (during a pass of reads_at: at its runs
+ * only). */
 static deftsim_status regen_into_slots(point_state *ps, uint32_t w, uint32_t nw, uint32_t slot0)
 {
     double t0 = deftsim_now();
@@ -598,8 +688,13 @@ static deftsim_status regen_into_slots(point_state *ps, uint32_t w, uint32_t nw,
     deftsim_status st;
     /* Fused norms: computed when asked for (acc_norms), since DEFT reads them on one of its
      * two visits of a worker only. */
-    for (uint32_t j = 0; j < nw; j++) ps->regen_normed[slot0 + j] = 0;
-    if (nw == 1) {
+    for (uint32_t j = 0; j < nw; j++) {
+        ps->regen_normed[slot0 + j] = 0;
+        ps->regen_part[slot0 + j] = (uint8_t)ps->at_on;
+    }
+    if (ps->at_on) {
+        st = deftsim_par_run(ps->e->prep_threads, ps->at_npieces, regen_runs_piece, ps);
+    } else if (nw == 1) {
         st = regenerate(ps, w, ps->regen[slot0]);
     } else {
         size_t nchunks = (size_t)((ps->n + REGEN_CHUNK - 1) / REGEN_CHUNK);
@@ -702,6 +797,8 @@ static const float *acc_grad(void *ctx, uint32_t w)
 void deftsim_acc_free(point_state *ps)
 {
     fused_free(ps);
+    free(ps->at_runs);
+    free(ps->at_piece);
     free(ps->dsum);
     free(ps->res);
     free(ps->kept);
@@ -785,11 +882,15 @@ nomem:;
  * even with S >= P (so that sampled with S = P reproduces full exactly: a check of it). */
 deftsim_acc_provider deftsim_acc_provider_of(point_state *ps)
 {
+    /* Partial regenerations only where the timed kernels see flushed accumulators: a warm
+     * cache would hold other lines after a partial fill than after a whole one. */
+    const int cold = ps->e->cfg->timing.cache == DEFTSIM_TIMING_COLD;
     return (deftsim_acc_provider){.get = acc_get,
                                   .ctx = ps,
                                   .persistent = ps->e->cfg->sparsify.error_feedback ==
                                                 DEFTSIM_FEEDBACK_FULL,
                                   .release = acc_release,
                                   .grad = acc_grad,
-                                  .norms = acc_norms};
+                                  .norms = acc_norms,
+                                  .reads_at = cold ? acc_reads_at : NULL};
 }

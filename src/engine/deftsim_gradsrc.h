@@ -20,6 +20,7 @@
 #include "deftsim_config.h"
 #include "deftsim_config_inputs.h" /* deftsim_gradsrc_trace_peek */
 #include "deftsim_error.h"
+#include "deftsim_gen.h" /* deftsim_gen_run */
 #include "deftsim_model.h"
 
 typedef struct deftsim_gradsrc deftsim_gradsrc;
@@ -36,6 +37,10 @@ typedef struct {
     /* Elements [off, off + cnt) of worker w into dst. */
     deftsim_status (*fill)(void *impl, size_t it, uint32_t w, uint64_t off, size_t cnt,
                            float *dst);
+    /* Optional: runs of workers w0 .. w0 + nw - 1, each in place in out[j] (whole gradients);
+     * NULL: fill() run by run. */
+    deftsim_status (*fill_runs)(void *impl, size_t it, uint32_t w0, uint32_t nw,
+                                const deftsim_gen_run *runs, size_t nruns, float *const *out);
     /* Worker w's whole gradient in place (after prepare), or NULL. */
     const float *(*map)(void *impl, size_t it, uint32_t w);
     uint32_t (*workers)(const void *impl);          /* UINT32_MAX: any number */
@@ -82,6 +87,11 @@ deftsim_status deftsim_gradsrc_prepare(deftsim_gradsrc *g, size_t it, uint32_t P
 deftsim_status deftsim_gradsrc_read(deftsim_gradsrc *g, size_t it, uint32_t w0, uint32_t nw,
                                     uint64_t off, size_t cnt, float *const *stage,
                                     const float **out);
+/* The runs (ascending, disjoint) of workers w0 .. w0 + nw - 1, run r into out[j] +
+ * runs[r].offset (out[j]: a whole gradient's buffer); nothing else of out[j] is written. */
+deftsim_status deftsim_gradsrc_fill_runs(deftsim_gradsrc *g, size_t it, uint32_t w0, uint32_t nw,
+                                         const deftsim_gen_run *runs, size_t nruns,
+                                         float *const *out);
 deftsim_status deftsim_gradsrc_fill(deftsim_gradsrc *g, size_t it, uint32_t w, uint64_t off,
                                     size_t cnt, float *dst);
 const float *deftsim_gradsrc_map(deftsim_gradsrc *g, size_t it, uint32_t w);

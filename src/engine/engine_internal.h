@@ -154,7 +154,17 @@ typedef struct {
     float *regen[GEN_WORKERS];
     uint32_t regen_held[GEN_WORKERS]; /* the worker each slot holds (UINT32_MAX: none) */
     uint8_t regen_normed[GEN_WORKERS]; /* fused norms: slot j's are computed (acc_norms) */
+    uint8_t regen_part[GEN_WORKERS];   /* slot j holds its worker at the runs below only */
     uint32_t nregen;
+    /* A pass that reads the accumulators at a sparse index set (the provider's reads_at):
+     * a slot is filled at the runs of 32-element groups that hold those indices (at_runs),
+     * on the preparation threads, pieces at_piece[p] .. at_piece[p + 1] - 1 each. at_on = 0:
+     * none, or the runs would cover most of the gradient (whole fills then). */
+    int at_on;
+    deftsim_gen_run *at_runs;
+    size_t at_nruns, at_cap;
+    size_t *at_piece;
+    size_t at_npieces;
     uint32_t last_get;        /* the worker of the provider's last get() (UINT32_MAX: none) */
     float *gradbuf;           /* n floats: g_w for CLT-k's filter (synthetic source) */
     /* Workers S .. S + C - 1 (no residual) keep their accumulator in kept[w - S] for the whole

@@ -59,6 +59,12 @@ static deftsim_status gen_fill(void *impl, size_t it, uint32_t w, uint64_t off, 
     return deftsim_gen_fill(((gen_source *)impl)->gen, it, w, off, cnt, dst);
 }
 
+static deftsim_status gen_fill_runs(void *impl, size_t it, uint32_t w0, uint32_t nw,
+                                    const deftsim_gen_run *runs, size_t nruns, float *const *out)
+{
+    return deftsim_gen_fill_runs(((gen_source *)impl)->gen, it, w0, nw, runs, nruns, out);
+}
+
 static const float *gen_map(void *impl, size_t it, uint32_t w)
 {
     (void)impl, (void)it, (void)w;
@@ -101,6 +107,7 @@ static const deftsim_gradsrc_ops gen_ops = {
     .prepare = gen_prepare,
     .read = gen_read,
     .fill = gen_fill,
+    .fill_runs = gen_fill_runs,
     .map = gen_map,
     .workers = gen_workers,
     .iterations = gen_iterations,
@@ -373,6 +380,27 @@ deftsim_status deftsim_gradsrc_fill(deftsim_gradsrc *g, size_t it, uint32_t w, u
     atomic_fetch_add_explicit(&g->elements, (uint64_t)cnt, memory_order_relaxed);
     uint64_t t0 = now_ns();
     deftsim_status st = g->ops->fill(g->impl, it, w, off, cnt, dst);
+    atomic_fetch_add_explicit(&g->busy_ns, now_ns() - t0, memory_order_relaxed);
+    return st;
+}
+
+deftsim_status deftsim_gradsrc_fill_runs(deftsim_gradsrc *g, size_t it, uint32_t w0, uint32_t nw,
+                                         const deftsim_gen_run *runs, size_t nruns,
+                                         float *const *out)
+{
+    uint64_t elems = 0;
+    for (size_t r = 0; r < nruns; r++) elems += runs[r].count;
+    atomic_fetch_add_explicit(&g->elements, (uint64_t)nw * elems, memory_order_relaxed);
+    uint64_t t0 = now_ns();
+    deftsim_status st = DEFTSIM_OK;
+    if (g->ops->fill_runs) {
+        st = g->ops->fill_runs(g->impl, it, w0, nw, runs, nruns, out);
+    } else {
+        for (uint32_t j = 0; j < nw && !st; j++)
+            for (size_t r = 0; r < nruns && !st; r++)
+                st = g->ops->fill(g->impl, it, w0 + j, runs[r].offset, (size_t)runs[r].count,
+                                  out[j] + runs[r].offset);
+    }
     atomic_fetch_add_explicit(&g->busy_ns, now_ns() - t0, memory_order_relaxed);
     return st;
 }

@@ -396,6 +396,12 @@ static const double *pass_norms(void *ctx, uint32_t w)
     return t->real->norms(t->real->ctx, w);
 }
 
+static void pass_reads_at(void *ctx, const deftsim_kidx *idx, uint64_t nnz)
+{
+    deftsim_timing *t = ctx;
+    t->real->reads_at(t->real->ctx, idx, nnz);
+}
+
 static float *cold_get(void *ctx, uint32_t w)
 {
     deftsim_timing *t = ctx;
@@ -533,7 +539,8 @@ deftsim_status deftsim_timing_step(deftsim_timing *t, deftsim_sparsifier *sp, ui
                                  .persistent = 0,
                                  .release = copy_release,
                                  .grad = acc->grad ? pass_grad : NULL,
-                                 .norms = acc->norms ? pass_norms : NULL};
+                                 .norms = acc->norms ? pass_norms : NULL,
+                                 .reads_at = acc->reads_at ? pass_reads_at : NULL};
     for (int rep = 0; rep + 1 < t->repeats; rep++) {
         reference(t, rep);
         t->copy_of = UINT32_MAX;
@@ -554,6 +561,7 @@ deftsim_status deftsim_timing_step(deftsim_timing *t, deftsim_sparsifier *sp, ui
         cold.release = pass_release;
         cold.grad = acc->grad ? pass_grad : NULL;
         cold.norms = acc->norms ? pass_norms : NULL;
+        cold.reads_at = acc->reads_at ? pass_reads_at : NULL;
     }
     reference(t, t->repeats - 1);
     if ((st = deftsim_sparsifier_step(sp, it, &cold, &r))) return st;
