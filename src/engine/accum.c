@@ -133,9 +133,10 @@ static deftsim_status prepare_chunk(void *ctx, size_t c, unsigned thread)
     double *sum = e->sums + (size_t)thread * CHUNK;
     float *stage = e->stage + (size_t)thread * GEN_WORKERS * CHUNK;
     memset(sum, 0, cnt * sizeof *sum);
-    /* quality = 0: only the tracked workers' residuals and the resident accumulators; the
-     * others' gradients fed the average alone. */
-    const uint32_t upto = ps->quality ? ps->P : ps->S + ps->C;
+    /* quality = 0, or the average kept from an earlier point: only the tracked workers'
+     * residuals and the resident accumulators; the others' gradients fed the average alone. */
+    const int avg = ps->quality && !ps->avg_hit;
+    const uint32_t upto = avg ? ps->P : ps->S + ps->C;
     for (uint32_t w0 = 0; w0 < upto; w0 += GEN_WORKERS) {
         uint32_t nw = upto - w0 < GEN_WORKERS ? upto - w0 : GEN_WORKERS;
         const float *g[GEN_WORKERS], *rows[GEN_WORKERS];
@@ -158,9 +159,9 @@ static deftsim_status prepare_chunk(void *ctx, size_t c, unsigned thread)
             }
             rows[j] = w < ps->S ? ps->res[w] + off : gw;
         }
-        if (ps->quality) sum_rows(sum, rows, nw, cnt);
+        if (avg) sum_rows(sum, rows, nw, cnt);
     }
-    if (!ps->quality) return DEFTSIM_OK;
+    if (!avg) return DEFTSIM_OK;
     float *a = ps->avg + off;
     double inv = 1.0 / (double)ps->P, nn = 0;
     for (size_t i = 0; i < cnt; i++) {
@@ -187,7 +188,8 @@ static deftsim_status prepare_piece(void *ctx, size_t c, unsigned thread)
     void *scr = ps->pscratch + (size_t)thread * ps->pscratch_each;
     const deftsim_kseg seg = {0, cnt, 0};
     const int mode = ps->fresh ? DEFTSIM_KACC_COPY : DEFTSIM_KACC_ADD;
-    const uint32_t upto = ps->quality ? ps->P : ps->S + ps->C; /* as prepare_chunk */
+    const int avg = ps->quality && !ps->avg_hit;
+    const uint32_t upto = avg ? ps->P : ps->S + ps->C; /* as prepare_chunk */
     memset(sum, 0, cnt * sizeof *sum);
     for (uint32_t w0 = 0; w0 < upto; w0 += GEN_WORKERS) {
         uint32_t nw = upto - w0 < GEN_WORKERS ? upto - w0 : GEN_WORKERS;
@@ -217,9 +219,9 @@ static deftsim_status prepare_piece(void *ctx, size_t c, unsigned thread)
                 rows[j] = gw;
             }
         }
-        if (ps->quality) sum_rows(sum, rows, nw, cnt);
+        if (avg) sum_rows(sum, rows, nw, cnt);
     }
-    if (!ps->quality) return DEFTSIM_OK;
+    if (!avg) return DEFTSIM_OK;
     float *a = ps->avg + off;
     double inv = 1.0 / (double)ps->P;
     for (size_t i = 0; i < cnt; i++) a[i] = (float)(sum[i] * inv);
@@ -520,6 +522,42 @@ static deftsim_status spread_prepare(point_state *ps, size_t nchunks)
 /* Runs before each step: every tracked residual takes its gradient, the average accumulator
  * and its squared norm are computed. A trace's gradients are checked finite first (once per
  * iteration and worker for the whole run). */
+/* Without error feedback the average of iteration it is the same for every point at this P:
+ * the first point keeps it (avg_keep), the others copy it (memory plan's avg_cache). */
+static int avg_cached(point_state *ps)
+{
+    deftsim_engine *e = ps->e;
+    if (!ps->quality || ps->S || ps->team || !deftsim_engine_avg_cache(e, ps->P)) return 0;
+    if (e->avg_P != ps->P) {
+        if (!e->avg_keep) {
+            e->avg_keep = calloc(e->iterations, sizeof *e->avg_keep);
+            e->avg_norm2 = calloc(e->iterations, sizeof *e->avg_norm2);
+            e->avg_have = calloc(e->iterations, 1);
+            if (!e->avg_keep || !e->avg_norm2 || !e->avg_have) {
+                free(e->avg_keep), free(e->avg_norm2), free(e->avg_have);
+                e->avg_keep = NULL, e->avg_norm2 = NULL, e->avg_have = NULL;
+                return 0;
+            }
+        }
+        memset(e->avg_have, 0, e->iterations);
+        e->avg_P = ps->P;
+    }
+    return ps->it < e->iterations && e->avg_have[ps->it];
+}
+
+static void avg_keep(point_state *ps)
+{
+    deftsim_engine *e = ps->e;
+    if (!ps->quality || ps->S || ps->team || e->avg_P != ps->P || ps->it >= e->iterations ||
+        e->avg_have[ps->it])
+        return;
+    size_t nb = (size_t)ps->n * sizeof(float);
+    if (!e->avg_keep[ps->it] && !(e->avg_keep[ps->it] = deftsim_big_alloc(nb))) return;
+    memcpy(e->avg_keep[ps->it], ps->avg, nb);
+    e->avg_norm2[ps->it] = ps->norm2;
+    e->avg_have[ps->it] = 1;
+}
+
 deftsim_status deftsim_acc_prepare(point_state *ps)
 {
     deftsim_engine *e = ps->e;
@@ -528,23 +566,31 @@ deftsim_status deftsim_acc_prepare(point_state *ps)
     size_t nchunks = (size_t)((ps->n + CHUNK - 1) / CHUNK);
     regen_forget(ps);
     ps->norm2 = NAN;
-    /* quality = 0 and no residual to update (error_feedback = none): nothing to prepare. */
-    if (!ps->quality && !ps->S && !ps->C) return DEFTSIM_OK;
+    ps->avg_hit = avg_cached(ps);
+    if (ps->avg_hit) {
+        memcpy(ps->avg, e->avg_keep[ps->it], (size_t)ps->n * sizeof(float));
+        ps->norm2 = e->avg_norm2[ps->it];
+    }
+    /* quality = 0 (or the average kept) and no residual to update (error_feedback = none)
+     * and no resident accumulator: nothing to prepare. */
+    if ((!ps->quality || ps->avg_hit) && !ps->S && !ps->C) return DEFTSIM_OK;
     if (ps->team) return spread_prepare(ps, nchunks);
     if (ps->nseg) {
         if ((st = deftsim_par_run(e->prep_threads, ps->npieces, prepare_piece, ps))) return st;
         for (uint32_t w = 0; w < ps->S + ps->C; w++) fold_norms(ps, w);
         /* The average's squared norm in the plain pass's chunks, so its bits do not depend
          * on deft_norms. */
-        if (ps->quality && (st = deftsim_par_run(e->prep_threads, nchunks, avg_norm2_chunk, ps)))
+        if (ps->quality && !ps->avg_hit &&
+            (st = deftsim_par_run(e->prep_threads, nchunks, avg_norm2_chunk, ps)))
             return st;
     } else if ((st = deftsim_par_run(e->prep_threads, nchunks, prepare_chunk, ps))) {
         return st;
     }
-    if (!ps->quality) return DEFTSIM_OK;
+    if (!ps->quality || ps->avg_hit) return DEFTSIM_OK;
     double nn = 0;
     for (size_t c = 0; c < nchunks; c++) nn += ps->chunk_norm2[c];
     ps->norm2 = nn;
+    avg_keep(ps);
     return DEFTSIM_OK;
 }
 

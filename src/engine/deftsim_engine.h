@@ -109,6 +109,13 @@ typedef struct {
      * point needs: these use what is left of the budget. */
     uint32_t resident;
     uint64_t resident_bytes;
+    /* Without error feedback every point at this P averages the same gradients: the average
+     * accumulator of each iteration ([engine] quality = 1) is kept from the first point and
+     * read by the others, which then generate only their resident workers in the preparation
+     * pass (accum.c). 1 where the iterations' averages fit in what is left of the budget; they
+     * are taken from it before the residents. */
+    int avg_cache;
+    uint64_t avg_cache_bytes;
 } deftsim_memory_row;
 
 typedef struct {

@@ -142,6 +142,11 @@ void deftsim_engine_free(deftsim_engine *e)
 {
     if (!e) return;
     free(e->plan.rows);
+    for (size_t i = 0; e->avg_keep && i < e->iterations; i++)
+        deftsim_big_free(e->avg_keep[i], (size_t)e->model->numel * sizeof(float));
+    free(e->avg_keep);
+    free(e->avg_norm2);
+    free(e->avg_have);
     for (size_t i = 0; i < e->npool; i++) deftsim_big_free(e->pool[i], (size_t)e->model->numel * sizeof(float));
     free(e->pool);
     free(e->stage);

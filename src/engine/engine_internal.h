@@ -52,6 +52,12 @@ struct deftsim_engine {
     deftsim_platform_record platform; /* topology = file: the user's platform file as read */
     int has_compute;              /* [compute]: the training step's forward and backward pass */
     deftsim_compute_plan compute; /* its times and DDP buckets for the model */
+    /* The averages kept for the points at avg_P (the plan's avg_cache): iteration i's in
+     * avg_keep[i] with its squared norm, once avg_have[i]. */
+    uint32_t avg_P;
+    float **avg_keep;
+    double *avg_norm2;
+    uint8_t *avg_have;
 };
 
 /* The memory plan (engine_plan.c): e->plan's rows for the scenario's worker counts and the
@@ -63,6 +69,8 @@ deftsim_status deftsim_engine_plan_memory(deftsim_engine *e);
 uint32_t deftsim_engine_regen_slots(const deftsim_engine *e, uint32_t P);
 /* The resident accumulators of a point at P (point_state's kept): row->resident of the plan. */
 uint32_t deftsim_engine_resident(const deftsim_engine *e, uint32_t P);
+/* Whether the points at P keep and reuse the iterations' averages: row->avg_cache. */
+int deftsim_engine_avg_cache(const deftsim_engine *e, uint32_t P);
 
 static inline uint32_t deftsim_engine_tracked_workers(const deftsim_config *cfg, uint32_t P)
 {
@@ -160,6 +168,7 @@ typedef struct {
      * a slot is filled at the runs of 32-element groups that hold those indices (at_runs),
      * on the preparation threads, pieces at_piece[p] .. at_piece[p + 1] - 1 each. at_on = 0:
      * none, or the runs would cover most of the gradient (whole fills then). */
+    int avg_hit;              /* the average of this iteration came from the engine's keep */
     int at_on;
     deftsim_gen_run *at_runs;
     size_t at_nruns, at_cap;

@@ -37,6 +37,8 @@ static void plan_resident(const deftsim_engine *e, deftsim_memory_row *row, uint
 {
     row->resident = 0;
     row->resident_bytes = 0;
+    row->avg_cache = 0;
+    row->avg_cache_bytes = 0;
     uint64_t nb = e->model->numel * sizeof(float);
     if (!untracked || e->opt.no_resident || deftsim_gradsrc_maps(e->src) || !nb ||
         (e->opt.team && e->opt.team->size > 1) || row->bytes >= e->plan.budget_bytes)
@@ -46,6 +48,15 @@ static void plan_resident(const deftsim_engine *e, deftsim_memory_row *row, uint
         uint64_t avail = mem_available() / 2;
         avail = avail > row->bytes ? avail - row->bytes : 0;
         if (avail < room) room = avail;
+    }
+    /* The averages first: they save every other point the generation of all P gradients in
+     * its preparation pass, where a resident saves one worker's. */
+    uint64_t avg = (uint64_t)e->iterations * nb;
+    if (e->cfg->engine.quality && e->cfg->sparsify.error_feedback == DEFTSIM_FEEDBACK_NONE &&
+        avg <= room) {
+        row->avg_cache = 1;
+        row->avg_cache_bytes = avg;
+        room -= avg;
     }
     uint64_t fit = room / nb;
     row->resident = (uint32_t)(fit < untracked ? fit : untracked);
@@ -140,6 +151,13 @@ static deftsim_status memory_for(const deftsim_engine *e, uint32_t P, deftsim_me
     }
     plan_resident(e, row, reads ? untracked : 0);
     return DEFTSIM_OK;
+}
+
+int deftsim_engine_avg_cache(const deftsim_engine *e, uint32_t P)
+{
+    for (size_t i = 0; i < e->plan.ncounts; i++)
+        if (e->plan.rows[i].P == P) return e->plan.rows[i].avg_cache;
+    return 0;
 }
 
 uint32_t deftsim_engine_resident(const deftsim_engine *e, uint32_t P)
@@ -294,6 +312,11 @@ void deftsim_engine_print_plan(const deftsim_engine *e, FILE *f)
                 human_bytes(r->engine_bytes, b4, sizeof b4), r->fits ? "yes" : "no",
                 r->regen_slots, r->resident);
     }
+    for (size_t i = 0; i < pl->ncounts; i++) /* from the room the residents would take */
+        if (pl->rows[i].avg_cache)
+            fprintf(f, "P = %u: the iterations' averages kept for the points after the first "
+                       "(%s, before the residents)\n",
+                    pl->rows[i].P, human_bytes(pl->rows[i].avg_cache_bytes, b1, sizeof b1));
     if (pl->largest_fit)
         fprintf(f, "largest P that fits: %u\n", pl->largest_fit);
     else

@@ -168,12 +168,13 @@ void deftsim_stages_prepared(deftsim_stages *s, point_state *ps, double wall, do
     /* Residuals read and written (written only in a point's first iteration), the resident
      * accumulators and the average written, and the pages mapped for them zeroed by the
      * kernel before their first write. */
-    s->accum_bytes += acc * nb * (ps->fresh ? 1 : 2) + (uint64_t)ps->C * nb + (ps->quality ? nb : 0) +
-                      ps->mapped_bytes;
+    s->accum_bytes += acc * nb * (ps->fresh ? 1 : 2) + (uint64_t)ps->C * nb +
+                      (ps->quality ? nb * (ps->avg_hit ? 2 : 1) : 0) + ps->mapped_bytes;
     ps->mapped_bytes = 0;
     /* The average: every worker's accumulator added into the double sums (this rank's own in
-     * spread mode). */
-    if (ps->quality) s->sum_adds += (uint64_t)(ps->team ? ps->hi - ps->lo : ps->P) * ps->n;
+     * spread mode); kept from an earlier point: copied (above). */
+    if (ps->quality && !ps->avg_hit)
+        s->sum_adds += (uint64_t)(ps->team ? ps->hi - ps->lo : ps->P) * ps->n;
 }
 
 void deftsim_stages_stepped(deftsim_stages *s, const point_state *ps, const deftsim_timing *tm,

@@ -880,7 +880,8 @@ Test(engine, memory_budget_refusal_names_the_largest_p)
  * slots) and one at a time where it does not: the rows and every dumped selection and
  * accumulator are the same either way, for every method, with no feedback and with sampled
  * feedback, with DEFT's fused and separate norm passes. P = 13 with one residual: a worker
- * alone, then blocks of 8 and 4. */
+ * alone, then blocks of 8 and 4. Without feedback the run with residents also keeps the
+ * iterations' averages from the first point for the others (the slot runs do not). */
 Test(engine, regeneration_slots_change_nothing)
 {
     static const char *const mode[][3] = {
