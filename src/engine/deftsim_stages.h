@@ -32,6 +32,9 @@ typedef struct {
     uint64_t need_elements; /* the least: each worker's gradient once per iteration */
     uint64_t accum_bytes, copy_bytes, flush_bytes, select_bytes, metrics_bytes, write_bytes;
     uint64_t sum_adds; /* the average's additions (each worker's accumulator into the sums) */
+    /* How the accumulators were held (docs/OUTPUT.md): resident workers, regeneration slots,
+     * iterations whose average was kept from an earlier point. */
+    uint32_t resident, regen_slots, averages_kept;
     int trace;         /* the gradients come from a trace: reads, not generation */
     int profile;       /* [device] kind = profile: the phases hold modelled times */
     int repeats;

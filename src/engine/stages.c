@@ -92,6 +92,10 @@ json_t *deftsim_stages_json(const deftsim_stages *s)
                                   "read_bytes_per_second_threads", num(s->read_bwn),
                                   "generator_elements_per_second", num(s->gen_rate),
                                   "additions_per_second", num(s->sum_rate)));
+    json_object_set_new(o, "accumulators",
+                        json_pack("{s:i, s:i, s:i}", "resident", (int)s->resident,
+                                  "regeneration_slots", (int)s->regen_slots, "averages_kept",
+                                  (int)s->averages_kept));
     json_object_set_new(o, "generate", stage(s->generate, gen_floor, "elements", s->gen_elements));
     json_object_set_new(json_object_get(o, "generate"), "needed_elements",
                         json_integer((json_int_t)s->need_elements));
@@ -163,6 +167,9 @@ void deftsim_stages_prepared(deftsim_stages *s, point_state *ps, double wall, do
     if (gen < 0) gen = 0;
     s->generate += gen;
     s->accumulate += wall - gen;
+    s->resident = ps->C;
+    s->regen_slots = ps->nregen;
+    s->averages_kept += ps->avg_hit ? 1 : 0;
     uint64_t acc = (uint64_t)(ps->hi < ps->S ? ps->hi : ps->S) - (ps->lo < ps->S ? ps->lo : ps->S);
     uint64_t nb = ps->n * sizeof(float);
     /* Residuals read and written (written only in a point's first iteration), the resident
