@@ -590,6 +590,52 @@ static void fill_span(groups_fn groups, const deftsim_gen_consts *c, uint32_t it
             out[w][i - base] = deftsim_gen_element(c, i, worker0 + w, iteration, scale[w]);
 }
 
+/* Runs (ascending, disjoint, within the model; checked by the callers) of workers
+ * first_worker .. + nworkers - 1, element i of worker first_worker + k into out[k][i - base]:
+ * each layer's scales once for all the runs that lie in it, a run that goes on past a layer
+ * taken up again with the next. */
+static void fill_runs(const deftsim_gen *g, uint64_t iteration, uint32_t first_worker,
+                      uint32_t nworkers, const deftsim_gen_run *runs, size_t nruns,
+                      float *const *out, uint64_t base)
+{
+    const deftsim_model *m = g->model;
+    if (!nruns) return;
+    /* The last layer whose offset is <= the first run's. */
+    size_t lo = 0, hi = m->nlayers;
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (m->layers[mid].offset <= runs[0].offset) lo = mid;
+        else hi = mid;
+    }
+    size_t r = 0;
+    for (size_t L = lo; L < m->nlayers && r < nruns; L++) {
+        const deftsim_layer *ly = &m->layers[L];
+        const uint64_t lend = ly->offset + ly->numel;
+        if (runs[r].offset >= lend) continue;
+        float scale[FILL_CHUNK];
+        for (uint32_t w0 = 0; w0 < nworkers; w0 += FILL_CHUNK) {
+            uint32_t nw = nworkers - w0 < FILL_CHUNK ? nworkers - w0 : FILL_CHUNK;
+            if (g->params.worker_spread > 0) {
+                for (uint32_t w = 0; w < nw; w++)
+                    scale[w] = deftsim_gen_worker_scale(g, L, iteration, first_worker + w0 + w);
+            } else {
+                scale[0] = deftsim_gen_layer_scale(g, L, iteration);
+                for (uint32_t w = 1; w < nw; w++) scale[w] = scale[0];
+            }
+            for (size_t q = r; q < nruns && runs[q].offset < lend; q++) {
+                uint64_t a = runs[q].offset > ly->offset ? runs[q].offset : ly->offset;
+                uint64_t e = runs[q].offset + runs[q].count;
+                uint64_t b = e < lend ? e : lend;
+                if (a < b)
+                    fill_span(g->groups, &g->kc[g->kind[L]], (uint32_t)iteration,
+                              first_worker + w0, nw, a, b, scale, out + w0, base);
+            }
+        }
+        /* The runs that end within this layer are done. */
+        while (r < nruns && runs[r].offset + runs[r].count <= lend) r++;
+    }
+}
+
 deftsim_status deftsim_gen_fill_workers(const deftsim_gen *g, uint64_t iteration,
                                         uint32_t first_worker, uint32_t nworkers, uint64_t offset,
                                         uint64_t count, float *const *out)
@@ -608,34 +654,8 @@ deftsim_status deftsim_gen_fill_workers(const deftsim_gen *g, uint64_t iteration
         return deftsim_error_set(DEFTSIM_E_INPUT, "generator: workers %u + %u exceed 2^32",
                                  first_worker, nworkers);
     if (count == 0 || nworkers == 0) return DEFTSIM_OK;
-    /* The last layer whose offset is <= offset. */
-    size_t lo = 0, hi = m->nlayers;
-    while (hi - lo > 1) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (m->layers[mid].offset <= offset) lo = mid;
-        else hi = mid;
-    }
-    uint64_t end = offset + count, a = offset;
-    for (size_t L = lo; L < m->nlayers && a < end; L++) {
-        const deftsim_layer *ly = &m->layers[L];
-        uint64_t lend = ly->offset + ly->numel;
-        if (lend <= a) continue;
-        uint64_t b = lend < end ? lend : end;
-        float scale[FILL_CHUNK];
-        for (uint32_t w0 = 0; w0 < nworkers; w0 += FILL_CHUNK) {
-            uint32_t nw = nworkers - w0 < FILL_CHUNK ? nworkers - w0 : FILL_CHUNK;
-            if (g->params.worker_spread > 0) {
-                for (uint32_t w = 0; w < nw; w++)
-                    scale[w] = deftsim_gen_worker_scale(g, L, iteration, first_worker + w0 + w);
-            } else {
-                scale[0] = deftsim_gen_layer_scale(g, L, iteration);
-                for (uint32_t w = 1; w < nw; w++) scale[w] = scale[0];
-            }
-            fill_span(g->groups, &g->kc[g->kind[L]], (uint32_t)iteration, first_worker + w0, nw,
-                      a, b, scale, out + w0, offset);
-        }
-        a = b;
-    }
+    const deftsim_gen_run run = {offset, count};
+    fill_runs(g, iteration, first_worker, nworkers, &run, 1, out, offset);
     return DEFTSIM_OK;
 }
 
@@ -665,35 +685,7 @@ deftsim_status deftsim_gen_fill_runs(const deftsim_gen *g, uint64_t iteration,
         prev_end = runs[r].offset + runs[r].count;
     }
     if (nworkers == 0) return DEFTSIM_OK;
-    size_t r = 0;
-    for (size_t L = 0; L < m->nlayers && r < nruns; L++) {
-        const deftsim_layer *ly = &m->layers[L];
-        const uint64_t lend = ly->offset + ly->numel;
-        if (runs[r].offset >= lend) continue;
-        float scale[FILL_CHUNK];
-        for (uint32_t w0 = 0; w0 < nworkers; w0 += FILL_CHUNK) {
-            uint32_t nw = nworkers - w0 < FILL_CHUNK ? nworkers - w0 : FILL_CHUNK;
-            if (g->params.worker_spread > 0) {
-                for (uint32_t w = 0; w < nw; w++)
-                    scale[w] = deftsim_gen_worker_scale(g, L, iteration, first_worker + w0 + w);
-            } else {
-                scale[0] = deftsim_gen_layer_scale(g, L, iteration);
-                for (uint32_t w = 1; w < nw; w++) scale[w] = scale[0];
-            }
-            /* Every run's part within this layer; a run that goes on past the layer is taken
-             * up again with the next one. */
-            for (size_t q = r; q < nruns && runs[q].offset < lend; q++) {
-                uint64_t a = runs[q].offset > ly->offset ? runs[q].offset : ly->offset;
-                uint64_t e = runs[q].offset + runs[q].count;
-                uint64_t b = e < lend ? e : lend;
-                if (a < b)
-                    fill_span(g->groups, &g->kc[g->kind[L]], (uint32_t)iteration,
-                              first_worker + w0, nw, a, b, scale, out + w0, 0);
-            }
-        }
-        /* The runs that end within this layer are done. */
-        while (r < nruns && runs[r].offset + runs[r].count <= lend) r++;
-    }
+    fill_runs(g, iteration, first_worker, nworkers, runs, nruns, out, 0);
     return DEFTSIM_OK;
 }
 
