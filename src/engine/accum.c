@@ -519,9 +519,6 @@ static deftsim_status spread_prepare(point_state *ps, size_t nchunks)
     return DEFTSIM_OK;
 }
 
-/* Runs before each step: every tracked residual takes its gradient, the average accumulator
- * and its squared norm are computed. A trace's gradients are checked finite first (once per
- * iteration and worker for the whole run). */
 /* Without error feedback the average of iteration it is the same for every point at this P:
  * the first point keeps it (avg_keep), the others copy it (memory plan's avg_cache). */
 static int avg_cached(point_state *ps)
@@ -558,6 +555,9 @@ static void avg_keep(point_state *ps)
     e->avg_have[ps->it] = 1;
 }
 
+/* Runs before each step: every tracked residual takes its gradient, the average accumulator
+ * and its squared norm are computed. A trace's gradients are checked finite first (once per
+ * iteration and worker for the whole run). */
 deftsim_status deftsim_acc_prepare(point_state *ps)
 {
     deftsim_engine *e = ps->e;
