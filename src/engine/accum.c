@@ -556,8 +556,9 @@ static void avg_keep(point_state *ps)
 }
 
 /* Runs before each step: every tracked residual takes its gradient, the average accumulator
- * and its squared norm are computed. A trace's gradients are checked finite first (once per
- * iteration and worker for the whole run). */
+ * and its squared norm are computed (or copied where an earlier point kept them: avg_cached).
+ * A trace's gradients are checked finite first (once per iteration and worker for the whole
+ * run). */
 deftsim_status deftsim_acc_prepare(point_state *ps)
 {
     deftsim_engine *e = ps->e;
