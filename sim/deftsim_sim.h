@@ -17,9 +17,11 @@
  * (SMPI's smpi/send-is-detached-thresh, 65536 by default); a larger send waits until it is
  * received. A transfer starts when both sides have posted it.
  *
- * Several schedules (the iterations of one point) run in one simulation: every worker starts
- * schedule i at the same simulated instant, once the last worker finished schedule i-1, and
- * times are reported relative to that instant, so each iteration is timed as if alone.
+ * Several schedules (the iterations of one point) are simulated each on its own, from the same
+ * loaded platform and from simulated instant 0, so each iteration is timed as if alone; up to
+ * `procs` of them at once (exact and approximate modes; analytic mode computes them in turn in
+ * one process, every worker starting schedule i once the last one finished schedule i-1, and
+ * times relative to that instant).
  *
  * SimGrid's engine is a process-wide singleton that cannot be started twice in one process
  * (3.32's C API keeps it in a function-static object and seals the platform once), so
@@ -239,6 +241,10 @@ typedef struct {
                                         nccl_step_scale */
     double nccl_nvls_step;           /* tuned: seconds each of an NVLS call's chunk steps adds
                                         (NCCL's chunk rule sets their number) */
+    unsigned procs;                  /* several schedules (exact and approximate modes): how
+                                        many are simulated at once, each in its own process
+                                        (0 or 1: one at a time); the results do not depend
+                                        on it */
 } deftsim_sim_params;
 
 /* The NCCL defaults: 2 channels (NCCL duplicates every ring its topology search finds, so it
@@ -295,27 +301,34 @@ typedef struct {
     uint64_t messages;         /* point-to-point messages simulated (sampled ones in approximate
                                   mode) */
     double wall_seconds;       /* the simulation's wall time, fork to result */
-    uint64_t peak_rss_bytes;   /* the simulating process's peak resident memory */
+    uint64_t peak_rss_bytes;   /* the simulating process's peak resident memory (several:
+                                  the largest one's) */
+    unsigned procs;            /* simulating processes at most at once (see procs above) */
     deftsim_sim_mode mode;     /* what ran: analytic mode gives ANALYTIC or, where its closed
                                   form does not hold, EXACT */
     char mode_note[256];       /* mode = analytic, EXACT ran: why ("crosstraffic is on", "two
                                   messages in flight at once on the up link of worker 3 ...") */
 } deftsim_sim_result;
 
-/* Simulates the schedules one after another (each from a common start, see above). Every
- * schedule must have p->P ranks; a collective needs P > 1 to send anything. Runs SimGrid in
- * a forked child; DEFTSIM_E_RUNTIME with SimGrid's last messages if it fails. */
+/* Simulates the schedules, each as if alone (see above; several: up to p->procs at once, from
+ * one load of the platform, as deftsim_sim_run_batch runs its jobs). Every schedule must have
+ * p->P ranks; a collective needs P > 1 to send anything. Runs SimGrid in a forked child;
+ * DEFTSIM_E_RUNTIME with SimGrid's last messages if it fails. wall_seconds is the time from
+ * the first fork to the last result, peak_rss_bytes the largest process's peak. */
 deftsim_status deftsim_sim_run(const deftsim_sim_params *p, const deftsim_schedule *const *scheds,
                                size_t nsched, deftsim_sim_result *out);
 
 /* Several independent simulations on one platform (`deftsim bench sim`: every method at one
- * P): job i's schedules simulated as deftsim_sim_run() simulates them, its results in out[i]
- * (the same to the last digit). The platform is loaded once in a forked child, which forks a
- * process for each job in turn (up to 32 jobs a load); wall_seconds of job i is the time
- * from the end of job i - 1 (the first job's includes the platform's load), peak_rss_bytes
- * the job's process's peak (the loaded platform included, as when it loads its own). In
- * analytic mode, and under AddressSanitizer, each job runs on its own as deftsim_sim_run()
- * does. On failure every out[i] is freed and *failed (may be NULL) names the job. */
+ * P; deftsim_sim_run's schedules): job i's schedule simulated as deftsim_sim_run() simulates
+ * it alone, its results in out[i] (the same to the last digit; a job of several schedules
+ * runs them in its one process, each from the instant the last worker ended the one before,
+ * as analytic mode does). The platform is loaded once in a forked child, which forks a
+ * process for each job, up to p->procs at once (up to 32 jobs a load); wall_seconds of job i
+ * is the time from the end of job i - 1 (the first job's includes the platform's load), so
+ * with one process at a time the job's own, peak_rss_bytes the job's process's peak (the
+ * loaded platform included, as when it loads its own). In analytic mode, and under
+ * AddressSanitizer, each job runs on its own as deftsim_sim_run() does. On failure every
+ * out[i] is freed and *failed (may be NULL) names the job. */
 typedef struct {
     const deftsim_schedule *const *scheds;
     size_t nsched;

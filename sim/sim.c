@@ -475,6 +475,7 @@ static deftsim_status run_child(const deftsim_sim_params *p, const sim_platform_
     while (wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {
     }
     out->wall_seconds += deftsim_now() - t0;
+    out->procs = 1;
     if ((uint64_t)ru.ru_maxrss * 1024u > out->peak_rss_bytes)
         out->peak_rss_bytes = (uint64_t)ru.ru_maxrss * 1024u;
     tail_one_line(tail, &tail_len);
@@ -493,6 +494,43 @@ static deftsim_status run_child(const deftsim_sim_params *p, const sim_platform_
     st = take_results(buf, have, read_failed, status, pf->is_fd ? "generated" : pf->path, tail,
                       tail_len, out);
     free(buf);
+    return st;
+}
+
+/* Several schedules in exact or approximate mode: each in its own process, forked from one
+ * load of the platform (deftsim_sim_run_batch's) and simulated from instant 0, up to p->procs
+ * of them at once; their results gathered into out (allocated for all of them). The same
+ * numbers whatever p->procs is. */
+static deftsim_status run_each(const deftsim_sim_params *p, const deftsim_schedule *const *scheds,
+                               size_t nsched, deftsim_sim_result *out)
+{
+    deftsim_sim_job *jobs = calloc(nsched, sizeof *jobs);
+    deftsim_sim_result *r = calloc(nsched, sizeof *r);
+    deftsim_status st;
+    if (!jobs || !r) {
+        st = deftsim_error_nomem("network simulation: %zu schedules", nsched);
+        goto done;
+    }
+    for (size_t i = 0; i < nsched; i++) jobs[i] = (deftsim_sim_job){scheds + i, 1};
+    size_t failed = 0;
+    if ((st = deftsim_sim_run_batch(p, jobs, nsched, r, &failed))) goto done;
+    uint32_t P = p->P;
+    for (size_t i = 0; i < nsched; i++) {
+        size_t at = out->step_offset[i] * (size_t)P, cells = scheds[i]->nsteps * (size_t)P;
+        memcpy(out->start + at, r[i].start, cells * sizeof *out->start);
+        memcpy(out->end + at, r[i].end, cells * sizeof *out->end);
+        memcpy(out->sent + at, r[i].sent, cells * sizeof *out->sent);
+        memcpy(out->recv + at, r[i].recv, cells * sizeof *out->recv);
+        out->messages += r[i].messages;
+        out->wall_seconds += r[i].wall_seconds;
+        if (r[i].peak_rss_bytes > out->peak_rss_bytes) out->peak_rss_bytes = r[i].peak_rss_bytes;
+        if (r[i].procs > out->procs) out->procs = r[i].procs;
+    }
+done:
+    if (r)
+        for (size_t i = 0; i < nsched; i++) deftsim_sim_result_free(&r[i]);
+    free(r);
+    free(jobs);
     return st;
 }
 
@@ -517,11 +555,14 @@ deftsim_status deftsim_sim_run(const deftsim_sim_params *p, const deftsim_schedu
         !sim_analytic_eligible(&q, scheds, nsched, out->mode_note, sizeof out->mode_note))
         q.mode = DEFTSIM_SIM_EXACT;
     int not_analytic = 0;
-    st = run_child(&q, &pf, scheds, nsched, out, &not_analytic, out->mode_note, sizeof out->mode_note);
-    if (!st && not_analytic) {
-        q.mode = DEFTSIM_SIM_EXACT;
+    if (q.mode == DEFTSIM_SIM_ANALYTIC) {
         st = run_child(&q, &pf, scheds, nsched, out, &not_analytic, out->mode_note, sizeof out->mode_note);
+        if (!st && not_analytic) q.mode = DEFTSIM_SIM_EXACT;
     }
+    if (!st && q.mode != DEFTSIM_SIM_ANALYTIC)
+        st = nsched > 1 ? run_each(&q, scheds, nsched, out)
+                        : run_child(&q, &pf, scheds, nsched, out, &not_analytic, out->mode_note,
+                                    sizeof out->mode_note);
     if (st) goto fail;
     out->mode = q.mode;
     sim_platform_close(&pf);
@@ -536,8 +577,6 @@ fail:
 
 /* ---- batches: one platform load for several simulations ----------------------------------------- */
 
-/* Jobs one batch child runs (each job holds two pipes open in it). */
-#define BATCH_MAX 32
 
 #if defined(__SANITIZE_ADDRESS__)
 #define SIM_BATCH_SEPARATE 1
@@ -559,10 +598,11 @@ static deftsim_status run_batch_child(const deftsim_sim_params *p, const sim_pla
                                       const deftsim_sim_job *jobs, size_t n,
                                       deftsim_sim_result *out, size_t *failed)
 {
-    sim_batch_job bj[BATCH_MAX];
-    int fds[4 * BATCH_MAX], st_p[2] = {-1, -1};
-    int *out_r = fds, *out_w = fds + BATCH_MAX, *err_r = fds + 2 * BATCH_MAX, *err_w = fds + 3 * BATCH_MAX;
-    for (size_t i = 0; i < 4 * BATCH_MAX; i++) fds[i] = -1;
+    sim_batch_job bj[SIM_BATCH_MAX];
+    int fds[4 * SIM_BATCH_MAX], st_p[2] = {-1, -1};
+    int *out_r = fds, *out_w = fds + SIM_BATCH_MAX;
+    int *err_r = fds + 2 * SIM_BATCH_MAX, *err_w = fds + 3 * SIM_BATCH_MAX;
+    for (size_t i = 0; i < 4 * SIM_BATCH_MAX; i++) fds[i] = -1;
     deftsim_status st = DEFTSIM_OK;
     *failed = 0;
     int ok = pipe(st_p) == 0;
@@ -628,6 +668,7 @@ static deftsim_status run_batch_child(const deftsim_sim_params *p, const sim_pla
                           tail_len, &out[i]);
         free(buf);
         if (!st) out[i].mode = p->mode;
+        out[i].procs = p->procs > 1 ? (n < p->procs ? (unsigned)n : p->procs) : 1;
     }
     if (pid > 0) {
         if (st) kill(pid, SIGKILL);
@@ -636,7 +677,7 @@ static deftsim_status run_batch_child(const deftsim_sim_params *p, const sim_pla
         }
     }
 done:
-    close_fds(fds, 4 * BATCH_MAX);
+    close_fds(fds, 4 * SIM_BATCH_MAX);
     close_fds(st_p, 2);
     return st;
 }
@@ -671,8 +712,8 @@ deftsim_status deftsim_sim_run_batch(const deftsim_sim_params *p, const deftsim_
     }
     f = 0;
     if ((st = sim_platform_open(p, &pf))) goto end;
-    for (size_t first = 0; first < njobs && !st; first += BATCH_MAX) {
-        size_t n = njobs - first < BATCH_MAX ? njobs - first : BATCH_MAX;
+    for (size_t first = 0; first < njobs && !st; first += SIM_BATCH_MAX) {
+        size_t n = njobs - first < SIM_BATCH_MAX ? njobs - first : SIM_BATCH_MAX;
         st = run_batch_child(p, &pf, jobs + first, n, out + first, &f);
         f += first;
     }

@@ -729,35 +729,42 @@ void sim_child_batch_main(pid_t parent, int status_fd, const int *out_fds, const
     /* A run with no actor seals the platform (Floyd computes its routes then), once for all. */
     simgrid_run();
     pid_t self = getpid();
+    size_t at_once = p->procs > 1 ? p->procs : 1, started = 0;
+    pid_t pids[SIM_BATCH_MAX];
     for (size_t i = 0; i < njobs; i++) {
-        pid_t pid = fork();
-        if (pid == 0) {
-            die_with_parent(self);
-            child_body(out_fds[i], err_fds[i], p, platform_path, 1, jobs[i].scheds,
-                       jobs[i].nsched, jobs[i].offs);
-        }
-        /* The job's pipes close with its process (the first job's also here: the batch's own
-         * stdout and stderr go nowhere from now on). */
-        if (i == 0) {
-            int null = open("/dev/null", O_WRONLY);
-            if (null >= 0) {
-                dup2(null, 1);
-                dup2(null, 2);
-                close(null);
+        /* Up to at_once jobs simulate side by side; their statuses go out in job order (the
+         * parent reads the jobs' pipes in that order: a later job that finished first waits
+         * for it in its write). */
+        for (; started < njobs && started < i + at_once; started++) {
+            pid_t pid = pids[started] = fork();
+            if (pid == 0) {
+                die_with_parent(self);
+                child_body(out_fds[started], err_fds[started], p, platform_path, 1,
+                           jobs[started].scheds, jobs[started].nsched, jobs[started].offs);
             }
+            /* The job's pipes close with its process (the first job's also here: the batch's
+             * own stdout and stderr go nowhere from now on). */
+            if (started == 0) {
+                int null = open("/dev/null", O_WRONLY);
+                if (null >= 0) {
+                    dup2(null, 1);
+                    dup2(null, 2);
+                    close(null);
+                }
+            }
+            close(out_fds[started]);
+            close(err_fds[started]);
         }
-        close(out_fds[i]);
-        close(err_fds[i]);
         sim_batch_status bs;
         memset(&bs, 0, sizeof bs); /* the padding too: the whole struct goes down the pipe */
         bs.status = -1;
         struct rusage ru;
         memset(&ru, 0, sizeof ru);
-        if (pid > 0)
-            while (wait4(pid, &bs.status, 0, &ru) < 0 && errno == EINTR) {
+        if (pids[i] > 0)
+            while (wait4(pids[i], &bs.status, 0, &ru) < 0 && errno == EINTR) {
             }
         bs.maxrss_kib = ru.ru_maxrss;
-        if (deftsim_write_all(status_fd, &bs, sizeof bs) || pid < 0) _exit(3);
+        if (deftsim_write_all(status_fd, &bs, sizeof bs) || pids[i] < 0) _exit(3);
     }
     _exit(0);
 }

@@ -286,9 +286,11 @@ _Noreturn void sim_child_main(pid_t parent, int out_fd, int err_fd, const deftsi
                               size_t nsched, const size_t *step_offset);
 
 /* A batch (deftsim_sim_run_batch): its first child loads the platform once, then forks a
- * grandchild for each job in turn, which simulates the job's schedules on the loaded platform
- * and writes as sim_child_main does to the job's out and err pipes; after each the batch's
- * child writes the grandchild's wait status and peak resident set to status_fd. */
+ * grandchild for each job, up to p->procs running at once, which simulates the job's
+ * schedules on the loaded platform and writes as sim_child_main does to the job's out and err
+ * pipes; the batch's child writes each grandchild's wait status and peak resident set to
+ * status_fd in job order. At most SIM_BATCH_MAX jobs. */
+#define SIM_BATCH_MAX 32
 typedef struct {
     const deftsim_schedule *const *scheds;
     size_t nsched;

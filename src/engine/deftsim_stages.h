@@ -35,6 +35,10 @@ typedef struct {
     /* How the accumulators were held (docs/OUTPUT.md): resident workers, regeneration slots,
      * iterations whose average was kept from an earlier point. */
     uint32_t resident, regen_slots, averages_kept;
+    /* The network simulation: processes at once (the iterations side by side), messages
+     * simulated. */
+    uint32_t sim_procs;
+    uint64_t sim_messages;
     int trace;         /* the gradients come from a trace: reads, not generation */
     int profile;       /* [device] kind = profile: the phases hold modelled times */
     int repeats;

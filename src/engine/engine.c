@@ -430,6 +430,7 @@ static deftsim_status point_finish(deftsim_engine *e, point_run *pr, point_recor
     if (cfg->network.simulate) {
         deftsim_sim_params sp_net;
         deftsim_point_sim_params(cfg, &pr->psim, &sp_net);
+        sp_net.procs = e->prep_threads; /* the iterations side by side on the point's cores */
         st = write_platform(e, &sp_net);
         if (!st) st = deftsim_point_sim_run(&sp_net, &pr->psim, &pr->sres);
         if (st) return st;
@@ -437,6 +438,8 @@ static deftsim_status point_finish(deftsim_engine *e, point_run *pr, point_recor
         rec->sim_seconds = pr->sres.wall_seconds;
         rec->sim_messages = pr->sres.messages;
         rec->sim_peak_rss = pr->sres.peak_rss_bytes;
+        rec->stages.sim_procs = pr->sres.procs;
+        rec->stages.sim_messages = pr->sres.messages;
     }
     if (cfg->execute.network == DEFTSIM_EXEC_MPI) {
         if ((st = real_mode(&pr->psim, &pr->mres))) return st;

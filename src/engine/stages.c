@@ -117,6 +117,10 @@ json_t *deftsim_stages_json(const deftsim_stages *s)
     json_object_set_new(o, "metrics",
                         stage(s->metrics, (double)s->metrics_bytes / bws, "bytes", s->metrics_bytes));
     json_object_set_new(o, "simulate", stage(s->simulate, NAN, NULL, 0));
+    if (s->sim_procs)
+        json_object_update_new(json_object_get(o, "simulate"),
+                               json_pack("{s:i, s:I}", "processes", (int)s->sim_procs,
+                                         "messages", (json_int_t)s->sim_messages));
     json_object_set_new(o, "write", stage(s->write, NAN, "bytes", s->write_bytes));
     json_t *ph = json_object();
     for (size_t i = 0; i < s->nphases; i++)
