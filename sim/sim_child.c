@@ -722,6 +722,17 @@ void sim_child_batch_main(pid_t parent, int status_fd, const int *out_fds, const
                           const sim_batch_job *jobs, size_t njobs)
 {
     die_with_parent(parent);
+    /* Ctrl-C reaches the whole process group, and SimGrid's own SIGINT handler (installed by
+     * the load below and inherited by every job's process) logs and exits inside the handler,
+     * which can hang a process for good; a job's process that took the signal before it set
+     * its parent-death signal would then outlive the caller. The caller ends this process with
+     * SIGKILL when it stops, and the jobs get theirs then (die_with_parent), so none of them
+     * takes SIGINT or SIGTERM: blocked here, and so from the birth of every job. */
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    sigprocmask(SIG_BLOCK, &stop, NULL);
     /* What SimGrid says while loading goes with the first job's messages. */
     dup2(err_fds[0], 2);
     dup2(err_fds[0], 1);

@@ -62,14 +62,20 @@ static void same_as_alone(const deftsim_sim_params *p)
     for (size_t i = 0; i < NJOBS; i++) deftsim_schedule_free(&s[i]);
 }
 
+/* NCCL on 4 nodes of 8 GPUs, a NIC each, 4 channels. */
+static void nccl_eight_gpu_nodes(deftsim_sim_params *p)
+{
+    simtest_params(p, 32);
+    p->library = DEFTSIM_LIB_NCCL;
+    p->gpus_per_node = 8;
+    p->nics_per_node = 8;
+    p->nccl_channels = 4;
+}
+
 Test(sim_batch, nccl_on_eight_gpu_nodes_as_alone)
 {
     deftsim_sim_params p;
-    simtest_params(&p, 32);
-    p.library = DEFTSIM_LIB_NCCL;
-    p.gpus_per_node = 8;
-    p.nics_per_node = 8;
-    p.nccl_channels = 4;
+    nccl_eight_gpu_nodes(&p);
     same_as_alone(&p);
     p.mode = DEFTSIM_SIM_APPROXIMATE;
     same_as_alone(&p);
@@ -155,11 +161,7 @@ static void schedules_as_alone(deftsim_sim_params *p)
 Test(sim_batch, a_points_iterations_each_as_alone)
 {
     deftsim_sim_params p;
-    simtest_params(&p, 32);
-    p.library = DEFTSIM_LIB_NCCL;
-    p.gpus_per_node = 8;
-    p.nics_per_node = 8;
-    p.nccl_channels = 4;
+    nccl_eight_gpu_nodes(&p);
     schedules_as_alone(&p);
     p.mode = DEFTSIM_SIM_APPROXIMATE;
     schedules_as_alone(&p);
