@@ -577,7 +577,6 @@ fail:
 
 /* ---- batches: one platform load for several simulations ----------------------------------------- */
 
-
 #if defined(__SANITIZE_ADDRESS__)
 #define SIM_BATCH_SEPARATE 1
 #elif defined(__has_feature)
