@@ -437,7 +437,13 @@ void sim_nccl_plan_call(const deftsim_sim_params *p, sim_nccl_coll coll, uint64_
                        : best_p == P_LL128 ? p->nccl_ll128_efficiency
                                            : 1;
     out->eff_intra = p->nccl_nvl_efficiency * (nvls ? NVLS_EFFICIENCY : 1) * proto_eff;
-    out->eff_net = p->nccl_net_efficiency * proto_eff;
+    /* NCCL's grouped sends and receives keep many peers' transfers in flight on a NIC at once
+     * (its p2p chunks, several channels a peer) where a ring keeps one stream a channel: their
+     * achieved fraction of the link is a figure of its own (fitted on the alltoall tables). */
+    double net_eff = coll == SIM_NCCL_P2P && p->nccl_p2p_net_efficiency > 0
+                         ? p->nccl_p2p_net_efficiency
+                         : p->nccl_net_efficiency;
+    out->eff_net = net_eff * proto_eff;
     /* NVLS and NVLS-tree: NCCL's latency of the whole call (the switch's, and the trees' depth
      * across nodes), once; their rounds pipeline behind it */
     if (best_a == A_NVLS) out->lat_intra = out->lat_net = 0, out->base += intra * 1e-6 * p->nccl_step_scale;

@@ -45,10 +45,11 @@ static void usage(FILE *out)
             "  --set KEY=VALUE   a scenario key applied after the table's own (repeatable)\n"
             "  --rows            every row, not only the summaries\n"
             "  --fit             fit nccl_launch, nccl_launch_gpu, nccl_nvl_efficiency,\n"
-            "                    nccl_net_efficiency, nccl_step_scale, nccl_net_step_scale,\n"
-            "                    nccl_ll_efficiency,\n"
+            "                    nccl_net_efficiency, nccl_p2p_net_efficiency,\n"
+            "                    nccl_step_scale, nccl_net_step_scale, nccl_ll_efficiency,\n"
             "                    nccl_ll128_efficiency and nccl_nvls_step to the tables; -o FILE\n"
-            "                    writes them as [network] keys\n"
+            "                    writes them as [network] keys (a corpus table's own\n"
+            "                    platform keys stay as the table sets them)\n"
             "  --fit-rounds N    rounds of the fit's coordinate search (default 10)\n"
             "  FILE...           nccl-tests output as all_reduce_perf and its siblings print it;\n"
             "                    the collective from the file (or --collective: allreduce,\n"
@@ -97,10 +98,6 @@ static deftsim_status run_tables(const vopts *o, const deftsim_nt_table *t, size
                                  const char *const *extra, size_t nextra, int print,
                                  double *all_err, size_t *nall, size_t *met)
 {
-    const char *sets[MAX_SETS + 16];
-    size_t ns = 0;
-    for (size_t i = 0; i < o->nsets; i++) sets[ns++] = o->sets[i];
-    for (size_t i = 0; i < nextra; i++) sets[ns++] = extra[i];
     *nall = 0;
     for (size_t k = 0; k < nt; k++) {
         double *sim = malloc(t[k].nrows * sizeof *sim), *err = malloc(t[k].nrows * sizeof *err);
@@ -109,7 +106,7 @@ static deftsim_status run_tables(const vopts *o, const deftsim_nt_table *t, size
             free(err);
             return deftsim_error_nomem("validate");
         }
-        deftsim_status st = deftsim_nt_simulate(&t[k], sets, ns, sim);
+        deftsim_status st = deftsim_nt_simulate(&t[k], extra, nextra, o->sets, o->nsets, sim);
         if (st) {
             free(sim);
             free(err);
@@ -172,6 +169,7 @@ static const fit_figure FIGURES[] = {
     {"nccl_launch_gpu", 2e-6, 1e-9, 20e-6, NETF(nccl_launch_gpu), 1},
     {"nccl_nvl_efficiency", 0.8, 0.05, 1, NETF(nccl_nvl_efficiency), 0},
     {"nccl_net_efficiency", 0.85, 0.05, 1, NETF(nccl_net_efficiency), 0},
+    {"nccl_p2p_net_efficiency", 0.85, 0.05, 1, NETF(nccl_p2p_net_efficiency), 0},
     {"nccl_step_scale", 1.0, 0.05, 20, NETF(nccl_step_scale), 0},
     {"nccl_net_step_scale", 1.0, 0.05, 20, NETF(nccl_net_step_scale), 0},
     {"nccl_ll_efficiency", 1.0, 0.05, 1, NETF(nccl_ll_efficiency), 0},
@@ -196,8 +194,9 @@ static void fit_start(const deftsim_nt_table *t, size_t nt, double *x)
     for (int i = 0; i < NF; i++) {
         double v = *(const double *)((const char *)cfg + FIGURES[i].off);
         if (v > 0) x[i] = v;
-        /* the network's step scale unset (-1): it starts where the node's is */
-        if (v < 0 && i > 0 && !strcmp(FIGURES[i].key, "nccl_net_step_scale")) x[i] = x[i - 1];
+        /* a figure unset (-1) that stands for the one before it (the network's step scale for
+         * the node's, the grouped sends' efficiency for the network's) starts there */
+        if (v < 0 && i > 0) x[i] = x[i - 1];
     }
     deftsim_config_free(cfg);
 }
@@ -214,10 +213,17 @@ static deftsim_status fit(const vopts *o, const deftsim_nt_table *t, size_t nt, 
     char buf[NF][96];
     const char *extra[NF];
     size_t nall;
+    /* Without an alltoall table nothing measures the grouped sends: their figure stays -1 (as
+     * the network's), not a number the tables never saw. */
+    int p2p = 0;
+    for (size_t k = 0; k < nt; k++) p2p |= t[k].coll == DEFTSIM_NT_ALLTOALL;
+    for (int i = 0; i < NF; i++)
+        if (!p2p && !strcmp(FIGURES[i].key, "nccl_p2p_net_efficiency")) x[i] = -1;
     for (int round = 0; round < o->fit_rounds && step > 0.02; round++) {
         int moved = 0;
         for (int i = 0; i < NF; i++)
             for (int dir = -1; dir <= 1; dir++) {
+                if (x[i] < 0) break; /* held at -1 */
                 double y[NF];
                 memcpy(y, x, sizeof y);
                 if (dir) y[i] = fmin(hi[i], fmax(lo[i], x[i] * (1 + dir * step)));
@@ -237,10 +243,10 @@ static deftsim_status fit(const vopts *o, const deftsim_nt_table *t, size_t nt, 
             }
         if (!moved) step /= 2;
         fprintf(stderr, "validate: fit round %d: mean |log ratio| %.4f (launch %.2f us + %.2f us a "
-                        "further GPU of a thread, nvl %.3f, net %.3f, step x %.3f, network step x %.3f, "
-                        "LL %.3f, LL128 %.3f, NVLS step %.2f us)\n",
-                round + 1, best, x[0] * 1e6, x[1] * 1e6, x[2], x[3], x[4], x[5], x[6], x[7],
-                x[8] * 1e6);
+                        "further GPU of a thread, nvl %.3f, net %.3f, grouped p2p net %.3f, step x "
+                        "%.3f, network step x %.3f, LL %.3f, LL128 %.3f, NVLS step %.2f us)\n",
+                round + 1, best, x[0] * 1e6, x[1] * 1e6, x[2], x[3], x[4], x[5], x[6], x[7], x[8],
+                x[9] * 1e6);
     }
     /* One preset under every table: the file names it, so that a scenario naming the file
      * (preset_file) gets the node keys with the fitted figures. */

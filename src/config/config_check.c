@@ -52,6 +52,7 @@ void deftsim_config_sim_params(const deftsim_config *cfg, uint32_t P, uint32_t e
     out->nccl_gpus_per_thread = (uint32_t)cfg->network.nccl_gpus_per_thread;
     out->nccl_nvl_efficiency = cfg->network.nccl_nvl_efficiency;
     out->nccl_net_efficiency = cfg->network.nccl_net_efficiency;
+    out->nccl_p2p_net_efficiency = cfg->network.nccl_p2p_net_efficiency;
     out->nccl_step_scale = cfg->network.nccl_step_scale;
     out->nccl_net_step_scale = cfg->network.nccl_net_step_scale;
     out->nccl_ll_efficiency = cfg->network.nccl_ll_efficiency;

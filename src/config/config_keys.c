@@ -96,6 +96,12 @@ static const char *check_kind_field(double v)
     return v == -1 || (v >= 0 && v <= 6) ? NULL : "is neither -1 (the key field) nor in [0, 6]";
 }
 
+static const char *check_p2p_net_efficiency(double v)
+{
+    return v == -1 || (v > 0 && v <= 1) ? NULL
+                                        : "is neither -1 (as nccl_net_efficiency) nor in (0, 1]";
+}
+
 static const char *check_net_step_scale(double v)
 {
     return v == -1 || (v >= 0 && v <= 100) ? NULL
@@ -356,6 +362,11 @@ static const keydef base_keys[] = {
     {KEY("network", "nccl_net_efficiency", "number in (0, 1]", "1",
          "nccl_model = tuned: the fraction of a NIC's bandwidth NCCL achieves"),
      .type = T_DOUBLE, .off = F(network.nccl_net_efficiency), .lo = 0, .hi = 1, .flags = LO_OPEN},
+    {KEY("network", "nccl_p2p_net_efficiency", "number in (0, 1], or -1", "-1",
+         "nccl_model = tuned: that fraction for NCCL's grouped sends and receives (alltoall, "
+         "allgatherv = p2p; -1: nccl_net_efficiency's)"),
+     .type = T_DOUBLE, .off = F(network.nccl_p2p_net_efficiency), .lo = -1, .hi = 1,
+     .check = check_p2p_net_efficiency},
     {KEY("network", "nccl_step_scale", "number in [0, 100]", "1",
          "nccl_model = tuned: multiplies NCCL's per-step latencies"),
      .type = T_DOUBLE, .off = F(network.nccl_step_scale), .lo = 0, .hi = 100},

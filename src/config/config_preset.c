@@ -54,6 +54,10 @@ static const deftsim_config_preset_key h100[] = {
                 "status ok, all rows, the GCP Ethernet one left out"),
     {"nccl_nvls_step", "3.797us", "fitted with nccl_launch (same tables; the NVLS allreduce rows "
                                   "of the one-node tables constrain it)"},
+    {"nccl_p2p_net_efficiency", "0.91",
+     "fitted alone (2026-12-07, a scan of the mean |log ratio| from 0.86 to 0.94) to the one H100 "
+     "alltoall table across nodes on the preset's NICs, h100_10n_alltoall_default_nccl2.29.2; the "
+     "2-node alltoall table sets its own link from its cluster's sendrecv rows"},
     {"nccl_net_step_scale", "-1",
      "as nccl_step_scale: no H100 table has a call under 32 MiB across nodes (fitted, it "
      "went to 8.0 for the 10-node 32 MiB rows; docs/NETWORK.md)"},

@@ -186,6 +186,8 @@ typedef struct deftsim_config {
         int nccl_gpus_per_thread;         /* tuned: GPUs one thread launches a call on */
         double nccl_nvl_efficiency;       /* tuned: achieved fraction of intra-node links */
         double nccl_net_efficiency;       /* tuned: achieved fraction between nodes */
+        double nccl_p2p_net_efficiency;   /* tuned: that fraction for grouped send/receive
+                                             (alltoall); -1: as nccl_net_efficiency */
         double nccl_step_scale;           /* tuned: factor on NCCL's per-step latencies */
         double nccl_net_step_scale;       /* tuned: that factor for steps between nodes; -1: as
                                              nccl_step_scale */

@@ -71,11 +71,13 @@ deftsim_status deftsim_nt_read_corpus(const char *dir, deftsim_nt_table **tables
 void deftsim_nt_tables_free(deftsim_nt_table *tables, size_t n);
 
 /* Simulates every row of t on the network of a default scenario with, in order: the table's
- * preset, library = nccl, approximate mode, its node shape, its platform keys, the GPUs a
- * thread drove, its forced algorithm and protocol, then the `sets` ("network.KEY=VALUE", applied last, so they win). sim_us[i] gets row i's
- * simulated time (microseconds); a row whose per-rank share is empty gets NaN. One simulation
- * for the whole table. */
-deftsim_status deftsim_nt_simulate(const deftsim_nt_table *t, const char *const *sets, size_t nsets,
+ * preset, library = nccl, approximate mode, its node shape, the `under` keys (a fit's trial
+ * figures: the table's own keys that follow win over them), its platform keys, the GPUs a
+ * thread drove, its forced algorithm and protocol, then the `sets` ("network.KEY=VALUE",
+ * applied last, so they win). sim_us[i] gets row i's simulated time (microseconds); a row
+ * whose per-rank share is empty gets NaN. One simulation for the whole table. */
+deftsim_status deftsim_nt_simulate(const deftsim_nt_table *t, const char *const *under, size_t nunder,
+                                   const char *const *sets, size_t nsets,
                                    double *sim_us);
 
 #endif

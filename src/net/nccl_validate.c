@@ -281,8 +281,8 @@ void deftsim_nt_tables_free(deftsim_nt_table *tables, size_t n)
 }
 
 /* The scenario of a table: a default one, its network keys in order, then the caller's. */
-static deftsim_status table_config(const deftsim_nt_table *t, const char *const *sets, size_t nsets,
-                                   deftsim_config **cfg)
+static deftsim_status table_config(const deftsim_nt_table *t, const char *const *under, size_t nunder,
+                                   const char *const *sets, size_t nsets, deftsim_config **cfg)
 {
     char kv[20][128];
     size_t nk = 0;
@@ -300,6 +300,7 @@ static deftsim_status table_config(const deftsim_nt_table *t, const char *const 
         snprintf(kv[nk++], 128, "network.bandwidth=%gGbps", gbps);
     }
     if (t->tuning[0]) snprintf(kv[nk++], 128, "network.nccl_tuning=%s", t->tuning);
+    size_t nbefore = nk; /* the `under` keys go here, before the platform's */
     /* The platform keys: "KEY=VALUE;KEY=VALUE", each a [network] key. */
     char plat[sizeof t->platform];
     snprintf(plat, sizeof plat, "%s", t->platform);
@@ -324,7 +325,11 @@ static deftsim_status table_config(const deftsim_nt_table *t, const char *const 
     if (!st) st = deftsim_config_apply_override(*cfg, "gradients.model=resnet18_cifar10");
     if (!st) st = deftsim_config_apply_override(*cfg, "network.library=nccl");
     if (!st) st = deftsim_config_apply_override(*cfg, "network.mode=approximate");
-    for (size_t i = 0; !st && i < nk; i++) st = deftsim_config_apply_override(*cfg, kv[i]);
+    for (size_t i = 0; !st && i < nk; i++) {
+        if (i == nbefore)
+            for (size_t j = 0; !st && j < nunder; j++) st = deftsim_config_apply_override(*cfg, under[j]);
+        if (!st) st = deftsim_config_apply_override(*cfg, kv[i]);
+    }
     for (size_t i = 0; !st && i < nsets; i++) st = deftsim_config_apply_override(*cfg, sets[i]);
     if (!st) st = deftsim_config_check(*cfg);
     if (st) {
@@ -349,11 +354,11 @@ static int row_step(const deftsim_nt_table *t, size_t r, uint32_t P, deftsim_ste
     return *bytes > 0;
 }
 
-deftsim_status deftsim_nt_simulate(const deftsim_nt_table *t, const char *const *sets, size_t nsets,
-                                   double *sim_us)
+deftsim_status deftsim_nt_simulate(const deftsim_nt_table *t, const char *const *under, size_t nunder,
+                                   const char *const *sets, size_t nsets, double *sim_us)
 {
     deftsim_config *cfg = NULL;
-    deftsim_status st = table_config(t, sets, nsets, &cfg);
+    deftsim_status st = table_config(t, under, nunder, sets, nsets, &cfg);
     if (st) return st;
     uint32_t P = t->gpus_per_node * t->nodes;
     deftsim_sim_params sp;

@@ -164,7 +164,7 @@ def user_files(tmp):
     if os.path.exists(out):
         text = open(out).read()
         keys = dict(re.findall(r"^(nccl_\w+) = (\S+)$", text, re.M))
-        for k in ("nccl_model", "nccl_launch", "nccl_nvl_efficiency", "nccl_net_efficiency", "nccl_step_scale", "nccl_net_step_scale",
+        for k in ("nccl_model", "nccl_launch", "nccl_nvl_efficiency", "nccl_net_efficiency", "nccl_p2p_net_efficiency", "nccl_step_scale", "nccl_net_step_scale",
                   "nccl_ll_efficiency", "nccl_ll128_efficiency", "nccl_nvls_step"):
             check(k in keys, f"--fit names {k}")
         sets = [a for k, v in keys.items() for a in ("--set", f"network.{k}={v}")]

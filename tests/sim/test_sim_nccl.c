@@ -1162,3 +1162,34 @@ Test(sim_nccl, nvls_chunk_steps_as_nccl_sizes_them)
     p.nccl_nvls_step = 0;
     cr_expect_eq(r1, run1(&p, DEFTSIM_STEP_ALLREDUCE, 16u << 20, 0, 0, NULL), "the ring unchanged");
 }
+
+/* nccl_p2p_net_efficiency: grouped sends and receives (an alltoall) cross the network at their
+ * own fraction of the NIC, every other collective keeps nccl_net_efficiency's; -1 follows
+ * nccl_net_efficiency. An alltoall of 64 MiB to each peer on 2 nodes of 8 sends 8 of a rank's
+ * 15 blocks across the nodes, so the network sets its time: at 0.9 against the network's
+ * 0.45, the call takes about half as long. */
+Test(sim_nccl, grouped_sends_have_their_own_network_efficiency)
+{
+    deftsim_sim_params p;
+    hopper_nodes(&p, 16);
+    p.nccl_net_efficiency = 0.45;
+    sim_nccl_call k;
+    sim_nccl_plan_call(&p, SIM_NCCL_P2P, 1 << 20, &k);
+    cr_expect(fabs(k.eff_net - 0.45) < 1e-12, "p2p at -1: eff_net %.3f, want the network's 0.45",
+              k.eff_net);
+    double slow = run1(&p, DEFTSIM_STEP_ALLTOALL, 64u << 20, 0, 0, NULL);
+    double ar = run1(&p, DEFTSIM_STEP_ALLREDUCE, 64u << 20, 0, 0, NULL);
+    p.nccl_p2p_net_efficiency = 0.9;
+    sim_nccl_plan_call(&p, SIM_NCCL_P2P, 1 << 20, &k);
+    cr_expect(fabs(k.eff_net - 0.9) < 1e-12, "p2p at 0.9: eff_net %.3f", k.eff_net);
+    sim_nccl_plan_call(&p, SIM_NCCL_ALLREDUCE, 1 << 20, &k);
+    cr_expect(k.proto != DEFTSIM_NCCL_PROTO_SIMPLE || fabs(k.eff_net - 0.45) < 1e-12,
+              "the allreduce's Simple eff_net %.3f, want the network's 0.45", k.eff_net);
+    double fast = run1(&p, DEFTSIM_STEP_ALLTOALL, 64u << 20, 0, 0, NULL);
+    double ar2 = run1(&p, DEFTSIM_STEP_ALLREDUCE, 64u << 20, 0, 0, NULL);
+    printf("nccl alltoall 2 nodes of 8, 64 MiB: p2p efficiency 0.45 %.3f us, 0.9 %.3f us; "
+           "allreduce %.3f us, %.3f us\n", slow * 1e6, fast * 1e6, ar * 1e6, ar2 * 1e6);
+    cr_expect(rel(fast, slow / 2) < 0.1, "0.9 took %.3f us, half of 0.45's is %.3f us",
+              fast * 1e6, slow / 2 * 1e6);
+    cr_expect_eq(ar, ar2, "the allreduce moved: %.9e s, %.9e s", ar, ar2);
+}
