@@ -299,6 +299,16 @@ static deftsim_status table_config(const deftsim_nt_table *t, const char *const 
         snprintf(kv[nk++], 128, "network.nic_bandwidth=%gGbps", gbps);
         snprintf(kv[nk++], 128, "network.bandwidth=%gGbps", gbps);
     }
+    else {
+        /* A run on fewer GPUs a node than the preset's NICs (nccl-tests on 1, 2 or 4 GPUs of an
+         * 8-GPU node): each GPU has its own NIC, as on the preset's rail-optimized nodes; the
+         * node's other NICs carry nothing of the run. */
+        const deftsim_config_preset *pr = deftsim_config_preset_find(t->preset);
+        for (size_t i = 0; pr && i < pr->nkeys; i++)
+            if (!strcmp(pr->keys[i].key, "nics_per_node") &&
+                strtoul(pr->keys[i].value, NULL, 10) > t->gpus_per_node)
+                snprintf(kv[nk++], 128, "network.nics_per_node=%u", t->gpus_per_node);
+    }
     if (t->tuning[0]) snprintf(kv[nk++], 128, "network.nccl_tuning=%s", t->tuning);
     size_t nbefore = nk; /* the `under` keys go here, before the platform's */
     /* The platform keys: "KEY=VALUE;KEY=VALUE", each a [network] key. */

@@ -141,6 +141,21 @@ def user_files(tmp):
     got = table_lines(r.stdout)
     check(r.returncode == 0 and old in got and got[old][0] == 2, f"the old layout (no root) read: {got}")
     check(re.search(r"^\s+4194304\s+60\.11\s", r.stdout, re.M) is not None, "old layout: time 60.11 us")
+    # nccl-tests on 2 of each node's 8 GPUs (10 nodes): one NIC a GPU, as on the preset's nodes,
+    # where the preset's 8 NICs a node would not fit 2 GPUs; the same as setting it, and not the
+    # same as 2 GPUs pooling 8 NICs' bandwidth.
+    two = ("--nodes", "10", "--gpus-per-node", "2", "--preset", "dgx-h100", "--rows")
+    r2 = run("validate", "nccl", new, *two)
+    r2set = run("validate", "nccl", new, *two, "--set", "network.nics_per_node=2")
+    r2pool = run("validate", "nccl", new, *two, "--set", "network.nics_per_node=2", "--set",
+                 "network.nic_bandwidth=1600Gbps", "--set", "network.bandwidth=1600Gbps")
+    big = lambda r: re.search(r"^\s+1073741824\s+11032\.00\s+(\S+)", r.stdout, re.M)
+    b2, b2set, b2pool = (big(r) for r in (r2, r2set, r2pool))
+    check(r2.returncode == 0 and b2 and b2set and b2.group(1) == b2set.group(1),
+          f"2 GPUs a node of dgx-h100: one NIC each ({r2.stderr[-300:]}; {b2 and b2.group(1)}, "
+          f"{b2set and b2set.group(1)})")
+    check(b2 and b2pool and b2.group(1) != b2pool.group(1),
+          f"2 GPUs a node: not the node's NICs pooled ({b2 and b2.group(1)}, {b2pool and b2pool.group(1)})")
     # A file's "NCCL version 2.8..." line runs NCCL 2.8.4's tuning figures: the same rows on
     # an A100 node take another time (the LL base latency alone is 3 us lower), and the same
     # as --set network.nccl_tuning=2.8 gives.
