@@ -547,7 +547,6 @@ deftsim_status deftsim_sim_run(const deftsim_sim_params *p, const deftsim_schedu
     if (st) return st;
     if ((st = check_schedules(p, scheds, nsched))) return st;
     if ((st = result_alloc(p, scheds, nsched, out))) goto fail;
-    if ((st = sim_platform_open(p, &pf))) goto fail;
     /* Analytic mode: the closed form where it holds, else the full simulation; out->mode and
      * out->mode_note say which ran and why. */
     deftsim_sim_params q = *p;
@@ -555,6 +554,10 @@ deftsim_status deftsim_sim_run(const deftsim_sim_params *p, const deftsim_schedu
         !sim_analytic_eligible(&q, scheds, nsched, out->mode_note, sizeof out->mode_note))
         q.mode = DEFTSIM_SIM_EXACT;
     int not_analytic = 0;
+    /* The platform is opened (a generated one written) where this process's child loads it;
+     * several schedules go to the batch, which opens its own. */
+    int here = q.mode == DEFTSIM_SIM_ANALYTIC || nsched < 2;
+    if (here && (st = sim_platform_open(p, &pf))) goto fail;
     if (q.mode == DEFTSIM_SIM_ANALYTIC) {
         st = run_child(&q, &pf, scheds, nsched, out, &not_analytic, out->mode_note, sizeof out->mode_note);
         if (!st && not_analytic) q.mode = DEFTSIM_SIM_EXACT;
