@@ -53,7 +53,9 @@ static void usage(FILE *out)
             "  --fit-rounds N    rounds of the fit's coordinate search (default 10)\n"
             "  FILE...           nccl-tests output as all_reduce_perf and its siblings print it;\n"
             "                    the collective from the file (or --collective: allreduce,\n"
-            "                    allgather, reducescatter, broadcast, alltoall)\n");
+            "                    allgather, reducescatter, broadcast, alltoall); a log of\n"
+            "                    several tests is a table per test (FILE:COLLECTIVE), tests\n"
+            "                    of other operations (sendrecv_perf) left out and named\n");
 }
 
 static int cmp_dbl(const void *a, const void *b)
@@ -317,41 +319,89 @@ static int parse_opts(int argc, char **argv, vopts *o)
     return 0;
 }
 
-/* The user's files as tables on the shape the options give. */
-static deftsim_status user_tables(const vopts *o, char **files, size_t nf, deftsim_nt_table **out)
+/* A table of the user's on the shape the options give, rows not read yet. */
+static void user_table(const vopts *o, const char *id, deftsim_nt_coll coll, deftsim_nt_table *t)
 {
-    deftsim_nt_table *t = calloc(nf, sizeof *t);
-    if (!t) return deftsim_error_nomem("validate");
+    memset(t, 0, sizeof *t);
+    snprintf(t->id, sizeof t->id, "%s", id);
+    snprintf(t->preset, sizeof t->preset, "%s", o->preset);
+    t->nodes = o->nodes;
+    t->gpus_per_node = o->gpn;
+    t->coll = coll;
+    snprintf(t->algo, sizeof t->algo, "%s", o->algo ? o->algo : "default");
+    snprintf(t->proto, sizeof t->proto, "%s", o->proto ? o->proto : "default");
+    for (char *q = t->proto; *q; q++) *q = (char)(*q >= 'A' && *q <= 'Z' ? *q + 32 : *q);
+}
+
+#define MAX_TESTS 64
+
+/* The user's files as tables. A file of one test is one table: its collective from --collective,
+ * its "Collective test starting" line or its name. A file of several tests (runs printed into
+ * one log) is a table for each test of a collective the simulation runs, named FILE:COLLECTIVE
+ * (FILE:COLLECTIVE#N where one collective comes again), only --collective's with that option;
+ * the others (sendrecv_perf, say) are named on stderr and left out. */
+static deftsim_status user_tables(const vopts *o, char **files, size_t nf, deftsim_nt_table **out,
+                                  size_t *nout)
+{
+    int given = -1;
+    for (int i = 0; o->coll && i < DEFTSIM_NT_COUNT; i++)
+        if (strcmp(o->coll, deftsim_nt_coll_names[i]) == 0) given = i;
+    if (o->coll && given < 0)
+        return deftsim_error_set(DEFTSIM_E_USAGE,
+                                 "--collective '%s': one of allreduce, allgather, reducescatter, "
+                                 "broadcast, alltoall",
+                                 o->coll);
+    deftsim_nt_table *t = NULL;
+    size_t k = 0, cap = 0;
     deftsim_status st = DEFTSIM_OK;
-    size_t k = 0;
-    for (; !st && k < nf; k++) {
-        snprintf(t[k].id, sizeof t[k].id, "%s", files[k]);
-        snprintf(t[k].preset, sizeof t[k].preset, "%s", o->preset);
-        t[k].nodes = o->nodes;
-        t[k].gpus_per_node = o->gpn;
-        snprintf(t[k].algo, sizeof t[k].algo, "%s", o->algo ? o->algo : "default");
-        snprintf(t[k].proto, sizeof t[k].proto, "%s", o->proto ? o->proto : "default");
-        for (char *q = t[k].proto; *q; q++) *q = (char)(*q >= 'A' && *q <= 'Z' ? *q + 32 : *q);
-        if (o->coll) {
-            int c = -1;
-            for (int i = 0; i < DEFTSIM_NT_COUNT; i++)
-                if (strcmp(o->coll, deftsim_nt_coll_names[i]) == 0) c = i;
-            if (c < 0)
-                st = deftsim_error_set(DEFTSIM_E_USAGE,
-                                       "--collective '%s': one of allreduce, allgather, "
-                                       "reducescatter, broadcast, alltoall",
-                                       o->coll);
-            t[k].coll = (deftsim_nt_coll)(c < 0 ? 0 : c);
-        } else {
-            st = deftsim_nt_detect_coll(files[k], &t[k].coll);
+    deftsim_nt_test tests[MAX_TESTS];
+    for (size_t fi = 0; !st && fi < nf; fi++) {
+        size_t ntests = 0;
+        if ((st = deftsim_nt_file_tests(files[fi], tests, MAX_TESTS, &ntests))) break;
+        if (ntests > MAX_TESTS) {
+            st = deftsim_error_set(DEFTSIM_E_INPUT, "%s: %zu tests; at most %d a file", files[fi],
+                                   ntests, MAX_TESTS);
+            break;
         }
-        if (!st) st = deftsim_nt_read_rows(files[k], &t[k]);
+        if (deftsim_grow(&t, &cap, k + (ntests > 1 ? ntests : 1), sizeof *t)) {
+            st = deftsim_error_nomem("validate");
+            break;
+        }
+        if (ntests <= 1) {
+            deftsim_nt_coll c = (deftsim_nt_coll)(given < 0 ? 0 : given);
+            if (given < 0 && (st = deftsim_nt_detect_coll(files[fi], &c))) break;
+            user_table(o, files[fi], c, &t[k]);
+            if ((st = deftsim_nt_read_rows(files[fi], &t[k]))) break;
+            k++;
+            continue;
+        }
+        size_t kept = 0;
+        for (size_t i = 0; !st && i < ntests; i++) {
+            if (!tests[i].known) {
+                fprintf(stderr, "validate: %s: test %zu (%s) left out: not a collective the "
+                                "simulation runs\n", files[fi], i + 1, tests[i].name);
+                continue;
+            }
+            if (given >= 0 && (int)tests[i].coll != given) continue;
+            size_t again = 0;
+            for (size_t j = 0; j < i; j++) again += tests[j].known && tests[j].coll == tests[i].coll;
+            char id[128];
+            if (again) snprintf(id, sizeof id, "%s:%s#%zu", files[fi],
+                                deftsim_nt_coll_names[tests[i].coll], again + 1);
+            else snprintf(id, sizeof id, "%s:%s", files[fi], deftsim_nt_coll_names[tests[i].coll]);
+            user_table(o, id, tests[i].coll, &t[k]);
+            if (!(st = deftsim_nt_read_test_rows(files[fi], i, &t[k]))) k++, kept++;
+        }
+        if (!st && !kept)
+            st = deftsim_error_set(DEFTSIM_E_INPUT, "%s: none of its %zu tests is %s", files[fi],
+                                   ntests, given >= 0 ? o->coll : "a collective the simulation runs");
     }
     if (st) {
         deftsim_nt_tables_free(t, k);
         return st;
     }
     *out = t;
+    *nout = k;
     return DEFTSIM_OK;
 }
 
@@ -419,7 +469,7 @@ int deftsim_cmd_validate(int argc, char **argv)
         return deftsim_cli_usage_error("validate", "files need --nodes, --gpus-per-node and --preset");
     deftsim_nt_table *t = NULL;
     size_t nt = nf;
-    deftsim_status st = nf ? user_tables(&o, files, nf, &t) : deftsim_nt_read_corpus(o.corpus, &t, &nt);
+    deftsim_status st = nf ? user_tables(&o, files, nf, &t, &nt) : deftsim_nt_read_corpus(o.corpus, &t, &nt);
     size_t all_n = nt;
     if (!st) st = select_tables(&o, t, &nt);
     double *all = st ? NULL : malloc((total_rows(t, nt) + 1) * sizeof *all);

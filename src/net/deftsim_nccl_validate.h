@@ -56,6 +56,25 @@ typedef struct {
  * them). */
 deftsim_status deftsim_nt_read_rows(const char *path, deftsim_nt_table *t);
 
+/* The same for one test of a file that holds several (nccl-tests runs printed one after
+ * another into one log): the rows between its "# Collective test starting" line and the next
+ * (test 0 also takes rows before the first such line); its "nGpus" header; the file's "NCCL
+ * version". test = SIZE_MAX reads every row, as deftsim_nt_read_rows. A test with no row is
+ * refused, naming the file and the test (counted from 1). */
+deftsim_status deftsim_nt_read_test_rows(const char *path, size_t test, deftsim_nt_table *t);
+
+/* A test a file holds, by its "# Collective test starting: NAME" line. */
+typedef struct {
+    char name[32];        /* "all_gather_perf", "sendrecv_perf" */
+    int known;            /* a collective the simulation runs: coll says which */
+    deftsim_nt_coll coll;
+} deftsim_nt_test;
+
+/* The tests of a file in order: *ntests of them (0 for a file without a starting line), the
+ * first max written to tests. */
+deftsim_status deftsim_nt_file_tests(const char *path, deftsim_nt_test *tests, size_t max,
+                                     size_t *ntests);
+
 /* The collective a file names in its "# Collective test starting: all_gather_perf" line (or its
  * name: "all_gather_perf.txt"): DEFTSIM_OK with *coll set, DEFTSIM_E_INPUT when neither names
  * one. */

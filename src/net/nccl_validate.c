@@ -73,22 +73,32 @@ static void tuning_of_version(const char *version, char *out, size_t cap)
     snprintf(out, cap, "%s", strncmp(version, "2.8.", 4) == 0 ? "2.8" : "");
 }
 
+static const char TEST_START[] = "Collective test starting";
+
 deftsim_status deftsim_nt_read_rows(const char *path, deftsim_nt_table *t)
+{
+    return deftsim_nt_read_test_rows(path, SIZE_MAX, t);
+}
+
+deftsim_status deftsim_nt_read_test_rows(const char *path, size_t test, deftsim_nt_table *t)
 {
     FILE *f = fopen(path, "r");
     if (!f) return deftsim_error_set(DEFTSIM_E_INPUT, "%s: cannot open: %s", path, strerror(errno));
     char line[4096];
-    size_t cap = 0;
+    size_t cap = 0, at = 0, starts = 0; /* the test a line belongs to: rows before the first
+                                            starting line belong to the first test */
     t->rows = NULL;
     t->nrows = 0;
     while (fgets(line, sizeof line, f)) {
         const char *s = line;
         while (*s == ' ' || *s == '\t') s++;
+        if (strstr(s, TEST_START) && starts++) at++;
+        const char *v = strstr(s, "NCCL version "); /* the library's: every test of the file */
+        if (v) tuning_of_version(v + 13, t->tuning, sizeof t->tuning);
+        if (test != SIZE_MAX && at != test) continue;
         const char *g = *s == '#' ? strstr(s, "nGpus ") : NULL;
         uint64_t ng;
         if (g && sscanf(g + 6, "%" SCNu64, &ng) == 1 && ng >= 1 && ng <= 64) t->gpus_per_thread = (uint32_t)ng;
-        const char *v = strstr(s, "NCCL version ");
-        if (v) tuning_of_version(v + 13, t->tuning, sizeof t->tuning);
         if (*s == '#' || !isdigit((unsigned char)*s)) continue;
         deftsim_nt_row row;
         if (parse_row(line, &row)) continue;
@@ -101,6 +111,11 @@ deftsim_status deftsim_nt_read_rows(const char *path, deftsim_nt_table *t)
         t->rows[t->nrows++] = row;
     }
     fclose(f);
+    if (!t->nrows && test != SIZE_MAX)
+        return deftsim_error_set(DEFTSIM_E_INPUT,
+                                 "%s: test %zu: no nccl-tests row (size, count, type, ..., time, "
+                                 "algbw, busbw)",
+                                 path, test + 1);
     if (!t->nrows)
         return deftsim_error_set(DEFTSIM_E_INPUT,
                                  "%s: no nccl-tests row (size, count, type, ..., time, algbw, busbw)",
@@ -118,6 +133,33 @@ static int coll_from_text(const char *s, deftsim_nt_coll *c)
             return 0;
         }
     return -1;
+}
+
+deftsim_status deftsim_nt_file_tests(const char *path, deftsim_nt_test *tests, size_t max,
+                                     size_t *ntests)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return deftsim_error_set(DEFTSIM_E_INPUT, "%s: cannot open: %s", path, strerror(errno));
+    char line[4096];
+    size_t n = 0;
+    while (fgets(line, sizeof line, f)) {
+        const char *at = strstr(line, TEST_START);
+        if (!at) continue;
+        if (n < max) {
+            deftsim_nt_test *x = &tests[n];
+            const char *name = at + sizeof TEST_START - 1;
+            while (*name == ':' || *name == ' ') name++;
+            size_t len = strcspn(name, " \t\r\n");
+            snprintf(x->name, sizeof x->name, "%.*s", (int)(len < sizeof x->name ? len : sizeof x->name - 1), name);
+            deftsim_nt_coll c;
+            x->known = coll_from_text(x->name, &c) == 0;
+            x->coll = x->known ? c : DEFTSIM_NT_ALLREDUCE;
+        }
+        n++;
+    }
+    fclose(f);
+    *ntests = n;
+    return DEFTSIM_OK;
 }
 
 deftsim_status deftsim_nt_detect_coll(const char *path, deftsim_nt_coll *coll)

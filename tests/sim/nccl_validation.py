@@ -141,6 +141,37 @@ def user_files(tmp):
     got = table_lines(r.stdout)
     check(r.returncode == 0 and old in got and got[old][0] == 2, f"the old layout (no root) read: {got}")
     check(re.search(r"^\s+4194304\s+60\.11\s", r.stdout, re.M) is not None, "old layout: time 60.11 us")
+    # A log of several tests (nccl-tests runs printed one after another): a table for each test
+    # of a collective the simulation runs, each with its own rows and the same times as the test
+    # alone in a file; a sendrecv test named on stderr and left out; --collective keeps its own.
+    ata = NEW.replace("all_gather_perf", "alltoall_perf")
+    sendrecv = NEW.replace("all_gather_perf", "sendrecv_perf")
+    log = os.path.join(tmp, "several.log")
+    alone = os.path.join(tmp, "alltoall_alone.txt")
+    with open(log, "w") as f:
+        f.write(NEW + sendrecv + ata)
+    with open(alone, "w") as f:
+        f.write(ata)
+    shape8 = ("--nodes", "2", "--gpus-per-node", "8", "--preset", "dgx-h100", "--rows")
+    r = run("validate", "nccl", log, *shape8)
+    got = table_lines(r.stdout)
+    check(r.returncode == 0 and set(got) == {log + ":allgather", log + ":alltoall"}
+          and all(v[0] == 3 for v in got.values()),
+          f"a log of three tests: its allgather and alltoall, 3 rows each ({sorted(got)}; {r.stderr[-300:]})")
+    check("test 2 (sendrecv_perf) left out" in r.stderr, f"the sendrecv test named ({r.stderr[-300:]})")
+    ra = run("validate", "nccl", alone, *shape8)
+    rows_of = lambda out, name: re.search(r"^" + re.escape(name) + r" \(.*\n.*\n((?:\s+\d.*\n)+)", out, re.M)
+    a1, a2 = rows_of(r.stdout, log + ":alltoall"), rows_of(ra.stdout, alone)
+    check(a1 and a2 and a1.group(1) == a2.group(1), "the log's alltoall rows simulate as the test alone")
+    r = run("validate", "nccl", log, *shape8, "--collective", "alltoall")
+    got = table_lines(r.stdout)
+    check(r.returncode == 0 and list(got) == [log + ":alltoall"], f"--collective keeps its own test ({sorted(got)})")
+    only_sr = os.path.join(tmp, "sendrecv.log")
+    with open(only_sr, "w") as f:
+        f.write(sendrecv + sendrecv)
+    r = run("validate", "nccl", only_sr, *shape8)
+    check(r.returncode == 2 and "none of its 2 tests is a collective the simulation runs" in r.stderr,
+          f"a log of sendrecv tests alone is refused ({r.returncode}, {r.stderr[-300:]})")
     # nccl-tests on 2 of each node's 8 GPUs (10 nodes): one NIC a GPU, as on the preset's nodes,
     # where the preset's 8 NICs a node would not fit 2 GPUs; the same as setting it, and not the
     # same as 2 GPUs pooling 8 NICs' bandwidth.
