@@ -262,6 +262,14 @@ typedef struct {
  * (NCCL's settings: ring, 2 channels, pad, 4 MiB buffers). P is left 0. */
 void deftsim_sim_params_default(deftsim_sim_params *p);
 
+/* library = nccl: the algorithm, protocol and channels a collective step of `kind` runs with,
+ * `bytes` being each rank's block (an ALLGATHER of equal blocks, an ALLTOALL's block to each
+ * peer), as the simulation plans the call (nccl_model = tuned: NCCL's choice, or what the
+ * keys force). 0 for ALLREDUCE, ALLGATHER, BCAST and ALLTOALL; -1 for other kinds, which
+ * are not one NCCL call. */
+int deftsim_sim_nccl_choice(const deftsim_sim_params *p, deftsim_step_kind kind, uint64_t bytes,
+                            deftsim_nccl_algo *algo, deftsim_nccl_proto *proto, uint32_t *channels);
+
 /* The platform for P workers: topology parameters (derived from P when unset, written into
  * params_buf) and the number of hosts it has (at least P). Checks everything a platform
  * needs; messages name the field ("topology_params '4,4': a torus needs ..."). For

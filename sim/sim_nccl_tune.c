@@ -454,3 +454,22 @@ void sim_nccl_plan_call(const deftsim_sim_params *p, sim_nccl_coll coll, uint64_
         out->lat_intra = out->lat_net = 0,
         out->base += (intra * p->nccl_step_scale + 2 * log2_floor(s.N) * inter * net_scale) * 1e-6;
 }
+
+int deftsim_sim_nccl_choice(const deftsim_sim_params *p, deftsim_step_kind kind, uint64_t bytes,
+                            deftsim_nccl_algo *algo, deftsim_nccl_proto *proto, uint32_t *channels)
+{
+    sim_nccl_call k;
+    switch (kind) { /* the calls of sim_nccl.c, with the bytes each plans by */
+    case DEFTSIM_STEP_ALLREDUCE: sim_nccl_plan_call(p, SIM_NCCL_ALLREDUCE, bytes, &k); break;
+    case DEFTSIM_STEP_BCAST: sim_nccl_plan_call(p, SIM_NCCL_BCAST, bytes, &k); break;
+    case DEFTSIM_STEP_ALLTOALL: sim_nccl_plan_call(p, SIM_NCCL_P2P, bytes, &k); break;
+    case DEFTSIM_STEP_ALLGATHER:
+        sim_nccl_plan_call(p, SIM_NCCL_ALLGATHER, bytes * (p->P ? p->P : 1), &k);
+        break;
+    default: return -1;
+    }
+    *algo = k.algo;
+    *proto = k.proto;
+    *channels = k.channels;
+    return 0;
+}

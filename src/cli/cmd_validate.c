@@ -43,7 +43,8 @@ static void usage(FILE *out)
             "\n"
             "  --table ID        only this corpus table (repeatable)\n"
             "  --set KEY=VALUE   a scenario key applied after the table's own (repeatable)\n"
-            "  --rows            every row, not only the summaries\n"
+            "  --rows            every row, not only the summaries, with the algorithm,\n"
+            "                    protocol and channels its call ran with\n"
             "  --fit             fit nccl_launch, nccl_launch_gpu, nccl_nvl_efficiency,\n"
             "                    nccl_net_efficiency, nccl_p2p_net_efficiency,\n"
             "                    nccl_step_scale, nccl_net_step_scale, nccl_ll_efficiency,\n"
@@ -103,22 +104,25 @@ static deftsim_status run_tables(const vopts *o, const deftsim_nt_table *t, size
     *nall = 0;
     for (size_t k = 0; k < nt; k++) {
         double *sim = malloc(t[k].nrows * sizeof *sim), *err = malloc(t[k].nrows * sizeof *err);
-        if (!sim || !err) {
+        deftsim_nt_choice *how = print && o->rows ? malloc(t[k].nrows * sizeof *how) : NULL;
+        if (!sim || !err || (print && o->rows && !how)) {
             free(sim);
             free(err);
+            free(how);
             return deftsim_error_nomem("validate");
         }
-        deftsim_status st = deftsim_nt_simulate(&t[k], extra, nextra, o->sets, o->nsets, sim);
+        deftsim_status st = deftsim_nt_simulate(&t[k], extra, nextra, o->sets, o->nsets, sim, how);
         if (st) {
             free(sim);
             free(err);
+            free(how);
             return st;
         }
         size_t ne = 0;
         if (print && o->rows)
-            printf("\n%s (%s, %u x %u GPUs)\n  %14s %12s %12s %8s\n", t[k].id,
+            printf("\n%s (%s, %u x %u GPUs)\n  %14s %12s %12s %8s  %s\n", t[k].id,
                    deftsim_nt_coll_names[t[k].coll], t[k].nodes, t[k].gpus_per_node, "bytes",
-                   "measured_us", "simulated_us", "error");
+                   "measured_us", "simulated_us", "error", "algorithm/protocol/channels");
         for (size_t r = 0; r < t[k].nrows; r++) {
             const deftsim_nt_row *row = &t[k].rows[r];
             if (isnan(sim[r]) || row->time_us <= 0) continue;
@@ -126,8 +130,8 @@ static deftsim_status run_tables(const vopts *o, const deftsim_nt_table *t, size
             err[ne++] = fabs(e);
             all_err[(*nall)++] = e;
             if (print && o->rows)
-                printf("  %14llu %12.2f %12.2f %+7.1f%%\n", (unsigned long long)row->bytes,
-                       row->time_us, sim[r], 100 * e);
+                printf("  %14llu %12.2f %12.2f %+7.1f%%  %s\n", (unsigned long long)row->bytes,
+                       row->time_us, sim[r], 100 * e, how[r].text);
         }
         err_stats s = stats_of(err, ne);
         if (met && ne && s.med <= TARGET_MEDIAN && s.p90 <= TARGET_P90) (*met)++;
@@ -137,6 +141,7 @@ static deftsim_status run_tables(const vopts *o, const deftsim_nt_table *t, size
                    100 * s.med, 100 * s.p90, 100 * s.worst);
         free(sim);
         free(err);
+        free(how);
     }
     return DEFTSIM_OK;
 }

@@ -95,8 +95,15 @@ void deftsim_nt_tables_free(deftsim_nt_table *tables, size_t n);
  * thread drove, its forced algorithm and protocol, then the `sets` ("network.KEY=VALUE",
  * applied last, so they win). sim_us[i] gets row i's simulated time (microseconds); a row
  * whose per-rank share is empty gets NaN. One simulation for the whole table. */
+/* choice, when not NULL, gets for each row the call's algorithm, protocol and channels as the
+ * simulation planned them, "ring/LL128/16" ("p2p/Simple/16" for the alltoall's group; "" for a
+ * row not simulated). */
+typedef struct {
+    char text[40];
+} deftsim_nt_choice;
+
 deftsim_status deftsim_nt_simulate(const deftsim_nt_table *t, const char *const *under, size_t nunder,
-                                   const char *const *sets, size_t nsets,
-                                   double *sim_us);
+                                   const char *const *sets, size_t nsets, double *sim_us,
+                                   deftsim_nt_choice *choice);
 
 #endif

@@ -407,7 +407,8 @@ static int row_step(const deftsim_nt_table *t, size_t r, uint32_t P, deftsim_ste
 }
 
 deftsim_status deftsim_nt_simulate(const deftsim_nt_table *t, const char *const *under, size_t nunder,
-                                   const char *const *sets, size_t nsets, double *sim_us)
+                                   const char *const *sets, size_t nsets, double *sim_us,
+                                   deftsim_nt_choice *choice)
 {
     deftsim_config *cfg = NULL;
     deftsim_status st = table_config(t, under, nunder, sets, nsets, &cfg);
@@ -424,9 +425,17 @@ deftsim_status deftsim_nt_simulate(const deftsim_nt_table *t, const char *const 
     }
     for (size_t r = 0; r < t->nrows; r++) {
         sim_us[r] = NAN;
+        if (choice) choice[r].text[0] = '\0';
         deftsim_step_kind kind;
         uint64_t b;
         if (P < 2 || !row_step(t, r, P, &kind, &b)) continue;
+        deftsim_nccl_algo a;
+        deftsim_nccl_proto pr;
+        uint32_t ch;
+        if (choice && sp.library == DEFTSIM_LIB_NCCL && !deftsim_sim_nccl_choice(&sp, kind, b, &a, &pr, &ch))
+            snprintf(choice[r].text, sizeof choice[r].text, "%s/%s/%u",
+                     kind == DEFTSIM_STEP_ALLTOALL ? "p2p" : deftsim_nccl_algo_name(a),
+                     deftsim_nccl_proto_names[pr], ch);
         deftsim_schedule_init(&s[ns], P);
         deftsim_step *step = deftsim_schedule_add(&s[ns], kind, "validate");
         if (!step) {

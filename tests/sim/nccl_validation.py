@@ -136,6 +136,15 @@ def user_files(tmp):
           "the collective read from the file (allgather)")
     check(re.search(r"^\s+1073741824\s+11032\.00\s", r.stdout, re.M) is not None,
           "a time printed without a decimal point read as the time (11032 us), not the algbw")
+    # --rows names each row's algorithm, protocol and channels as the simulation planned them;
+    # forcing the ring with LL shows in them.
+    label = re.compile(r"^\s+1073741824\s+11032\.00\s+\S+\s+\S+\s+(\w+)/(LL|LL128|Simple)/(\d+)$", re.M)
+    m = label.search(r.stdout)
+    check(m is not None and m.group(1) in ("ring", "nvls"), f"the row's choice printed ({m and m.group(0)})")
+    rf = run("validate", "nccl", new, "--nodes", "1", "--gpus-per-node", "8", "--preset", "dgx-h100",
+             "--rows", "--algo", "ring", "--proto", "LL")
+    m = label.search(rf.stdout)
+    check(m is not None and m.group(1) == "ring" and m.group(2) == "LL", f"forced ring/LL printed ({m and m.group(0)})")
     r = run("validate", "nccl", old, "--nodes", "1", "--gpus-per-node", "8", "--preset", "dgx-h100",
             "--collective", "allreduce", "--rows")
     got = table_lines(r.stdout)
