@@ -68,15 +68,19 @@ static uint64_t desc_bits(double x)
 #define RADIX_BITS 11
 
 /* ids[0 .. n) receives 0 .. n-1 in descending order of keys, ties in ascending id: the order
- * cmp_desc_key_then_id gives. A stable least-significant-digit radix sort of desc_bits, 11
- * bits a pass, skipping the passes in which every key has the same digit: a few passes over
- * the keys instead of qsort's n log2 n calls of a comparison (DEFT's allocation sorts its
- * fragments, up to P per tensor, on every worker at every step). With a NaN or a -0 among the
- * keys, where bits and comparisons disagree, qsort sorts them. Returns -1 when out of memory
- * (ids then unspecified). */
+ * cmp_desc_key_then_id gives. Each key's desc_bits are cut to their upper 32 bits (sign,
+ * exponent and 20 bits of mantissa) and packed with its id into one 64-bit word; a stable
+ * least-significant-digit radix sort of the words' upper halves (11 bits a pass, every pass's
+ * histogram from one read, the passes in which every key has the same digit skipped) orders
+ * them, ids ascending among equal halves; a last pass sorts each run of equal halves by the
+ * whole desc_bits, by insertion (such runs are keys within about 1e-6 of each other: few and
+ * short). A few passes over the keys instead of qsort's n log2 n calls of a comparison (DEFT's
+ * allocation sorts its fragments, up to P per tensor, on every worker at every step). With a
+ * NaN or a -0 among the keys, where bits and comparisons disagree, or 2^32 keys or more,
+ * qsort sorts them. Returns -1 when out of memory (ids then unspecified). */
 static int order_desc(const double *keys, size_t n, size_t *ids)
 {
-    int plain = 1;
+    int plain = n < ((size_t)1 << 32);
     for (size_t i = 0; i < n && plain; i++)
         plain = !isnan(keys[i]) && !(keys[i] == 0 && signbit(keys[i]));
     if (!plain) {
@@ -90,43 +94,49 @@ static int order_desc(const double *keys, size_t n, size_t *ids)
     }
     for (size_t i = 0; i < n; i++) ids[i] = i;
     if (n < 2) return 0;
-    uint64_t *kbuf = malloc(2 * n * sizeof *kbuf);
-    size_t *ibuf = malloc(n * sizeof *ibuf);
-    if (!kbuf || !ibuf) {
-        free(kbuf);
-        free(ibuf);
-        return -1;
-    }
-    uint64_t *k0 = kbuf, *k1 = kbuf + n;
-    size_t *i0 = ids, *i1 = ibuf;
-    for (size_t i = 0; i < n; i++) k0[i] = desc_bits(keys[i]);
-    uint32_t hist[1u << RADIX_BITS];
+    uint64_t *buf = malloc(2 * n * sizeof *buf);
+    if (!buf) return -1;
+    uint64_t *w0 = buf, *w1 = buf + n;
+    enum { NPASS = 3 };
+    static const unsigned shift[NPASS] = {32, 32 + RADIX_BITS, 32 + 2 * RADIX_BITS};
     const uint64_t mask = (1u << RADIX_BITS) - 1;
-    for (unsigned sh = 0; sh < 64; sh += RADIX_BITS) {
-        memset(hist, 0, sizeof hist);
-        for (size_t i = 0; i < n; i++) hist[(k0[i] >> sh) & mask]++;
-        if (hist[(k0[0] >> sh) & mask] == n) continue; /* one digit for all: already in order */
+    uint32_t hist[NPASS][1u << RADIX_BITS];
+    memset(hist, 0, sizeof hist);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t w = (desc_bits(keys[i]) & 0xffffffff00000000ULL) | i;
+        w0[i] = w;
+        for (unsigned p = 0; p < NPASS; p++) hist[p][(w >> shift[p]) & mask]++;
+    }
+    for (unsigned p = 0; p < NPASS; p++) {
+        uint32_t *h = hist[p];
+        if (h[(w0[0] >> shift[p]) & mask] == n) continue; /* one digit for all: in order */
         uint32_t sum = 0;
         for (size_t d = 0; d <= mask; d++) {
-            uint32_t h = hist[d];
-            hist[d] = sum;
-            sum += h;
+            uint32_t c = h[d];
+            h[d] = sum;
+            sum += c;
         }
-        for (size_t i = 0; i < n; i++) {
-            uint32_t o = hist[(k0[i] >> sh) & mask]++;
-            k1[o] = k0[i];
-            i1[o] = i0[i];
-        }
-        uint64_t *tk = k0;
-        k0 = k1;
-        k1 = tk;
-        size_t *ti = i0;
-        i0 = i1;
-        i1 = ti;
+        for (size_t i = 0; i < n; i++) w1[h[(w0[i] >> shift[p]) & mask]++] = w0[i];
+        uint64_t *t = w0;
+        w0 = w1;
+        w1 = t;
     }
-    if (i0 != ids) memcpy(ids, i0, n * sizeof *ids);
-    free(kbuf);
-    free(ibuf);
+    for (size_t i = 0; i < n; i++) ids[i] = (uint32_t)w0[i];
+    /* Runs of equal upper halves: by the whole bits, ascending, then id (insertion: stable). */
+    for (size_t a = 0, b; a < n; a = b) {
+        for (b = a + 1; b < n && (w0[b] >> 32) == (w0[a] >> 32); b++) {
+        }
+        for (size_t i = a + 1; i < b; i++) {
+            size_t v = ids[i], j = i;
+            uint64_t kv = desc_bits(keys[v]);
+            while (j > a && desc_bits(keys[ids[j - 1]]) > kv) {
+                ids[j] = ids[j - 1];
+                j--;
+            }
+            ids[j] = v;
+        }
+    }
+    free(buf);
     return 0;
 }
 

@@ -102,7 +102,8 @@ static int ref_desc(const void *a, const void *b)
 Test(sp_methods, deft_allocation_order_matches_comparison_sort)
 {
     /* The allocation sorts the norms by their bits; the order must be the comparison sort's
-     * for many ties, values spanning exponents, zeros, negatives, and (qsort's path) a NaN. */
+     * for many ties, values spanning exponents, zeros, negatives, keys that differ only in
+     * their low bits, and (qsort's path) a NaN. */
     enum { N = 5000 };
     double *norms = malloc(N * sizeof *norms);
     deftsim_fragment *f = malloc(N * sizeof *f);
@@ -111,7 +112,7 @@ Test(sp_methods, deft_allocation_order_matches_comparison_sort)
     ref_keyed *ref = malloc(N * sizeof *ref);
     cr_assert(norms && f && kj && order && ref);
     uint64_t x = 12345;
-    for (int kase = 0; kase < 4; kase++) {
+    for (int kase = 0; kase < 5; kase++) {
         for (size_t i = 0; i < N; i++) {
             x = x * 6364136223846793005ULL + 1442695040888963407ULL;
             uint32_t r = (uint32_t)(x >> 33);
@@ -119,6 +120,10 @@ Test(sp_methods, deft_allocation_order_matches_comparison_sort)
             if (kase == 1 && r % 5 == 0) v = -v;
             if (kase == 2 && i == 777) v = NAN;
             if (kase == 3) v = (double)(r % 3); /* three values: ties everywhere */
+            /* keys equal in their upper 32 bits, apart in the lower ones (the sort's last
+             * pass), some negative, some equal */
+            if (kase == 4)
+                v = (r % 4 == 0 ? -1.0 : 1.0) * ldexp(1.0 + (double)(r % 16) * 0x1p-45, (int)(r % 3));
             norms[i] = v;
             f[i] = (deftsim_fragment){i * 10, 10, (uint32_t)i};
             ref[i] = (ref_keyed){v, i};
