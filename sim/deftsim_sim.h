@@ -234,6 +234,9 @@ typedef struct {
     double nccl_net_efficiency;      /* tuned: the same for a transfer between nodes */
     double nccl_p2p_net_efficiency;  /* tuned: the same for grouped sends and receives
                                         (alltoall, allgatherv = p2p); < 0: nccl_net_efficiency */
+    double nccl_net_channel_bandwidth; /* tuned: bytes/s one channel of a ring or tree moves
+                                          between nodes at most (grouped sends excepted);
+                                          0: no limit */
     double nccl_ll_efficiency;       /* tuned: a further fraction of the link an LL transfer
                                         achieves beyond its 8-byte flags, (0, 1] */
     double nccl_ll128_efficiency;    /* tuned: the same for LL128 beyond its 120/128 */

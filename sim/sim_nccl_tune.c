@@ -239,6 +239,7 @@ static double predict(const deftsim_sim_params *p, const shape_t *s, sim_nccl_co
     uint32_t i2 = s->N <= 2 ? s->N - 1 : 2;
     int hop = p->nccl_arch;
     double nvl = s->intra * p->nccl_nvl_efficiency, net = s->node_net * p->nccl_net_efficiency;
+    if (p->nccl_net_channel_bandwidth > 0) net = dmin(net, s->C * p->nccl_net_channel_bandwidth / 1e9);
     double bus = s->N == 1 ? nvl : dmin(nvl, net);
     if (s->v28) return predict_28(p, s, coll, a, pi, bytes, bus);
     double llmax = s->N == 1 ? ll_max_bw_n1[hop] : ll_max_bw_intel[i2];
@@ -443,6 +444,23 @@ void sim_nccl_plan_call(const deftsim_sim_params *p, sim_nccl_coll coll, uint64_
     double net_eff = coll == SIM_NCCL_P2P && p->nccl_p2p_net_efficiency > 0
                          ? p->nccl_p2p_net_efficiency
                          : p->nccl_net_efficiency;
+    /* A ring's or tree's channel moves at most nccl_net_channel_bandwidth across the network:
+     * a NIC carrying c of the call's channels reaches at most c times it, whatever its own rate.
+     * The call's channels spread over the NICs the node's GPUs use, the busiest carrying
+     * ceil(channels / NICs) of them, which share the NIC's rate in the simulation: held to c
+     * times the limit, each of them moves at most the limit (a call of fewer channels than
+     * NICs, one a NIC). Fitted on one cluster's rings of 1, 2, 4 and 8 GPUs a node
+     * (docs/NETWORK.md): with 16 channels an 8-GPU node has 2 on each NIC, a 1-GPU node all 16
+     * on its one. Grouped sends keep many peers' transfers in flight on a NIC (their own
+     * efficiency, above) and are not held to it. */
+    if (coll != SIM_NCCL_P2P && s.N > 1 && p->nccl_net_channel_bandwidth > 0) {
+        uint32_t nics = s.G > 1 && p->nics_per_node ? p->nics_per_node : 1;
+        if (nics > s.G) nics = s.G;
+        double nic = p->nic_bandwidth > 0 && s.G > 1 ? p->nic_bandwidth : p->bandwidth;
+        double c = ceil((double)out->channels / nics);
+        double cap = c * p->nccl_net_channel_bandwidth / nic;
+        if (cap < net_eff) net_eff = cap;
+    }
     out->eff_net = net_eff * proto_eff;
     /* NVLS and NVLS-tree: NCCL's latency of the whole call (the switch's, and the trees' depth
      * across nodes), once; their rounds pipeline behind it */

@@ -46,8 +46,10 @@ static void usage(FILE *out)
             "  --rows            every row, not only the summaries, with the algorithm,\n"
             "                    protocol and channels its call ran with\n"
             "  --fit             fit nccl_launch, nccl_launch_gpu, nccl_nvl_efficiency,\n"
-            "                    nccl_net_efficiency, nccl_p2p_net_efficiency,\n"
-            "                    nccl_step_scale, nccl_net_step_scale, nccl_ll_efficiency,\n"
+            "                    nccl_net_efficiency, nccl_p2p_net_efficiency (with an\n"
+            "                    alltoall table), nccl_net_channel_bandwidth (with tables\n"
+            "                    across nodes of two GPU counts a node), nccl_step_scale,\n"
+            "                    nccl_net_step_scale, nccl_ll_efficiency,\n"
             "                    nccl_ll128_efficiency and nccl_nvls_step to the tables; -o FILE\n"
             "                    writes them as [network] keys (a corpus table's own\n"
             "                    platform keys stay as the table sets them)\n"
@@ -167,7 +169,7 @@ typedef struct {
     const char *key;
     double start, lo, hi;
     size_t off;
-    int seconds; /* a duration: written in microseconds */
+    int unit; /* 0: a number; 1: a duration, written in microseconds; 2: bytes/s, in GB/s */
 } fit_figure;
 
 #define NETF(field) offsetof(deftsim_config, network.field)
@@ -177,6 +179,7 @@ static const fit_figure FIGURES[] = {
     {"nccl_nvl_efficiency", 0.8, 0.05, 1, NETF(nccl_nvl_efficiency), 0},
     {"nccl_net_efficiency", 0.85, 0.05, 1, NETF(nccl_net_efficiency), 0},
     {"nccl_p2p_net_efficiency", 0.85, 0.05, 1, NETF(nccl_p2p_net_efficiency), 0},
+    {"nccl_net_channel_bandwidth", 20e9, 1e8, 1e12, NETF(nccl_net_channel_bandwidth), 2},
     {"nccl_step_scale", 1.0, 0.05, 20, NETF(nccl_step_scale), 0},
     {"nccl_net_step_scale", 1.0, 0.05, 20, NETF(nccl_net_step_scale), 0},
     {"nccl_ll_efficiency", 1.0, 0.05, 1, NETF(nccl_ll_efficiency), 0},
@@ -224,13 +227,25 @@ static deftsim_status fit(const vopts *o, const deftsim_nt_table *t, size_t nt, 
      * the network's), not a number the tables never saw. */
     int p2p = 0;
     for (size_t k = 0; k < nt; k++) p2p |= t[k].coll == DEFTSIM_NT_ALLTOALL;
-    for (int i = 0; i < NF; i++)
+    /* A channel's limit across the network shows apart from the NIC's achieved fraction only
+     * where the NICs carry different numbers of channels: rings or trees across nodes of two
+     * GPU counts or more. Elsewhere it stays 0 (no limit). */
+    uint32_t g0 = 0;
+    int channel = 0;
+    for (size_t k = 0; k < nt; k++) {
+        if (t[k].nodes < 2 || t[k].coll == DEFTSIM_NT_ALLTOALL) continue;
+        if (g0 && t[k].gpus_per_node != g0) channel = 1;
+        g0 = t[k].gpus_per_node;
+    }
+    for (int i = 0; i < NF; i++) {
         if (!p2p && !strcmp(FIGURES[i].key, "nccl_p2p_net_efficiency")) x[i] = -1;
+        if (!channel && !strcmp(FIGURES[i].key, "nccl_net_channel_bandwidth")) x[i] = 0;
+    }
     for (int round = 0; round < o->fit_rounds && step > 0.02; round++) {
         int moved = 0;
         for (int i = 0; i < NF; i++)
             for (int dir = -1; dir <= 1; dir++) {
-                if (x[i] < 0) break; /* held at -1 */
+                if (x[i] <= 0) break; /* held at -1, or at 0 (no limit) */
                 double y[NF];
                 memcpy(y, x, sizeof y);
                 if (dir) y[i] = fmin(hi[i], fmax(lo[i], x[i] * (1 + dir * step)));
@@ -250,10 +265,11 @@ static deftsim_status fit(const vopts *o, const deftsim_nt_table *t, size_t nt, 
             }
         if (!moved) step /= 2;
         fprintf(stderr, "validate: fit round %d: mean |log ratio| %.4f (launch %.2f us + %.2f us a "
-                        "further GPU of a thread, nvl %.3f, net %.3f, grouped p2p net %.3f, step x "
-                        "%.3f, network step x %.3f, LL %.3f, LL128 %.3f, NVLS step %.2f us)\n",
-                round + 1, best, x[0] * 1e6, x[1] * 1e6, x[2], x[3], x[4], x[5], x[6], x[7], x[8],
-                x[9] * 1e6);
+                        "further GPU of a thread, nvl %.3f, net %.3f, grouped p2p net %.3f, a "
+                        "channel across nodes %.2f GB/s, step x %.3f, network step x %.3f, LL "
+                        "%.3f, LL128 %.3f, NVLS step %.2f us)\n",
+                round + 1, best, x[0] * 1e6, x[1] * 1e6, x[2], x[3], x[4], x[5] / 1e9, x[6], x[7],
+                x[8], x[9], x[10] * 1e6);
     }
     /* One preset under every table: the file names it, so that a scenario naming the file
      * (preset_file) gets the node keys with the fitted figures. */
@@ -273,7 +289,8 @@ static deftsim_status fit(const vopts *o, const deftsim_nt_table *t, size_t nt, 
     else fprintf(f, "# the tables' presets differ: the scenario names its own\n");
     fprintf(f, "nccl_model = tuned\n");
     for (int i = 0; i < NF; i++) {
-        if (FIGURES[i].seconds) fprintf(f, "%s = %.3fus\n", FIGURES[i].key, x[i] * 1e6);
+        if (FIGURES[i].unit == 1) fprintf(f, "%s = %.3fus\n", FIGURES[i].key, x[i] * 1e6);
+        else if (FIGURES[i].unit == 2) fprintf(f, "%s = %.4fGBps\n", FIGURES[i].key, x[i] / 1e9);
         else fprintf(f, "%s = %.4f\n", FIGURES[i].key, x[i]);
     }
     return deftsim_afile_commit(af);

@@ -53,6 +53,7 @@ void deftsim_config_sim_params(const deftsim_config *cfg, uint32_t P, uint32_t e
     out->nccl_nvl_efficiency = cfg->network.nccl_nvl_efficiency;
     out->nccl_net_efficiency = cfg->network.nccl_net_efficiency;
     out->nccl_p2p_net_efficiency = cfg->network.nccl_p2p_net_efficiency;
+    out->nccl_net_channel_bandwidth = cfg->network.nccl_net_channel_bandwidth;
     out->nccl_step_scale = cfg->network.nccl_step_scale;
     out->nccl_net_step_scale = cfg->network.nccl_net_step_scale;
     out->nccl_ll_efficiency = cfg->network.nccl_ll_efficiency;

@@ -367,6 +367,11 @@ static const keydef base_keys[] = {
          "allgatherv = p2p; -1: nccl_net_efficiency's)"),
      .type = T_DOUBLE, .off = F(network.nccl_p2p_net_efficiency), .lo = -1, .hi = 1,
      .check = check_p2p_net_efficiency},
+    {KEY("network", "nccl_net_channel_bandwidth", "bandwidth in [0, 1e15] bytes/s, or with a unit",
+         "0",
+         "nccl_model = tuned: the most one channel of a ring or tree moves across the network "
+         "(a NIC with c channels: at most c times it); 0: no limit but the NIC's"),
+     .type = T_BANDWIDTH, .off = F(network.nccl_net_channel_bandwidth), .lo = 0, .hi = 1e15},
     {KEY("network", "nccl_step_scale", "number in [0, 100]", "1",
          "nccl_model = tuned: multiplies NCCL's per-step latencies"),
      .type = T_DOUBLE, .off = F(network.nccl_step_scale), .lo = 0, .hi = 100},

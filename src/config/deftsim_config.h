@@ -188,6 +188,8 @@ typedef struct deftsim_config {
         double nccl_net_efficiency;       /* tuned: achieved fraction between nodes */
         double nccl_p2p_net_efficiency;   /* tuned: that fraction for grouped send/receive
                                              (alltoall); -1: as nccl_net_efficiency */
+        double nccl_net_channel_bandwidth; /* tuned: bytes/s one ring or tree channel moves
+                                              between nodes at most; 0: no limit */
         double nccl_step_scale;           /* tuned: factor on NCCL's per-step latencies */
         double nccl_net_step_scale;       /* tuned: that factor for steps between nodes; -1: as
                                              nccl_step_scale */

@@ -1193,3 +1193,50 @@ Test(sim_nccl, grouped_sends_have_their_own_network_efficiency)
               fast * 1e6, slow / 2 * 1e6);
     cr_expect_eq(ar, ar2, "the allreduce moved: %.9e s, %.9e s", ar, ar2);
 }
+
+/* nccl_net_channel_bandwidth: a ring's channel moves at most that across the network, so a NIC
+ * with c of the call's channels at most c times it: 16 channels on 8 NICs, 2 on each. An
+ * allgather across two 8-GPU nodes at a limit of 10 GB/s a channel runs at 20 of the NIC's 50
+ * GB/s (2.5 times as long); grouped sends are not held to it, nor a ring on one-GPU nodes,
+ * whose one NIC carries all 16 channels (160 GB/s of limit). */
+Test(sim_nccl, a_channel_limit_across_nodes_holds_rings_not_grouped_sends)
+{
+    deftsim_sim_params p;
+    hopper_nodes(&p, 16);
+    p.nccl_algorithm = DEFTSIM_NCCL_RING;
+    p.nccl_proto = DEFTSIM_NCCL_PROTO_SIMPLE;
+    sim_nccl_call k;
+    const uint64_t block = 64u << 20;
+    sim_nccl_plan_call(&p, SIM_NCCL_ALLGATHER, block * 16, &k);
+    cr_expect(fabs(k.eff_net - 1) < 1e-12, "no limit: eff_net %.3f", k.eff_net);
+    double free_ag = run1(&p, DEFTSIM_STEP_ALLGATHER, block, 0, 0, NULL);
+    double free_a2a = run1(&p, DEFTSIM_STEP_ALLTOALL, block, 0, 0, NULL);
+    p.nccl_net_channel_bandwidth = 10e9;
+    sim_nccl_plan_call(&p, SIM_NCCL_ALLGATHER, block * 16, &k);
+    cr_expect(fabs(k.eff_net - 0.4) < 1e-12, "2 channels a NIC at 10 GB/s of 50: eff_net %.3f",
+              k.eff_net);
+    sim_nccl_plan_call(&p, SIM_NCCL_P2P, block * 16, &k);
+    cr_expect(fabs(k.eff_net - 1) < 1e-12, "grouped sends: eff_net %.3f", k.eff_net);
+    double held_ag = run1(&p, DEFTSIM_STEP_ALLGATHER, block, 0, 0, NULL);
+    double held_a2a = run1(&p, DEFTSIM_STEP_ALLTOALL, block, 0, 0, NULL);
+    printf("nccl ring allgather 2 nodes of 8, 64 MiB a rank: %.1f us, at 10 GB/s a channel %.1f "
+           "us; alltoall %.1f us, %.1f us\n", free_ag * 1e6, held_ag * 1e6, free_a2a * 1e6,
+           held_a2a * 1e6);
+    cr_expect(rel(held_ag, 2.5 * free_ag) < 0.05, "held %.1f us, 2.5 x free is %.1f us",
+              held_ag * 1e6, 2.5 * free_ag * 1e6);
+    cr_expect_eq(held_a2a, free_a2a, "the alltoall moved: %.9e s, %.9e s", held_a2a, free_a2a);
+    /* one GPU a node: the NIC's 16 channels may move 160 GB/s, more than the NIC */
+    deftsim_sim_params q;
+    simtest_params(&q, 4);
+    q.library = DEFTSIM_LIB_NCCL;
+    q.bandwidth = 50e9;
+    q.latency = 1e-9;
+    q.nccl_channels = 16;
+    q.nccl_model = DEFTSIM_NCCL_MODEL_TUNED;
+    q.nccl_arch = DEFTSIM_NCCL_ARCH_HOPPER;
+    q.nccl_algorithm = DEFTSIM_NCCL_RING;
+    q.nccl_proto = DEFTSIM_NCCL_PROTO_SIMPLE;
+    q.nccl_net_channel_bandwidth = 10e9;
+    sim_nccl_plan_call(&q, SIM_NCCL_ALLGATHER, block * 4, &k);
+    cr_expect(fabs(k.eff_net - 1) < 1e-12, "one GPU a node: eff_net %.3f", k.eff_net);
+}
