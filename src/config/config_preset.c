@@ -50,9 +50,9 @@ static const deftsim_config_preset_key h100[] = {
                 "refit with the rest; the Together AI tables are its -g 8 runs",
                 "0.8", "1",
                 "fitted with nccl_net_channel_bandwidth (below), by a scan of the mean |log ratio| "
-                "of the 10-node cluster's 16 tables (0.96, 0.98, 1): the 1- to 4-GPU rings want "
-                "the NIC's whole rate in the model; 0.7847 before, fitted with nccl_launch on the "
-                "14 tables below when every H100 table across nodes had 8 GPUs a node",
+                "of the 10-node cluster's 16 tables at 0.96, 0.98 and 1: the 1- to 4-GPU rings "
+                "want the NIC's whole rate in the model; 0.7847 before, fitted with nccl_launch "
+                "on its 14 tables when every H100 table across nodes had 8 GPUs a node",
                 "1.1123", "0.75", "0.8171",
                 "fitted (deftsim validate nccl --fit, 8 rounds from the figures before, "
                 "mean |log ratio| 0.1220) to the 14 H100 tables of sim/validation/nccl with "
