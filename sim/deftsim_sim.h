@@ -237,6 +237,11 @@ typedef struct {
     double nccl_net_channel_bandwidth; /* tuned: bytes/s one channel of a ring or tree moves
                                           between nodes at most (grouped sends excepted);
                                           0: no limit */
+    uint32_t nccl_p2p_channels;      /* library = nccl: the channels of grouped sends and
+                                        receives (0: nccl_channels), rounded up to a power of two */
+    double nccl_p2p_channel_bandwidth; /* tuned: bytes/s one channel of a grouped send moves
+                                          within a node at most; 0: no limit */
+    double nccl_p2p_net_channel_bandwidth; /* tuned: the same between nodes */
     double nccl_ll_efficiency;       /* tuned: a further fraction of the link an LL transfer
                                         achieves beyond its 8-byte flags, (0, 1] */
     double nccl_ll128_efficiency;    /* tuned: the same for LL128 beyond its 120/128 */
@@ -268,8 +273,9 @@ void deftsim_sim_params_default(deftsim_sim_params *p);
 /* library = nccl: the algorithm, protocol and channels a collective step of `kind` runs with,
  * `bytes` being each rank's block (an ALLGATHER of equal blocks, an ALLTOALL's block to each
  * peer), as the simulation plans the call (nccl_model = tuned: NCCL's choice, or what the
- * keys force). 0 for ALLREDUCE, ALLGATHER, BCAST and ALLTOALL; -1 for other kinds, which
- * are not one NCCL call. */
+ * keys force); for an ALLTOALL the p2p channels, for a SENDRECV (a send of `bytes` to one
+ * peer, one group) the channels of that transfer. 0 for ALLREDUCE, ALLGATHER, BCAST, ALLTOALL
+ * and SENDRECV; -1 for other kinds. */
 int deftsim_sim_nccl_choice(const deftsim_sim_params *p, deftsim_step_kind kind, uint64_t bytes,
                             deftsim_nccl_algo *algo, deftsim_nccl_proto *proto, uint32_t *channels);
 

@@ -46,18 +46,18 @@
 
 /* ---- steps ------------------------------------------------------------------------------------- */
 
-/* A send of a SENDRECV or P2P round: under library = nccl a grouped ncclSend, which waits for
- * its receiver whatever its size (sim_nccl.c); under mpi eager below the threshold. */
-static sg_comm_t step_send(sim_worker *w, uint32_t dst, uint64_t bytes)
-{
-    if (w->ctx->p->library == DEFTSIM_LIB_NCCL) return sim_isend_sync(w, dst, bytes);
-    return sim_isend(w, dst, bytes);
-}
-
+/* A SENDRECV or P2P round under library = nccl: one NCCL group of its receives and sends
+ * (sim_nccl_group: a call's launch and latency, sends that wait for their receivers). Under
+ * mpi, below, the sends are eager below the threshold. */
 static void run_sendrecv(sim_worker *w, size_t row, const deftsim_step *st)
 {
     sim_ctx *c = w->ctx;
     const uint32_t *off = c->in_off[row], *list = c->in_list[row];
+    if (c->p->library == DEFTSIM_LIB_NCCL) {
+        sim_nccl_group(w, c->p, list + off[w->rank], off[w->rank + 1] - off[w->rank],
+                       &st->peer[w->rank], &st->bytes[w->rank], 1);
+        return;
+    }
     size_t n = 0;
     for (uint32_t i = off[w->rank]; i < off[w->rank + 1]; i++) {
         w->slots[n] = NULL;
@@ -67,7 +67,7 @@ static void run_sendrecv(sim_worker *w, size_t row, const deftsim_step *st)
     size_t nrecv = n;
     uint32_t peer = st->peer[w->rank];
     if (peer != DEFTSIM_NO_PEER && peer != w->rank) {
-        sg_comm_t s = step_send(w, peer, st->bytes[w->rank]);
+        sg_comm_t s = sim_isend(w, peer, st->bytes[w->rank]);
         if (s) w->comms[n++] = s;
     }
     sim_wait_all(w, w->comms, n);
@@ -87,6 +87,13 @@ static void run_p2p(sim_worker *w, size_t row, const deftsim_step *st)
     if (approx && pos == 0) sim_approx_seq_start(w, &w->run);
     if (approx && !sim_approx_seq_round(w, &w->run, pos, len)) return;
     const uint32_t *off = c->in_off[row], *list = c->in_list[row];
+    if (c->p->library == DEFTSIM_LIB_NCCL) {
+        size_t at = (size_t)w->rank * st->fan;
+        sim_nccl_group(w, c->p, list + off[w->rank], off[w->rank + 1] - off[w->rank],
+                       &st->peer[at], &st->bytes[at], st->fan);
+        if (approx) sim_approx_seq_done(w, &w->run);
+        return;
+    }
     size_t n = 0;
     for (uint32_t i = off[w->rank]; i < off[w->rank + 1]; i++) {
         w->slots[n] = NULL;
@@ -98,7 +105,7 @@ static void run_p2p(sim_worker *w, size_t row, const deftsim_step *st)
         size_t at = (size_t)w->rank * st->fan + j;
         uint32_t peer = st->peer[at];
         if (peer == DEFTSIM_NO_PEER || peer == w->rank) continue;
-        sg_comm_t s = step_send(w, peer, st->bytes[at]);
+        sg_comm_t s = sim_isend(w, peer, st->bytes[at]);
         if (s) w->comms[n++] = s;
     }
     sim_wait_all(w, w->comms, n);

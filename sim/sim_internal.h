@@ -96,6 +96,12 @@ void sim_nccl_allreduce(sim_worker *w, const deftsim_sim_params *p, uint64_t byt
 void sim_nccl_bcast(sim_worker *w, const deftsim_sim_params *p, uint32_t root, uint64_t bytes);
 /* A group of sends and receives: rank r sends `bytes` to every other rank, in NCCL's waves. */
 void sim_nccl_alltoall(sim_worker *w, const deftsim_sim_params *p, uint64_t bytes, int equal);
+/* A step's own group (a SENDRECV or P2P round under library = nccl): one call (its launch,
+ * the protocol of its largest send), its receives from src[0 .. nsrc) posted, then its sends of
+ * bytes[i] to dst[i] (DEFTSIM_NO_PEER and the rank itself skipped), one wait and the step's
+ * latency; the sends held to their channels' limits (grouped sends, as the alltoall's). */
+void sim_nccl_group(sim_worker *w, const deftsim_sim_params *p, const uint32_t *src, size_t nsrc,
+                    const uint32_t *dst, const uint64_t *bytes, size_t ndst);
 
 /* NCCL's grouped point to point (src/init.cc ncclP2pSchedule, src/enqueue.cc): the P rounds
  * of rank `rank` (round 0 the rank itself): send[i] and recv[i], the peers of round i, by
@@ -110,8 +116,18 @@ void sim_nccl_alltoall(sim_worker *w, const deftsim_sim_params *p, uint64_t byte
 #define SIM_NCCL_P2P_BATCH 8u
 uint32_t sim_nccl_p2p_schedule(uint32_t P, uint32_t G, uint32_t Cp, uint32_t rank,
                                uint32_t *send, uint32_t *recv, uint32_t *wave);
-/* The p2p channels: nccl_channels rounded up to a power of two. */
+/* The p2p channels: nccl_p2p_channels (0: nccl_channels) rounded up to a power of two. */
 uint32_t sim_nccl_p2p_channels(const deftsim_sim_params *p);
+/* The channels NCCL gives a transfer to one peer in a group (src/graph/paths.cc,
+ * ncclTopoComputeP2pChannels; src/enqueue.cc, addP2pToPlan): cmax, the comm's channels a peer
+ * (the least over its peers, a power of two: on an NVSwitch node the p2p channels, across
+ * nodes one for each 14 GB/s of the GPU's NIC, halved while a batch of 8 peers' would not fit
+ * the p2p channels), and cmin, halved from it while every rank's would not; */
+void sim_nccl_p2p_peer_channels(const deftsim_sim_params *p, uint32_t *cmin, uint32_t *cmax);
+/* and those a transfer of `bytes` takes: parts of at least a chunk / 8 on one node (a chunk /
+ * 2 across nodes), cmin of them or fewer, doubled up to cmax while a part exceeds 32 chunks
+ * (one chunk across nodes); the chunk 512 KiB on one node, 128 KiB across nodes. */
+uint32_t sim_nccl_p2p_parts(const deftsim_sim_params *p, uint64_t bytes);
 
 /* NCCL's ring order of channel c over P ranks, G a node (worker w is GPU w mod G of node
  * w div G; the last node may hold fewer): nodes in order, and in node n its g GPUs from GPU

@@ -125,6 +125,9 @@ void deftsim_sim_params_default(deftsim_sim_params *p)
     p->nccl_net_efficiency = 1;
     p->nccl_p2p_net_efficiency = -1;
     p->nccl_net_channel_bandwidth = 0;
+    p->nccl_p2p_channels = 0;
+    p->nccl_p2p_channel_bandwidth = 0;
+    p->nccl_p2p_net_channel_bandwidth = 0;
     p->nccl_ll_efficiency = 1;
     p->nccl_ll128_efficiency = 1;
     p->nccl_step_scale = 1;

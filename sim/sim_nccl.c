@@ -56,6 +56,9 @@ typedef struct {
     size_t n, nrecv, cap;
     uint32_t nsend, ncross; /* this round's sends, and those that leave the node */
     uint32_t rcross;        /* this round's receives from another node */
+    int p2p;                /* grouped sends: each held to its channels' limits (p2p_eff) */
+    uint32_t nkind[2];      /* grouped sends: this rank's sends of the round inside the node
+                               and across it */
 } round_t;
 
 static void round_init(round_t *rd, sim_worker *w, const sim_nccl_call *call, size_t cap)
@@ -63,6 +66,8 @@ static void round_init(round_t *rd, sim_worker *w, const sim_nccl_call *call, si
     rd->w = w;
     rd->call = call;
     rd->nsend = rd->ncross = rd->rcross = 0;
+    rd->p2p = 0;
+    rd->nkind[0] = rd->nkind[1] = 0;
     rd->cap = cap ? cap : 1;
     rd->n = rd->nrecv = 0;
     rd->comms = malloc(rd->cap * sizeof *rd->comms);
@@ -92,13 +97,36 @@ static void round_recv(round_t *rd, uint32_t src)
     rd->rcross += crosses_nodes(rd, src);
 }
 
+/* A grouped send's achieved fraction of its link, at most eff: NCCL moves a transfer to one
+ * peer over the channels it gives it (sim_nccl_p2p_parts), each of them at most
+ * nccl_p2p_channel_bandwidth within the node, nccl_p2p_net_channel_bandwidth across it. The
+ * rank's n sends of the same kind in the round share its link (its NVLink port, or its share
+ * of its NIC): each is held to n times its channels' limit over that link, as for n like
+ * sends. */
+static double p2p_eff(const round_t *rd, int cross, uint64_t bytes, double eff)
+{
+    const deftsim_sim_params *p = rd->w->ctx->p;
+    double limit = cross ? p->nccl_p2p_net_channel_bandwidth : p->nccl_p2p_channel_bandwidth;
+    if (!rd->p2p || limit <= 0 || p->nccl_model != DEFTSIM_NCCL_MODEL_TUNED) return eff;
+    uint32_t G = gpn(p);
+    double link = p->intra_bandwidth;
+    if (cross) {
+        uint32_t nics = G > 1 && p->nics_per_node ? p->nics_per_node : 1;
+        if (nics > G) nics = G;
+        link = (p->nic_bandwidth > 0 && G > 1 ? p->nic_bandwidth : p->bandwidth) / ((G + nics - 1) / nics);
+    }
+    uint32_t n = rd->nkind[cross] ? rd->nkind[cross] : 1;
+    double cap = link > 0 ? n * sim_nccl_p2p_parts(p, bytes) * limit / link : eff;
+    return cap < eff ? cap : eff;
+}
+
 /* A send of `bytes` of data: on the wire as the call's protocol moves them, at the achieved
  * fraction of the link it takes (the node's, or the network's). */
 static void round_send(round_t *rd, uint32_t dst, uint64_t bytes)
 {
     const sim_nccl_call *k = rd->call;
     int cross = crosses_nodes(rd, dst);
-    double eff = cross ? k->eff_net : k->eff_intra;
+    double eff = p2p_eff(rd, cross, bytes, cross ? k->eff_net : k->eff_intra);
     uint64_t wire = bytes;
     if (k->wire != 1 || eff != 1) wire = (uint64_t)ceil((double)bytes * k->wire / eff);
     rd->nsend++;
@@ -146,7 +174,7 @@ static void round_send_as(round_t *rd, uint32_t dst, double each, double m)
     const sim_nccl_call *k = rd->call;
     const deftsim_sim_params *p = rd->w->ctx->p;
     int cross = crosses_nodes(rd, dst);
-    double eff = cross ? k->eff_net : k->eff_intra;
+    double eff = p2p_eff(rd, cross, (uint64_t)llround(each), cross ? k->eff_net : k->eff_intra);
     double wire1 = k->wire != 1 || eff != 1 ? ceil(each * k->wire / eff) : each;
     double env = (double)p->envelope_bytes;
     rd->nsend++;
@@ -754,6 +782,7 @@ static void group_p2p(sim_worker *w, const deftsim_sim_params *p, const sim_nccl
     int approx = sample && nwaves > SIM_APPROX_SEQ_MIN;
     round_t rd;
     round_init(&rd, w, k, 2 * (size_t)P);
+    rd.p2p = 1;
     sim_approx_seq q;
     if (approx) sim_approx_seq_start(w, &q);
     for (uint32_t v = 0; v < nwaves; v++) {
@@ -764,15 +793,15 @@ static void group_p2p(sim_worker *w, const deftsim_sim_params *p, const sim_nccl
          * it, so every NIC and port moves what it moved in the whole wave. */
         uint32_t len = first[v + 1] - first[v], s = 1, all[2] = {0, 0}, kept[2] = {0, 0};
         uint64_t b = bytes ? bytes[r] : one;
-        if (sample && len > SIM_APPROX_WAVE_ROUNDS) {
-            s = (len + SIM_APPROX_WAVE_ROUNDS - 1) / SIM_APPROX_WAVE_ROUNDS;
-            for (uint32_t j = first[v]; j < first[v + 1]; j++) {
-                int x = send[order[j]] / gpn(p) != r / gpn(p); /* 0 inside the node, 1 across */
-                all[x]++;
-                kept[x] += (j - first[v]) % s == 0;
-            }
-            if ((all[0] && !kept[0]) || (all[1] && !kept[1])) s = 1;
+        if (sample && len > SIM_APPROX_WAVE_ROUNDS) s = (len + SIM_APPROX_WAVE_ROUNDS - 1) / SIM_APPROX_WAVE_ROUNDS;
+        for (uint32_t j = first[v]; j < first[v + 1]; j++) {
+            int x = send[order[j]] / gpn(p) != r / gpn(p); /* 0 inside the node, 1 across */
+            all[x]++;
+            kept[x] += (j - first[v]) % s == 0;
         }
+        if ((all[0] && !kept[0]) || (all[1] && !kept[1])) s = 1;
+        rd.nkind[0] = all[0];
+        rd.nkind[1] = all[1];
         for (uint32_t j = first[v]; j < first[v + 1]; j += s) round_recv(&rd, recv[order[j]]);
         for (uint32_t j = first[v]; j < first[v + 1]; j += s) {
             int x = send[order[j]] / gpn(p) != r / gpn(p);
@@ -788,6 +817,35 @@ static void group_p2p(sim_worker *w, const deftsim_sim_params *p, const sim_nccl
     }
     round_free(&rd);
     free(sched);
+}
+
+void sim_nccl_group(sim_worker *w, const deftsim_sim_params *p, const uint32_t *src, size_t nsrc,
+                    const uint32_t *dst, const uint64_t *bytes, size_t ndst)
+{
+    uint32_t r = sim_rank(w);
+    uint64_t mx = 0;
+    size_t nsend = 0;
+    for (size_t i = 0; i < ndst; i++)
+        if (dst[i] != DEFTSIM_NO_PEER && dst[i] != r) {
+            nsend++;
+            if (bytes[i] > mx) mx = bytes[i];
+        }
+    if (!nsrc && !nsend) return; /* not in the group: nothing launched */
+    sim_nccl_call k;
+    sim_nccl_plan_call(p, SIM_NCCL_P2P, mx, &k);
+    double t0 = sim_now();
+    sim_sleep(k.base);
+    round_t rd;
+    round_init(&rd, w, &k, nsrc + ndst);
+    rd.p2p = 1;
+    for (size_t i = 0; i < ndst; i++)
+        if (dst[i] != DEFTSIM_NO_PEER && dst[i] != r) rd.nkind[crosses_nodes(&rd, dst[i])]++;
+    for (size_t i = 0; i < nsrc; i++) round_recv(&rd, src[i]);
+    for (size_t i = 0; i < ndst; i++)
+        if (dst[i] != DEFTSIM_NO_PEER && dst[i] != r) round_send(&rd, dst[i], bytes[i]);
+    round_wait(&rd);
+    round_free(&rd);
+    call_end(&k, t0);
 }
 
 void sim_nccl_alltoall(sim_worker *w, const deftsim_sim_params *p, uint64_t bytes, int equal)

@@ -2,6 +2,7 @@
  * links, heights and depths, and the rounds and waves of a grouped point-to-point call, all
  * functions of the ranks and channels alone. sim_nccl.c runs the algorithms on them; the
  * tests check them against NCCL's own constructions (tests/sim/test_sim_nccl.c). */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -202,9 +203,65 @@ static uint32_t reverse_bits(uint32_t x, uint32_t bits)
 
 uint32_t sim_nccl_p2p_channels(const deftsim_sim_params *p)
 {
-    uint32_t c = p->nccl_channels ? p->nccl_channels : 1;
+    uint32_t c = p->nccl_p2p_channels ? p->nccl_p2p_channels : p->nccl_channels ? p->nccl_channels : 1;
     uint32_t C = pow2_up(c > MAXC ? MAXC : c);
     return C > MAXC ? MAXC : C;
+}
+
+/* NCCL's P2P_PER_CHANNEL_NET_BW (GB/s) and its p2p chunks: P2P_NET_CHUNKSIZE across nodes,
+ * P2P_NVL_CHUNKSIZE on one node of NVLink (src/init.cc, src/graph/paths.cc). */
+#define P2P_PER_CHANNEL_NET_GBPS 14.0
+#define P2P_NET_CHUNK (128u << 10)
+#define P2P_NVL_CHUNK (512u << 10)
+
+void sim_nccl_p2p_peer_channels(const deftsim_sim_params *p, uint32_t *cmin, uint32_t *cmax)
+{
+    uint32_t P = p->P ? p->P : 1, G = p->gpus_per_node ? p->gpus_per_node : 1;
+    uint32_t Cp = sim_nccl_p2p_channels(p);
+    int nodes = P > G;
+    /* A peer on the node: 2 a NVLink between the two GPUs (NVSwitch: every one of the GPU's,
+     * more than any p2p channel count), 2 over PCIe or one link. A peer across the network: at
+     * least one a NIC of the GPU, and one for each 14 GB/s of them. The comm's figure is the
+     * least over its peers. */
+    uint32_t per = p->intra_fabric == DEFTSIM_INTRA_NVSWITCH ? MAXC : 2;
+    if (nodes) {
+        double nic = p->nic_bandwidth > 0 && G > 1 ? p->nic_bandwidth : p->bandwidth;
+        uint32_t net = (uint32_t)ceil(nic / 1e9 / P2P_PER_CHANNEL_NET_GBPS - 1e-9);
+        if (net < 1) net = 1;
+        if (net < per) per = net;
+    }
+    per = pow2_up(per);
+    /* Across nodes as few that every peer's channels fit the p2p channels in one round of 8
+     * peers a batch; on one node at most the p2p channels. */
+    if (nodes)
+        while (per > 1 && (uint64_t)per * ((P + SIM_NCCL_P2P_BATCH - 1) / SIM_NCCL_P2P_BATCH) > Cp) per /= 2;
+    else if (per > Cp)
+        per = Cp;
+    uint32_t lo = per;
+    while (lo > 1 && (uint64_t)lo * P > Cp) lo /= 2;
+    *cmin = lo;
+    *cmax = per;
+}
+
+uint32_t sim_nccl_p2p_parts(const deftsim_sim_params *p, uint64_t bytes)
+{
+    uint32_t cmin, cmax;
+    sim_nccl_p2p_peer_channels(p, &cmin, &cmax);
+    uint32_t P = p->P ? p->P : 1, G = p->gpus_per_node ? p->gpus_per_node : 1;
+    int nodes = P > G;
+    uint64_t chunk = nodes ? P2P_NET_CHUNK : P2P_NVL_CHUNK;
+    if (chunk * 8 > p->nccl_buffsize && p->nccl_buffsize >= 8) chunk = p->nccl_buffsize / 8;
+    uint64_t min_part = nodes ? chunk / 2 : chunk / 8, max_part = nodes ? chunk : chunk * 32;
+    if (bytes == 0 || min_part == 0) return 1;
+    uint64_t want = (bytes + min_part - 1) / min_part;
+    uint32_t n = want < cmin ? (uint32_t)want : cmin;
+    uint64_t part = (bytes + n - 1) / n;
+    if (part < min_part) part = min_part;
+    while (part > max_part && n <= cmax / 2) {
+        n *= 2;
+        part = (bytes + n - 1) / n;
+    }
+    return n;
 }
 
 uint32_t sim_nccl_p2p_schedule(uint32_t P, uint32_t G, uint32_t Cp, uint32_t rank,

@@ -480,7 +480,8 @@ int deftsim_sim_nccl_choice(const deftsim_sim_params *p, deftsim_step_kind kind,
     switch (kind) { /* the calls of sim_nccl.c, with the bytes each plans by */
     case DEFTSIM_STEP_ALLREDUCE: sim_nccl_plan_call(p, SIM_NCCL_ALLREDUCE, bytes, &k); break;
     case DEFTSIM_STEP_BCAST: sim_nccl_plan_call(p, SIM_NCCL_BCAST, bytes, &k); break;
-    case DEFTSIM_STEP_ALLTOALL: sim_nccl_plan_call(p, SIM_NCCL_P2P, bytes, &k); break;
+    case DEFTSIM_STEP_ALLTOALL:
+    case DEFTSIM_STEP_SENDRECV: sim_nccl_plan_call(p, SIM_NCCL_P2P, bytes, &k); break;
     case DEFTSIM_STEP_ALLGATHER:
         sim_nccl_plan_call(p, SIM_NCCL_ALLGATHER, bytes * (p->P ? p->P : 1), &k);
         break;
@@ -488,6 +489,9 @@ int deftsim_sim_nccl_choice(const deftsim_sim_params *p, deftsim_step_kind kind,
     }
     *algo = k.algo;
     *proto = k.proto;
-    *channels = k.channels;
+    /* grouped sends: the group's channels; one transfer's, of a send to one peer */
+    *channels = kind == DEFTSIM_STEP_ALLTOALL   ? sim_nccl_p2p_channels(p)
+                : kind == DEFTSIM_STEP_SENDRECV ? sim_nccl_p2p_parts(p, bytes)
+                                                : k.channels;
     return 0;
 }

@@ -50,15 +50,19 @@ static void usage(FILE *out)
             "                    alltoall table), nccl_net_channel_bandwidth (with tables\n"
             "                    across nodes of two GPU counts a node), nccl_step_scale,\n"
             "                    nccl_net_step_scale, nccl_ll_efficiency,\n"
-            "                    nccl_ll128_efficiency and nccl_nvls_step to the tables; -o FILE\n"
+            "                    nccl_ll128_efficiency, nccl_nvls_step and, with sendrecv\n"
+            "                    tables on one node or across nodes,\n"
+            "                    nccl_p2p_channel_bandwidth and\n"
+            "                    nccl_p2p_net_channel_bandwidth to the tables; -o FILE\n"
             "                    writes them as [network] keys (a corpus table's own\n"
             "                    platform keys stay as the table sets them)\n"
             "  --fit-rounds N    rounds of the fit's coordinate search (default 10)\n"
             "  FILE...           nccl-tests output as all_reduce_perf and its siblings print it;\n"
             "                    the collective from the file (or --collective: allreduce,\n"
-            "                    allgather, reducescatter, broadcast, alltoall); a log of\n"
-            "                    several tests is a table per test (FILE:COLLECTIVE), tests\n"
-            "                    of other operations (sendrecv_perf) left out and named\n");
+            "                    allgather, reducescatter, broadcast, alltoall, sendrecv); a\n"
+            "                    log of several tests is a table per test (FILE:COLLECTIVE),\n"
+            "                    tests of other operations (reduce_perf, gather_perf) left\n"
+            "                    out and named\n");
 }
 
 static int cmp_dbl(const void *a, const void *b)
@@ -185,6 +189,8 @@ static const fit_figure FIGURES[] = {
     {"nccl_ll_efficiency", 1.0, 0.05, 1, NETF(nccl_ll_efficiency), 0},
     {"nccl_ll128_efficiency", 1.0, 0.05, 1, NETF(nccl_ll128_efficiency), 0},
     {"nccl_nvls_step", 2e-6, 1e-9, 50e-6, NETF(nccl_nvls_step), 1},
+    {"nccl_p2p_channel_bandwidth", 20e9, 1e8, 1e12, NETF(nccl_p2p_channel_bandwidth), 2},
+    {"nccl_p2p_net_channel_bandwidth", 10e9, 1e8, 1e12, NETF(nccl_p2p_net_channel_bandwidth), 2},
 };
 enum { NF = sizeof FIGURES / sizeof FIGURES[0] };
 
@@ -237,9 +243,19 @@ static deftsim_status fit(const vopts *o, const deftsim_nt_table *t, size_t nt, 
         if (g0 && t[k].gpus_per_node != g0) channel = 1;
         g0 = t[k].gpus_per_node;
     }
+    /* A grouped transfer's channel limits show only in sendrecv tables: one peer at a time,
+     * on one node for the node's figure, across nodes for the network's. Elsewhere 0. */
+    int sr_node = 0, sr_net = 0;
+    for (size_t k = 0; k < nt; k++)
+        if (t[k].coll == DEFTSIM_NT_SENDRECV) {
+            if (t[k].nodes < 2) sr_node = 1;
+            else sr_net = 1;
+        }
     for (int i = 0; i < NF; i++) {
         if (!p2p && !strcmp(FIGURES[i].key, "nccl_p2p_net_efficiency")) x[i] = -1;
         if (!channel && !strcmp(FIGURES[i].key, "nccl_net_channel_bandwidth")) x[i] = 0;
+        if (!sr_node && !strcmp(FIGURES[i].key, "nccl_p2p_channel_bandwidth")) x[i] = 0;
+        if (!sr_net && !strcmp(FIGURES[i].key, "nccl_p2p_net_channel_bandwidth")) x[i] = 0;
     }
     for (int round = 0; round < o->fit_rounds && step > 0.02; round++) {
         int moved = 0;
@@ -267,9 +283,10 @@ static deftsim_status fit(const vopts *o, const deftsim_nt_table *t, size_t nt, 
         fprintf(stderr, "validate: fit round %d: mean |log ratio| %.4f (launch %.2f us + %.2f us a "
                         "further GPU of a thread, nvl %.3f, net %.3f, grouped p2p net %.3f, a "
                         "channel across nodes %.2f GB/s, step x %.3f, network step x %.3f, LL "
-                        "%.3f, LL128 %.3f, NVLS step %.2f us)\n",
+                        "%.3f, LL128 %.3f, NVLS step %.2f us, a grouped send's channel %.2f GB/s in "
+                        "a node, %.2f GB/s across)\n",
                 round + 1, best, x[0] * 1e6, x[1] * 1e6, x[2], x[3], x[4], x[5] / 1e9, x[6], x[7],
-                x[8], x[9], x[10] * 1e6);
+                x[8], x[9], x[10] * 1e6, x[11] / 1e9, x[12] / 1e9);
     }
     /* One preset under every table: the file names it, so that a scenario naming the file
      * (preset_file) gets the node keys with the fitted figures. */
@@ -361,7 +378,7 @@ static void user_table(const vopts *o, const char *id, deftsim_nt_coll coll, def
  * its "Collective test starting" line or its name. A file of several tests (runs printed into
  * one log) is a table for each test of a collective the simulation runs, named FILE:COLLECTIVE
  * (FILE:COLLECTIVE#N where one collective comes again), only --collective's with that option;
- * the others (sendrecv_perf, say) are named on stderr and left out. */
+ * the others (reduce_perf, gather_perf, say) are named on stderr and left out. */
 static deftsim_status user_tables(const vopts *o, char **files, size_t nf, deftsim_nt_table **out,
                                   size_t *nout)
 {
@@ -371,7 +388,7 @@ static deftsim_status user_tables(const vopts *o, char **files, size_t nf, defts
     if (o->coll && given < 0)
         return deftsim_error_set(DEFTSIM_E_USAGE,
                                  "--collective '%s': one of allreduce, allgather, reducescatter, "
-                                 "broadcast, alltoall",
+                                 "broadcast, alltoall, sendrecv",
                                  o->coll);
     deftsim_nt_table *t = NULL;
     size_t k = 0, cap = 0;

@@ -41,6 +41,7 @@ void deftsim_config_sim_params(const deftsim_config *cfg, uint32_t P, uint32_t e
     out->library = cfg->network.library;
     out->nccl_algorithm = cfg->network.nccl_algorithm;
     out->nccl_channels = (uint32_t)cfg->network.nccl_channels;
+    out->nccl_p2p_channels = (uint32_t)cfg->network.nccl_p2p_channels;
     out->nccl_allgatherv = cfg->network.nccl_allgatherv;
     out->nccl_buffsize = (uint64_t)cfg->network.nccl_buffsize;
     out->nccl_model = cfg->network.nccl_model;
@@ -54,6 +55,8 @@ void deftsim_config_sim_params(const deftsim_config *cfg, uint32_t P, uint32_t e
     out->nccl_net_efficiency = cfg->network.nccl_net_efficiency;
     out->nccl_p2p_net_efficiency = cfg->network.nccl_p2p_net_efficiency;
     out->nccl_net_channel_bandwidth = cfg->network.nccl_net_channel_bandwidth;
+    out->nccl_p2p_channel_bandwidth = cfg->network.nccl_p2p_channel_bandwidth;
+    out->nccl_p2p_net_channel_bandwidth = cfg->network.nccl_p2p_net_channel_bandwidth;
     out->nccl_step_scale = cfg->network.nccl_step_scale;
     out->nccl_net_step_scale = cfg->network.nccl_net_step_scale;
     out->nccl_ll_efficiency = cfg->network.nccl_ll_efficiency;

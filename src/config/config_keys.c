@@ -326,6 +326,10 @@ static const keydef base_keys[] = {
     {KEY("network", "nccl_channels", "integer in [1, 64]", "2",
          "library = nccl: parallel rings (and twice as many trees), the data split over them"),
      .type = T_INT, .off = F(network.nccl_channels), .imin = 1, .imax = DEFTSIM_NCCL_CHANNELS_MAX},
+    {KEY("network", "nccl_p2p_channels", "integer in [0, 64]", "0",
+         "library = nccl: the channels of grouped sends and receives (alltoall, a sparsifier's own "
+         "rounds), rounded up to a power of two; 0: nccl_channels"),
+     .type = T_INT, .off = F(network.nccl_p2p_channels), .imin = 0, .imax = DEFTSIM_NCCL_CHANNELS_MAX},
     {KEY("network", "nccl_allgatherv", NULL, "pad",
          "library = nccl: unequal allgather blocks padded to the largest, one broadcast per rank, "
          "or grouped sends"),
@@ -372,6 +376,14 @@ static const keydef base_keys[] = {
          "nccl_model = tuned: the most one channel of a ring or tree moves across the network "
          "(a NIC with c channels: at most c times it); 0: no limit but the NIC's"),
      .type = T_BANDWIDTH, .off = F(network.nccl_net_channel_bandwidth), .lo = 0, .hi = 1e15},
+    {KEY("network", "nccl_p2p_channel_bandwidth", "bandwidth in [0, 1e15] bytes/s, or with a unit",
+         "0",
+         "nccl_model = tuned: the most one channel of a grouped send moves within a node (a "
+         "transfer to one peer takes the channels NCCL gives its size); 0: no limit but the link's"),
+     .type = T_BANDWIDTH, .off = F(network.nccl_p2p_channel_bandwidth), .lo = 0, .hi = 1e15},
+    {KEY("network", "nccl_p2p_net_channel_bandwidth", "bandwidth in [0, 1e15] bytes/s, or with a unit",
+         "0", "nccl_model = tuned: the same across the network; 0: no limit but the NIC's"),
+     .type = T_BANDWIDTH, .off = F(network.nccl_p2p_net_channel_bandwidth), .lo = 0, .hi = 1e15},
     {KEY("network", "nccl_step_scale", "number in [0, 100]", "1",
          "nccl_model = tuned: multiplies NCCL's per-step latencies"),
      .type = T_DOUBLE, .off = F(network.nccl_step_scale), .lo = 0, .hi = 100},

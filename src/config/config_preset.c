@@ -68,6 +68,19 @@ static const deftsim_config_preset_key h100[] = {
      "fitted alone (2026-12-07, a scan of the mean |log ratio| from 0.86 to 0.94) to the one H100 "
      "alltoall table across nodes on the preset's NICs, h100_10n_alltoall_default_nccl2.29.2; the "
      "2-node alltoall table sets its own link from its cluster's sendrecv rows"},
+    {"nccl_p2p_channels", "32",
+     "the one-node sendrecv tables (h100_1n_sendrecv_default_nccl2.29.2, 8 GPUs): 32 and 64 MiB "
+     "move at 4 channels' rate, 128 MiB at 8, 256 MiB at 16; NCCL gives a transfer at least the "
+     "p2p channels over the ranks (32 / 8 = 4), so 32"},
+    {"nccl_p2p_channel_bandwidth", "20.5GBps",
+     "fitted (2026-12-08, a scan of the mean |log ratio| from 19 to 21 GB/s, minimum 0.0191) to "
+     "the one-node sendrecv tables of 8 and 4 GPUs, h100_1n_sendrecv_default_nccl2.29.2 and "
+     "h100_1nx4_sendrecv_default_nccl2.29.2, 20 rows"},
+    {"nccl_p2p_net_channel_bandwidth", "10.1GBps",
+     "fitted (2026-12-08, a scan from 9.5 to 10.5 GB/s, flat at 0.0322 from 10 to 10.25) to the "
+     "pairwise sendrecv tables of 1 and 8 GPUs a node, h100_2nx1_sendrecv_pair_nccl2.29.2 and "
+     "h100_2n_sendrecv_pair_nccl2.29.2: a network peer gets 4 channels (one for each 14 GB/s of "
+     "the 50 GB/s NIC), 40.4 GB/s, where the cluster's 45 pairs move 39.0 to 44.2 GB/s"},
     {"nccl_net_step_scale", "-1",
      "as nccl_step_scale: no H100 table has a call under 32 MiB across nodes (fitted, it "
      "went to 8.0 for the 10-node 32 MiB rows; docs/NETWORK.md)"},

@@ -175,6 +175,7 @@ typedef struct deftsim_config {
         deftsim_net_library library;      /* mpi, or nccl: NCCL's algorithms (sim_nccl.c) */
         deftsim_nccl_algo nccl_algorithm; /* nccl: the allreduce */
         int nccl_channels;                /* nccl: parallel rings */
+        int nccl_p2p_channels;            /* nccl: grouped sends' channels; 0: nccl_channels */
         deftsim_nccl_agv nccl_allgatherv; /* nccl: unequal allgather blocks */
         int nccl_buffsize;                /* nccl: NCCL_BUFFSIZE, bytes */
         deftsim_nccl_model nccl_model;    /* nccl: plain (the pattern) or tuned (as NCCL runs) */
@@ -190,6 +191,9 @@ typedef struct deftsim_config {
                                              (alltoall); -1: as nccl_net_efficiency */
         double nccl_net_channel_bandwidth; /* tuned: bytes/s one ring or tree channel moves
                                               between nodes at most; 0: no limit */
+        double nccl_p2p_channel_bandwidth; /* tuned: bytes/s one channel of a grouped send
+                                              moves within a node at most; 0: no limit */
+        double nccl_p2p_net_channel_bandwidth; /* tuned: the same between nodes */
         double nccl_step_scale;           /* tuned: factor on NCCL's per-step latencies */
         double nccl_net_step_scale;       /* tuned: that factor for steps between nodes; -1: as
                                              nccl_step_scale */

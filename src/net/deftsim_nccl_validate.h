@@ -17,10 +17,12 @@ typedef enum {
     DEFTSIM_NT_REDUCESCATTER,
     DEFTSIM_NT_BROADCAST,
     DEFTSIM_NT_ALLTOALL,
+    DEFTSIM_NT_SENDRECV,
     DEFTSIM_NT_COUNT
 } deftsim_nt_coll;
 
-/* "allreduce", "allgather", "reducescatter", "broadcast", "alltoall"; NULL-terminated. */
+/* "allreduce", "allgather", "reducescatter", "broadcast", "alltoall", "sendrecv";
+ * NULL-terminated. */
 extern const char *const deftsim_nt_coll_names[];
 
 /* One printed row: the size column (bytes, as nccl-tests counts it: the whole buffer of the

@@ -3,7 +3,9 @@
  * How a row maps to a step: nccl-tests' size column is the whole buffer of the collective
  * (its doc/PERFORMANCE.md): the allreduce and broadcast vector; the gathered output of an
  * allgather (each rank's block is size / n); the input of a reduce-scatter (each rank keeps
- * size / n); the send buffer of an alltoall (size / n to each rank). The reduce-scatter runs as
+ * size / n); the send buffer of an alltoall (size / n to each rank); what each rank of a
+ * sendrecv sends to the next rank (r + 1 mod n) while it receives as much from the one before,
+ * the whole of it one NCCL group. The reduce-scatter runs as
  * the ring allgather of its blocks: NCCL's ring reduce-scatter moves the same blocks in the same
  * n - 1 steps, and the reduction takes no time here. */
 #include <ctype.h>
@@ -21,7 +23,7 @@
 #include "deftsim_util.h"
 
 const char *const deftsim_nt_coll_names[] = {"allreduce", "allgather", "reducescatter",
-                                             "broadcast", "alltoall", NULL};
+                                             "broadcast", "alltoall", "sendrecv", NULL};
 
 static int parse_u64(const char *s, uint64_t *v)
 {
@@ -126,7 +128,7 @@ deftsim_status deftsim_nt_read_test_rows(const char *path, size_t test, deftsim_
 static int coll_from_text(const char *s, deftsim_nt_coll *c)
 {
     static const char *const perf[] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast",
-                                       "alltoall"};
+                                       "alltoall", "sendrecv"};
     for (int i = 0; i < DEFTSIM_NT_COUNT; i++)
         if (strstr(s, perf[i])) {
             *c = (deftsim_nt_coll)i;
@@ -178,7 +180,7 @@ deftsim_status deftsim_nt_detect_coll(const char *path, deftsim_nt_coll *coll)
     if (found)
         return deftsim_error_set(DEFTSIM_E_INPUT,
                                  "%s: names no collective (no \"Collective test starting\" line, no "
-                                 "all_reduce/all_gather/reduce_scatter/broadcast/alltoall in its "
+                                 "all_reduce/all_gather/reduce_scatter/broadcast/alltoall/sendrecv in its "
                                  "name): give --collective",
                                  path);
     return DEFTSIM_OK;
@@ -249,7 +251,7 @@ static int index_line(const char *path, size_t lineno, char *line, deftsim_nt_ta
         g > 64 || nodes > 4096) {
         deftsim_error_set(DEFTSIM_E_INPUT,
                           "%s:%zu (%s): collective '%s', gpu '%s', gpus_per_node '%s', nodes '%s': "
-                          "need one of allreduce/allgather/reducescatter/broadcast/alltoall, an "
+                          "need one of allreduce/allgather/reducescatter/broadcast/alltoall/sendrecv, an "
                           "H100, A100 or V100, and counts in [1, 64] and [1, 4096]",
                           path, lineno, f[0], f[1], f[2], f[3], f[4]);
         return -1;
@@ -401,6 +403,7 @@ static int row_step(const deftsim_nt_table *t, size_t r, uint32_t P, deftsim_ste
     case DEFTSIM_NT_ALLREDUCE: *kind = DEFTSIM_STEP_ALLREDUCE, *bytes = s; break;
     case DEFTSIM_NT_BROADCAST: *kind = DEFTSIM_STEP_BCAST, *bytes = s; break;
     case DEFTSIM_NT_ALLTOALL: *kind = DEFTSIM_STEP_ALLTOALL, *bytes = s / P; break;
+    case DEFTSIM_NT_SENDRECV: *kind = DEFTSIM_STEP_SENDRECV, *bytes = s; break;
     default: *kind = DEFTSIM_STEP_ALLGATHER, *bytes = s / P; break;
     }
     return *bytes > 0;
@@ -434,7 +437,9 @@ deftsim_status deftsim_nt_simulate(const deftsim_nt_table *t, const char *const 
         uint32_t ch;
         if (choice && sp.library == DEFTSIM_LIB_NCCL && !deftsim_sim_nccl_choice(&sp, kind, b, &a, &pr, &ch))
             snprintf(choice[r].text, sizeof choice[r].text, "%s/%s/%u",
-                     kind == DEFTSIM_STEP_ALLTOALL ? "p2p" : deftsim_nccl_algo_name(a),
+                     kind == DEFTSIM_STEP_ALLTOALL || kind == DEFTSIM_STEP_SENDRECV
+                         ? "p2p"
+                         : deftsim_nccl_algo_name(a),
                      deftsim_nccl_proto_names[pr], ch);
         deftsim_schedule_init(&s[ns], P);
         deftsim_step *step = deftsim_schedule_add(&s[ns], kind, "validate");
@@ -444,6 +449,8 @@ deftsim_status deftsim_nt_simulate(const deftsim_nt_table *t, const char *const 
             goto done;
         }
         for (uint32_t w = 0; w < P; w++) step->bytes[w] = b;
+        if (step->peer)
+            for (uint32_t w = 0; w < P; w++) step->peer[w] = (w + 1) % P;
         step->root = 0;
         sp_list[ns] = &s[ns];
         idx[ns++] = r;

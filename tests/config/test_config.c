@@ -420,8 +420,8 @@ Test(config_override, bad)
          "topology_params, bandwidth, latency, backbone_bandwidth, model, crosstraffic, allgather, "
          "allreduce, bcast, eager_threshold, mode, compute, preset, preset_file, gpus_per_node, intra_fabric, "
          "intra_bandwidth, intra_latency, nics_per_node, nic_bandwidth, library, "
-         "nccl_algorithm, nccl_channels, nccl_allgatherv, nccl_buffsize, nccl_model, nccl_proto, "
-         "nccl_arch, nccl_tuning, nccl_launch, nccl_launch_gpu, nccl_gpus_per_thread, nccl_nvl_efficiency, nccl_net_efficiency, nccl_p2p_net_efficiency, nccl_net_channel_bandwidth, nccl_step_scale, nccl_net_step_scale, nccl_ll_efficiency, nccl_ll128_efficiency, nccl_nvls_step)"},
+         "nccl_algorithm, nccl_channels, nccl_p2p_channels, nccl_allgatherv, nccl_buffsize, nccl_model, nccl_proto, "
+         "nccl_arch, nccl_tuning, nccl_launch, nccl_launch_gpu, nccl_gpus_per_thread, nccl_nvl_efficiency, nccl_net_efficiency, nccl_p2p_net_efficiency, nccl_net_channel_bandwidth, nccl_p2p_channel_bandwidth, nccl_p2p_net_channel_bandwidth, nccl_step_scale, nccl_net_step_scale, nccl_ll_efficiency, nccl_ll128_efficiency, nccl_nvls_step)"},
         {"network.bandwidth=fast", DEFTSIM_E_INPUT,
          "--set network.bandwidth: 'fast' is not a bandwidth (bytes/s, or a number with Bps, "
          "kBps, MBps, GBps, KiBps, MiBps, GiBps, bps, kbps, Mbps, Gbps, ...)"},
@@ -654,7 +654,7 @@ Test(config_print, json)
     cr_expect_eq(json_integer_value(json_array_get(w, 5)), 64);
     cr_expect_eq(json_real_value(json_object_get(json_object_get(j, "engine"), "memory_budget")), 0.8);
     json_t *net = json_object_get(j, "network");
-    cr_expect_eq(json_object_size(net), 44);
+    cr_expect_eq(json_object_size(net), 47);
     cr_expect_str_eq(json_string_value(json_object_get(net, "compute")), "measured");
     cr_expect_str_eq(json_string_value(json_object_get(net, "topology")), "flat");
     cr_expect_eq(json_real_value(json_object_get(net, "bandwidth")), 3.125e9);
@@ -721,7 +721,7 @@ Test(config_names, schema)
     /* 98 + [gradients] params, [synthetic] scales and its 24 kind keys, field, worker_spread and
      * the 18 per-kind signal, tail and field keys, the 9 role keys, + PowerSGD's 7, LAGS's 4,
      * randk's 1, hardthr's 2 and sidco's 3 */
-    cr_expect_eq(deftsim_config_key_count(), 176);
+    cr_expect_eq(deftsim_config_key_count(), 179);
     cr_expect_null(deftsim_config_key(deftsim_config_key_count()));
     /* Keys come grouped by section, in section order. */
     size_t s = 0;

@@ -152,13 +152,14 @@ def user_files(tmp):
     check(re.search(r"^\s+4194304\s+60\.11\s", r.stdout, re.M) is not None, "old layout: time 60.11 us")
     # A log of several tests (nccl-tests runs printed one after another): a table for each test
     # of a collective the simulation runs, each with its own rows and the same times as the test
-    # alone in a file; a sendrecv test named on stderr and left out; --collective keeps its own.
+    # alone in a file; a test of an operation it does not run (reduce_perf) named on stderr and
+    # left out; --collective keeps its own.
     ata = NEW.replace("all_gather_perf", "alltoall_perf")
-    sendrecv = NEW.replace("all_gather_perf", "sendrecv_perf")
+    other = NEW.replace("all_gather_perf", "reduce_perf")
     log = os.path.join(tmp, "several.log")
     alone = os.path.join(tmp, "alltoall_alone.txt")
     with open(log, "w") as f:
-        f.write(NEW + sendrecv + ata)
+        f.write(NEW + other + ata)
     with open(alone, "w") as f:
         f.write(ata)
     shape8 = ("--nodes", "2", "--gpus-per-node", "8", "--preset", "dgx-h100", "--rows")
@@ -167,7 +168,7 @@ def user_files(tmp):
     check(r.returncode == 0 and set(got) == {log + ":allgather", log + ":alltoall"}
           and all(v[0] == 3 for v in got.values()),
           f"a log of three tests: its allgather and alltoall, 3 rows each ({sorted(got)}; {r.stderr[-300:]})")
-    check("test 2 (sendrecv_perf) left out" in r.stderr, f"the sendrecv test named ({r.stderr[-300:]})")
+    check("test 2 (reduce_perf) left out" in r.stderr, f"the reduce test named ({r.stderr[-300:]})")
     ra = run("validate", "nccl", alone, *shape8)
     rows_of = lambda out, name: re.search(r"^" + re.escape(name) + r" \(.*\n.*\n((?:\s+\d.*\n)+)", out, re.M)
     a1, a2 = rows_of(r.stdout, log + ":alltoall"), rows_of(ra.stdout, alone)
@@ -175,12 +176,21 @@ def user_files(tmp):
     r = run("validate", "nccl", log, *shape8, "--collective", "alltoall")
     got = table_lines(r.stdout)
     check(r.returncode == 0 and list(got) == [log + ":alltoall"], f"--collective keeps its own test ({sorted(got)})")
-    only_sr = os.path.join(tmp, "sendrecv.log")
-    with open(only_sr, "w") as f:
-        f.write(sendrecv + sendrecv)
-    r = run("validate", "nccl", only_sr, *shape8)
+    only_other = os.path.join(tmp, "reduce.log")
+    with open(only_other, "w") as f:
+        f.write(other + other)
+    r = run("validate", "nccl", only_other, *shape8)
     check(r.returncode == 2 and "none of its 2 tests is a collective the simulation runs" in r.stderr,
-          f"a log of sendrecv tests alone is refused ({r.returncode}, {r.stderr[-300:]})")
+          f"a log of reduce tests alone is refused ({r.returncode}, {r.stderr[-300:]})")
+    # sendrecv_perf runs: each rank sends the size to the next and receives it from the one
+    # before, one NCCL group; a log's sendrecv test is a table of its own.
+    sendrecv = NEW.replace("all_gather_perf", "sendrecv_perf")
+    with open(log, "w") as f:
+        f.write(NEW + sendrecv)
+    r = run("validate", "nccl", log, *shape8)
+    got = table_lines(r.stdout)
+    check(r.returncode == 0 and set(got) == {log + ":allgather", log + ":sendrecv"},
+          f"a log's sendrecv test is a table ({sorted(got)}; {r.stderr[-300:]})")
     # nccl-tests on 2 of each node's 8 GPUs (10 nodes): one NIC a GPU, as on the preset's nodes,
     # where the preset's 8 NICs a node would not fit 2 GPUs; the same as setting it, and not the
     # same as 2 GPUs pooling 8 NICs' bandwidth.
@@ -220,8 +230,13 @@ def user_files(tmp):
         text = open(out).read()
         keys = dict(re.findall(r"^(nccl_\w+) = (\S+)$", text, re.M))
         for k in ("nccl_model", "nccl_launch", "nccl_nvl_efficiency", "nccl_net_efficiency", "nccl_p2p_net_efficiency", "nccl_step_scale", "nccl_net_step_scale",
-                  "nccl_ll_efficiency", "nccl_ll128_efficiency", "nccl_nvls_step"):
+                  "nccl_ll_efficiency", "nccl_ll128_efficiency", "nccl_nvls_step",
+                  "nccl_p2p_channel_bandwidth", "nccl_p2p_net_channel_bandwidth"):
             check(k in keys, f"--fit names {k}")
+        # no sendrecv table: nothing measures a grouped send's channel, so no limit is written
+        check(keys.get("nccl_p2p_channel_bandwidth") == "0.0000GBps"
+              and keys.get("nccl_p2p_net_channel_bandwidth") == "0.0000GBps",
+              f"--fit without sendrecv tables writes no channel limit for grouped sends ({keys})")
         sets = [a for k, v in keys.items() for a in ("--set", f"network.{k}={v}")]
         r = run("config", os.path.join(SRC, "scenarios", "quickstart.ini"), "--set", "network.preset=dgx-h100",
                 "--set", "network.library=nccl", *sets)

@@ -1240,3 +1240,100 @@ Test(sim_nccl, a_channel_limit_across_nodes_holds_rings_not_grouped_sends)
     sim_nccl_plan_call(&q, SIM_NCCL_ALLGATHER, block * 4, &k);
     cr_expect(fabs(k.eff_net - 1) < 1e-12, "one GPU a node: eff_net %.3f", k.eff_net);
 }
+
+/* A ring of sends (rank r to r + 1, as nccl-tests' sendrecv_perf) on P ranks, each `size`. */
+static double send_ring(const deftsim_sim_params *p, uint64_t size)
+{
+    deftsim_schedule s;
+    deftsim_schedule_init(&s, p->P);
+    deftsim_step *st = deftsim_schedule_add(&s, DEFTSIM_STEP_SENDRECV, "ring");
+    cr_assert(st);
+    for (uint32_t r = 0; r < p->P; r++) {
+        st->peer[r] = (r + 1) % p->P;
+        st->bytes[r] = size;
+    }
+    double *t = simtest_run(p, &s, 1, NULL);
+    double v = t[0];
+    free(t);
+    deftsim_schedule_free(&s);
+    return v;
+}
+
+/* NCCL's channels for one grouped transfer (src/enqueue.cc, addP2pToPlan) on H100-like nodes
+ * with 32 p2p channels: on one 8-GPU node at least 32 / 8 = 4, doubled while a part exceeds
+ * 16 MiB (32 x the 512 KiB chunk), so 4 up to 64 MiB, 8 at 128 MiB, 32 from 512 MiB; across
+ * nodes a peer gets 4 (one for each 14 GB/s of a 50 GB/s NIC), 2 on 80 ranks (4 x 10 batches
+ * of 8 peers would not fit 32), and a part is at most one 128 KiB chunk. */
+Test(sim_nccl, grouped_transfers_take_the_channels_nccl_gives_their_size)
+{
+    deftsim_sim_params p;
+    hopper_nodes(&p, 8);
+    p.nccl_p2p_channels = 32;
+    const uint64_t MiB = 1u << 20;
+    const uint64_t sizes[] = {64 << 10, 32 * MiB, 64 * MiB, 128 * MiB, 256 * MiB, 512 * MiB, 4096 * MiB};
+    const uint32_t one_node[] = {1, 4, 4, 8, 16, 32, 32};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        cr_expect_eq(sim_nccl_p2p_parts(&p, sizes[i]), one_node[i], "one node, %llu bytes: %u",
+                     (unsigned long long)sizes[i], sim_nccl_p2p_parts(&p, sizes[i]));
+    uint32_t lo, hi;
+    hopper_nodes(&p, 16);
+    p.nccl_p2p_channels = 32;
+    sim_nccl_p2p_peer_channels(&p, &lo, &hi);
+    cr_expect(lo == 2 && hi == 4, "2 nodes: %u .. %u channels a peer", lo, hi);
+    cr_expect_eq(sim_nccl_p2p_parts(&p, 4096 * MiB), 4);
+    cr_expect_eq(sim_nccl_p2p_parts(&p, 64 << 10), 1);
+    hopper_nodes(&p, 80);
+    p.nccl_p2p_channels = 32;
+    sim_nccl_p2p_peer_channels(&p, &lo, &hi);
+    cr_expect(hi == 2, "10 nodes of 8: %u channels a peer", hi);
+}
+
+/* A SENDRECV step under library = nccl is one NCCL group: with the tuned model it waits out the
+ * call's launch and step latency, and each transfer moves at most its channels' limit. A ring
+ * of 32 MiB sends on one 8-GPU node at 20 GB/s a channel runs 4 channels, 80 GB/s: 419 us
+ * (within 5 %), against 75 us at the NVSwitch port's 450 GB/s without the limit; at 512 MiB
+ * its 32 channels would move 640 GB/s, so the port holds it. Across two one-GPU nodes a
+ * network peer's 4 channels at 10 GB/s move 40 of the NIC's 50 GB/s. The plain model (no
+ * costs) runs the sends at the link's rate, as before. */
+Test(sim_nccl, a_sendrecv_step_is_one_group_held_to_its_channels)
+{
+    deftsim_sim_params p;
+    hopper_nodes(&p, 8);
+    p.nccl_p2p_channels = 32;
+    p.nccl_launch = 5e-6;
+    const uint64_t MiB = 1u << 20;
+    double tiny = send_ring(&p, 8);
+    cr_expect(tiny >= 5e-6, "a tiny send ring pays the launch: %.3f us", tiny * 1e6);
+    double free32 = send_ring(&p, 32 * MiB), free512 = send_ring(&p, 512 * MiB);
+    p.nccl_p2p_channel_bandwidth = 20e9;
+    double held32 = send_ring(&p, 32 * MiB), held512 = send_ring(&p, 512 * MiB);
+    printf("nccl send ring, one node of 8: 8 B %.2f us; 32 MiB %.1f us free, %.1f us at 20 GB/s a "
+           "channel; 512 MiB %.1f us, %.1f us\n", tiny * 1e6, free32 * 1e6, held32 * 1e6,
+           free512 * 1e6, held512 * 1e6);
+    double want32 = 32.0 * MiB / 80e9;
+    cr_expect(rel(held32, want32) < 0.05, "32 MiB held: %.1f us, want %.1f us", held32 * 1e6, want32 * 1e6);
+    cr_expect(free32 < want32 / 4, "32 MiB free: %.1f us", free32 * 1e6);
+    cr_expect(rel(held512, free512) < 0.01, "512 MiB: %.1f us held, %.1f us free", held512 * 1e6,
+              free512 * 1e6);
+    /* two one-GPU nodes, 4 channels to the network peer */
+    deftsim_sim_params q;
+    simtest_params(&q, 2);
+    q.library = DEFTSIM_LIB_NCCL;
+    q.bandwidth = 50e9;
+    q.latency = 1e-9;
+    q.nccl_channels = 16;
+    q.nccl_p2p_channels = 32;
+    q.nccl_model = DEFTSIM_NCCL_MODEL_TUNED;
+    q.nccl_arch = DEFTSIM_NCCL_ARCH_HOPPER;
+    double nfree = send_ring(&q, 1024 * MiB);
+    q.nccl_p2p_net_channel_bandwidth = 10e9;
+    double nheld = send_ring(&q, 1024 * MiB);
+    printf("nccl send pair, two one-GPU nodes, 1 GiB: %.1f us free, %.1f us at 10 GB/s a channel\n",
+           nfree * 1e6, nheld * 1e6);
+    cr_expect(rel(nheld, 1024.0 * MiB / 40e9) < 0.05, "held %.1f us", nheld * 1e6);
+    cr_expect(rel(nfree, 1024.0 * MiB / 50e9) < 0.05, "free %.1f us", nfree * 1e6);
+    /* the plain model: no launch, no limit */
+    q.nccl_model = DEFTSIM_NCCL_MODEL_PLAIN;
+    double plain = send_ring(&q, 1024 * MiB);
+    cr_expect(rel(plain, 1024.0 * MiB / 50e9) < 0.05, "plain %.1f us", plain * 1e6);
+}
