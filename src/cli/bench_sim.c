@@ -339,11 +339,15 @@ int deftsim_bench_sim(int argc, char **argv)
                 sp.gpus_per_node, deftsim_intra_fabric_name(sp.intra_fabric), sp.intra_bandwidth,
                 sp.intra_latency, sp.nics_per_node,
                 sp.nic_bandwidth > 0 ? sp.nic_bandwidth : sp.bandwidth);
-    if (sp.library == DEFTSIM_LIB_NCCL)
+    if (sp.library == DEFTSIM_LIB_NCCL) {
+        unsigned cp = 1, want = sp.nccl_p2p_channels ? sp.nccl_p2p_channels : sp.nccl_channels;
+        while (cp < want) cp <<= 1; /* a power of two, as NCCL's p2p channels */
         fprintf(csv ? stderr : stdout,
-                "  library nccl: allreduce %s, %u channels, allgatherv %s, buffers of %llu bytes\n",
-                deftsim_nccl_algo_name(sp.nccl_algorithm), sp.nccl_channels,
+                "  library nccl: allreduce %s, %u channels (%u for grouped sends), allgatherv %s, "
+                "buffers of %llu bytes\n",
+                deftsim_nccl_algo_name(sp.nccl_algorithm), sp.nccl_channels, cp,
                 deftsim_nccl_agv_name(sp.nccl_allgatherv), (unsigned long long)sp.nccl_buffsize);
+    }
     if (csv)
         printf("P,method,steps,messages,simulated_seconds,wall_seconds,wall_min_seconds,peak_rss_bytes,"
                "sim_mode\n");
