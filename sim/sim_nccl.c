@@ -113,7 +113,7 @@ static double p2p_eff(const round_t *rd, int cross, uint64_t bytes, double eff)
     if (cross) {
         uint32_t nics = G > 1 && p->nics_per_node ? p->nics_per_node : 1;
         if (nics > G) nics = G;
-        link = (p->nic_bandwidth > 0 && G > 1 ? p->nic_bandwidth : p->bandwidth) / ((G + nics - 1) / nics);
+        link = sim_nic_bandwidth(p) / ((G + nics - 1) / nics);
     }
     uint32_t n = rd->nkind[cross] ? rd->nkind[cross] : 1;
     double cap = link > 0 ? n * sim_nccl_p2p_parts(p, bytes) * limit / link : eff;

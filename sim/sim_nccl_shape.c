@@ -208,6 +208,11 @@ uint32_t sim_nccl_p2p_channels(const deftsim_sim_params *p)
     return C > MAXC ? MAXC : C;
 }
 
+double sim_nic_bandwidth(const deftsim_sim_params *p)
+{
+    return p->gpus_per_node > 1 && p->nic_bandwidth > 0 ? p->nic_bandwidth : p->bandwidth;
+}
+
 /* NCCL's P2P_PER_CHANNEL_NET_BW (GB/s) and its p2p chunks: P2P_NET_CHUNKSIZE across nodes,
  * P2P_NVL_CHUNKSIZE on one node of NVLink (src/init.cc, src/graph/paths.cc). */
 #define P2P_PER_CHANNEL_NET_GBPS 14.0
@@ -225,8 +230,7 @@ void sim_nccl_p2p_peer_channels(const deftsim_sim_params *p, uint32_t *cmin, uin
      * least over its peers. */
     uint32_t per = p->intra_fabric == DEFTSIM_INTRA_NVSWITCH ? MAXC : 2;
     if (nodes) {
-        double nic = p->nic_bandwidth > 0 && G > 1 ? p->nic_bandwidth : p->bandwidth;
-        uint32_t net = (uint32_t)ceil(nic / 1e9 / P2P_PER_CHANNEL_NET_GBPS - 1e-9);
+        uint32_t net = (uint32_t)ceil(sim_nic_bandwidth(p) / 1e9 / P2P_PER_CHANNEL_NET_GBPS - 1e-9);
         if (net < 1) net = 1;
         if (net < per) per = net;
     }

@@ -161,7 +161,7 @@ static void shape_of(const deftsim_sim_params *p, shape_t *s)
     if (s->C > DEFTSIM_NCCL_CHANNELS_MAX) s->C = DEFTSIM_NCCL_CHANNELS_MAX;
     s->ppn = (double)s->P / s->N;
     s->intra = (s->G > 1 ? p->intra_bandwidth : p->bandwidth) / 1e9;
-    double nic = (p->nic_bandwidth > 0 ? p->nic_bandwidth : p->bandwidth) / 1e9;
+    double nic = sim_nic_bandwidth(p) / 1e9;
     uint32_t nics = s->G > 1 && p->nics_per_node ? p->nics_per_node : 1;
     s->node_net = nics * nic;
     s->nvl = s->G > 1 && p->intra_fabric != DEFTSIM_INTRA_PCIE;
@@ -456,9 +456,8 @@ void sim_nccl_plan_call(const deftsim_sim_params *p, sim_nccl_coll coll, uint64_
     if (coll != SIM_NCCL_P2P && s.N > 1 && p->nccl_net_channel_bandwidth > 0) {
         uint32_t nics = s.G > 1 && p->nics_per_node ? p->nics_per_node : 1;
         if (nics > s.G) nics = s.G;
-        double nic = p->nic_bandwidth > 0 && s.G > 1 ? p->nic_bandwidth : p->bandwidth;
         double c = ceil((double)out->channels / nics);
-        double cap = c * p->nccl_net_channel_bandwidth / nic;
+        double cap = c * p->nccl_net_channel_bandwidth / sim_nic_bandwidth(p);
         if (cap < net_eff) net_eff = cap;
     }
     out->eff_net = net_eff * proto_eff;

@@ -92,8 +92,10 @@ static int order_desc(const double *keys, size_t n, size_t *ids)
         free(t);
         return 0;
     }
-    for (size_t i = 0; i < n; i++) ids[i] = i;
-    if (n < 2) return 0;
+    if (n < 2) {
+        if (n) ids[0] = 0;
+        return 0;
+    }
     uint64_t *buf = malloc(2 * n * sizeof *buf);
     if (!buf) return -1;
     uint64_t *w0 = buf, *w1 = buf + n;
