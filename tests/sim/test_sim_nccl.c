@@ -827,6 +827,18 @@ static void hopper_nodes(deftsim_sim_params *p, uint32_t P)
     p->nccl_algorithm = DEFTSIM_NCCL_AUTO;
 }
 
+/* One H100-like GPU a host under the tuned model: a 400 Gb/s link each, 16 channels. */
+static void hopper_hosts(deftsim_sim_params *p, uint32_t P)
+{
+    simtest_params(p, P);
+    p->library = DEFTSIM_LIB_NCCL;
+    p->bandwidth = 50e9;
+    p->latency = 1e-9;
+    p->nccl_channels = 16;
+    p->nccl_model = DEFTSIM_NCCL_MODEL_TUNED;
+    p->nccl_arch = DEFTSIM_NCCL_ARCH_HOPPER;
+}
+
 /* Approximate mode's folded trees and rings and sampled waves on H100-like nodes (8 GPUs, 16
  * channels): NCCL's tree allreduce runs the trees of channels c and c + 8, which have the same
  * links, as one with their bytes, and the ring allreduce and allgather their rings likewise;
@@ -1227,13 +1239,7 @@ Test(sim_nccl, a_channel_limit_across_nodes_holds_rings_not_grouped_sends)
     cr_expect_eq(held_a2a, free_a2a, "the alltoall moved: %.9e s, %.9e s", held_a2a, free_a2a);
     /* one GPU a node: the NIC's 16 channels may move 160 GB/s, more than the NIC */
     deftsim_sim_params q;
-    simtest_params(&q, 4);
-    q.library = DEFTSIM_LIB_NCCL;
-    q.bandwidth = 50e9;
-    q.latency = 1e-9;
-    q.nccl_channels = 16;
-    q.nccl_model = DEFTSIM_NCCL_MODEL_TUNED;
-    q.nccl_arch = DEFTSIM_NCCL_ARCH_HOPPER;
+    hopper_hosts(&q, 4);
     q.nccl_algorithm = DEFTSIM_NCCL_RING;
     q.nccl_proto = DEFTSIM_NCCL_PROTO_SIMPLE;
     q.nccl_net_channel_bandwidth = 10e9;
@@ -1317,14 +1323,8 @@ Test(sim_nccl, a_sendrecv_step_is_one_group_held_to_its_channels)
               free512 * 1e6);
     /* two one-GPU nodes, 4 channels to the network peer */
     deftsim_sim_params q;
-    simtest_params(&q, 2);
-    q.library = DEFTSIM_LIB_NCCL;
-    q.bandwidth = 50e9;
-    q.latency = 1e-9;
-    q.nccl_channels = 16;
+    hopper_hosts(&q, 2);
     q.nccl_p2p_channels = 32;
-    q.nccl_model = DEFTSIM_NCCL_MODEL_TUNED;
-    q.nccl_arch = DEFTSIM_NCCL_ARCH_HOPPER;
     double nfree = send_ring(&q, 1024 * MiB);
     q.nccl_p2p_net_channel_bandwidth = 10e9;
     double nheld = send_ring(&q, 1024 * MiB);
