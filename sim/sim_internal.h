@@ -119,6 +119,8 @@ uint32_t sim_nccl_p2p_schedule(uint32_t P, uint32_t G, uint32_t Cp, uint32_t ran
 /* A GPU's NIC as the platform builds it (sim_platform.c): nic_bandwidth on nodes of several
  * GPUs (bandwidth where it is 0), the host's own link on one-GPU hosts; bytes/s. */
 double sim_nic_bandwidth(const deftsim_sim_params *p);
+/* The NICs a node's GPUs use: nics_per_node, at most the GPUs; 1 on one-GPU hosts. */
+uint32_t sim_node_nics(const deftsim_sim_params *p);
 /* The p2p channels: nccl_p2p_channels (0: nccl_channels) rounded up to a power of two. */
 uint32_t sim_nccl_p2p_channels(const deftsim_sim_params *p);
 /* The channels NCCL gives a transfer to one peer in a group (src/graph/paths.cc,

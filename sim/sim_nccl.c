@@ -111,8 +111,7 @@ static double p2p_eff(const round_t *rd, int cross, uint64_t bytes, double eff)
     uint32_t G = gpn(p);
     double link = p->intra_bandwidth;
     if (cross) {
-        uint32_t nics = G > 1 && p->nics_per_node ? p->nics_per_node : 1;
-        if (nics > G) nics = G;
+        uint32_t nics = sim_node_nics(p);
         link = sim_nic_bandwidth(p) / ((G + nics - 1) / nics);
     }
     uint32_t n = rd->nkind[cross] ? rd->nkind[cross] : 1;

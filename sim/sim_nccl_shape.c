@@ -213,6 +213,13 @@ double sim_nic_bandwidth(const deftsim_sim_params *p)
     return p->gpus_per_node > 1 && p->nic_bandwidth > 0 ? p->nic_bandwidth : p->bandwidth;
 }
 
+uint32_t sim_node_nics(const deftsim_sim_params *p)
+{
+    uint32_t G = p->gpus_per_node ? p->gpus_per_node : 1;
+    if (G == 1 || !p->nics_per_node) return 1;
+    return p->nics_per_node < G ? p->nics_per_node : G;
+}
+
 /* NCCL's P2P_PER_CHANNEL_NET_BW (GB/s) and its p2p chunks: P2P_NET_CHUNKSIZE across nodes,
  * P2P_NVL_CHUNKSIZE on one node of NVLink (src/init.cc, src/graph/paths.cc). */
 #define P2P_PER_CHANNEL_NET_GBPS 14.0

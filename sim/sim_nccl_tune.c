@@ -162,8 +162,7 @@ static void shape_of(const deftsim_sim_params *p, shape_t *s)
     s->ppn = (double)s->P / s->N;
     s->intra = (s->G > 1 ? p->intra_bandwidth : p->bandwidth) / 1e9;
     double nic = sim_nic_bandwidth(p) / 1e9;
-    uint32_t nics = s->G > 1 && p->nics_per_node ? p->nics_per_node : 1;
-    s->node_net = nics * nic;
+    s->node_net = sim_node_nics(p) * nic;
     s->nvl = s->G > 1 && p->intra_fabric != DEFTSIM_INTRA_PCIE;
     int nvls_node = s->G > 2 && p->intra_fabric == DEFTSIM_INTRA_NVSWITCH &&
                     p->nccl_arch == DEFTSIM_NCCL_ARCH_HOPPER && s->C >= 2;
@@ -454,9 +453,7 @@ void sim_nccl_plan_call(const deftsim_sim_params *p, sim_nccl_coll coll, uint64_
      * on its one. Grouped sends keep many peers' transfers in flight on a NIC (their own
      * efficiency, above) and are not held to it. */
     if (coll != SIM_NCCL_P2P && s.N > 1 && p->nccl_net_channel_bandwidth > 0) {
-        uint32_t nics = s.G > 1 && p->nics_per_node ? p->nics_per_node : 1;
-        if (nics > s.G) nics = s.G;
-        double c = ceil((double)out->channels / nics);
+        double c = ceil((double)out->channels / sim_node_nics(p));
         double cap = c * p->nccl_net_channel_bandwidth / sim_nic_bandwidth(p);
         if (cap < net_eff) net_eff = cap;
     }
